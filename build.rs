@@ -1,0 +1,56 @@
+//! Compiles `csrc/shim.cpp` against the libtorch that torch-sys found, and makes every binary and
+//! test find libtorch at run time without environment variables (rpath to the real `torch/lib`).
+use std::path::PathBuf;
+
+fn main() {
+    record_git_commit();
+    println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
+    let lib = std::env::var("DEP_TCH_LIBTORCH_LIB").expect(
+        "torch-sys did not report where libtorch is; run scripts/setup-libtorch (or `make setup`) first",
+    );
+    // The wheel's libraries find their CUDA dependencies through their own $ORIGIN-relative RPATH,
+    // which only works from the real folder, not through the .venv symlink.
+    let lib = std::fs::canonicalize(&lib).unwrap_or_else(|_| PathBuf::from(&lib));
+    let include = lib.join("../include");
+    cc::Build::new()
+        .cpp(true)
+        .file("csrc/shim.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag("-Wno-unused-parameter")
+        .flag("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("trickbench_shim");
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
+    // CUDA then reads as unavailable on GPU machines.
+    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg=-ltorch");
+    println!("cargo:rustc-link-arg=-ltorch_cpu");
+    println!("cargo:rustc-link-arg=-lc10");
+}
+
+/// Passes the checkout's commit (with `-dirty` when it has uncommitted changes) to the crate as
+/// `TRICKBENCH_GIT_COMMIT`, so every results file says which code measured it.
+fn record_git_commit() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        println!("cargo:rerun-if-changed={dir}/index");
+    }
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let suffix = if dirty && !commit.is_empty() { "-dirty" } else { "" };
+    println!("cargo:rustc-env=TRICKBENCH_GIT_COMMIT={commit}{suffix}");
+}

@@ -1,0 +1,135 @@
+// The libtorch calls that tch 0.24 does not expose, behind a tiny C ABI.
+//
+// Conventions: tensors cross the boundary as `at::Tensor*` (the same representation tch uses for
+// its `C_tensor`). Functions that can fail return 0 on success and -1 on failure, with the
+// exception message kept for `tb_last_error`. Nothing else lives here: all logic is in Rust.
+#include <ATen/ATen.h>
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/version.h>
+
+#include <cstring>
+#include <string>
+
+namespace {
+thread_local std::string last_error;
+
+template <typename F>
+int guarded(F f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return -1;
+  }
+}
+
+at::DeviceType device_type(int is_cuda) { return is_cuda ? at::kCUDA : at::kCPU; }
+}  // namespace
+
+extern "C" {
+
+// The message of the last failure on this thread (valid until the next failing call).
+const char* tb_last_error() { return last_error.c_str(); }
+
+// The libtorch version the binary was compiled against, e.g. "2.11.0".
+const char* tb_torch_version() { return TORCH_VERSION; }
+
+// Caching-allocator statistics of accelerator `device_index`, in bytes:
+// out[0] allocated now, out[1] allocated peak, out[2] reserved now, out[3] reserved peak,
+// out[4] number of out-of-memory events.
+int tb_device_memory_stats(int device_index, int64_t* out) {
+  return guarded([&] {
+    const auto stats = at::accelerator::getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    out[0] = stats.allocated_bytes[all].current;
+    out[1] = stats.allocated_bytes[all].peak;
+    out[2] = stats.reserved_bytes[all].current;
+    out[3] = stats.reserved_bytes[all].peak;
+    out[4] = stats.num_ooms;
+  });
+}
+
+// Resets the peak statistics of accelerator `device_index`.
+int tb_reset_peak_memory_stats(int device_index) {
+  return guarded([&] { at::accelerator::resetPeakStats(static_cast<c10::DeviceIndex>(device_index)); });
+}
+
+// Returns cached, unused accelerator memory to the driver.
+int tb_empty_cache() {
+  return guarded([&] { at::accelerator::emptyCache(); });
+}
+
+// Enables or disables autocast for CUDA (is_cuda=1) or CPU, computing in `dtype`
+// (a c10::ScalarType code: 5 = Half, 15 = BFloat16). Thread-local, like PyTorch's.
+int tb_set_autocast(int is_cuda, int enabled, int dtype) {
+  return guarded([&] {
+    const auto type = device_type(is_cuda);
+    at::autocast::set_autocast_enabled(type, enabled != 0);
+    at::autocast::set_autocast_dtype(type, static_cast<at::ScalarType>(dtype));
+  });
+}
+
+// Whether autocast is enabled for CUDA (is_cuda=1) or CPU on this thread.
+int tb_autocast_enabled(int is_cuda) { return at::autocast::is_autocast_enabled(device_type(is_cuda)) ? 1 : 0; }
+
+// The c10::ScalarType code autocast computes in for CUDA (is_cuda=1) or CPU on this thread.
+int tb_autocast_dtype(int is_cuda) {
+  return static_cast<int>(at::autocast::get_autocast_dtype(device_type(is_cuda)));
+}
+
+// Enters an autocast region (as torch.autocast's __enter__ does).
+void tb_autocast_enter() { at::autocast::increment_nesting(); }
+
+// Leaves an autocast region; the cast cache is cleared when the outermost region ends.
+void tb_autocast_exit() {
+  if (at::autocast::decrement_nesting() == 0) {
+    at::autocast::clear_cache();
+  }
+}
+
+// A copy of `t` in the channels_last memory format (or `t` itself when it already is).
+int tb_channels_last(const at::Tensor* t, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(t->contiguous(at::MemoryFormat::ChannelsLast)); });
+}
+
+// Converts a parameter's storage to channels_last in place (its identity and autograd leaf status
+// are kept, as `module.to(memory_format=torch.channels_last)` does).
+int tb_param_to_channels_last(at::Tensor* t) {
+  return guarded([&] { t->set_data(t->contiguous(at::MemoryFormat::ChannelsLast)); });
+}
+
+// 1 when `t` is laid out as channels_last (a 4-d tensor), else 0.
+int tb_is_channels_last(const at::Tensor* t) {
+  return t->is_contiguous(at::MemoryFormat::ChannelsLast) && t->dim() == 4 && !t->is_contiguous() ? 1 : 0;
+}
+
+// Allows or forbids TF32 in cuBLAS matmuls and cuDNN convolutions.
+int tb_set_tf32(int matmul, int cudnn) {
+  return guarded([&] {
+    at::globalContext().setAllowTF32CuBLAS(matmul != 0);
+    at::globalContext().setAllowTF32CuDNN(cudnn != 0);
+  });
+}
+
+// out[0] = TF32 allowed in matmuls, out[1] = allowed in cuDNN convolutions.
+void tb_get_tf32(int* out) {
+  out[0] = at::globalContext().allowTF32CuBLAS() ? 1 : 0;
+  out[1] = at::globalContext().allowTF32CuDNN() ? 1 : 0;
+}
+
+// Turns autograd anomaly detection on or off (check_nan: also fail on NaN gradients).
+void tb_set_anomaly_mode(int enabled, int check_nan) {
+  torch::autograd::AnomalyMode::set_enabled(enabled != 0, check_nan != 0);
+}
+
+// 1 when anomaly detection is on.
+int tb_anomaly_mode_enabled() { return torch::autograd::AnomalyMode::is_enabled() ? 1 : 0; }
+
+// Sets the gradient of `t` to None (undefined), as `optimizer.zero_grad(set_to_none=True)` does.
+void tb_set_grad_none(at::Tensor* t) { t->mutable_grad().reset(); }
+
+}  // extern "C"

@@ -1,0 +1,208 @@
+//! Safe wrappers over `csrc/shim.cpp`: the libtorch calls tch 0.24 does not expose.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int};
+
+use tch::{Kind, Tensor};
+use torch_sys::C_tensor;
+
+use crate::error::Error;
+
+mod raw {
+    use super::*;
+
+    extern "C" {
+        pub fn tb_last_error() -> *const c_char;
+        pub fn tb_torch_version() -> *const c_char;
+        pub fn tb_device_memory_stats(device_index: c_int, out: *mut i64) -> c_int;
+        pub fn tb_reset_peak_memory_stats(device_index: c_int) -> c_int;
+        pub fn tb_empty_cache() -> c_int;
+        pub fn tb_set_autocast(is_cuda: c_int, enabled: c_int, dtype: c_int) -> c_int;
+        pub fn tb_autocast_enabled(is_cuda: c_int) -> c_int;
+        pub fn tb_autocast_dtype(is_cuda: c_int) -> c_int;
+        pub fn tb_autocast_enter();
+        pub fn tb_autocast_exit();
+        pub fn tb_channels_last(t: *const C_tensor, out: *mut *mut C_tensor) -> c_int;
+        pub fn tb_param_to_channels_last(t: *mut C_tensor) -> c_int;
+        pub fn tb_is_channels_last(t: *const C_tensor) -> c_int;
+        pub fn tb_set_tf32(matmul: c_int, cudnn: c_int) -> c_int;
+        pub fn tb_get_tf32(out: *mut c_int);
+        pub fn tb_set_anomaly_mode(enabled: c_int, check_nan: c_int);
+        pub fn tb_anomaly_mode_enabled() -> c_int;
+        pub fn tb_set_grad_none(t: *mut C_tensor);
+    }
+}
+
+/// Turns a shim status code into a `Result`, fetching the C++ exception message on failure.
+fn check(status: c_int, what: &str) -> Result<(), Error> {
+    if status == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim keeps the message in a thread-local string that outlives this call.
+    let message = unsafe { CStr::from_ptr(raw::tb_last_error()) }.to_string_lossy().into_owned();
+    Err(Error::Torch(format!("{what}: {message}")))
+}
+
+/// The libtorch version this binary was compiled against (e.g. `2.11.0`).
+pub fn torch_version() -> String {
+    // SAFETY: returns a pointer to a static string literal.
+    unsafe { CStr::from_ptr(raw::tb_torch_version()) }.to_string_lossy().into_owned()
+}
+
+/// Caching-allocator statistics of one accelerator, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemoryStats {
+    /// Bytes held by live tensors now.
+    pub allocated_bytes: i64,
+    /// Peak of `allocated_bytes` since the last reset.
+    pub peak_allocated_bytes: i64,
+    /// Bytes reserved by the caching allocator now.
+    pub reserved_bytes: i64,
+    /// Peak of `reserved_bytes` since the last reset.
+    pub peak_reserved_bytes: i64,
+    /// Number of out-of-memory events the allocator has seen.
+    pub num_ooms: i64,
+}
+
+/// Reads the caching allocator's statistics of accelerator `device_index`.
+pub fn device_memory_stats(device_index: usize) -> Result<DeviceMemoryStats, Error> {
+    let mut out = [0i64; 5];
+    // SAFETY: `out` has the five slots the shim writes.
+    check(
+        unsafe { raw::tb_device_memory_stats(device_index as c_int, out.as_mut_ptr()) },
+        "reading device memory statistics",
+    )?;
+    Ok(DeviceMemoryStats {
+        allocated_bytes: out[0],
+        peak_allocated_bytes: out[1],
+        reserved_bytes: out[2],
+        peak_reserved_bytes: out[3],
+        num_ooms: out[4],
+    })
+}
+
+/// Resets the peak statistics of accelerator `device_index`.
+pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
+    // SAFETY: plain call, errors are caught in the shim.
+    check(
+        unsafe { raw::tb_reset_peak_memory_stats(device_index as c_int) },
+        "resetting peak memory statistics",
+    )
+}
+
+/// Returns cached, unused accelerator memory to the driver.
+pub fn empty_cache() -> Result<(), Error> {
+    // SAFETY: plain call, errors are caught in the shim.
+    check(unsafe { raw::tb_empty_cache() }, "emptying the allocator cache")
+}
+
+/// An autocast region: while it lives, eligible ops on `device` run in the reduced precision
+/// `dtype`, as inside `with torch.autocast(device, dtype)`. Autocast state is thread-local.
+#[derive(Debug)]
+pub struct AutocastGuard {
+    is_cuda: c_int,
+    was_enabled: bool,
+    was_dtype: c_int,
+}
+
+impl AutocastGuard {
+    /// Enters autocast for CUDA (`cuda = true`) or CPU with `dtype` (`Kind::Half` or `Kind::BFloat16`).
+    pub fn enter(cuda: bool, dtype: Kind) -> Result<Self, Error> {
+        let is_cuda = c_int::from(cuda);
+        // SAFETY: plain calls on thread-local autocast state.
+        let was_enabled = unsafe { raw::tb_autocast_enabled(is_cuda) } != 0;
+        let was_dtype = unsafe { raw::tb_autocast_dtype(is_cuda) };
+        check(unsafe { raw::tb_set_autocast(is_cuda, 1, scalar_type_code(dtype)?) }, "enabling autocast")?;
+        unsafe { raw::tb_autocast_enter() };
+        Ok(Self { is_cuda, was_enabled, was_dtype })
+    }
+}
+
+impl Drop for AutocastGuard {
+    fn drop(&mut self) {
+        // SAFETY: restores the state `enter` changed, with the dtype code the shim reported.
+        unsafe {
+            raw::tb_autocast_exit();
+            raw::tb_set_autocast(self.is_cuda, c_int::from(self.was_enabled), self.was_dtype);
+        }
+    }
+}
+
+/// Whether autocast is on for CUDA (`cuda = true`) or CPU on this thread.
+pub fn autocast_enabled(cuda: bool) -> bool {
+    // SAFETY: plain read of thread-local state.
+    unsafe { raw::tb_autocast_enabled(c_int::from(cuda)) != 0 }
+}
+
+/// The c10::ScalarType code of the reduced-precision kinds autocast accepts.
+fn scalar_type_code(kind: Kind) -> Result<c_int, Error> {
+    match kind {
+        Kind::Half => Ok(5),
+        Kind::BFloat16 => Ok(15),
+        other => Err(Error::Torch(format!("autocast needs Half or BFloat16, not {other:?}"))),
+    }
+}
+
+/// A copy of `t` in the channels_last memory format.
+pub fn to_channels_last(t: &Tensor) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
+    check(unsafe { raw::tb_channels_last(t.as_ptr(), &mut out) }, "converting to channels_last")?;
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// Converts a parameter's storage to channels_last in place, keeping its identity.
+pub fn param_to_channels_last(t: &mut Tensor) -> Result<(), Error> {
+    // SAFETY: `t` is a live tensor owned by the caller.
+    check(
+        unsafe { raw::tb_param_to_channels_last(t.as_mut_ptr()) },
+        "converting a parameter to channels_last",
+    )
+}
+
+/// Whether `t` is a 4-d tensor laid out as channels_last (and not also plain contiguous).
+pub fn is_channels_last(t: &Tensor) -> bool {
+    // SAFETY: `t` is a live tensor.
+    unsafe { raw::tb_is_channels_last(t.as_ptr()) != 0 }
+}
+
+/// Whether TensorFloat-32 is allowed, per library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tf32 {
+    /// TF32 in cuBLAS matmuls.
+    pub matmul: bool,
+    /// TF32 in cuDNN convolutions.
+    pub cudnn: bool,
+}
+
+/// Allows or forbids TF32 in matmuls and convolutions.
+pub fn set_tf32(tf32: Tf32) -> Result<(), Error> {
+    // SAFETY: plain call, errors are caught in the shim.
+    check(unsafe { raw::tb_set_tf32(c_int::from(tf32.matmul), c_int::from(tf32.cudnn)) }, "setting TF32")
+}
+
+/// The current TF32 settings.
+pub fn tf32() -> Tf32 {
+    let mut out = [0 as c_int; 2];
+    // SAFETY: `out` has the two slots the shim writes.
+    unsafe { raw::tb_get_tf32(out.as_mut_ptr()) };
+    Tf32 { matmul: out[0] != 0, cudnn: out[1] != 0 }
+}
+
+/// Turns autograd anomaly detection on or off (with NaN checks when on).
+pub fn set_anomaly_mode(enabled: bool) {
+    // SAFETY: plain call on global autograd state.
+    unsafe { raw::tb_set_anomaly_mode(c_int::from(enabled), c_int::from(enabled)) }
+}
+
+/// Whether autograd anomaly detection is on.
+pub fn anomaly_mode_enabled() -> bool {
+    // SAFETY: plain read of global autograd state.
+    unsafe { raw::tb_anomaly_mode_enabled() != 0 }
+}
+
+/// Sets the gradient of `t` to None, as `zero_grad(set_to_none=True)` does.
+pub fn set_grad_none(t: &mut Tensor) {
+    // SAFETY: `t` is a live tensor owned by the caller.
+    unsafe { raw::tb_set_grad_none(t.as_mut_ptr()) }
+}

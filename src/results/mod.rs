@@ -1,0 +1,4 @@
+//! The results file: its schema, the system record, and storage.
+pub mod schema;
+pub mod store;
+pub mod system;

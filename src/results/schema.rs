@@ -1,0 +1,325 @@
+//! The results file: the only contract between measuring and reporting. Every report can be
+//! re-rendered from it. Field names carry their units; times are wall-clock seconds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::DeviceSpec;
+use crate::results::system::SystemInfo;
+use crate::tricks::TrickSet;
+use crate::workloads::WorkloadId;
+
+/// The version of this schema. Readers refuse files with a newer version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything one `trickbench run` measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// Version of this schema ([`SCHEMA_VERSION`] when written by this build).
+    pub schema_version: u32,
+    /// What was run, how and when.
+    pub run: RunInfo,
+    /// The machine and software stack that produced the numbers.
+    pub system: SystemInfo,
+    /// One entry per planned cell, in plan order (pending cells are absent until measured).
+    pub cells: Vec<CellResult>,
+    /// Each trick cell against its baseline, derived from `cells`.
+    pub comparisons: Vec<Comparison>,
+}
+
+/// What was run, how and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Run identifier (also the name of its directory under `reports/runs/`).
+    pub id: String,
+    /// When the run started (RFC 3339, UTC).
+    pub started_at: String,
+    /// When the last cell finished (RFC 3339, UTC); `None` while the run is in progress.
+    pub finished_at: Option<String>,
+    /// The trickbench version that measured.
+    pub trickbench_version: String,
+    /// The git commit of the trickbench checkout that was built (`None` outside a git checkout).
+    pub git_commit: Option<String>,
+    /// The command line of the run.
+    pub command: Vec<String>,
+    /// The measurement profile (`quick`, `standard`, `full`).
+    pub profile: String,
+    /// The experimental design (`ablation`, …).
+    pub design: String,
+    /// The device measured (`cpu`, `cuda:0`).
+    pub device: DeviceSpec,
+    /// The data every cell trained on.
+    pub data: DataInfo,
+    /// The measurement protocol in force.
+    pub protocol: Protocol,
+}
+
+/// The dataset the run used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataInfo {
+    /// Dataset name (`cifar10`).
+    pub name: String,
+    /// Directory it was read from.
+    pub path: String,
+    /// True when the data is the synthetic stand-in, not real CIFAR-10: every figure of the run is
+    /// then about synthetic data.
+    pub synthetic: bool,
+    /// Training images used.
+    pub train_samples: usize,
+    /// Held-out images used for evaluation.
+    pub test_samples: usize,
+}
+
+/// How throughput and time-to-accuracy are measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Protocol {
+    /// Untimed steps at the start of each cell process (autotuning, allocator growth, caches).
+    pub warmup_steps: usize,
+    /// Timed windows per cell process; the device is synchronised at each window's edges.
+    pub windows_per_process: usize,
+    /// Training steps (or evaluation batches) per timed window.
+    pub steps_per_window: usize,
+    /// Processes per cell. Cells run in rounds: baseline and trick cells alternate, with the
+    /// order reversed every other round so that drift hits both sides equally.
+    pub rounds: usize,
+    /// Bootstrap resamples behind every confidence interval.
+    pub bootstrap_resamples: usize,
+    /// Confidence level of the intervals (0.95).
+    pub confidence_level: f64,
+    /// Wall-clock limit for one cell process, seconds.
+    pub cell_timeout_s: f64,
+}
+
+/// Which phase a throughput cell times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Training steps: forward, backward, optimizer, with the data pipeline.
+    Train,
+    /// Evaluation batches: forward only, with the data pipeline.
+    Eval,
+}
+
+/// What a cell measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "type")]
+pub enum CellKind {
+    /// Samples per second over timed windows, plus peak memory.
+    Throughput {
+        /// The phase timed.
+        phase: Phase,
+    },
+    /// Training from scratch until a target test metric or a time budget.
+    TimeToAccuracy,
+}
+
+/// What identifies a cell: (workload, trick set, batch size, seed, kind). The device is the run's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CellKey {
+    /// The workload trained.
+    pub workload: WorkloadId,
+    /// The tricks switched on (empty: the baseline).
+    pub tricks: TrickSet,
+    /// Samples per optimizer step.
+    pub batch_size: usize,
+    /// Seed of weights, data order and augmentation.
+    pub seed: u64,
+    /// What the cell measures.
+    pub kind: CellKind,
+}
+
+impl CellKey {
+    /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`.
+    pub fn id(&self) -> String {
+        let kind = match self.kind {
+            CellKind::Throughput { phase: Phase::Train } => "train",
+            CellKind::Throughput { phase: Phase::Eval } => "eval",
+            CellKind::TimeToAccuracy => "tta",
+        };
+        format!("{}/{}/b{}/s{}/{kind}", self.workload, self.tricks.label(), self.batch_size, self.seed)
+    }
+}
+
+/// How a cell ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum CellStatus {
+    /// Every process of the cell finished and measured.
+    Ok,
+    /// The cell was not run: a trick cannot apply to this workload or device.
+    NotApplicable {
+        /// Why not.
+        reason: String,
+    },
+    /// A process failed (error, crash, signal).
+    Failed {
+        /// The error, or how the process ended.
+        error: String,
+        /// The last lines the process wrote to stderr.
+        stderr_tail: String,
+    },
+    /// A process ran out of device or host memory.
+    OutOfMemory {
+        /// The allocator's message.
+        error: String,
+    },
+    /// A process ran past the cell timeout and was killed.
+    Timeout {
+        /// The limit that was exceeded, seconds.
+        limit_s: f64,
+        /// The last lines the process wrote to stderr.
+        stderr_tail: String,
+    },
+}
+
+/// One cell's measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    /// The cell's readable id ([`CellKey::id`]).
+    pub id: String,
+    /// What the cell is.
+    pub key: CellKey,
+    /// How it ended.
+    pub status: CellStatus,
+    /// One entry per process (round) that finished.
+    pub processes: Vec<ProcessMeasurement>,
+    /// Throughput over all windows of all processes (throughput cells that finished).
+    pub throughput: Option<Throughput>,
+    /// The largest peak memory over the cell's processes.
+    pub memory: Option<Memory>,
+    /// Time-to-accuracy (time-to-accuracy cells).
+    pub time_to_accuracy: Option<TimeToAccuracy>,
+}
+
+/// What one cell process measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessMeasurement {
+    /// The round this process belongs to (0-based).
+    pub round: usize,
+    /// Wall time of the whole process, including start-up and data loading, seconds.
+    pub wall_s: f64,
+    /// Throughput of each timed window, samples per second.
+    pub window_samples_per_s: Vec<f64>,
+    /// Peak memory during the process.
+    pub memory: Memory,
+    /// Host reads of training metrics during the timed steps (`avoid-sync` reduces these).
+    pub host_metric_reads: u64,
+    /// Loss of the last training step (a sanity check that training ran), if one ran.
+    pub last_loss: Option<f64>,
+    /// The time-to-accuracy run, for time-to-accuracy cells.
+    pub time_to_accuracy: Option<TimeToAccuracy>,
+}
+
+/// Peak memory. On CUDA the caching allocator's peaks; on CPU the process's peak resident set.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Memory {
+    /// Peak bytes held by live tensors on the device (CUDA only).
+    pub peak_allocated_bytes: Option<u64>,
+    /// Peak bytes reserved by the caching allocator (CUDA only).
+    pub peak_reserved_bytes: Option<u64>,
+    /// Peak resident set size of the process, bytes (everything: libtorch, data, tensors).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+impl Memory {
+    /// The figure memory comparisons use: device peak allocated on CUDA, peak RSS on CPU.
+    pub fn primary_bytes(&self) -> Option<u64> {
+        self.peak_allocated_bytes.or(self.peak_rss_bytes)
+    }
+
+    /// The element-wise maximum of two peaks.
+    pub fn max(self, other: Memory) -> Memory {
+        let max = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        Memory {
+            peak_allocated_bytes: max(self.peak_allocated_bytes, other.peak_allocated_bytes),
+            peak_reserved_bytes: max(self.peak_reserved_bytes, other.peak_reserved_bytes),
+            peak_rss_bytes: max(self.peak_rss_bytes, other.peak_rss_bytes),
+        }
+    }
+}
+
+/// A throughput estimate with its confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Median over windows, samples per second.
+    pub median_samples_per_s: f64,
+    /// Lower end of the bootstrap confidence interval of the median, samples per second.
+    pub ci_low_samples_per_s: f64,
+    /// Upper end of the bootstrap confidence interval of the median, samples per second.
+    pub ci_high_samples_per_s: f64,
+    /// Number of windows behind the estimate.
+    pub windows: usize,
+}
+
+/// A time-to-accuracy run: the learning curve and when it crossed the target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeToAccuracy {
+    /// The metric (`test_accuracy`, a fraction in [0, 1]).
+    pub metric: String,
+    /// The target value of the metric.
+    pub target: f64,
+    /// Training time allowed before giving up, seconds (evaluation excluded).
+    pub budget_s: f64,
+    /// Training time when the target was first reached, seconds (evaluation excluded);
+    /// `None` if it never was.
+    pub time_to_target_s: Option<f64>,
+    /// Wall time when the target was first reached, evaluation included, seconds.
+    pub wall_time_to_target_s: Option<f64>,
+    /// Epochs trained when the target was first reached.
+    pub epochs_to_target: Option<f64>,
+    /// Best metric value seen.
+    pub best_metric: f64,
+    /// The curve, one point per evaluation.
+    pub curve: Vec<CurvePoint>,
+}
+
+/// One evaluation during a time-to-accuracy run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Optimizer steps taken.
+    pub step: usize,
+    /// Epochs trained (fractional).
+    pub epoch: f64,
+    /// Training time so far, evaluation excluded, seconds.
+    pub train_s: f64,
+    /// Wall time so far, evaluation included, seconds.
+    pub wall_s: f64,
+    /// The metric on the held-out set.
+    pub metric: f64,
+    /// Mean training loss since the previous evaluation.
+    pub train_loss: f64,
+}
+
+/// What a paired comparison concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The whole confidence interval of the speed-up lies above 1.
+    Faster,
+    /// The whole confidence interval lies below 1.
+    Slower,
+    /// The confidence interval contains 1: no significant effect.
+    NoSignificantEffect,
+}
+
+/// A trick cell measured against its baseline cell (same workload, batch, seed and phase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Id of the trick cell.
+    pub cell: String,
+    /// Id of the baseline cell.
+    pub baseline: String,
+    /// Median window throughput of the trick ÷ that of the baseline (>1: faster).
+    pub speedup: f64,
+    /// Lower end of the bootstrap confidence interval of `speedup` (windows resampled within
+    /// each round of each cell, so the round pairing is kept).
+    pub speedup_ci_low: f64,
+    /// Upper end of the bootstrap confidence interval of `speedup`.
+    pub speedup_ci_high: f64,
+    /// What the interval says.
+    pub verdict: Verdict,
+    /// Peak memory of the trick ÷ that of the baseline (<1: less memory), where both are known.
+    pub memory_ratio: Option<f64>,
+}

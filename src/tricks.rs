@@ -1,0 +1,307 @@
+//! The trick catalogue: every trick's id, guide number, what "off" and "on" mean, the metric it is
+//! judged by, and where it applies.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::workloads::WorkloadId;
+
+/// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trick {
+    /// Automatic mixed precision: autocast to fp16 with dynamic loss scaling.
+    Amp,
+    /// Autocast to bf16 (no loss scaling needed).
+    AmpBf16,
+    /// cuDNN autotuner (`torch.backends.cudnn.benchmark = True`).
+    CudnnBenchmark,
+    /// Keep metrics on the device instead of reading them to the host every step.
+    AvoidSync,
+    /// No bias in convolutions that are followed by BatchNorm.
+    NoBiasBeforeBn,
+    /// Set gradients to None instead of zero-filling them.
+    ZeroGradNone,
+    /// Evaluate under no-grad instead of recording autograd graphs.
+    NoGradEval,
+    /// NHWC (channels_last) memory format for CNN activations and weights.
+    ChannelsLast,
+}
+
+/// What a trick is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Training throughput (samples/s).
+    Throughput,
+    /// Evaluation throughput (samples/s) and memory.
+    EvalThroughput,
+    /// Peak memory (bytes).
+    Memory,
+    /// Time to reach a target accuracy (s).
+    TimeToAccuracy,
+}
+
+impl Metric {
+    /// A short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::EvalThroughput => "eval throughput",
+            Metric::Memory => "memory",
+            Metric::TimeToAccuracy => "time-to-accuracy",
+        }
+    }
+}
+
+/// Whether a trick can be measured for a workload on a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applicability {
+    /// It can.
+    Applies,
+    /// It cannot, for the stated reason.
+    NotApplicable(String),
+}
+
+impl Trick {
+    /// Every trick, in catalogue order.
+    pub const ALL: [Trick; 8] = [
+        Trick::Amp,
+        Trick::AmpBf16,
+        Trick::CudnnBenchmark,
+        Trick::AvoidSync,
+        Trick::NoBiasBeforeBn,
+        Trick::ZeroGradNone,
+        Trick::NoGradEval,
+        Trick::ChannelsLast,
+    ];
+
+    /// The id used on the command line and in results (kebab-case).
+    pub fn id(self) -> &'static str {
+        match self {
+            Trick::Amp => "amp",
+            Trick::AmpBf16 => "amp-bf16",
+            Trick::CudnnBenchmark => "cudnn-benchmark",
+            Trick::AvoidSync => "avoid-sync",
+            Trick::NoBiasBeforeBn => "no-bias-before-bn",
+            Trick::ZeroGradNone => "zero-grad-none",
+            Trick::NoGradEval => "no-grad-eval",
+            Trick::ChannelsLast => "channels-last",
+        }
+    }
+
+    /// The trick's number in the 2021 guide "Faster Deep Learning Training with PyTorch";
+    /// `None` for tricks that became standard after it.
+    pub fn guide_number(self) -> Option<u8> {
+        match self {
+            Trick::Amp | Trick::AmpBf16 => Some(4),
+            Trick::CudnnBenchmark => Some(6),
+            Trick::AvoidSync => Some(7),
+            Trick::ZeroGradNone => Some(11),
+            Trick::NoBiasBeforeBn => Some(15),
+            Trick::NoGradEval => Some(16),
+            Trick::ChannelsLast => None,
+        }
+    }
+
+    /// What the baseline ("off") does.
+    pub fn off(self) -> &'static str {
+        match self {
+            Trick::Amp | Trick::AmpBf16 => "fp32 everywhere",
+            Trick::CudnnBenchmark => "cuDNN picks convolution algorithms by heuristics",
+            Trick::AvoidSync => "loss and accuracy read to the host (.item()) every step",
+            Trick::NoBiasBeforeBn => "convolutions followed by BatchNorm carry a bias",
+            Trick::ZeroGradNone => "gradients zero-filled before each backward",
+            Trick::NoGradEval => "evaluation records autograd graphs",
+            Trick::ChannelsLast => "NCHW (contiguous) activations and weights",
+        }
+    }
+
+    /// What the trick ("on") does.
+    pub fn on(self) -> &'static str {
+        match self {
+            Trick::Amp => "autocast to fp16 with dynamic loss scaling",
+            Trick::AmpBf16 => "autocast to bf16, no loss scaling",
+            Trick::CudnnBenchmark => "cuDNN autotunes convolution algorithms on first use",
+            Trick::AvoidSync => "metrics accumulated on the device, read once per log interval",
+            Trick::NoBiasBeforeBn => "no bias in convolutions followed by BatchNorm",
+            Trick::ZeroGradNone => "gradients set to None before each backward",
+            Trick::NoGradEval => "evaluation under no-grad",
+            Trick::ChannelsLast => "NHWC (channels_last) activations and weights",
+        }
+    }
+
+    /// The metric the trick is judged by.
+    pub fn metric(self) -> Metric {
+        match self {
+            Trick::NoGradEval => Metric::EvalThroughput,
+            _ => Metric::Throughput,
+        }
+    }
+
+    /// Whether the trick can be measured for `workload` on `device` (a resolved device).
+    pub fn applicability(self, workload: WorkloadId, device: DeviceSpec) -> Applicability {
+        let needs_cuda = |why: &str| {
+            if device.is_cuda() {
+                Applicability::Applies
+            } else {
+                Applicability::NotApplicable(format!("needs a CUDA GPU: {why}"))
+            }
+        };
+        match self {
+            Trick::Amp => {
+                needs_cuda("fp16 autocast pays off on tensor cores; CPUs have no fast fp16 kernels")
+            }
+            Trick::AmpBf16 => {
+                needs_cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")
+            }
+            Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
+            Trick::NoBiasBeforeBn | Trick::ChannelsLast if !workload.is_cnn() => {
+                Applicability::NotApplicable(format!("{workload} has no convolutions"))
+            }
+            Trick::AvoidSync
+            | Trick::NoBiasBeforeBn
+            | Trick::ZeroGradNone
+            | Trick::NoGradEval
+            | Trick::ChannelsLast => Applicability::Applies,
+        }
+    }
+}
+
+impl fmt::Display for Trick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for Trick {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Trick::ALL.into_iter().find(|t| t.id() == s).ok_or_else(|| {
+            let valid: Vec<_> = Trick::ALL.iter().map(|t| t.id()).collect();
+            Error::Invalid(format!("unknown trick '{s}'; valid tricks: {}", valid.join(", ")))
+        })
+    }
+}
+
+/// A set of tricks switched on together; the empty set is the baseline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TrickSet(BTreeSet<Trick>);
+
+impl TrickSet {
+    /// The baseline: every trick off.
+    pub fn baseline() -> Self {
+        Self::default()
+    }
+
+    /// The set holding just `trick`.
+    pub fn only(trick: Trick) -> Self {
+        Self(BTreeSet::from([trick]))
+    }
+
+    /// Whether `trick` is on.
+    pub fn has(&self, trick: Trick) -> bool {
+        self.0.contains(&trick)
+    }
+
+    /// Whether every trick is off.
+    pub fn is_baseline(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The tricks that are on, in catalogue order.
+    pub fn iter(&self) -> impl Iterator<Item = Trick> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// The first reason, if any, why this set cannot run for `workload` on `device`.
+    pub fn not_applicable_reason(&self, workload: WorkloadId, device: DeviceSpec) -> Option<String> {
+        self.iter().find_map(|t| match t.applicability(workload, device) {
+            Applicability::Applies => None,
+            Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
+        })
+    }
+
+    /// A stable, human-readable label: `baseline`, or the ids joined by `+`.
+    pub fn label(&self) -> String {
+        if self.is_baseline() {
+            "baseline".to_owned()
+        } else {
+            self.iter().map(Trick::id).collect::<Vec<_>>().join("+")
+        }
+    }
+}
+
+impl FromIterator<Trick> for TrickSet {
+    fn from_iter<I: IntoIterator<Item = Trick>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+/// Parses `--tricks`: `all`, or a comma-separated list of trick ids.
+pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
+    if s.trim() == "all" {
+        return Ok(Trick::ALL.to_vec());
+    }
+    let mut tricks = Vec::new();
+    for id in s.split(',').map(str::trim).filter(|id| !id.is_empty()) {
+        let trick: Trick = id.parse().map_err(|e| Error::Invalid(format!("--tricks: {e}")))?;
+        if !tricks.contains(&trick) {
+            tricks.push(trick);
+        }
+    }
+    if tricks.is_empty() {
+        return Err(Error::Invalid("--tricks: empty list; give trick ids or 'all'".to_owned()));
+    }
+    Ok(tricks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_are_unique() {
+        let ids: BTreeSet<_> = Trick::ALL.iter().map(|t| t.id()).collect();
+        assert_eq!(ids.len(), Trick::ALL.len());
+        for t in Trick::ALL {
+            assert_eq!(t.id().parse::<Trick>().unwrap(), t);
+            assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{}\"", t.id()));
+        }
+    }
+
+    #[test]
+    fn unknown_trick_lists_the_valid_names() {
+        let message = parse_trick_list("amp,turbo").unwrap_err().to_string();
+        assert!(message.contains("'turbo'") && message.contains("channels-last"), "{message}");
+        assert!(parse_trick_list(" , ").is_err());
+    }
+
+    #[test]
+    fn gpu_only_tricks_are_not_applicable_on_cpu_with_a_reason() {
+        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark] {
+            match t.applicability(WorkloadId::Resnet20, DeviceSpec::Cpu) {
+                Applicability::NotApplicable(reason) => assert!(reason.contains("CUDA"), "{reason}"),
+                Applicability::Applies => panic!("{t} must not apply on CPU"),
+            }
+            assert_eq!(t.applicability(WorkloadId::Resnet20, DeviceSpec::Cuda(0)), Applicability::Applies);
+        }
+        let set: TrickSet = [Trick::ChannelsLast, Trick::Amp].into_iter().collect();
+        let reason = set.not_applicable_reason(WorkloadId::Resnet56, DeviceSpec::Cpu).unwrap();
+        assert!(reason.starts_with("amp: needs a CUDA GPU"), "{reason}");
+    }
+
+    #[test]
+    fn labels_are_stable() {
+        assert_eq!(TrickSet::baseline().label(), "baseline");
+        let set: TrickSet = [Trick::ZeroGradNone, Trick::Amp].into_iter().collect();
+        assert_eq!(set.label(), "amp+zero-grad-none");
+    }
+}

@@ -1,0 +1,91 @@
+//! Reference workloads: a model, its loss and metric, behind one small trait that the training
+//! loop is generic over.
+
+pub mod resnet;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tch::{nn, Tensor};
+
+use crate::error::Error;
+
+/// A reference workload by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadId {
+    /// CIFAR ResNet-20 (3 stages × 3 basic blocks).
+    Resnet20,
+    /// CIFAR ResNet-56 (3 stages × 9 basic blocks).
+    Resnet56,
+    /// CIFAR ResNet-110 (3 stages × 18 basic blocks).
+    Resnet110,
+}
+
+impl WorkloadId {
+    /// Every workload, in report order.
+    pub const ALL: [WorkloadId; 3] = [WorkloadId::Resnet20, WorkloadId::Resnet56, WorkloadId::Resnet110];
+
+    /// The id used on the command line and in results.
+    pub fn id(self) -> &'static str {
+        match self {
+            WorkloadId::Resnet20 => "resnet20",
+            WorkloadId::Resnet56 => "resnet56",
+            WorkloadId::Resnet110 => "resnet110",
+        }
+    }
+
+    /// Whether the model is a convolutional network (CNN-only tricks apply).
+    pub fn is_cnn(self) -> bool {
+        matches!(self, WorkloadId::Resnet20 | WorkloadId::Resnet56 | WorkloadId::Resnet110)
+    }
+
+    /// Basic blocks per stage, for the CIFAR ResNets (depth = 6n + 2).
+    pub fn resnet_blocks_per_stage(self) -> i64 {
+        match self {
+            WorkloadId::Resnet20 => 3,
+            WorkloadId::Resnet56 => 9,
+            WorkloadId::Resnet110 => 18,
+        }
+    }
+}
+
+impl fmt::Display for WorkloadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for WorkloadId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        WorkloadId::ALL.into_iter().find(|w| w.id() == s).ok_or_else(|| {
+            let valid: Vec<_> = WorkloadId::ALL.iter().map(|w| w.id()).collect();
+            Error::Invalid(format!("unknown workload '{s}'; valid workloads: {}, all", valid.join(", ")))
+        })
+    }
+}
+
+/// A model with its loss and quality metric: what the generic training loop needs to know.
+pub trait Workload {
+    /// The variables (parameters and buffers) of the model.
+    fn var_store(&self) -> &nn::VarStore;
+
+    /// Mutable access to the variables (to change their memory format, say).
+    fn var_store_mut(&mut self) -> &mut nn::VarStore;
+
+    /// Runs the model on a batch of inputs; `train` selects training behaviour (BatchNorm batch
+    /// statistics, dropout).
+    fn forward(&self, inputs: &Tensor, train: bool) -> Tensor;
+
+    /// The training loss of `outputs` against `targets` (a scalar tensor).
+    fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
+
+    /// How many predictions in the batch are correct (a scalar tensor on the device).
+    fn correct(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
+
+    /// Analytic forward-pass FLOPs for one sample (a multiply-add counts as 2).
+    fn forward_flops_per_sample(&self) -> f64;
+}
