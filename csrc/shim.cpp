@@ -10,8 +10,8 @@
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/version.h>
 
-#include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 thread_local std::string last_error;
@@ -131,5 +131,16 @@ int tb_anomaly_mode_enabled() { return torch::autograd::AnomalyMode::is_enabled(
 
 // Sets the gradient of `t` to None (undefined), as `optimizer.zero_grad(set_to_none=True)` does.
 void tb_set_grad_none(at::Tensor* t) { t->mutable_grad().reset(); }
+
+// Unscales `n` gradients by `inv_scale` in one multi-tensor launch and sets `found_inf` to 1 when
+// any of them holds an inf or NaN (GradScaler.unscale_).
+int tb_amp_unscale(at::Tensor** grads, int n, at::Tensor* found_inf, const at::Tensor* inv_scale) {
+  return guarded([&] {
+    std::vector<at::Tensor> list;
+    list.reserve(n);
+    for (int i = 0; i < n; ++i) list.push_back(*grads[i]);
+    at::_amp_foreach_non_finite_check_and_unscale_(list, *found_inf, *inv_scale);
+  });
+}
 
 }  // extern "C"

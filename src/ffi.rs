@@ -30,6 +30,12 @@ mod raw {
         pub fn tb_set_anomaly_mode(enabled: c_int, check_nan: c_int);
         pub fn tb_anomaly_mode_enabled() -> c_int;
         pub fn tb_set_grad_none(t: *mut C_tensor);
+        pub fn tb_amp_unscale(
+            grads: *mut *mut C_tensor,
+            n: c_int,
+            found_inf: *mut C_tensor,
+            inv_scale: *const C_tensor,
+        ) -> c_int;
     }
 }
 
@@ -205,4 +211,22 @@ pub fn anomaly_mode_enabled() -> bool {
 pub fn set_grad_none(t: &mut Tensor) {
     // SAFETY: `t` is a live tensor owned by the caller.
     unsafe { raw::tb_set_grad_none(t.as_mut_ptr()) }
+}
+
+/// Multiplies every gradient in `grads` by `inv_scale` in place, in one multi-tensor launch, and
+/// sets `found_inf` to 1 when any gradient holds an inf or NaN (`GradScaler.unscale_`).
+pub fn amp_unscale(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &Tensor) -> Result<(), Error> {
+    let mut ptrs: Vec<*mut C_tensor> = grads.iter_mut().map(Tensor::as_mut_ptr).collect();
+    // SAFETY: every pointer is a live tensor borrowed for the duration of the call.
+    check(
+        unsafe {
+            raw::tb_amp_unscale(
+                ptrs.as_mut_ptr(),
+                ptrs.len() as c_int,
+                found_inf.as_mut_ptr(),
+                inv_scale.as_ptr(),
+            )
+        },
+        "unscaling gradients",
+    )
 }

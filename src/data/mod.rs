@@ -3,4 +3,5 @@
 pub mod cifar;
 pub mod fetch;
 pub mod import;
+pub mod loader;
 pub mod synth;

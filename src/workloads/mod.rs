@@ -15,6 +15,9 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkloadId {
+    /// CIFAR ResNet-8 (3 stages × 1 basic block): the CPU-sized member of the family, for the
+    /// quick profile.
+    Resnet8,
     /// CIFAR ResNet-20 (3 stages × 3 basic blocks).
     Resnet20,
     /// CIFAR ResNet-56 (3 stages × 9 basic blocks).
@@ -25,11 +28,13 @@ pub enum WorkloadId {
 
 impl WorkloadId {
     /// Every workload, in report order.
-    pub const ALL: [WorkloadId; 3] = [WorkloadId::Resnet20, WorkloadId::Resnet56, WorkloadId::Resnet110];
+    pub const ALL: [WorkloadId; 4] =
+        [WorkloadId::Resnet8, WorkloadId::Resnet20, WorkloadId::Resnet56, WorkloadId::Resnet110];
 
     /// The id used on the command line and in results.
     pub fn id(self) -> &'static str {
         match self {
+            WorkloadId::Resnet8 => "resnet8",
             WorkloadId::Resnet20 => "resnet20",
             WorkloadId::Resnet56 => "resnet56",
             WorkloadId::Resnet110 => "resnet110",
@@ -38,12 +43,16 @@ impl WorkloadId {
 
     /// Whether the model is a convolutional network (CNN-only tricks apply).
     pub fn is_cnn(self) -> bool {
-        matches!(self, WorkloadId::Resnet20 | WorkloadId::Resnet56 | WorkloadId::Resnet110)
+        matches!(
+            self,
+            WorkloadId::Resnet8 | WorkloadId::Resnet20 | WorkloadId::Resnet56 | WorkloadId::Resnet110
+        )
     }
 
     /// Basic blocks per stage, for the CIFAR ResNets (depth = 6n + 2).
     pub fn resnet_blocks_per_stage(self) -> i64 {
         match self {
+            WorkloadId::Resnet8 => 1,
             WorkloadId::Resnet20 => 3,
             WorkloadId::Resnet56 => 9,
             WorkloadId::Resnet110 => 18,

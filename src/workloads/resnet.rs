@@ -1,4 +1,4 @@
-//! CIFAR ResNet-20/56/110 (He et al. 2016, section 4.2): a 3×3 stem of 16 channels, three stages of
+//! CIFAR ResNet-8/20/56/110 (He et al. 2016, section 4.2): a 3×3 stem of 16 channels, three stages of
 //! n basic blocks with 16, 32 and 64 channels, option-A (parameter-free) shortcuts, global average
 //! pooling and a linear classifier. Depth = 6n + 2.
 //!
@@ -202,6 +202,7 @@ mod tests {
     #[test]
     fn parameter_counts_match_the_paper_models() {
         // Counts of the PyTorch reference: sum(p.numel() for p in resnet20().parameters()) etc.
+        assert_eq!(build(WorkloadId::Resnet8, false).trainable_parameters(), 75_290);
         assert_eq!(build(WorkloadId::Resnet20, false).trainable_parameters(), 269_722);
         assert_eq!(build(WorkloadId::Resnet56, false).trainable_parameters(), 853_018);
         assert_eq!(build(WorkloadId::Resnet110, false).trainable_parameters(), 1_727_962);

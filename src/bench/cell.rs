@@ -1,0 +1,197 @@
+//! What one cell process does: build the workload with its tricks, then measure throughput over
+//! timed windows or train to a target accuracy. Runs inside the child process.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::profile::{Profile, ProfileName};
+use crate::data::cifar::{self, CifarDataset};
+use crate::data::loader::{eval_batches, CifarLoader, LoaderOptions};
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::measure::{memory, timer::SyncedTimer};
+use crate::optim::schedule::StepSchedule;
+use crate::optim::sgd::SgdConfig;
+use crate::results::schema::{CellKey, CellKind, CurvePoint, Phase, ProcessMeasurement, TimeToAccuracy};
+use crate::train::{apply_process_tricks, Trainer};
+use crate::tricks::Trick;
+use crate::workloads::resnet::{CifarResnet, ResnetOptions};
+
+/// The recipe's optimizer: SGD, momentum 0.9, weight decay 5e-4.
+pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
+
+/// Everything a cell process needs to know, handed over as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellJob {
+    /// The cell to measure.
+    pub key: CellKey,
+    /// The (resolved) device.
+    pub device: DeviceSpec,
+    /// The profile whose settings apply.
+    pub profile: ProfileName,
+    /// Directory of the CIFAR-10 binary files to train on.
+    pub data_dir: PathBuf,
+    /// Which round of the schedule this process is (0-based).
+    pub round: usize,
+}
+
+/// Runs one cell process and returns what it measured.
+pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
+    let started = Instant::now();
+    let profile = job.profile.settings();
+    let device = job.device;
+    let tricks = &job.key.tricks;
+    apply_process_tricks(tricks, device);
+    let data = load_data(job, &profile)?;
+    tch::manual_seed(job.key.seed as i64);
+    let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));
+    let model = CifarResnet::new(options, device.tch());
+    let mut trainer = Trainer::new(model, tricks, device, RECIPE_SGD)?;
+    let loader_options = LoaderOptions {
+        batch_size: job.key.batch_size,
+        device: device.tch(),
+        augment: true,
+        channels_last: tricks.has(Trick::ChannelsLast),
+        // Each round draws its own batches; the weights are the same in every round.
+        seed: job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64),
+    };
+    memory::reset_peaks(device)?;
+    let mut measurement = ProcessMeasurement {
+        round: job.round,
+        wall_s: 0.0,
+        window_samples_per_s: Vec::new(),
+        memory: Default::default(),
+        host_metric_reads: 0,
+        last_loss: None,
+        time_to_accuracy: None,
+    };
+    match job.key.kind {
+        CellKind::Throughput { phase: Phase::Train } => {
+            let mut loader = CifarLoader::new(Arc::new(data.train), loader_options)?;
+            let lr = profile.tta.base_lr;
+            for _ in 0..profile.warmup_steps {
+                trainer.train_step(&loader.next_batch()?, lr)?;
+            }
+            let reads_before = trainer.metrics_mut().host_reads();
+            for _ in 0..profile.windows_per_process {
+                let timer = SyncedTimer::start(device);
+                for _ in 0..profile.steps_per_window {
+                    trainer.train_step(&loader.next_batch()?, lr)?;
+                }
+                let seconds = timer.stop();
+                measurement
+                    .window_samples_per_s
+                    .push((profile.steps_per_window * job.key.batch_size) as f64 / seconds);
+            }
+            measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
+            trainer.metrics_mut().flush();
+            measurement.last_loss = trainer.metrics_mut().last_mean_loss();
+        }
+        CellKind::Throughput { phase: Phase::Eval } => {
+            let no_grad = tricks.has(Trick::NoGradEval);
+            let options = LoaderOptions { augment: false, ..loader_options };
+            // Evaluation batches drawn endlessly from the test split (order is irrelevant to speed).
+            let mut batches = CifarLoader::new(Arc::new(data.test), options)?;
+            for _ in 0..profile.warmup_steps {
+                let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
+            }
+            for _ in 0..profile.windows_per_process {
+                let timer = SyncedTimer::start(device);
+                let mut samples = 0;
+                for _ in 0..profile.steps_per_window {
+                    let batch = batches.next_batch()?;
+                    samples += batch.len();
+                    // Keep the result alive until the window ends, as a real eval loop would.
+                    let _correct = trainer.eval_batch(&batch, no_grad)?;
+                }
+                measurement.window_samples_per_s.push(samples as f64 / timer.stop());
+            }
+        }
+        CellKind::TimeToAccuracy => {
+            let tta = train_to_target(&mut trainer, data, loader_options, device, &profile)?;
+            measurement.last_loss = tta.curve.last().map(|p| p.train_loss);
+            measurement.time_to_accuracy = Some(tta);
+        }
+    }
+    measurement.memory = memory::peaks(device)?;
+    measurement.wall_s = started.elapsed().as_secs_f64();
+    Ok(measurement)
+}
+
+/// Loads the dataset, cut to the profile's subset sizes.
+fn load_data(job: &CellJob, profile: &Profile) -> Result<CifarDataset, Error> {
+    let full = cifar::load_dir(&job.data_dir)?;
+    let cut = |split: cifar::CifarSplit, n: Option<usize>| match n {
+        Some(n) => split.subset(n),
+        None => split,
+    };
+    Ok(CifarDataset {
+        train: cut(full.train, profile.train_samples),
+        test: cut(full.test, profile.test_samples),
+    })
+}
+
+/// Trains from scratch with the step schedule, evaluating every `eval_every_steps` on the test
+/// split, until the target accuracy, the time budget or the planned epochs run out.
+fn train_to_target(
+    trainer: &mut Trainer<CifarResnet>,
+    data: CifarDataset,
+    loader_options: LoaderOptions,
+    device: DeviceSpec,
+    profile: &Profile,
+) -> Result<TimeToAccuracy, Error> {
+    let settings = profile.tta;
+    let eval_options =
+        LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
+    let mut loader = CifarLoader::new(Arc::new(data.train), loader_options)?;
+    let total_steps = settings.planned_epochs * loader.batches_per_epoch();
+    let schedule = StepSchedule { base_lr: settings.base_lr, total_steps };
+    let wall = Instant::now();
+    let mut result = TimeToAccuracy {
+        metric: "test_accuracy".to_owned(),
+        target: settings.target_accuracy,
+        budget_s: settings.budget_s,
+        time_to_target_s: None,
+        wall_time_to_target_s: None,
+        epochs_to_target: None,
+        best_metric: 0.0,
+        curve: Vec::new(),
+    };
+    let mut train_s = 0.0;
+    let mut step = 0;
+    while step < total_steps && train_s < settings.budget_s {
+        let timer = SyncedTimer::start(device);
+        let segment_end = (step + settings.eval_every_steps).min(total_steps);
+        while step < segment_end {
+            trainer.train_step(&loader.next_batch()?, schedule.lr(step))?;
+            step += 1;
+        }
+        trainer.metrics_mut().flush();
+        train_s += timer.stop();
+        let accuracy = trainer.evaluate(eval_batches(&data.test, eval_options), true)?;
+        let point = CurvePoint {
+            step,
+            epoch: loader.epochs(),
+            train_s,
+            wall_s: wall.elapsed().as_secs_f64(),
+            metric: accuracy,
+            train_loss: trainer.metrics_mut().last_mean_loss().unwrap_or(f64::NAN),
+        };
+        eprintln!(
+            "step {step:>6}  epoch {:>5.2}  train {train_s:>7.1} s  loss {:.3}  test accuracy {:.4}",
+            point.epoch, point.train_loss, point.metric
+        );
+        result.curve.push(point);
+        result.best_metric = result.best_metric.max(accuracy);
+        if accuracy >= settings.target_accuracy {
+            result.time_to_target_s = Some(point.train_s);
+            result.wall_time_to_target_s = Some(point.wall_s);
+            result.epochs_to_target = Some(point.epoch);
+            break;
+        }
+    }
+    Ok(result)
+}

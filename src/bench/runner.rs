@@ -1,0 +1,368 @@
+//! Executes a plan: one child process per cell and round, with a timeout, the results file
+//! rewritten atomically after every process, and `--resume` skipping what is already measured.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wait_timeout::ChildExt;
+
+use crate::bench::cell::CellJob;
+use crate::bench::plan::Plan;
+use crate::error::Error;
+use crate::results::analysis::{comparisons, summarise_cell};
+use crate::results::schema::{CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
+use crate::results::store;
+use crate::results::system::SystemInfo;
+
+/// The name of the results file inside a run directory.
+pub const RESULTS_FILE: &str = "results.json";
+
+/// How one cell process ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Execution {
+    /// It measured.
+    Measured(ProcessMeasurement),
+    /// It did not; the status says how it ended.
+    Failed(CellStatus),
+}
+
+/// Runs cell processes. The real one re-executes the trickbench binary; tests substitute a mock
+/// that makes end-to-end runs deterministic.
+pub trait CellExecutor {
+    /// Runs `job`, stopping it after `timeout`.
+    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution;
+}
+
+/// Hooks called as a run progresses (all optional).
+pub trait RunObserver {
+    /// A cell process is about to start; `done` of `total` processes have finished.
+    fn process_started(&mut self, _done: usize, _total: usize, _cell: &str, _round: usize) {}
+    /// A cell process has finished and its cell's results are updated.
+    fn process_finished(&mut self, _cell: &CellResult) {}
+    /// The results file was rewritten.
+    fn results_written(&mut self, _path: &Path) {}
+}
+
+/// An observer that does nothing.
+#[derive(Debug, Default)]
+pub struct Silent;
+
+impl RunObserver for Silent {}
+
+/// A run to execute.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// What the run is (written into the results as given).
+    pub info: RunInfo,
+    /// The machine record.
+    pub system: SystemInfo,
+    /// The cells.
+    pub plan: Plan,
+    /// Directory of the data, handed to each cell.
+    pub data_dir: PathBuf,
+    /// Directory of the results file.
+    pub out_dir: PathBuf,
+    /// Continue from an existing results file in `out_dir`.
+    pub resume: bool,
+}
+
+/// Runs the plan and returns the final results (also written to `out_dir/results.json`).
+pub fn run(
+    spec: &RunSpec,
+    executor: &mut dyn CellExecutor,
+    observer: &mut dyn RunObserver,
+) -> Result<Results, Error> {
+    let path = spec.out_dir.join(RESULTS_FILE);
+    let mut results = initial_results(spec, &path)?;
+    let rounds = spec.info.protocol.rounds;
+    let timeout = Duration::from_secs_f64(spec.info.protocol.cell_timeout_s);
+    let schedule = spec.plan.schedule(rounds);
+    let pending: Vec<(usize, usize)> = schedule
+        .into_iter()
+        .filter(|&(i, round)| !is_done(&results.cells, &spec.plan.cells[i].key.id(), round))
+        .collect();
+    store::save(&results, &path)?;
+    for (n, &(index, round)) in pending.iter().enumerate() {
+        let key = spec.plan.cells[index].key.clone();
+        let id = key.id();
+        if finished_unsuccessfully(&results.cells, &id) {
+            continue;
+        }
+        observer.process_started(n, pending.len(), &id, round);
+        let job = CellJob {
+            key: key.clone(),
+            device: spec.info.device,
+            profile: spec.info.profile.parse()?,
+            data_dir: spec.data_dir.clone(),
+            round,
+        };
+        let execution = executor.execute(&job, timeout);
+        let cell = cell_mut(&mut results.cells, &spec.plan, index);
+        match execution {
+            Execution::Measured(process) => {
+                cell.processes.retain(|p| p.round != round);
+                cell.processes.push(process);
+                cell.processes.sort_by_key(|p| p.round);
+                cell.status = CellStatus::Ok;
+            }
+            Execution::Failed(status) => cell.status = status,
+        }
+        summarise_cell(cell);
+        observer.process_finished(cell);
+        results.comparisons = comparisons(&results.cells);
+        store::save(&results, &path)?;
+        observer.results_written(&path);
+    }
+    results.run.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    store::save(&results, &path)?;
+    Ok(results)
+}
+
+/// A fresh results value with the not-applicable cells filled in, or the existing one to resume.
+fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
+    if spec.resume && path.exists() {
+        let existing = store::load(path)?;
+        let same = existing.run.profile == spec.info.profile
+            && existing.run.design == spec.info.design
+            && existing.run.device == spec.info.device
+            && existing.run.protocol == spec.info.protocol;
+        let planned: Vec<String> = spec.plan.cells.iter().map(|c| c.key.id()).collect();
+        if !same || existing.cells.iter().any(|c| !planned.contains(&c.id)) {
+            return Err(Error::Invalid(format!(
+                "--resume: {} was written by a different plan (profile, design, device, protocol or \
+                 cells differ); use the same flags as the original run or a new --out",
+                path.display()
+            )));
+        }
+        return Ok(Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing });
+    }
+    if !spec.resume && path.exists() {
+        return Err(Error::Invalid(format!(
+            "{} already exists; pass --resume to continue that run or choose another --out",
+            path.display()
+        )));
+    }
+    let cells = spec
+        .plan
+        .cells
+        .iter()
+        .filter_map(|planned| {
+            planned.not_applicable.as_ref().map(|reason| CellResult {
+                id: planned.key.id(),
+                key: planned.key.clone(),
+                status: CellStatus::NotApplicable { reason: reason.clone() },
+                processes: Vec::new(),
+                throughput: None,
+                memory: None,
+                time_to_accuracy: None,
+            })
+        })
+        .collect();
+    Ok(Results {
+        schema_version: crate::results::schema::SCHEMA_VERSION,
+        run: spec.info.clone(),
+        system: spec.system.clone(),
+        cells,
+        comparisons: Vec::new(),
+    })
+}
+
+/// Whether round `round` of cell `id` is already measured (or the cell cannot run at all).
+fn is_done(cells: &[CellResult], id: &str, round: usize) -> bool {
+    cells
+        .iter()
+        .any(|c| c.id == id && (c.status != CellStatus::Ok || c.processes.iter().any(|p| p.round == round)))
+}
+
+/// Whether cell `id` has ended in a status other than `Ok` (its later rounds are skipped).
+fn finished_unsuccessfully(cells: &[CellResult], id: &str) -> bool {
+    cells.iter().any(|c| c.id == id && c.status != CellStatus::Ok)
+}
+
+/// The result entry of planned cell `index`, created (in plan order) if it does not exist yet.
+fn cell_mut<'a>(cells: &'a mut Vec<CellResult>, plan: &Plan, index: usize) -> &'a mut CellResult {
+    let key = &plan.cells[index].key;
+    let id = key.id();
+    let position = match cells.iter().position(|c| c.id == id) {
+        Some(p) => p,
+        None => {
+            let plan_position =
+                |cid: &str| plan.cells.iter().position(|c| c.key.id() == cid).unwrap_or(usize::MAX);
+            let insert_at = cells.iter().position(|c| plan_position(&c.id) > index).unwrap_or(cells.len());
+            cells.insert(
+                insert_at,
+                CellResult {
+                    id,
+                    key: key.clone(),
+                    status: CellStatus::Ok,
+                    processes: Vec::new(),
+                    throughput: None,
+                    memory: None,
+                    time_to_accuracy: None,
+                },
+            );
+            insert_at
+        }
+    };
+    &mut cells[position]
+}
+
+/// Runs each cell in a fresh `trickbench cell` process, so global state (cuDNN autotuner cache,
+/// allocator, TF32 flags) cannot leak between cells and a crash only costs that cell.
+#[derive(Clone)]
+pub struct ProcessExecutor {
+    program: PathBuf,
+    scratch_dir: PathBuf,
+    stderr_lines: Option<LineSink>,
+}
+
+/// Where a child's stderr lines (progress of time-to-accuracy cells) are forwarded.
+pub type LineSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+impl std::fmt::Debug for ProcessExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessExecutor")
+            .field("program", &self.program)
+            .field("scratch_dir", &self.scratch_dir)
+            .field("forwards_stderr", &self.stderr_lines.is_some())
+            .finish()
+    }
+}
+
+/// Bytes of a failed child's stderr kept in the results.
+const STDERR_TAIL_BYTES: usize = 4000;
+
+impl ProcessExecutor {
+    /// An executor that runs `program cell …`, keeping job and output files in `scratch_dir`.
+    pub fn new(program: PathBuf, scratch_dir: PathBuf) -> Self {
+        Self { program, scratch_dir, stderr_lines: None }
+    }
+
+    /// Forwards every line the child writes to stderr to `sink` as it arrives.
+    pub fn with_stderr_lines(mut self, sink: LineSink) -> Self {
+        self.stderr_lines = Some(sink);
+        self
+    }
+
+    fn try_execute(&self, job: &CellJob, timeout: Duration) -> Result<Execution, Error> {
+        std::fs::create_dir_all(&self.scratch_dir).map_err(|e| Error::io(&self.scratch_dir, e))?;
+        let job_file = tempfile::Builder::new()
+            .prefix("cell-job-")
+            .suffix(".json")
+            .tempfile_in(&self.scratch_dir)
+            .map_err(|e| Error::io(&self.scratch_dir, e))?;
+        let output = job_file.path().with_extension("out.json");
+        let json =
+            serde_json::to_vec(job).map_err(|e| Error::Json { path: job_file.path().into(), source: e })?;
+        std::fs::write(job_file.path(), json).map_err(|e| Error::io(job_file.path(), e))?;
+        let started = Instant::now();
+        let mut child = Command::new(&self.program)
+            .arg("cell")
+            .arg("--job")
+            .arg(job_file.path())
+            .arg("--output")
+            .arg(&output)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::io(&self.program, e))?;
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let sink = self.stderr_lines.clone();
+        let reader = std::thread::spawn(move || {
+            let mut tail = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let mut line = Vec::new();
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                for &byte in &chunk[..n] {
+                    if byte == b'\n' {
+                        if let Some(sink) = &sink {
+                            sink(&String::from_utf8_lossy(&line));
+                        }
+                        line.clear();
+                    } else {
+                        line.push(byte);
+                    }
+                }
+                tail.extend_from_slice(&chunk[..n]);
+                if tail.len() > 4 * STDERR_TAIL_BYTES {
+                    tail.drain(..tail.len() - STDERR_TAIL_BYTES);
+                }
+            }
+            tail
+        });
+        let status = child.wait_timeout(timeout).map_err(|e| Error::io(&self.program, e))?;
+        let timed_out = status.is_none();
+        if timed_out {
+            // Already exited between the wait and the kill is fine: ignore that error.
+            let _ = child.kill();
+        }
+        let status = child.wait().map_err(|e| Error::io(&self.program, e))?;
+        let stderr = reader.join().unwrap_or_default();
+        let tail = tail_text(&stderr);
+        let read_output = || -> Result<ProcessMeasurement, Error> {
+            let bytes = std::fs::read(&output).map_err(|e| Error::io(&output, e))?;
+            serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output.clone(), source: e })
+        };
+        let result = if timed_out {
+            Execution::Failed(CellStatus::Timeout { limit_s: timeout.as_secs_f64(), stderr_tail: tail })
+        } else if status.success() {
+            match read_output() {
+                Ok(measurement) => Execution::Measured(measurement),
+                Err(e) => Execution::Failed(CellStatus::Failed { error: e.to_string(), stderr_tail: tail }),
+            }
+        } else if tail.to_lowercase().contains("out of memory") {
+            Execution::Failed(CellStatus::OutOfMemory { error: last_line(&tail) })
+        } else {
+            let how = describe_exit(status, started.elapsed());
+            Execution::Failed(CellStatus::Failed { error: how, stderr_tail: tail })
+        };
+        let _ = std::fs::remove_file(&output);
+        Ok(result)
+    }
+}
+
+impl CellExecutor for ProcessExecutor {
+    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
+        self.try_execute(job, timeout).unwrap_or_else(|e| {
+            Execution::Failed(CellStatus::Failed {
+                error: format!("could not run the cell process: {e}"),
+                stderr_tail: String::new(),
+            })
+        })
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of a child's stderr, as text.
+fn tail_text(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
+}
+
+/// The last non-empty line of `text`.
+fn last_line(text: &str) -> String {
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("out of memory").trim().to_owned()
+}
+
+/// How a child ended, in words.
+fn describe_exit(status: std::process::ExitStatus, after: Duration) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => {
+            format!("cell process exited with status {code} after {:.1} s", after.as_secs_f64())
+        }
+        (None, Some(9)) => format!(
+            "cell process was killed (signal 9, possibly the kernel's out-of-memory killer) after {:.1} s",
+            after.as_secs_f64()
+        ),
+        (None, Some(signal)) => {
+            format!("cell process died of signal {signal} after {:.1} s", after.as_secs_f64())
+        }
+        (None, None) => "cell process ended without a status".to_owned(),
+    }
+}

@@ -1,0 +1,140 @@
+//! Command-line definitions (clap derive only; the commands live in `commands/`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Measures PyTorch training speed-up tricks, on and off, on reference models.
+#[derive(Debug, Parser)]
+#[command(name = "trickbench", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a benchmark plan, writing results.json after every cell, then a summary.
+    Run(RunArgs),
+    /// List the trick catalogue: id, guide number, off/on, metric, applicability.
+    List(ListArgs),
+    /// Show the libtorch, CUDA, cuDNN, GPU, CPU and memory a report would record.
+    Env,
+    /// Prepare datasets.
+    #[command(subcommand)]
+    Data(DataCommand),
+    /// Run one cell (used internally: `run` starts one such process per cell).
+    #[command(hide = true)]
+    Cell(CellArgs),
+}
+
+/// Options of `trickbench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workload: resnet20, resnet56, resnet110, or all (the profile's default set).
+    #[arg(long, default_value = "all")]
+    pub workload: String,
+    /// Comma-separated trick ids, or all.
+    #[arg(long, default_value = "all")]
+    pub tricks: String,
+    /// Experimental design: ablation.
+    #[arg(long, default_value = "ablation")]
+    pub design: String,
+    /// Profile: smoke (seconds, a set-up check), quick (minutes on a CPU) or standard (GPU).
+    #[arg(long, default_value = "quick")]
+    pub profile: String,
+    /// Device: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Seed of weights, data order and augmentation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Samples per step (default: the profile's, 128).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Skip the time-to-accuracy cell.
+    #[arg(long)]
+    pub no_time_to_accuracy: bool,
+    /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
+    #[arg(long, default_value = "data/cifar10")]
+    pub data: PathBuf,
+    /// Output directory (default: reports/runs/<run id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue the run in --out, skipping cells already measured.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+}
+
+/// Options of `trickbench list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Device to judge applicability for: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+}
+
+/// `trickbench data …`.
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Download a dataset over HTTPS and verify its checksum.
+    Fetch(FetchArgs),
+    /// Convert an ImageFolder directory or tar (train/<class>/*.jpg, test/<class>/…) to the
+    /// CIFAR-10 binary format.
+    Import(ImportArgs),
+    /// Write a learnable synthetic dataset in the CIFAR-10 binary format.
+    Synth(SynthArgs),
+}
+
+/// Options of `trickbench data fetch`.
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// Dataset: cifar10 or shakespeare.
+    pub dataset: String,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Download from this URL instead (a mirror serving the identical file).
+    #[arg(long)]
+    pub url: Option<String>,
+}
+
+/// Options of `trickbench data import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// ImageFolder directory or .tar/.tar.gz archive.
+    pub path: PathBuf,
+    /// Output directory.
+    #[arg(long, default_value = "data/cifar10")]
+    pub out: PathBuf,
+}
+
+/// Options of `trickbench data synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Training images.
+    #[arg(long, default_value_t = 50_000)]
+    pub train: usize,
+    /// Test images.
+    #[arg(long, default_value_t = 10_000)]
+    pub test: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Options of the internal `trickbench cell`.
+#[derive(Debug, Args)]
+pub struct CellArgs {
+    /// JSON file describing the cell.
+    #[arg(long)]
+    pub job: PathBuf,
+    /// Where to write the measurement (JSON).
+    #[arg(long)]
+    pub output: PathBuf,
+}

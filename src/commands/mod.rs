@@ -1,0 +1,22 @@
+//! The commands behind the command line.
+mod catalogue;
+mod cell;
+mod data;
+mod run;
+
+use anyhow::Result;
+
+use crate::cli::{Cli, Command, DataCommand};
+
+/// Runs the command the user asked for.
+pub fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run::run(&args),
+        Command::List(args) => catalogue::list(&args),
+        Command::Env => catalogue::env(),
+        Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),
+        Command::Data(DataCommand::Import(args)) => data::import(&args),
+        Command::Data(DataCommand::Synth(args)) => data::synth(&args),
+        Command::Cell(args) => cell::cell(&args),
+    }
+}

@@ -1,0 +1,162 @@
+//! `trickbench run`: plan, execute cell by cell, summarise.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use trickbench::bench::plan::{Design, Plan, PlanRequest};
+use trickbench::bench::profile::ProfileName;
+use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
+use trickbench::data::cifar;
+use trickbench::device::DeviceSpec;
+use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
+use trickbench::results::schema::{CellResult, DataInfo, Protocol, RunInfo};
+use trickbench::results::system::{git_commit, SystemInfo};
+use trickbench::summary::summary_table;
+use trickbench::tricks::parse_trick_list;
+use trickbench::workloads::WorkloadId;
+
+use crate::cli::RunArgs;
+
+/// Where `run` generates synthetic data when the data directory holds no CIFAR-10.
+const SYNTHETIC_DIR: &str = "data/synthetic-cifar10";
+
+/// Runs the plan the flags describe.
+pub fn run(args: &RunArgs) -> Result<()> {
+    let profile_name: ProfileName = args.profile.parse().context("--profile")?;
+    let profile = profile_name.settings();
+    let design: Design = args.design.parse().context("--design")?;
+    let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
+    let tricks = parse_trick_list(&args.tricks)?;
+    let workloads = match args.workload.as_str() {
+        "all" => profile.workloads.clone(),
+        one => vec![one.parse::<WorkloadId>().context("--workload")?],
+    };
+    let batch_size = args.batch_size.unwrap_or(profile.batch_size);
+    if batch_size == 0 {
+        anyhow::bail!("--batch-size must be at least 1");
+    }
+    let (data_dir, data) = resolve_data(&args.data, profile.train_samples, profile.test_samples)?;
+    let request = PlanRequest {
+        workloads,
+        tricks,
+        device,
+        batch_size,
+        seed: args.seed,
+        time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
+    };
+    let plan = match design {
+        Design::Ablation => Plan::ablation(&request),
+    };
+    let started = chrono::Utc::now();
+    let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
+    let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
+    let info = RunInfo {
+        id: out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned()),
+        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        finished_at: None,
+        trickbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: git_commit(),
+        command: std::env::args().collect(),
+        profile: profile_name.to_string(),
+        design: design.to_string(),
+        device,
+        data,
+        protocol: Protocol {
+            warmup_steps: profile.warmup_steps,
+            windows_per_process: profile.windows_per_process,
+            steps_per_window: profile.steps_per_window,
+            rounds: profile.rounds,
+            bootstrap_resamples: BOOTSTRAP_RESAMPLES,
+            confidence_level: CONFIDENCE_LEVEL,
+            cell_timeout_s: profile.cell_timeout_s,
+        },
+    };
+    let spec = RunSpec {
+        info,
+        system: SystemInfo::collect(device),
+        plan,
+        data_dir,
+        out_dir: out_dir.clone(),
+        resume: args.resume,
+    };
+    let program = std::env::current_exe().context("finding the trickbench executable")?;
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {wide_bar} {pos}/{len} cell runs · {msg}")
+            .expect("valid template"),
+    );
+    let echo = bar.clone();
+    let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
+        .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))));
+    let mut progress = Progress { bar: bar.clone() };
+    let results = runner::run(&spec, &mut executor, &mut progress)
+        .with_context(|| format!("running into {}", out_dir.display()))?;
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir(out_dir.join(".cells"));
+    println!("{}", summary_table(&results));
+    println!("results: {}", out_dir.join(RESULTS_FILE).display());
+    Ok(())
+}
+
+/// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,
+/// otherwise synthetic data generated once under `data/synthetic-cifar10` (said loudly).
+fn resolve_data(
+    dir: &Path,
+    train_samples: Option<usize>,
+    test_samples: Option<usize>,
+) -> Result<(PathBuf, DataInfo)> {
+    let (dir, synthetic) = if cifar::is_cifar_dir(dir) {
+        (dir.to_path_buf(), cifar::is_synthetic_dir(dir))
+    } else {
+        let synthetic_dir = PathBuf::from(SYNTHETIC_DIR);
+        eprintln!(
+            "note: no CIFAR-10 in {} (run `trickbench data import PATH` or `trickbench data fetch cifar10 --out {}`); \
+             using SYNTHETIC data from {} — every figure of this run is about synthetic images",
+            dir.display(),
+            dir.display(),
+            synthetic_dir.display()
+        );
+        if !cifar::is_cifar_dir(&synthetic_dir) {
+            super::data::write_synthetic(&synthetic_dir, 50_000, 10_000, 0)?;
+        }
+        (synthetic_dir, true)
+    };
+    let count = |file: &str| -> Result<usize> {
+        let path = dir.join(file);
+        let bytes = std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?.len();
+        Ok(bytes as usize / cifar::RECORD_BYTES)
+    };
+    let train_total: usize = cifar::TRAIN_FILES.iter().map(|f| count(f)).sum::<Result<usize>>()?;
+    let test_total = count(cifar::TEST_FILE)?;
+    let info = DataInfo {
+        name: "cifar10".to_owned(),
+        path: dir.display().to_string(),
+        synthetic,
+        train_samples: train_samples.map_or(train_total, |n| n.min(train_total)),
+        test_samples: test_samples.map_or(test_total, |n| n.min(test_total)),
+    };
+    Ok((dir, info))
+}
+
+/// Shows progress on a bar.
+struct Progress {
+    bar: ProgressBar,
+}
+
+impl RunObserver for Progress {
+    fn process_started(&mut self, done: usize, total: usize, cell: &str, round: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+        self.bar.set_message(format!("{cell} (round {})", round + 1));
+    }
+
+    fn process_finished(&mut self, cell: &CellResult) {
+        if let Some(t) = &cell.throughput {
+            self.bar.println(format!("  {:<44} {:>8.0} samples/s", cell.id, t.median_samples_per_s));
+        } else if cell.status != trickbench::results::schema::CellStatus::Ok {
+            self.bar.println(format!("  {:<44} {:?}", cell.id, cell.status));
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Peak memory: the CUDA caching allocator's peaks, or the process's peak resident set on CPU.
+
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::ffi;
+use crate::results::schema::Memory;
+
+/// Resets the device's peak counters (CUDA); the peak resident set cannot be reset and covers the
+/// whole process.
+pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
+    match device {
+        DeviceSpec::Cuda(i) => ffi::reset_peak_memory_stats(i),
+        DeviceSpec::Cpu | DeviceSpec::Auto => Ok(()),
+    }
+}
+
+/// Peak memory since the last reset (device) and since the process started (resident set).
+pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
+    let rss = peak_rss_bytes()?;
+    Ok(match device {
+        DeviceSpec::Cuda(i) => {
+            let stats = ffi::device_memory_stats(i)?;
+            Memory {
+                peak_allocated_bytes: Some(stats.peak_allocated_bytes.max(0) as u64),
+                peak_reserved_bytes: Some(stats.peak_reserved_bytes.max(0) as u64),
+                peak_rss_bytes: Some(rss),
+            }
+        }
+        DeviceSpec::Cpu | DeviceSpec::Auto => {
+            Memory { peak_allocated_bytes: None, peak_reserved_bytes: None, peak_rss_bytes: Some(rss) }
+        }
+    })
+}
+
+/// The peak resident set size of this process (`VmHWM` in /proc/self/status), bytes.
+pub fn peak_rss_bytes() -> Result<u64, Error> {
+    const STATUS: &str = "/proc/self/status";
+    let status = std::fs::read_to_string(STATUS).map_err(|e| Error::io(STATUS, e))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| Error::Invalid(format!("{STATUS}: no VmHWM line")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_rss_grows_with_a_large_allocation() {
+        let before = peak_rss_bytes().unwrap();
+        let big = vec![1u8; 64 << 20];
+        let after = peak_rss_bytes().unwrap();
+        assert!(big.iter().all(|&b| b == 1));
+        assert!(after >= before && after > 64 << 20, "before {before}, after {after}");
+        let m = peaks(DeviceSpec::Cpu).unwrap();
+        assert!(m.peak_allocated_bytes.is_none() && m.peak_rss_bytes.is_some());
+    }
+}

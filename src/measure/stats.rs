@@ -1,0 +1,118 @@
+//! Robust statistics: medians and percentile-bootstrap confidence intervals, seeded so that a
+//! report re-rendered from the same windows gives the same intervals.
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Bootstrap resamples behind every interval.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+/// Confidence level of every interval.
+pub const CONFIDENCE_LEVEL: f64 = 0.95;
+/// Seed of the bootstrap resampler (fixed: intervals are a function of the data alone).
+const BOOTSTRAP_SEED: u64 = 0x7472_6963_6b62_656e;
+
+/// The median of `xs` (the mean of the two middle values for an even count); `None` when empty.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    let mut sorted = xs.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len() % 2 == 0 { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] })
+}
+
+/// A point estimate with a confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// The estimate from the data as measured.
+    pub point: f64,
+    /// Lower end of the interval.
+    pub low: f64,
+    /// Upper end of the interval.
+    pub high: f64,
+}
+
+/// The median of `xs` with a percentile-bootstrap confidence interval; `None` when empty.
+pub fn median_ci(xs: &[f64]) -> Option<Estimate> {
+    let point = median(xs)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
+    let mut resample = vec![0.0; xs.len()];
+    let stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            resample.iter_mut().for_each(|r| *r = xs[rng.random_range(0..xs.len())]);
+            median(&resample).unwrap_or(point)
+        })
+        .collect();
+    let (low, high) = percentile_interval(stats);
+    Some(Estimate { point, low, high })
+}
+
+/// The ratio of medians `median(treatment) / median(control)` with a percentile-bootstrap interval.
+///
+/// Both inputs are grouped by round (`treatment[r]` and `control[r]` were measured in the same
+/// round, close in time). Resampling draws windows with replacement within each round of each
+/// side, so every resample keeps the round structure of the experiment: drift between rounds
+/// cannot masquerade as an effect. `None` when either side has no windows.
+pub fn paired_ratio_ci(treatment: &[Vec<f64>], control: &[Vec<f64>]) -> Option<Estimate> {
+    let flat = |groups: &[Vec<f64>]| groups.iter().flatten().copied().collect::<Vec<_>>();
+    let point = median(&flat(treatment))? / median(&flat(control))?;
+    let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
+    let mut draw = |groups: &[Vec<f64>]| -> f64 {
+        let pooled: Vec<f64> = groups
+            .iter()
+            .filter(|g| !g.is_empty())
+            .flat_map(|g| (0..g.len()).map(|_| g[rng.random_range(0..g.len())]).collect::<Vec<_>>())
+            .collect();
+        median(&pooled).unwrap_or(f64::NAN)
+    };
+    let stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES).map(|_| draw(treatment) / draw(control)).collect();
+    let (low, high) = percentile_interval(stats);
+    Some(Estimate { point, low, high })
+}
+
+/// The central [`CONFIDENCE_LEVEL`] interval of bootstrap statistics.
+fn percentile_interval(mut stats: Vec<f64>) -> (f64, f64) {
+    stats.retain(|s| s.is_finite());
+    stats.sort_by(f64::total_cmp);
+    if stats.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let tail = (1.0 - CONFIDENCE_LEVEL) / 2.0;
+    let at = |q: f64| stats[((q * (stats.len() - 1) as f64).round() as usize).min(stats.len() - 1)];
+    (at(tail), at(1.0 - tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn interval_brackets_the_median_and_is_reproducible() {
+        let xs: Vec<f64> = (0..40).map(|i| 100.0 + f64::from(i % 7)).collect();
+        let a = median_ci(&xs).unwrap();
+        assert!(a.low <= a.point && a.point <= a.high, "{a:?}");
+        assert_eq!(a, median_ci(&xs).unwrap());
+        let constant = median_ci(&[5.0; 10]).unwrap();
+        assert_eq!((constant.low, constant.point, constant.high), (5.0, 5.0, 5.0));
+    }
+
+    #[test]
+    fn a_clear_speedup_excludes_one_and_noise_includes_it() {
+        let control = vec![vec![100.0, 101.0, 99.0, 100.5], vec![98.0, 99.5, 100.0, 101.0]];
+        let faster = vec![vec![120.0, 121.0, 119.0, 122.0], vec![118.0, 120.5, 121.0, 119.5]];
+        let r = paired_ratio_ci(&faster, &control).unwrap();
+        assert!(r.low > 1.1 && r.high < 1.3, "{r:?}");
+        let same = vec![vec![99.0, 101.5, 100.0, 98.5], vec![100.5, 99.0, 101.0, 100.0]];
+        let r = paired_ratio_ci(&same, &control).unwrap();
+        assert!(r.low < 1.0 && r.high > 1.0, "{r:?}");
+        assert!(paired_ratio_ci(&[], &control).is_none());
+    }
+}

@@ -1,0 +1,111 @@
+//! The terminal summary printed at the end of a run: one line per cell.
+
+use std::fmt::Write;
+
+use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, Results, Verdict};
+
+/// A plain-text table of every cell: status, throughput with its interval, speed-up against the
+/// baseline with its interval and verdict, peak memory, and time-to-accuracy.
+pub fn summary_table(results: &Results) -> String {
+    let mut out = String::new();
+    let data = if results.run.data.synthetic { "SYNTHETIC data (not CIFAR-10)" } else { "CIFAR-10" };
+    let _ = writeln!(
+        out,
+        "{} · {} · {} profile · {} design · {} ({} train / {} test images)",
+        results.run.id,
+        results.run.device,
+        results.run.profile,
+        results.run.design,
+        data,
+        results.run.data.train_samples,
+        results.run.data.test_samples
+    );
+    let _ = writeln!(
+        out,
+        "{:<44} {:<10} {:>26} {:>30} {:>10}",
+        "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
+    );
+    for cell in &results.cells {
+        let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
+        let _ = writeln!(
+            out,
+            "{:<44} {:<10} {:>26} {:>30} {:>10}",
+            cell.id,
+            status_word(&cell.status),
+            throughput_text(cell),
+            comparison.map_or_else(|| speedup_placeholder(cell), speedup_text),
+            cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
+        );
+        if let Some(detail) = status_detail(cell) {
+            let _ = writeln!(out, "    {detail}");
+        }
+    }
+    out
+}
+
+fn status_word(status: &CellStatus) -> &'static str {
+    match status {
+        CellStatus::Ok => "ok",
+        CellStatus::NotApplicable { .. } => "n/a",
+        CellStatus::Failed { .. } => "FAILED",
+        CellStatus::OutOfMemory { .. } => "OOM",
+        CellStatus::Timeout { .. } => "TIMEOUT",
+    }
+}
+
+fn throughput_text(cell: &CellResult) -> String {
+    match (&cell.throughput, cell.key.kind) {
+        (Some(t), _) => format!(
+            "{:.0} [{:.0}, {:.0}]",
+            t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s
+        ),
+        (None, CellKind::TimeToAccuracy) => "(time-to-accuracy)".to_owned(),
+        (None, _) => "-".to_owned(),
+    }
+}
+
+fn speedup_text(c: &Comparison) -> String {
+    let verdict = match c.verdict {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoSignificantEffect => "no sig. effect",
+    };
+    format!("{:.2}× [{:.2}, {:.2}] {verdict}", c.speedup, c.speedup_ci_low, c.speedup_ci_high)
+}
+
+fn speedup_placeholder(cell: &CellResult) -> String {
+    if cell.key.tricks.is_baseline() && cell.key.kind != CellKind::TimeToAccuracy {
+        "(baseline)".to_owned()
+    } else {
+        "-".to_owned()
+    }
+}
+
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
+}
+
+/// The line under a cell that explains a non-ok status or gives its time-to-accuracy.
+fn status_detail(cell: &CellResult) -> Option<String> {
+    match &cell.status {
+        CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
+        CellStatus::Failed { error, .. } => Some(format!("failed: {error}")),
+        CellStatus::OutOfMemory { error } => Some(format!("out of memory: {error}")),
+        CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
+        CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| match tta.time_to_target_s {
+            Some(s) => format!(
+                "reached test accuracy {:.1}% (target {:.1}%) after {s:.1} s of training ({:.2} epochs; best {:.1}%)",
+                tta.curve.iter().find(|p| p.metric >= tta.target).map_or(0.0, |p| p.metric * 100.0),
+                tta.target * 100.0,
+                tta.epochs_to_target.unwrap_or(f64::NAN),
+                tta.best_metric * 100.0
+            ),
+            None => format!(
+                "did NOT reach test accuracy {:.1}% within the {:.0} s budget (best {:.1}%)",
+                tta.target * 100.0,
+                tta.budget_s,
+                tta.best_metric * 100.0
+            ),
+        }),
+    }
+}

@@ -1,0 +1,144 @@
+//! The generic training loop: one step of forward, loss, backward and optimizer update for any
+//! [`Workload`], with the tricks that change how a step runs.
+
+pub mod amp;
+pub mod metrics;
+
+use tch::{Kind, Tensor};
+
+use crate::data::loader::Batch;
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::ffi;
+use crate::optim::sgd::{Sgd, SgdConfig};
+use crate::tricks::{Trick, TrickSet};
+use crate::workloads::Workload;
+use amp::GradScaler;
+use metrics::MetricsLog;
+
+/// Steps between metric reads when `avoid-sync` is on.
+pub const LOG_INTERVAL_STEPS: usize = 50;
+
+/// Applies the tricks that are process-wide switches rather than part of the step (cuDNN
+/// autotuning). Call once, before building the model.
+pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) {
+    if device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(tricks.has(Trick::CudnnBenchmark));
+    }
+}
+
+/// A model being trained, with its optimizer and the step-level tricks.
+#[derive(Debug)]
+pub struct Trainer<W: Workload> {
+    workload: W,
+    optimizer: Sgd,
+    scaler: Option<GradScaler>,
+    autocast: Option<Kind>,
+    device: DeviceSpec,
+    set_grads_to_none: bool,
+    metrics: MetricsLog,
+}
+
+impl<W: Workload> Trainer<W> {
+    /// Prepares `workload` for training on `device` with `tricks` (moving weights to channels_last
+    /// when asked).
+    pub fn new(
+        mut workload: W,
+        tricks: &TrickSet,
+        device: DeviceSpec,
+        sgd: SgdConfig,
+    ) -> Result<Self, Error> {
+        if tricks.has(Trick::ChannelsLast) {
+            for (_, mut var) in workload.var_store_mut().variables() {
+                if var.dim() == 4 {
+                    ffi::param_to_channels_last(&mut var)?;
+                }
+            }
+        }
+        let autocast = if tricks.has(Trick::Amp) {
+            Some(Kind::Half)
+        } else if tricks.has(Trick::AmpBf16) {
+            Some(Kind::BFloat16)
+        } else {
+            None
+        };
+        let optimizer = Sgd::new(workload.var_store().trainable_variables(), sgd);
+        Ok(Self {
+            scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
+            workload,
+            optimizer,
+            autocast,
+            device,
+            set_grads_to_none: tricks.has(Trick::ZeroGradNone),
+            metrics: MetricsLog::new(!tricks.has(Trick::AvoidSync), LOG_INTERVAL_STEPS),
+        })
+    }
+
+    /// One training step at learning rate `lr`: clear gradients, forward and loss (under autocast
+    /// when on), backward (loss-scaled for fp16), optimizer update (skipped on fp16 overflow).
+    pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(), Error> {
+        self.optimizer.zero_grad(self.set_grads_to_none);
+        let (loss, correct) = {
+            let _autocast = self
+                .autocast
+                .map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind))
+                .transpose()?;
+            let outputs = self.workload.forward(&batch.inputs, true);
+            let loss = self.workload.loss(&outputs.to_kind(Kind::Float), &batch.targets);
+            let correct = self.workload.correct(&outputs, &batch.targets);
+            (loss, correct)
+        };
+        match &mut self.scaler {
+            Some(scaler) => {
+                scaler.scale(&loss).f_backward()?;
+                if !scaler.unscale(self.optimizer.params())? {
+                    self.optimizer.step(lr);
+                }
+                scaler.update();
+            }
+            None => {
+                loss.f_backward()?;
+                self.optimizer.step(lr);
+            }
+        }
+        self.metrics.record(&loss, &correct, batch.len());
+        Ok(())
+    }
+
+    /// Correct predictions on one evaluation batch (a device tensor). With `no_grad` the forward
+    /// pass runs under no-grad; without it autograd records a graph, as forgetting
+    /// `torch.no_grad()` does.
+    pub fn eval_batch(&self, batch: &Batch, no_grad: bool) -> Result<Tensor, Error> {
+        let _autocast =
+            self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose()?;
+        let forward = || self.workload.forward(&batch.inputs, false);
+        let outputs = if no_grad { tch::no_grad(forward) } else { forward() };
+        Ok(self.workload.correct(&outputs, &batch.targets))
+    }
+
+    /// Accuracy over `batches` (one host read at the end).
+    pub fn evaluate(
+        &self,
+        batches: impl Iterator<Item = Result<Batch, Error>>,
+        no_grad: bool,
+    ) -> Result<f64, Error> {
+        let mut correct = Tensor::zeros([], (Kind::Int64, self.device.tch()));
+        let mut samples = 0usize;
+        for batch in batches {
+            let batch = batch?;
+            correct += self.eval_batch(&batch, no_grad)?;
+            samples += batch.len();
+        }
+        Ok(if samples == 0 { 0.0 } else { correct.int64_value(&[]) as f64 / samples as f64 })
+    }
+
+    /// The training metrics so far.
+    pub fn metrics_mut(&mut self) -> &mut MetricsLog {
+        &mut self.metrics
+    }
+
+    /// The workload being trained.
+    pub fn workload(&self) -> &W {
+        &self.workload
+    }
+}
