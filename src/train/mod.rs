@@ -105,14 +105,18 @@ impl<W: Workload> Trainer<W> {
         Ok(())
     }
 
-    /// Correct predictions on one evaluation batch (a device tensor). With `no_grad` the forward
-    /// pass runs under no-grad; without it autograd records a graph, as forgetting
-    /// `torch.no_grad()` does.
-    pub fn eval_batch(&self, batch: &Batch, no_grad: bool) -> Result<Tensor, Error> {
+    /// The model's outputs in evaluation mode. With `no_grad` the forward pass runs under
+    /// no-grad; without it autograd records a graph, as forgetting `torch.no_grad()` does.
+    pub fn eval_outputs(&self, inputs: &Tensor, no_grad: bool) -> Result<Tensor, Error> {
         let _autocast =
             self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose()?;
-        let forward = || self.workload.forward(&batch.inputs, false);
-        let outputs = if no_grad { tch::no_grad(forward) } else { forward() };
+        let forward = || self.workload.forward(inputs, false);
+        Ok(if no_grad { tch::no_grad(forward) } else { forward() })
+    }
+
+    /// Correct predictions on one evaluation batch (a device tensor); see [`Self::eval_outputs`].
+    pub fn eval_batch(&self, batch: &Batch, no_grad: bool) -> Result<Tensor, Error> {
+        let outputs = self.eval_outputs(&batch.inputs, no_grad)?;
         Ok(self.workload.correct(&outputs, &batch.targets))
     }
 

@@ -1,0 +1,38 @@
+# trickbench — the whole set-up is `make run` or `make test` on a fresh Linux x86-64 machine with
+# python3 and pip: libtorch (the PyPI torch==2.11.0 wheel) is installed once per user under
+# ~/.cache/trickbench (TRICKBENCH_VENV overrides) and linked here as .venv.
+
+CARGO ?= cargo
+# Where `make data` looks for an ImageFolder tar of CIFAR-10 before trying to download it.
+CIFAR_TAR ?= ../shared/data/cifar10-jpeg.tar
+PROFILE ?= quick
+
+.PHONY: setup build data run test bench clean
+
+setup:
+	scripts/setup-libtorch
+
+build: setup
+	$(CARGO) build --release
+
+# Real CIFAR-10 in data/cifar10: imported from $(CIFAR_TAR) when present, else downloaded. When
+# neither works, `run` says so and falls back to synthetic data.
+data: build
+	@if [ -f data/cifar10/test_batch.bin ]; then true; \
+	elif [ -f "$(CIFAR_TAR)" ]; then ./target/release/trickbench data import "$(CIFAR_TAR)" --out data/cifar10; \
+	else ./target/release/trickbench data fetch cifar10 --out data/cifar10 || \
+	  echo "make data: no CIFAR-10 available; the benchmark will use synthetic data"; fi
+
+run: data
+	./target/release/trickbench run --profile $(PROFILE)
+
+test: setup
+	scripts/install-test-deps
+	$(CARGO) test
+
+bench: setup
+	$(CARGO) bench
+
+clean:
+	$(CARGO) clean
+	rm -rf reports/runs

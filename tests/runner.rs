@@ -1,0 +1,283 @@
+//! The runner end to end with a mock executor (deterministic, no training) and with the real
+//! process executor against stand-in programs that crash, hang or run out of memory.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use trickbench::bench::cell::CellJob;
+use trickbench::bench::plan::{Plan, PlanRequest};
+use trickbench::bench::runner::{
+    self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
+};
+use trickbench::device::DeviceSpec;
+use trickbench::results::schema::*;
+use trickbench::results::store;
+use trickbench::results::system::SystemInfo;
+use trickbench::tricks::Trick;
+use trickbench::workloads::WorkloadId;
+
+/// Throughput windows that depend only on the trick set and round: channels-last 1.5× faster,
+/// everything else as fast as the baseline with a little deterministic jitter.
+#[derive(Default)]
+struct MockExecutor {
+    calls: Vec<(String, usize)>,
+    failures: HashMap<String, CellStatus>,
+}
+
+impl CellExecutor for MockExecutor {
+    fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
+        let id = job.key.id();
+        self.calls.push((id.clone(), job.round));
+        if let Some(status) = self.failures.get(&id) {
+            return Execution::Failed(status.clone());
+        }
+        let factor = if job.key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
+        let jitter = [1.0, 0.99, 1.01, 1.005];
+        Execution::Measured(ProcessMeasurement {
+            round: job.round,
+            wall_s: 2.0,
+            window_samples_per_s: jitter.iter().map(|j| 100.0 * factor * j).collect(),
+            memory: Memory { peak_rss_bytes: Some(1 << 30), ..Default::default() },
+            host_metric_reads: 8,
+            last_loss: Some(2.0),
+            time_to_accuracy: None,
+        })
+    }
+}
+
+fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
+    let request = PlanRequest {
+        workloads: vec![WorkloadId::Resnet8],
+        tricks,
+        device: DeviceSpec::Cpu,
+        batch_size: 32,
+        seed: 0,
+        time_to_accuracy_batch_size: None,
+    };
+    RunSpec {
+        info: RunInfo {
+            id: "test".into(),
+            started_at: "2026-11-30T00:00:00Z".into(),
+            finished_at: None,
+            trickbench_version: "test".into(),
+            git_commit: None,
+            command: vec![],
+            profile: "smoke".into(),
+            design: "ablation".into(),
+            device: DeviceSpec::Cpu,
+            data: DataInfo {
+                name: "cifar10".into(),
+                path: "none".into(),
+                synthetic: true,
+                train_samples: 0,
+                test_samples: 0,
+            },
+            protocol: Protocol {
+                warmup_steps: 1,
+                windows_per_process: 4,
+                steps_per_window: 1,
+                rounds: 2,
+                bootstrap_resamples: 2000,
+                confidence_level: 0.95,
+                cell_timeout_s: 10.0,
+            },
+        },
+        system: SystemInfo::collect(DeviceSpec::Cpu),
+        plan: Plan::ablation(&request),
+        data_dir: PathBuf::from("unused"),
+        out_dir: out_dir.to_path_buf(),
+        resume: false,
+    }
+}
+
+/// Checks the results file on disk after every process.
+struct FileWatcher {
+    path: PathBuf,
+    measured_processes: Vec<usize>,
+}
+
+impl RunObserver for FileWatcher {
+    fn results_written(&mut self, path: &Path) {
+        assert_eq!(path, self.path);
+        let on_disk = store::load(path).unwrap();
+        self.measured_processes.push(on_disk.cells.iter().map(|c| c.processes.len()).sum());
+    }
+}
+
+#[test]
+fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Amp]);
+    let mut mock = MockExecutor::default();
+    let mut watcher = FileWatcher { path: dir.path().join("results.json"), measured_processes: vec![] };
+    let results = runner::run(&spec, &mut mock, &mut watcher).unwrap();
+
+    // 3 runnable cells × 2 rounds; amp is not applicable on CPU and never runs.
+    assert_eq!(mock.calls.len(), 6);
+    assert_eq!(watcher.measured_processes, [1, 2, 3, 4, 5, 6]);
+    // Rounds alternate direction: baseline first, then last.
+    assert_eq!(mock.calls[0].0, "resnet8/baseline/b32/s0/train");
+    assert_eq!(mock.calls[5].0, "resnet8/baseline/b32/s0/train");
+
+    let amp = results.cells.iter().find(|c| c.id == "resnet8/amp/b32/s0/train").unwrap();
+    assert!(matches!(&amp.status, CellStatus::NotApplicable { reason } if reason.contains("CUDA")));
+    let ids: Vec<&str> = results.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "resnet8/baseline/b32/s0/train",
+            "resnet8/channels-last/b32/s0/train",
+            "resnet8/zero-grad-none/b32/s0/train",
+            "resnet8/amp/b32/s0/train"
+        ],
+        "cells stay in plan order"
+    );
+    let verdict = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().clone();
+    let cl = verdict("resnet8/channels-last/b32/s0/train");
+    assert_eq!(cl.verdict, Verdict::Faster);
+    assert!((cl.speedup - 1.5).abs() < 1e-9);
+    assert_eq!(verdict("resnet8/zero-grad-none/b32/s0/train").verdict, Verdict::NoSignificantEffect);
+    assert!(results.run.finished_at.is_some());
+    assert_eq!(store::load(&dir.path().join("results.json")).unwrap(), results);
+}
+
+#[test]
+fn a_failing_cell_is_recorded_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    let mut mock = MockExecutor::default();
+    let failed =
+        CellStatus::Failed { error: "cell process died of signal 11".into(), stderr_tail: "segfault".into() };
+    mock.failures.insert("resnet8/channels-last/b32/s0/train".into(), failed.clone());
+    let results = runner::run(&spec, &mut mock, &mut Silent).unwrap();
+    let cl = results.cells.iter().find(|c| c.id == "resnet8/channels-last/b32/s0/train").unwrap();
+    assert_eq!(cl.status, failed);
+    // The failed cell is not retried in round 2; the others complete both rounds.
+    assert_eq!(mock.calls.iter().filter(|(id, _)| id.contains("channels-last")).count(), 1);
+    assert_eq!(mock.calls.len(), 5);
+    assert_eq!(results.comparisons.len(), 1);
+}
+
+#[test]
+fn resume_runs_only_what_is_missing_and_ends_with_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut full_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    let complete = runner::run(&full_spec, &mut MockExecutor::default(), &mut Silent).unwrap();
+
+    // Simulate an interruption after the first round: drop every round-1 process from the file.
+    let path = dir.path().join("results.json");
+    let mut partial = complete.clone();
+    for cell in &mut partial.cells {
+        cell.processes.retain(|p| p.round == 0);
+    }
+    partial.run.finished_at = None;
+    store::save(&partial, &path).unwrap();
+
+    full_spec.resume = true;
+    let mut mock = MockExecutor::default();
+    let resumed = runner::run(&full_spec, &mut mock, &mut Silent).unwrap();
+    assert!(mock.calls.iter().all(|(_, round)| *round == 1), "{:?}", mock.calls);
+    assert_eq!(mock.calls.len(), 3);
+    let strip = |mut r: Results| {
+        r.run.finished_at = None;
+        r
+    };
+    assert_eq!(strip(resumed), strip(complete));
+}
+
+#[test]
+fn resume_refuses_results_from_a_different_plan_and_a_new_run_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = spec(dir.path(), vec![Trick::ChannelsLast]);
+    runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
+
+    let again = runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap_err().to_string();
+    assert!(again.contains("already exists") && again.contains("--resume"), "{again}");
+
+    let mut other = spec(dir.path(), vec![Trick::ChannelsLast]);
+    other.info.profile = "quick".into();
+    other.resume = true;
+    let message = runner::run(&other, &mut MockExecutor::default(), &mut Silent).unwrap_err().to_string();
+    assert!(message.contains("different plan"), "{message}");
+}
+
+/// A stand-in for the trickbench binary: a shell script run as `SCRIPT cell --job J --output O`.
+fn fake_program(dir: &Path, body: &str) -> ProcessExecutor {
+    let path = dir.join("fake-trickbench");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    ProcessExecutor::new(path, dir.join("scratch"))
+}
+
+fn job() -> CellJob {
+    let s = spec(Path::new("unused"), vec![]);
+    CellJob {
+        key: s.plan.cells[0].key.clone(),
+        device: DeviceSpec::Cpu,
+        profile: trickbench::bench::profile::ProfileName::Smoke,
+        data_dir: PathBuf::from("unused"),
+        round: 0,
+    }
+}
+
+#[test]
+fn process_executor_records_crashes_hangs_and_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let second = Duration::from_secs(1);
+
+    let crash = fake_program(dir.path(), "echo 'about to crash' >&2; kill -SEGV $$").execute(&job(), second);
+    match crash {
+        Execution::Failed(CellStatus::Failed { error, stderr_tail }) => {
+            assert!(error.contains("signal 11"), "{error}");
+            assert!(stderr_tail.contains("about to crash"), "{stderr_tail}");
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+
+    let hang = fake_program(dir.path(), "echo 'working' >&2; exec sleep 30").execute(&job(), second);
+    assert!(
+        matches!(hang, Execution::Failed(CellStatus::Timeout { limit_s, .. }) if limit_s == 1.0),
+        "{hang:?}"
+    );
+
+    let oom = fake_program(
+        dir.path(),
+        "echo 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1",
+    )
+    .execute(&job(), second);
+    assert!(
+        matches!(&oom, Execution::Failed(CellStatus::OutOfMemory { error }) if error.contains("Tried to allocate")),
+        "{oom:?}"
+    );
+
+    let garbage = fake_program(dir.path(), "echo 'not json' > \"$5\"").execute(&job(), second);
+    assert!(
+        matches!(&garbage, Execution::Failed(CellStatus::Failed { error, .. }) if error.contains(".out.json")),
+        "{garbage:?}"
+    );
+}
+
+#[test]
+fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let measurement = ProcessMeasurement {
+        round: 0,
+        wall_s: 1.5,
+        window_samples_per_s: vec![10.0, 11.0],
+        memory: Memory::default(),
+        host_metric_reads: 0,
+        last_loss: None,
+        time_to_accuracy: None,
+    };
+    let json = serde_json::to_string(&measurement).unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let mut executor =
+        fake_program(dir.path(), &format!("echo 'step 1' >&2; echo 'step 2' >&2; echo '{json}' > \"$5\""))
+            .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
+    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(measurement));
+    assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
+}
