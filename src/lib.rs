@@ -3,6 +3,7 @@ pub mod data;
 pub mod device;
 pub mod error;
 pub mod ffi;
+pub mod report;
 pub mod results;
 pub mod tricks;
 pub mod workloads;
