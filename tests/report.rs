@@ -43,7 +43,8 @@ fn check_files(files: &ReportFiles) -> Html {
             Some("svg") => {
                 svgs += 1;
                 let text = std::fs::read_to_string(plot).unwrap();
-                let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", plot.display()));
+                let doc =
+                    roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", plot.display()));
                 assert_eq!(doc.root_element().tag_name().name(), "svg");
             }
             other => panic!("unexpected plot file {} ({other:?})", plot.display()),
@@ -84,7 +85,10 @@ fn report_renders_every_cell_plot_and_table() {
             .collect();
     assert_eq!(file_names(&files), expected);
 
-    assert!(doc.select(&Selector::parse("#synthetic-banner").unwrap()).next().is_some(), "no synthetic banner");
+    assert!(
+        doc.select(&Selector::parse("#synthetic-banner").unwrap()).next().is_some(),
+        "no synthetic banner"
+    );
     for needle in [
         "amp: needs a CUDA GPU (test fixture)",
         "shape mismatch [128, 16] vs [128, 10]",
@@ -99,7 +103,10 @@ fn report_renders_every_cell_plot_and_table() {
     }
     // Every trick of the catalogue has its claim, measured or not.
     for t in trickbench::tricks::Trick::ALL {
-        assert!(doc.select(&Selector::parse(&format!("#trick-{t}")).unwrap()).next().is_some(), "no section for {t}");
+        assert!(
+            doc.select(&Selector::parse(&format!("#trick-{t}")).unwrap()).next().is_some(),
+            "no section for {t}"
+        );
     }
     // The raw JSON is next to the report and links resolve.
     assert_eq!(files.results_json, vec![out.join("results-1.json")]);
@@ -119,8 +126,14 @@ fn csv_has_one_row_per_cell_with_units() {
     let files = render_report(std::slice::from_ref(&cpu), &output_dir("csv")).unwrap();
     let mut reader = csv::Reader::from_path(&files.csv).unwrap();
     let headers = reader.headers().unwrap().clone();
-    for h in ["cell_id", "status", "throughput_median_samples_per_s", "peak_rss_bytes", "speedup_x", "time_to_target_s"]
-    {
+    for h in [
+        "cell_id",
+        "status",
+        "throughput_median_samples_per_s",
+        "peak_rss_bytes",
+        "speedup_x",
+        "time_to_target_s",
+    ] {
         assert!(headers.iter().any(|x| x == h), "cells.csv lacks column {h}");
     }
     let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
@@ -139,7 +152,10 @@ fn summary_markdown_has_the_headline_and_working_plot_links() {
     let out = output_dir("markdown");
     let files = render_report(std::slice::from_ref(&cpu), &out).unwrap();
     let md = std::fs::read_to_string(&files.summary_md).unwrap();
-    assert!(md.contains("| Configuration | Trick | Guide | Judged by | Speed-up [CI] | Verdict | Memory |"), "{md}");
+    assert!(
+        md.contains("| Configuration | Trick | Guide | Judged by | Speed-up [CI] | Verdict | Memory |"),
+        "{md}"
+    );
     assert!(md.contains("avoid-sync") && md.contains("**Synthetic data.**"), "{md}");
     let links: Vec<&str> = md.split("](").skip(1).map(|s| &s[..s.find(')').unwrap()]).collect();
     assert!(links.len() > files.plots.len() / 2, "{md}");
@@ -168,7 +184,13 @@ fn comparison_joins_devices_and_lists_mismatches() {
     let out = output_dir("compare");
     let files = render_comparison(&[cpu, gpu], &out).unwrap();
     let doc = check_files(&files);
-    assert_eq!(file_names(&files), BTreeSet::from(["compare-heatmap.png", "compare-heatmap.svg", "compare-bars.png", "compare-bars.svg"].map(String::from)));
+    assert_eq!(
+        file_names(&files),
+        BTreeSet::from(
+            ["compare-heatmap.png", "compare-heatmap.svg", "compare-bars.png", "compare-bars.svg"]
+                .map(String::from)
+        )
+    );
 
     let row = |label: &str| {
         let rows = Selector::parse("#table tr").unwrap();
@@ -184,13 +206,18 @@ fn comparison_joins_devices_and_lists_mismatches() {
 
     let mismatches = Selector::parse("#mismatches tr").unwrap();
     let listed: Vec<String> = doc.select(&mismatches).map(|r| r.text().collect()).collect();
-    let find = |label: &str| listed.iter().find(|t| t.contains(label)).unwrap_or_else(|| panic!("{label} not listed"));
+    let find = |label: &str| {
+        listed.iter().find(|t| t.contains(label)).unwrap_or_else(|| panic!("{label} not listed"))
+    };
     assert!(find("no-bias-before-bn · b128").contains("cuda:0 on test-fixture-gpu-not-measured"));
     assert!(find("amp+channels-last · b128").contains("cpu on fixture-cpu-host"));
     assert!(find("baseline (time to accuracy)").contains("cuda:0"));
 
     let md = std::fs::read_to_string(&files.summary_md).unwrap();
-    assert!(md.contains("## Mismatched and missing cells") && md.contains("| resnet20 · amp · b128 |"), "{md}");
+    assert!(
+        md.contains("## Mismatched and missing cells") && md.contains("| resnet20 · amp · b128 |"),
+        "{md}"
+    );
     let csv = std::fs::read_to_string(&files.csv).unwrap();
     assert!(csv.lines().next().unwrap().contains("speedup_x") && csv.contains(",missing,"), "{csv}");
 }
@@ -225,7 +252,8 @@ fn report_renders_in_headless_chromium_without_console_errors() {
     };
     let out = output_dir("chromium");
     let files = render_report(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("report")).unwrap();
-    let compare = render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("compare")).unwrap();
+    let compare =
+        render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("compare")).unwrap();
     for (name, index) in [("report", &files.index_html), ("compare", &compare.index_html)] {
         let profile = tempfile::tempdir().unwrap();
         let screenshot = out.join(format!("{name}.png"));
@@ -250,8 +278,10 @@ fn report_renders_in_headless_chromium_without_console_errors() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "chromium failed on {name}: {stderr}");
-        let console: Vec<&str> =
-            stderr.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("ERR_FILE")).collect();
+        let console: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("ERR_FILE"))
+            .collect();
         assert!(console.is_empty(), "console errors rendering {name}: {console:#?}");
         let shot = image::open(&screenshot).unwrap();
         assert_eq!((shot.width(), shot.height()), (1280, 2000));

@@ -151,7 +151,8 @@ impl<'a> Comparison<'a> {
             .iter()
             .filter(|(_, cells)| cells.iter().any(Option::is_none))
             .map(|(key, cells)| {
-                let (present, missing): (Vec<_>, Vec<_>) = cells.iter().zip(&devices).partition(|(c, _)| c.is_some());
+                let (present, missing): (Vec<_>, Vec<_>) =
+                    cells.iter().zip(&devices).partition(|(c, _)| c.is_some());
                 Mismatch {
                     label: key.label(),
                     profile: key.profile.clone(),
@@ -169,7 +170,8 @@ impl<'a> Comparison<'a> {
                 cells: cells
                     .into_iter()
                     .map(|found| {
-                        let comparison = found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id));
+                        let comparison =
+                            found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id));
                         DeviceCell {
                             cell: found.map(|(c, _)| c.clone()),
                             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
@@ -207,9 +209,15 @@ fn devices(results: &[Results]) -> Vec<Device> {
                 ("profile / design".to_owned(), format!("{} / {}", r.run.profile, r.run.design)),
                 ("CPU".to_owned(), optional(&s.cpu_model)),
                 ("libtorch".to_owned(), s.libtorch_version.clone()),
-                ("CUDA / cuDNN".to_owned(), format!("{} / {}", version(s.cuda_runtime_version), version(s.cudnn_version))),
+                (
+                    "CUDA / cuDNN".to_owned(),
+                    format!("{} / {}", version(s.cuda_runtime_version), version(s.cudnn_version)),
+                ),
                 ("git commit".to_owned(), optional(&r.run.git_commit)),
-                ("data".to_owned(), format!("{}{}", r.run.data.name, if r.run.data.synthetic { " (synthetic)" } else { "" })),
+                (
+                    "data".to_owned(),
+                    format!("{}{}", r.run.data.name, if r.run.data.synthetic { " (synthetic)" } else { "" }),
+                ),
             ];
             Device { label, json: super::results_file_name(i), facts, synthetic: r.run.data.synthetic }
         })

@@ -104,7 +104,9 @@ fn memory(g: &Group) -> Option<Figure> {
         section: "memory",
         slug: format!("memory-{}", g.slug()),
         title: format!("Peak memory per trick — {}", g.title()),
-        caption: format!("The {what} of each trick cell ÷ that of the baseline; left of 1.0 uses less memory."),
+        caption: format!(
+            "The {what} of each trick cell ÷ that of the baseline; left of 1.0 uses less memory."
+        ),
         chart: Chart::Bars(BarChart {
             title: format!("Peak memory relative to baseline — {}", g.title()),
             x_label: format!("{what} (× baseline; below 1 is less)"),
@@ -157,13 +159,15 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
     let configs = configurations(&entries);
     let batches = configs.keys().map(|k| k.1).collect::<std::collections::BTreeSet<_>>().len();
     let (y_label, y_percent) = metric_axis(first);
-    let target_text = if y_percent { format!("{:.1}%", first.target * 100.0) } else { format!("{}", first.target) };
+    let target_text =
+        if y_percent { format!("{:.1}%", first.target * 100.0) } else { format!("{}", first.target) };
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for ((set, batch), cells) in &configs {
         let colour = model::set_colour(set);
         let label = config_label(set, *batch, batches);
-        let curves: Vec<&TimeToAccuracy> = cells.iter().filter_map(|e| e.cell.time_to_accuracy.as_ref()).collect();
+        let curves: Vec<&TimeToAccuracy> =
+            cells.iter().filter_map(|e| e.cell.time_to_accuracy.as_ref()).collect();
         for tta in &curves {
             series.push(Series {
                 label: (curves.len() == 1).then(|| label.clone()),
@@ -195,7 +199,12 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
         let failed = cells.iter().find(|e| e.cell.status != CellStatus::Ok);
         let best = curves.iter().map(|t| t.best_metric).fold(f64::NEG_INFINITY, f64::max);
         let note = if !reached.is_empty() {
-            format!("{:.1} s ({}/{} seeds reached the target)", median(reached.clone()), reached.len(), cells.len())
+            format!(
+                "{:.1} s ({}/{} seeds reached the target)",
+                median(reached.clone()),
+                reached.len(),
+                cells.len()
+            )
         } else if let Some(e) = failed {
             model::status_summary(&e.cell.status)
         } else if best.is_finite() {
@@ -241,8 +250,9 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
             section: "tta",
             slug: format!("tta-bars-{}", g.slug()),
             title: format!("Time to target — {}", g.title()),
-            caption: "Median training time until the target was first reached, over the seeds that reached it."
-                .to_owned(),
+            caption:
+                "Median training time until the target was first reached, over the seeds that reached it."
+                    .to_owned(),
             chart: Chart::Bars(BarChart {
                 title: format!("Time to reach {target_text} — {}", g.title()),
                 x_label: "time to target (s of training, median over seeds)".to_owned(),
@@ -274,7 +284,9 @@ fn stack_chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
     let largest = g
         .entries
         .iter()
-        .filter(|e| e.cell.key.kind == (CellKind::Throughput { phase: Phase::Train }) && e.cell.throughput.is_some())
+        .filter(|e| {
+            e.cell.key.kind == (CellKind::Throughput { phase: Phase::Train }) && e.cell.throughput.is_some()
+        })
         .max_by_key(|e| e.cell.key.tricks.iter().count())?;
     let cells = train_cells(g, largest.cell.key.batch_size, largest.cell.key.seed);
     let mut chain = vec![largest];
@@ -357,7 +369,13 @@ fn batch_sweep(g: &Group) -> Vec<Figure> {
         cells.sort_by_key(|e| e.cell.key.batch_size);
         let label = if several_seeds { format!("{} · s{seed}", set.label()) } else { set.label() };
         let colour: Rgb = model::set_colour(set);
-        let series = |points: Vec<(f64, f64)>| Series { label: Some(label.clone()), colour, bold: true, dots: true, points };
+        let series = |points: Vec<(f64, f64)>| Series {
+            label: Some(label.clone()),
+            colour,
+            bold: true,
+            dots: true,
+            points,
+        };
         let batch = |e: &Entry| e.cell.key.batch_size as f64;
         throughput.push(series(
             cells.iter().filter_map(|e| Some((batch(e), e.cell.throughput?.median_samples_per_s))).collect(),
@@ -447,17 +465,19 @@ pub(crate) fn comparison_figures(c: &Comparison) -> Vec<Figure> {
             section: "compare",
             slug: "compare-heatmap".to_owned(),
             title: "Speed-up heatmap: tricks × devices".to_owned(),
-            caption: "Each cell: the trick's speed-up on that device over the same device's baseline. Green is \
+            caption:
+                "Each cell: the trick's speed-up on that device over the same device's baseline. Green is \
                       faster, red slower, white no change; grey cells were not measured there."
-                .to_owned(),
+                    .to_owned(),
             chart: Chart::Heatmap(heatmap),
         },
         Figure {
             section: "compare",
             slug: "compare-bars".to_owned(),
             title: "Speed-up by trick and device".to_owned(),
-            caption: "Each trick's speed-up on every device, with confidence intervals; right of 1.0 is faster."
-                .to_owned(),
+            caption:
+                "Each trick's speed-up on every device, with confidence intervals; right of 1.0 is faster."
+                    .to_owned(),
             chart: Chart::Bars(BarChart {
                 title: format!("Speed-up by trick and device — {}", c.profile_text()),
                 x_label: "speed-up over the device's own baseline (× throughput)".to_owned(),

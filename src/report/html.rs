@@ -57,15 +57,28 @@ pub(crate) struct Section<'a> {
 /// The report's figure sections, in page order, leaving out empty ones.
 pub(crate) fn sections(figures: &[FigureFile]) -> Vec<Section<'_>> {
     [
-        ("speedup", "Speed-up per trick", "Throughput with each trick switched on, relative to the baseline."),
+        (
+            "speedup",
+            "Speed-up per trick",
+            "Throughput with each trick switched on, relative to the baseline.",
+        ),
         ("memory", "Peak memory", "Peak memory with each trick, relative to the baseline."),
         ("tta", "Time to accuracy", "Training from scratch until the held-out metric reaches the target."),
         ("stack", "Stacking tricks", "Tricks switched on cumulatively, best first."),
-        ("batch", "Batch-size sweep", "Throughput and memory across batch sizes, up to the largest that fits."),
+        (
+            "batch",
+            "Batch-size sweep",
+            "Throughput and memory across batch sizes, up to the largest that fits.",
+        ),
         ("compare", "Across devices", "Each device against its own baseline."),
     ]
     .into_iter()
-    .map(|(id, title, intro)| Section { id, title, intro, figures: figures.iter().filter(|f| f.section == id).collect() })
+    .map(|(id, title, intro)| Section {
+        id,
+        title,
+        intro,
+        figures: figures.iter().filter(|f| f.section == id).collect(),
+    })
     .filter(|s| !s.figures.is_empty())
     .collect()
 }
@@ -160,7 +173,10 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                     )
                 },
             ),
-            memory: c.memory.and_then(|m| m.primary_bytes()).map_or_else(|| "—".to_owned(), model::bytes_text),
+            memory: c
+                .memory
+                .and_then(|m| m.primary_bytes())
+                .map_or_else(|| "—".to_owned(), model::bytes_text),
             speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
         });
         if let Some(t) = &c.time_to_accuracy {
@@ -172,10 +188,9 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                 group: g.title(),
                 status: model::status_label(&c.status),
                 target: format!("{} ≥ {}", t.metric, value(t.target)),
-                time_to_target: t.time_to_target_s.map_or_else(
-                    || format!("not reached in {:.0} s", t.budget_s),
-                    |s| format!("{s:.1} s"),
-                ),
+                time_to_target: t
+                    .time_to_target_s
+                    .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),
                 epochs: t.epochs_to_target.map_or_else(|| "—".to_owned(), |e| format!("{e:.1}")),
                 best: value(t.best_metric),
                 evaluations: t.curve.len(),

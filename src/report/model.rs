@@ -64,7 +64,9 @@ impl<'a> Report<'a> {
                         && g.device_name == device_name
                 }) {
                     Some(g) => g.entries.push(entry),
-                    None => groups.push(Group { workload, device, device_name, profile, entries: vec![entry] }),
+                    None => {
+                        groups.push(Group { workload, device, device_name, profile, entries: vec![entry] })
+                    }
                 }
             }
         }
@@ -83,7 +85,10 @@ impl<'a> Report<'a> {
 
     /// The headline table: every trick cell that times throughput, best speed-up first per group.
     pub fn headline(&self) -> Vec<HeadlineRow> {
-        self.groups.iter().flat_map(|g| g.trick_throughput().into_iter().map(move |e| g.headline_row(e))).collect()
+        self.groups
+            .iter()
+            .flat_map(|g| g.trick_throughput().into_iter().map(move |e| g.headline_row(e)))
+            .collect()
     }
 }
 
@@ -107,18 +112,19 @@ impl Group<'_> {
         }
     }
 
-    fn batch_sizes(&self) -> usize {
-        let mut b: Vec<_> = self.entries.iter().map(|e| e.cell.key.batch_size).collect();
-        b.sort_unstable();
-        b.dedup();
-        b.len()
-    }
-
-    fn seeds(&self) -> usize {
-        let mut s: Vec<_> = self.entries.iter().map(|e| e.cell.key.seed).collect();
-        s.sort_unstable();
-        s.dedup();
-        s.len()
+    /// The distinct values of `f` over the cells of the same kind (throughput or time to accuracy)
+    /// as `e`, leaving out baselines.
+    fn variety<T: Ord>(&self, e: &Entry, f: impl Fn(&Entry) -> T) -> usize {
+        let tta = |x: &Entry| x.cell.key.kind == CellKind::TimeToAccuracy;
+        let mut values: Vec<T> = self
+            .entries
+            .iter()
+            .filter(|x| tta(x) == tta(e) && !x.cell.key.tricks.is_baseline())
+            .map(f)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        values.len()
     }
 
     /// The label of a cell within this group: its trick set, plus phase, batch size and seed where
@@ -129,10 +135,10 @@ impl Group<'_> {
         if key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
             label.push_str(" (eval)");
         }
-        if self.batch_sizes() > 1 {
+        if self.variety(e, |x| x.cell.key.batch_size) > 1 {
             label.push_str(&format!(" · b{}", key.batch_size));
         }
-        if self.seeds() > 1 {
+        if self.variety(e, |x| x.cell.key.seed) > 1 {
             label.push_str(&format!(" · s{}", key.seed));
         }
         label
@@ -144,7 +150,9 @@ impl Group<'_> {
         let mut rows: Vec<_> = self
             .entries
             .iter()
-            .filter(|e| matches!(e.cell.key.kind, CellKind::Throughput { .. }) && !e.cell.key.tricks.is_baseline())
+            .filter(|e| {
+                matches!(e.cell.key.kind, CellKind::Throughput { .. }) && !e.cell.key.tricks.is_baseline()
+            })
             .collect();
         rows.sort_by(|a, b| {
             let s = |e: &Entry| e.comparison.map_or(f64::NEG_INFINITY, |c| c.speedup);
@@ -161,7 +169,8 @@ impl Group<'_> {
     fn headline_row(&self, e: &Entry) -> HeadlineRow {
         let tricks = &e.cell.key.tricks;
         let single = single_trick(tricks);
-        let guide = tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
+        let guide =
+            tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
         HeadlineRow {
             group: self.title(),
             cell: e.cell.id.clone(),
@@ -176,7 +185,10 @@ impl Group<'_> {
             speedup: e.comparison.map_or_else(|| status_summary(&e.cell.status), speedup_text),
             verdict: e.comparison.map_or("—", |c| verdict_label(c.verdict)).to_owned(),
             verdict_class: e.comparison.map_or("none", |c| verdict_class(c.verdict)).to_owned(),
-            memory: e.comparison.and_then(|c| c.memory_ratio).map_or_else(|| "—".to_owned(), |m| format!("{m:.2}×")),
+            memory: e
+                .comparison
+                .and_then(|c| c.memory_ratio)
+                .map_or_else(|| "—".to_owned(), |m| format!("{m:.2}×")),
         }
     }
 }
@@ -350,7 +362,9 @@ pub(crate) fn set_colour(set: &TrickSet) -> Rgb {
     if colours.is_empty() {
         return Rgb(127, 127, 127);
     }
-    let mean = |f: fn(&Rgb) -> u8| (colours.iter().map(|c| u32::from(f(c))).sum::<u32>() / colours.len() as u32) as u8;
+    let mean = |f: fn(&Rgb) -> u8| {
+        (colours.iter().map(|c| u32::from(f(c))).sum::<u32>() / colours.len() as u32) as u8
+    };
     Rgb(mean(|c| c.0), mean(|c| c.1), mean(|c| c.2))
 }
 
@@ -403,7 +417,9 @@ impl Report<'_> {
                 let Rgb(r, g, b) = trick_colour(t);
                 TrickSection {
                     id: t.id(),
-                    guide: t.guide_number().map_or_else(|| "modern addition".to_owned(), |n| format!("guide #{n}")),
+                    guide: t
+                        .guide_number()
+                        .map_or_else(|| "modern addition".to_owned(), |n| format!("guide #{n}")),
                     off: t.off(),
                     on: t.on(),
                     metric: t.metric().label(),
@@ -423,7 +439,10 @@ mod tests {
 
     #[test]
     fn slugs_and_bytes() {
-        assert_eq!(slug("resnet20/amp+channels-last/b128/s0/train"), "resnet20-amp-channels-last-b128-s0-train");
+        assert_eq!(
+            slug("resnet20/amp+channels-last/b128/s0/train"),
+            "resnet20-amp-channels-last-b128-s0-train"
+        );
         assert_eq!(slug("cuda:0 on Node_7"), "cuda-0-on-node-7");
         assert_eq!(bytes_text(512), "512 B");
         assert_eq!(bytes_text(3 * 1024 * 1024 / 2), "1.50 MiB");

@@ -208,8 +208,9 @@ fn bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart) -> Draw
     let hi = hi + (hi - lo) * (f64::from(longest_note) + 16.0) / plot_w;
     let label_w = c.rows.iter().map(|r| text_width(root, &r.label, 14.0)).max().unwrap_or(40) + 24;
 
-    let mut chart = ChartBuilder::on(root)
-        .caption(&c.title, font(19.0))
+    // The title is drawn above a gap that holds the reference line's label.
+    let area = root.titled(&c.title, font(19.0))?.margin(18, 0, 0, 0);
+    let mut chart = ChartBuilder::on(&area)
         .margin(14)
         .x_label_area_size(48)
         .y_label_area_size(label_w)
@@ -220,9 +221,11 @@ fn bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart) -> Draw
         .disable_y_mesh()
         .y_labels(0)
         .y_label_formatter(&|_| String::new())
+        .x_label_formatter(&|x| short_number(*x))
         .x_desc(x_label)
         .axis_desc_style(font(14.0))
         .label_style(font(13.0))
+        .max_light_lines(1)
         .light_line_style(GRID.mix(0.5))
         .bold_line_style(GRID)
         .draw()?;
@@ -284,7 +287,11 @@ fn bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart) -> Draw
 
 fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
     let fx = |x: f64| if c.x_log2 { x.max(f64::MIN_POSITIVE).log2() } else { x };
-    let xs = c.series.iter().flat_map(|s| s.points.iter().map(|p| fx(p.0))).chain(c.x_marks.iter().map(|m| fx(m.0)));
+    let xs = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| fx(p.0)))
+        .chain(c.x_marks.iter().map(|m| fx(m.0)));
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(c.target.iter().map(|t| t.0));
     let range = |it: &mut dyn Iterator<Item = f64>| {
         it.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
@@ -317,6 +324,7 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> Dr
         .x_labels(if c.x_log2 { (x1 - x0).ceil() as usize + 1 } else { 10 })
         .axis_desc_style(font(14.0))
         .label_style(font(13.0))
+        .max_light_lines(1)
         .light_line_style(GRID.mix(0.5))
         .bold_line_style(GRID)
         .draw()?;
@@ -336,7 +344,9 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> Dr
         let points: Vec<_> = s.points.iter().map(|&(x, y)| (fx(x), y)).collect();
         let drawn = chart.draw_series(LineSeries::new(points.clone(), style))?;
         if let Some(label) = &s.label {
-            drawn.label(label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(3)));
+            drawn
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(3)));
         }
         if s.dots {
             chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))?;
@@ -356,7 +366,11 @@ fn lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &LineChart) -> Dr
     if c.series.iter().any(|s| s.label.is_some()) {
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(if c.x_marks.is_empty() {
+                SeriesLabelPosition::LowerRight
+            } else {
+                SeriesLabelPosition::UpperLeft
+            })
             .background_style(WHITE.mix(0.9))
             .border_style(GRID)
             .label_font(font(13.0))
@@ -404,11 +418,19 @@ fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, h: &Heatmap) -> Dr
     }
     for (r, label) in h.rows.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(0.0, (rows - r) as f64 - 0.5));
-        root.draw(&Text::new(label.clone(), (px - 10, py), font(14.0).pos(Pos::new(HPos::Right, VPos::Center))))?;
+        root.draw(&Text::new(
+            label.clone(),
+            (px - 10, py),
+            font(14.0).pos(Pos::new(HPos::Right, VPos::Center)),
+        ))?;
     }
     for (col, label) in h.columns.iter().enumerate() {
         let (px, py) = chart.backend_coord(&(col as f64 + 0.5, 0.0));
-        root.draw(&Text::new(label.clone(), (px, py + 10), font(14.0).pos(Pos::new(HPos::Center, VPos::Top))))?;
+        root.draw(&Text::new(
+            label.clone(),
+            (px, py + 10),
+            font(14.0).pos(Pos::new(HPos::Center, VPos::Top)),
+        ))?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 
 use trickbench::device::DeviceSpec;
 use trickbench::results::schema::{
-    CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol, Results,
-    RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
+    CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
+    Results, RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
 };
 use trickbench::results::system::SystemInfo;
 use trickbench::tricks::{Trick, TrickSet};
@@ -67,7 +67,13 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
 }
 
 fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKey {
-    CellKey { workload: WorkloadId::Resnet20, tricks: tricks.iter().copied().collect::<TrickSet>(), batch_size, seed, kind }
+    CellKey {
+        workload: WorkloadId::Resnet20,
+        tricks: tricks.iter().copied().collect::<TrickSet>(),
+        batch_size,
+        seed,
+        kind,
+    }
 }
 
 /// Adds a cell; `samples_per_s` and `memory_mib` make it a measured throughput cell.
@@ -81,7 +87,11 @@ fn add(
     let id = key.id();
     let primary = |m: u64| {
         if r.run.device.is_cuda() {
-            Memory { peak_allocated_bytes: Some(m * MIB), peak_reserved_bytes: Some(m * MIB * 5 / 4), peak_rss_bytes: None }
+            Memory {
+                peak_allocated_bytes: Some(m * MIB),
+                peak_reserved_bytes: Some(m * MIB * 5 / 4),
+                peak_rss_bytes: None,
+            }
         } else {
             Memory { peak_rss_bytes: Some(m * MIB), ..Memory::default() }
         }
@@ -103,7 +113,14 @@ fn add(
     id
 }
 
-fn compare(r: &mut Results, cell: &str, baseline: &str, speedup: f64, spread: f64, memory_ratio: Option<f64>) {
+fn compare(
+    r: &mut Results,
+    cell: &str,
+    baseline: &str,
+    speedup: f64,
+    spread: f64,
+    memory_ratio: Option<f64>,
+) {
     let (low, high) = (speedup - spread, speedup + spread);
     let verdict = if low > 1.0 {
         Verdict::Faster
@@ -182,8 +199,9 @@ pub fn cpu_run() -> Results {
         key(&[NoBiasBeforeBn], 128, 0, TRAIN),
         CellStatus::Failed {
             error: "process exited with status 101".to_owned(),
-            stderr_tail: "thread 'main' panicked at src/train/step.rs:42:9:\nshape mismatch [128, 16] vs [128, 10]"
-                .to_owned(),
+            stderr_tail:
+                "thread 'main' panicked at src/train/step.rs:42:9:\nshape mismatch [128, 16] vs [128, 10]"
+                    .to_owned(),
         },
         None,
         None,
@@ -204,7 +222,13 @@ pub fn cpu_run() -> Results {
     add_tta(&mut r, &[], 0, CellStatus::Ok, Some(tta(0.5, 0.62, 300.0)));
     add_tta(&mut r, &[], 1, CellStatus::Ok, Some(tta(0.5, 0.58, 320.0)));
     add_tta(&mut r, &[ZeroGradNone], 0, CellStatus::Ok, Some(tta(0.5, 0.64, 280.0)));
-    add_tta(&mut r, &[AvoidSync], 0, CellStatus::Timeout { limit_s: 600.0, stderr_tail: "epoch 3/5".to_owned() }, None);
+    add_tta(
+        &mut r,
+        &[AvoidSync],
+        0,
+        CellStatus::Timeout { limit_s: 600.0, stderr_tail: "epoch 3/5".to_owned() },
+        None,
+    );
     r
 }
 
