@@ -408,7 +408,11 @@ fn heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, h: &Heatmap) -> Dr
                 Rectangle::new([(x, y), (x + 1.0, y + 1.0)], WHITE.stroke_width(2)),
             ])?;
             let (px, py) = chart.backend_coord(&(x + 0.5, y + 0.5));
-            let colour = if value.is_some() { TEXT } else { MUTED };
+            let colour = match value {
+                Some(v) if v.max(1e-9).log2().abs() > 0.6 => WHITE,
+                Some(_) => TEXT,
+                None => MUTED,
+            };
             root.draw(&Text::new(
                 text.clone(),
                 (px, py),
