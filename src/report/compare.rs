@@ -1,0 +1,230 @@
+//! Joining results from several devices: cells are matched by (workload, trick set, batch size,
+//! kind, profile); each device's speed-ups are against its own baseline (the file's comparisons).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::report::model;
+use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict};
+use crate::tricks::TrickSet;
+use crate::workloads::WorkloadId;
+
+/// What joins cells across devices.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct JoinKey {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// The trick set.
+    pub tricks: TrickSet,
+    /// The batch size.
+    pub batch_size: usize,
+    /// What the cell measures.
+    pub kind: CellKind,
+    /// The run's profile.
+    pub profile: String,
+}
+
+impl JoinKey {
+    fn label(&self) -> String {
+        let kind = match self.kind {
+            CellKind::Throughput { phase: Phase::Train } => "",
+            CellKind::Throughput { phase: Phase::Eval } => " (eval)",
+            CellKind::TimeToAccuracy => " (time to accuracy)",
+        };
+        format!("{} · {}{kind} · b{}", self.workload, self.tricks.label(), self.batch_size)
+    }
+}
+
+/// One device (one results file).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Device {
+    /// Column label, unique within the comparison.
+    pub label: String,
+    /// The copy of its results file, relative to the report.
+    pub json: String,
+    /// Facts about the run and machine, as (name, value) pairs.
+    pub facts: Vec<(String, String)>,
+    /// Whether it was measured on synthetic data.
+    pub synthetic: bool,
+}
+
+/// One device's view of a joined row.
+#[derive(Debug, Clone)]
+pub(crate) struct DeviceCell {
+    /// The cell, if this device measured it.
+    pub cell: Option<CellResult>,
+    /// Speed-up over the device's baseline with its interval (speed-up, low, high).
+    pub speedup: Option<(f64, f64, f64)>,
+    /// The verdict.
+    pub verdict: Option<Verdict>,
+    /// Memory ratio against the device's baseline.
+    pub memory_ratio: Option<f64>,
+}
+
+impl DeviceCell {
+    /// Full text: speed-up, interval and verdict, or what happened instead.
+    pub fn text(&self) -> String {
+        match (&self.cell, self.speedup, self.verdict) {
+            (None, ..) => "missing".to_owned(),
+            (Some(_), Some((s, lo, hi)), Some(v)) => {
+                format!("{s:.2}× [{lo:.2}, {hi:.2}] {}", model::verdict_label(v))
+            }
+            (Some(c), ..) => model::status_summary(&c.status),
+        }
+    }
+
+    /// Short text for a heatmap cell.
+    pub fn short_text(&self) -> String {
+        match (&self.cell, self.speedup) {
+            (None, _) => "missing".to_owned(),
+            (Some(_), Some((s, ..))) => format!("{s:.2}×"),
+            (Some(c), None) => match c.status {
+                CellStatus::Ok => "no baseline".to_owned(),
+                CellStatus::NotApplicable { .. } => "n/a".to_owned(),
+                CellStatus::Failed { .. } => "failed".to_owned(),
+                CellStatus::OutOfMemory { .. } => "OOM".to_owned(),
+                CellStatus::Timeout { .. } => "timeout".to_owned(),
+            },
+        }
+    }
+}
+
+/// A trick cell joined across devices.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    /// The join key.
+    pub key: JoinKey,
+    /// "resnet20 · amp · b128".
+    pub label: String,
+    /// One entry per device, in device order.
+    pub cells: Vec<DeviceCell>,
+}
+
+/// A cell some devices measured and others did not.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Mismatch {
+    /// The joined cell.
+    pub label: String,
+    /// Profile of the cell.
+    pub profile: String,
+    /// Devices that have it.
+    pub present: Vec<String>,
+    /// Devices that lack it.
+    pub missing: Vec<String>,
+}
+
+/// The joined comparison.
+pub(crate) struct Comparison<'a> {
+    /// The results files, one per device.
+    pub results: &'a [Results],
+    /// The devices, in file order.
+    pub devices: Vec<Device>,
+    /// The trick throughput cells, joined (every key seen on any device).
+    pub rows: Vec<Row>,
+    /// Every cell (trick, baseline or time-to-accuracy) not present on every device.
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl<'a> Comparison<'a> {
+    /// Joins `results`.
+    pub fn new(results: &'a [Results]) -> Comparison<'a> {
+        let devices = devices(results);
+        // Per key and device: the cell with the lowest seed.
+        let mut joined: BTreeMap<JoinKey, Vec<Option<(&CellResult, &Results)>>> = BTreeMap::new();
+        for (i, r) in results.iter().enumerate() {
+            for cell in &r.cells {
+                let key = JoinKey {
+                    workload: cell.key.workload,
+                    tricks: cell.key.tricks.clone(),
+                    batch_size: cell.key.batch_size,
+                    kind: cell.key.kind,
+                    profile: r.run.profile.clone(),
+                };
+                let slot = &mut joined.entry(key).or_insert_with(|| vec![None; results.len()])[i];
+                if slot.is_none_or(|(c, _)| cell.key.seed < c.key.seed) {
+                    *slot = Some((cell, r));
+                }
+            }
+        }
+        let mismatches = joined
+            .iter()
+            .filter(|(_, cells)| cells.iter().any(Option::is_none))
+            .map(|(key, cells)| {
+                let (present, missing): (Vec<_>, Vec<_>) =
+                    cells.iter().zip(&devices).partition(|(c, _)| c.is_some());
+                Mismatch {
+                    label: key.label(),
+                    profile: key.profile.clone(),
+                    present: present.into_iter().map(|(_, d)| d.label.clone()).collect(),
+                    missing: missing.into_iter().map(|(_, d)| d.label.clone()).collect(),
+                }
+            })
+            .collect();
+        let rows = joined
+            .into_iter()
+            .filter(|(key, _)| matches!(key.kind, CellKind::Throughput { .. }) && !key.tricks.is_baseline())
+            .map(|(key, cells)| Row {
+                label: key.label(),
+                key,
+                cells: cells
+                    .into_iter()
+                    .map(|found| {
+                        let comparison =
+                            found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id));
+                        DeviceCell {
+                            cell: found.map(|(c, _)| c.clone()),
+                            speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
+                            verdict: comparison.map(|c| c.verdict),
+                            memory_ratio: comparison.and_then(|c| c.memory_ratio),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Comparison { results, devices, rows, mismatches }
+    }
+
+    /// "standard profile", or "quick / standard profiles" when the files differ.
+    pub fn profile_text(&self) -> String {
+        let profiles: BTreeSet<&str> = self.results.iter().map(|r| r.run.profile.as_str()).collect();
+        let list = profiles.into_iter().collect::<Vec<_>>();
+        format!("{} profile{}", list.join(" / "), if list.len() > 1 { "s" } else { "" })
+    }
+}
+
+fn devices(results: &[Results]) -> Vec<Device> {
+    let names: Vec<String> = results.iter().map(model::device_name).collect();
+    results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let duplicate = names.iter().filter(|n| **n == names[i]).count() > 1;
+            let label = if duplicate { format!("{} #{}", names[i], i + 1) } else { names[i].clone() };
+            let s = &r.system;
+            let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_owned());
+            let facts = vec![
+                ("run".to_owned(), r.run.id.clone()),
+                ("started".to_owned(), r.run.started_at.clone()),
+                ("profile / design".to_owned(), format!("{} / {}", r.run.profile, r.run.design)),
+                ("CPU".to_owned(), optional(&s.cpu_model)),
+                ("libtorch".to_owned(), s.libtorch_version.clone()),
+                (
+                    "CUDA / cuDNN".to_owned(),
+                    format!("{} / {}", version(s.cuda_runtime_version), version(s.cudnn_version)),
+                ),
+                ("git commit".to_owned(), optional(&r.run.git_commit)),
+                (
+                    "data".to_owned(),
+                    format!("{}{}", r.run.data.name, if r.run.data.synthetic { " (synthetic)" } else { "" }),
+                ),
+            ];
+            Device { label, json: super::results_file_name(i), facts, synthetic: r.run.data.synthetic }
+        })
+        .collect()
+}
+
+/// A CUDA-style version number, or "none".
+pub(crate) fn version(v: Option<i64>) -> String {
+    v.map_or_else(|| "none".to_owned(), |v| v.to_string())
+}

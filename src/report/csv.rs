@@ -1,0 +1,147 @@
+//! `cells.csv` (one row per cell, every metric, units in the headers) and `comparison.csv`.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::report::compare::Comparison;
+use crate::report::model::{self, Report};
+use crate::report::ReportError;
+use crate::results::schema::{CellKind, Phase};
+
+/// One row of `cells.csv`.
+#[derive(Serialize)]
+struct CellRow<'a> {
+    results_file: String,
+    run_id: &'a str,
+    device: String,
+    profile: &'a str,
+    synthetic_data: bool,
+    cell_id: &'a str,
+    workload: String,
+    tricks: String,
+    batch_size: usize,
+    seed: u64,
+    kind: &'static str,
+    status: &'static str,
+    status_detail: String,
+    processes: usize,
+    throughput_median_samples_per_s: Option<f64>,
+    throughput_ci_low_samples_per_s: Option<f64>,
+    throughput_ci_high_samples_per_s: Option<f64>,
+    throughput_windows: Option<usize>,
+    peak_allocated_bytes: Option<u64>,
+    peak_reserved_bytes: Option<u64>,
+    peak_rss_bytes: Option<u64>,
+    baseline_cell_id: Option<&'a str>,
+    speedup_x: Option<f64>,
+    speedup_ci_low_x: Option<f64>,
+    speedup_ci_high_x: Option<f64>,
+    verdict: Option<&'static str>,
+    memory_ratio_x: Option<f64>,
+    tta_metric: Option<&'a str>,
+    tta_target: Option<f64>,
+    tta_budget_s: Option<f64>,
+    time_to_target_s: Option<f64>,
+    wall_time_to_target_s: Option<f64>,
+    epochs_to_target: Option<f64>,
+    tta_best_metric: Option<f64>,
+}
+
+fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
+    move |source| ReportError::Csv { path: path.to_owned(), source }
+}
+
+/// Writes `cells.csv`.
+pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportError> {
+    let mut w = ::csv::Writer::from_path(path).map_err(csv_error(path))?;
+    for (g, e) in report.entries() {
+        let r = &report.results[e.file];
+        let cell = e.cell;
+        let (t, m, tta, c) = (cell.throughput, cell.memory, cell.time_to_accuracy.as_ref(), e.comparison);
+        let row = CellRow {
+            results_file: super::results_file_name(e.file),
+            run_id: &r.run.id,
+            device: g.device_name.clone(),
+            profile: &r.run.profile,
+            synthetic_data: r.run.data.synthetic,
+            cell_id: &cell.id,
+            workload: cell.key.workload.to_string(),
+            tricks: cell.key.tricks.label(),
+            batch_size: cell.key.batch_size,
+            seed: cell.key.seed,
+            kind: match cell.key.kind {
+                CellKind::Throughput { phase: Phase::Train } => "train-throughput",
+                CellKind::Throughput { phase: Phase::Eval } => "eval-throughput",
+                CellKind::TimeToAccuracy => "time-to-accuracy",
+            },
+            status: model::status_label(&cell.status),
+            status_detail: model::status_detail(&cell.status),
+            processes: cell.processes.len(),
+            throughput_median_samples_per_s: t.map(|t| t.median_samples_per_s),
+            throughput_ci_low_samples_per_s: t.map(|t| t.ci_low_samples_per_s),
+            throughput_ci_high_samples_per_s: t.map(|t| t.ci_high_samples_per_s),
+            throughput_windows: t.map(|t| t.windows),
+            peak_allocated_bytes: m.and_then(|m| m.peak_allocated_bytes),
+            peak_reserved_bytes: m.and_then(|m| m.peak_reserved_bytes),
+            peak_rss_bytes: m.and_then(|m| m.peak_rss_bytes),
+            baseline_cell_id: c.map(|c| c.baseline.as_str()),
+            speedup_x: c.map(|c| c.speedup),
+            speedup_ci_low_x: c.map(|c| c.speedup_ci_low),
+            speedup_ci_high_x: c.map(|c| c.speedup_ci_high),
+            verdict: c.map(|c| model::verdict_label(c.verdict)),
+            memory_ratio_x: c.and_then(|c| c.memory_ratio),
+            tta_metric: tta.map(|t| t.metric.as_str()),
+            tta_target: tta.map(|t| t.target),
+            tta_budget_s: tta.map(|t| t.budget_s),
+            time_to_target_s: tta.and_then(|t| t.time_to_target_s),
+            wall_time_to_target_s: tta.and_then(|t| t.wall_time_to_target_s),
+            epochs_to_target: tta.and_then(|t| t.epochs_to_target),
+            tta_best_metric: tta.map(|t| t.best_metric),
+        };
+        w.serialize(row).map_err(csv_error(path))?;
+    }
+    w.flush().map_err(|source| ReportError::Io { path: path.to_owned(), source })
+}
+
+/// One row of `comparison.csv`: one joined cell on one device.
+#[derive(Serialize)]
+struct ComparisonRow<'a> {
+    workload: String,
+    tricks: String,
+    batch_size: usize,
+    profile: &'a str,
+    device: &'a str,
+    cell_id: Option<&'a str>,
+    status: &'static str,
+    speedup_x: Option<f64>,
+    speedup_ci_low_x: Option<f64>,
+    speedup_ci_high_x: Option<f64>,
+    verdict: Option<&'static str>,
+    memory_ratio_x: Option<f64>,
+}
+
+/// Writes `comparison.csv`.
+pub(crate) fn write_comparison(path: &Path, c: &Comparison) -> Result<(), ReportError> {
+    let mut w = ::csv::Writer::from_path(path).map_err(csv_error(path))?;
+    for row in &c.rows {
+        for (cell, device) in row.cells.iter().zip(&c.devices) {
+            w.serialize(ComparisonRow {
+                workload: row.key.workload.to_string(),
+                tricks: row.key.tricks.label(),
+                batch_size: row.key.batch_size,
+                profile: &row.key.profile,
+                device: &device.label,
+                cell_id: cell.cell.as_ref().map(|c| c.id.as_str()),
+                status: cell.cell.as_ref().map_or("missing", |c| model::status_label(&c.status)),
+                speedup_x: cell.speedup.map(|s| s.0),
+                speedup_ci_low_x: cell.speedup.map(|s| s.1),
+                speedup_ci_high_x: cell.speedup.map(|s| s.2),
+                verdict: cell.verdict.map(model::verdict_label),
+                memory_ratio_x: cell.memory_ratio,
+            })
+            .map_err(csv_error(path))?;
+        }
+    }
+    w.flush().map_err(|source| ReportError::Io { path: path.to_owned(), source })
+}

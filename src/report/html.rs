@@ -1,0 +1,264 @@
+//! The HTML report and comparison pages, and the template environment shared with the Markdown.
+
+use std::path::Path;
+
+use minijinja::value::Serde;
+use minijinja::{context, Environment};
+use serde::Serialize;
+
+use crate::report::compare::{self, Comparison};
+use crate::report::model::{self, Report};
+use crate::report::{FigureFile, ReportError};
+use crate::results::schema::{Protocol, Results};
+
+/// The templates, embedded in the binary.
+const TEMPLATES: [(&str, &str); 6] = [
+    ("style.css", include_str!("templates/style.css")),
+    ("report.html", include_str!("templates/report.html")),
+    ("compare.html", include_str!("templates/compare.html")),
+    ("methodology.html", include_str!("templates/methodology.html")),
+    ("summary.md", include_str!("templates/summary.md")),
+    ("compare.md", include_str!("templates/compare.md")),
+];
+
+/// The template environment: HTML templates auto-escape; `md` escapes Markdown table cells.
+pub(crate) fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, source) in TEMPLATES {
+        // The templates are fixed and covered by the tests: a syntax error is a build defect.
+        if let Err(e) = env.add_template(name, source) {
+            panic!("embedded template {name} does not parse: {e:#}");
+        }
+    }
+    env.add_filter("md", |s: String| s.replace('|', "\\|").replace('\n', " "));
+    env
+}
+
+/// Renders template `name` with `ctx`, for the file at `path`.
+pub(crate) fn render(path: &Path, name: &str, ctx: minijinja::Value) -> Result<String, ReportError> {
+    let env = environment();
+    let template = env.get_template(name);
+    template.and_then(|t| t.render(ctx)).map_err(|source| ReportError::Template {
+        path: path.to_owned(),
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// A section of figures.
+#[derive(Serialize)]
+pub(crate) struct Section<'a> {
+    id: &'static str,
+    title: &'static str,
+    intro: &'static str,
+    figures: Vec<&'a FigureFile>,
+}
+
+/// The report's figure sections, in page order, leaving out empty ones.
+pub(crate) fn sections(figures: &[FigureFile]) -> Vec<Section<'_>> {
+    [
+        (
+            "speedup",
+            "Speed-up per trick",
+            "Throughput with each trick switched on, relative to the baseline.",
+        ),
+        ("memory", "Peak memory", "Peak memory with each trick, relative to the baseline."),
+        ("tta", "Time to accuracy", "Training from scratch until the held-out metric reaches the target."),
+        ("stack", "Stacking tricks", "Tricks switched on cumulatively, best first."),
+        (
+            "batch",
+            "Batch-size sweep",
+            "Throughput and memory across batch sizes, up to the largest that fits.",
+        ),
+        ("compare", "Across devices", "Each device against its own baseline."),
+    ]
+    .into_iter()
+    .map(|(id, title, intro)| Section {
+        id,
+        title,
+        intro,
+        figures: figures.iter().filter(|f| f.section == id).collect(),
+    })
+    .filter(|s| !s.figures.is_empty())
+    .collect()
+}
+
+/// What the run summary shows of one results file.
+#[derive(Serialize)]
+struct RunView<'a> {
+    json: String,
+    results: &'a Results,
+    device: String,
+    memory_total: String,
+    cuda: String,
+    cudnn: String,
+    command: String,
+}
+
+fn runs(results: &[Results]) -> Vec<RunView<'_>> {
+    results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RunView {
+            json: super::results_file_name(i),
+            results: r,
+            device: model::device_name(r),
+            memory_total: model::bytes_text(r.system.memory_total_bytes),
+            cuda: compare::version(r.system.cuda_runtime_version),
+            cudnn: compare::version(r.system.cudnn_version),
+            command: r.run.command.join(" "),
+        })
+        .collect()
+}
+
+/// The distinct measurement protocols of `results`, with the runs that used each.
+fn protocols(results: &[Results]) -> Vec<(Protocol, Vec<String>)> {
+    let mut out: Vec<(Protocol, Vec<String>)> = Vec::new();
+    for r in results {
+        match out.iter_mut().find(|(p, _)| *p == r.run.protocol) {
+            Some((_, runs)) => runs.push(r.run.id.clone()),
+            None => out.push((r.run.protocol.clone(), vec![r.run.id.clone()])),
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct CellView {
+    anchor: String,
+    id: String,
+    group: String,
+    status: &'static str,
+    status_class: &'static str,
+    detail: String,
+    stderr_tail: String,
+    throughput: String,
+    memory: String,
+    speedup: String,
+}
+
+#[derive(Serialize)]
+struct TtaView {
+    anchor: String,
+    id: String,
+    group: String,
+    status: &'static str,
+    target: String,
+    time_to_target: String,
+    epochs: String,
+    best: String,
+    evaluations: usize,
+}
+
+/// Renders `index.html` of a report.
+pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let mut cells = Vec::new();
+    let mut tta = Vec::new();
+    for (g, e) in report.entries() {
+        let c = e.cell;
+        cells.push(CellView {
+            anchor: model::anchor(e),
+            id: c.id.clone(),
+            group: g.title(),
+            status: model::status_label(&c.status),
+            status_class: model::status_class(&c.status),
+            detail: model::status_detail(&c.status),
+            stderr_tail: model::stderr_tail(&c.status).to_owned(),
+            throughput: c.throughput.map_or_else(
+                || "—".to_owned(),
+                |t| {
+                    format!(
+                        "{:.1} [{:.1}, {:.1}] samples/s",
+                        t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s
+                    )
+                },
+            ),
+            memory: c
+                .memory
+                .and_then(|m| m.primary_bytes())
+                .map_or_else(|| "—".to_owned(), model::bytes_text),
+            speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
+        });
+        if let Some(t) = &c.time_to_accuracy {
+            let percent = t.metric.contains("accuracy");
+            let value = |v: f64| if percent { format!("{:.1}%", v * 100.0) } else { format!("{v:.3}") };
+            tta.push(TtaView {
+                anchor: model::anchor(e),
+                id: c.id.clone(),
+                group: g.title(),
+                status: model::status_label(&c.status),
+                target: format!("{} ≥ {}", t.metric, value(t.target)),
+                time_to_target: t
+                    .time_to_target_s
+                    .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),
+                epochs: t.epochs_to_target.map_or_else(|| "—".to_owned(), |e| format!("{e:.1}")),
+                best: value(t.best_metric),
+                evaluations: t.curve.len(),
+            });
+        }
+    }
+    let ctx = context! {
+        title => "trickbench report",
+        synthetic => Serde(report.synthetic()),
+        runs => Serde(runs(report.results)),
+        protocols => Serde(protocols(report.results)),
+        headline => Serde(report.headline()),
+        sections => Serde(sections(figures)),
+        tricks => Serde(report.tricks()),
+        tta => Serde(tta),
+        cells => Serde(cells),
+    };
+    render(path, "report.html", ctx)
+}
+
+#[derive(Serialize)]
+struct CompareRowView {
+    label: String,
+    cells: Vec<CompareCellView>,
+}
+
+#[derive(Serialize)]
+struct CompareCellView {
+    text: String,
+    class: &'static str,
+    memory: String,
+}
+
+/// The rows of the tricks × devices table.
+pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
+    c.rows
+        .iter()
+        .map(|r| CompareRowView {
+            label: r.label.clone(),
+            cells: r
+                .cells
+                .iter()
+                .map(|cell| CompareCellView {
+                    text: cell.text(),
+                    class: match (&cell.cell, cell.verdict) {
+                        (None, _) => "missing",
+                        (Some(_), Some(v)) => model::verdict_class(v),
+                        (Some(c), None) => model::status_class(&c.status),
+                    },
+                    memory: cell.memory_ratio.map_or_else(String::new, |m| format!("memory {m:.2}×")),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Renders `index.html` of a comparison.
+pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let ctx = context! {
+        title => "trickbench comparison",
+        synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
+        profile => Serde(c.profile_text()),
+        devices => Serde(&c.devices),
+        rows => Serde(comparison_rows(c)),
+        mismatches => Serde(&c.mismatches),
+        sections => Serde(sections(figures)),
+        runs => Serde(runs(c.results)),
+        protocols => Serde(protocols(c.results)),
+    };
+    render(path, "compare.html", ctx)
+}

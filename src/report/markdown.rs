@@ -1,0 +1,52 @@
+//! `summary.md`: the headline table and links to the plots, for READMEs and pull requests.
+
+use std::path::Path;
+
+use minijinja::context;
+use minijinja::value::Serde;
+
+use crate::report::compare::Comparison;
+use crate::report::html::{comparison_rows, render, sections};
+use crate::report::model::{self, Report};
+use crate::report::{FigureFile, ReportError};
+
+/// Renders `summary.md` of a report.
+pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let runs: Vec<_> = report
+        .results
+        .iter()
+        .map(|r| {
+            context! {
+                id => Serde(&r.run.id),
+                device => Serde(model::device_name(r)),
+                profile => Serde(&r.run.profile),
+                design => Serde(&r.run.design),
+                started_at => Serde(&r.run.started_at),
+                git_commit => Serde(&r.run.git_commit),
+                data => Serde(&r.run.data.name),
+            }
+        })
+        .collect();
+    let failures = report.entries().filter(|(_, e)| model::status_class(&e.cell.status) == "error").count();
+    let ctx = context! {
+        synthetic => Serde(report.synthetic()),
+        runs => Serde(runs),
+        headline => Serde(report.headline()),
+        sections => Serde(sections(figures)),
+        failures => Serde(failures),
+    };
+    render(path, "summary.md", ctx)
+}
+
+/// Renders `summary.md` of a comparison.
+pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let ctx = context! {
+        synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
+        profile => Serde(c.profile_text()),
+        devices => Serde(&c.devices),
+        rows => Serde(comparison_rows(c)),
+        mismatches => Serde(&c.mismatches),
+        sections => Serde(sections(figures)),
+    };
+    render(path, "compare.md", ctx)
+}

@@ -1,0 +1,214 @@
+//! Reports rendered from results files alone: plots (PNG and SVG), one self-contained
+//! `index.html`, `summary.md` and `cells.csv`; and the comparison of several devices.
+//!
+//! Data flows one way: [`Results`] values → a view model ([`model`]) → chart specifications
+//! ([`figures`]) rendered by [`plots`] (the only module that knows the plotting library) → HTML and
+//! Markdown templates ([`html`], [`markdown`]) and the CSV table.
+
+mod claims;
+mod compare;
+mod csv;
+mod figures;
+mod html;
+mod markdown;
+mod model;
+mod plots;
+
+use std::path::{Path, PathBuf};
+
+use crate::results::schema::Results;
+
+/// Everything that can go wrong while rendering a report. I/O errors name their file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// No results were given.
+    #[error("nothing to report: no results files given")]
+    NoResults,
+    /// A file or directory could not be created or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The CSV table could not be written.
+    #[error("{}: {source}", path.display())]
+    Csv {
+        /// The CSV file.
+        path: PathBuf,
+        /// The underlying error.
+        source: ::csv::Error,
+    },
+    /// A copy of a results file could not be serialised.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The JSON file.
+        path: PathBuf,
+        /// The underlying error.
+        source: serde_json::Error,
+    },
+    /// A plot could not be drawn.
+    #[error("{}: drawing the plot failed: {message}", path.display())]
+    Plot {
+        /// The plot file (its SVG path).
+        path: PathBuf,
+        /// What the plotting library reported.
+        message: String,
+    },
+    /// A template failed to render (a defect in the templates or their data).
+    #[error("{}: template {name}: {source:#}", path.display())]
+    Template {
+        /// The file the template was rendering.
+        path: PathBuf,
+        /// The template's name.
+        name: String,
+        /// The template engine's error.
+        source: minijinja::Error,
+    },
+}
+
+/// The files a report consists of, all under its output directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportFiles {
+    /// The self-contained HTML report.
+    pub index_html: PathBuf,
+    /// The Markdown summary.
+    pub summary_md: PathBuf,
+    /// The CSV table (`cells.csv` for a report, `comparison.csv` for a comparison).
+    pub csv: PathBuf,
+    /// Every plot file, PNG and SVG.
+    pub plots: Vec<PathBuf>,
+    /// The copies of the input results files the HTML links to (`results-N.json`).
+    pub results_json: Vec<PathBuf>,
+}
+
+impl ReportFiles {
+    /// Every file written, in a stable order.
+    pub fn all(&self) -> impl Iterator<Item = &Path> {
+        [&self.index_html, &self.summary_md, &self.csv]
+            .into_iter()
+            .chain(&self.plots)
+            .chain(&self.results_json)
+            .map(PathBuf::as_path)
+    }
+}
+
+/// Renders the report of one or more results files (shards of a run, or runs of different
+/// workloads) into `out_dir`: `index.html`, `summary.md`, `cells.csv`, `plots/*.png|svg` and a copy
+/// of each results file as `results-N.json`.
+pub fn render_report(results: &[Results], out_dir: &Path) -> Result<ReportFiles, ReportError> {
+    if results.is_empty() {
+        return Err(ReportError::NoResults);
+    }
+    let out = Output::create(out_dir)?;
+    let report = model::Report::new(results);
+    let figures = out.figures(figures::report_figures(&report))?;
+    let results_json = out.results_copies(results)?;
+    let index_html = out.path("index.html");
+    write(&index_html, html::report(&index_html, &report, &figures)?)?;
+    let summary_md = out.path("summary.md");
+    write(&summary_md, markdown::summary(&summary_md, &report, &figures)?)?;
+    let csv = out.path("cells.csv");
+    csv::write_cells(&csv, &report)?;
+    Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })
+}
+
+/// Renders the comparison of the same workloads measured on several devices or machines (one
+/// results file each) into `out_dir`: `index.html`, `summary.md`, `comparison.csv` and plots.
+/// Cells are joined by (workload, trick set, batch size, kind, profile); each device is normalised
+/// to its own baseline; cells present for some devices only are listed, not dropped.
+pub fn render_comparison(results: &[Results], out_dir: &Path) -> Result<ReportFiles, ReportError> {
+    if results.is_empty() {
+        return Err(ReportError::NoResults);
+    }
+    let out = Output::create(out_dir)?;
+    let comparison = compare::Comparison::new(results);
+    let figures = out.figures(figures::comparison_figures(&comparison))?;
+    let results_json = out.results_copies(results)?;
+    let index_html = out.path("index.html");
+    write(&index_html, html::comparison(&index_html, &comparison, &figures)?)?;
+    let summary_md = out.path("summary.md");
+    write(&summary_md, markdown::comparison(&summary_md, &comparison, &figures)?)?;
+    let csv = out.path("comparison.csv");
+    csv::write_comparison(&csv, &comparison)?;
+    Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })
+}
+
+/// A figure as the templates see it: its inline SVG and the relative paths of its files.
+#[derive(Debug, Clone, serde::Serialize)]
+struct FigureFile {
+    /// Section the figure belongs to (`speedup`, `memory`, `tta`, `stack`, `batch`, `compare`).
+    section: &'static str,
+    /// Short title (also the alt text).
+    title: String,
+    /// One or two sentences on how to read it.
+    caption: String,
+    /// The SVG document, inlined into the HTML.
+    svg: String,
+    /// `plots/<slug>.png`, relative to the report.
+    png: String,
+    /// `plots/<slug>.svg`, relative to the report.
+    svg_file: String,
+}
+
+/// The output directory.
+struct Output {
+    dir: PathBuf,
+}
+
+impl Output {
+    fn create(dir: &Path) -> Result<Output, ReportError> {
+        let plots = dir.join("plots");
+        std::fs::create_dir_all(&plots).map_err(|source| ReportError::Io { path: plots, source })?;
+        Ok(Output { dir: dir.to_owned() })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Renders and writes every figure.
+    fn figures(&self, figures: Vec<figures::Figure>) -> Result<Vec<FigureFile>, ReportError> {
+        figures
+            .into_iter()
+            .map(|f| {
+                let (png, svg_file) = (format!("plots/{}.png", f.slug), format!("plots/{}.svg", f.slug));
+                let rendered = plots::render(&f.chart)
+                    .map_err(|message| ReportError::Plot { path: self.path(&svg_file), message })?;
+                write(&self.path(&svg_file), rendered.svg.as_bytes())?;
+                write(&self.path(&png), &rendered.png)?;
+                let (title, caption) = (f.title, f.caption);
+                Ok(FigureFile { section: f.section, title, caption, svg: rendered.svg, png, svg_file })
+            })
+            .collect()
+    }
+
+    fn plot_files(&self, figures: &[FigureFile]) -> Vec<PathBuf> {
+        figures.iter().flat_map(|f| [self.path(&f.png), self.path(&f.svg_file)]).collect()
+    }
+
+    /// Writes each results file next to the report as `results-N.json` (N from 1).
+    fn results_copies(&self, results: &[Results]) -> Result<Vec<PathBuf>, ReportError> {
+        results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let path = self.path(&results_file_name(i));
+                let json = serde_json::to_vec_pretty(r)
+                    .map_err(|source| ReportError::Json { path: path.clone(), source })?;
+                write(&path, json)?;
+                Ok(path)
+            })
+            .collect()
+    }
+}
+
+/// The name of the copy of the `index`-th (0-based) results file.
+fn results_file_name(index: usize) -> String {
+    format!("results-{}.json", index + 1)
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), ReportError> {
+    std::fs::write(path, contents).map_err(|source| ReportError::Io { path: path.to_owned(), source })
+}

@@ -1,0 +1,460 @@
+//! The view model of a report: cells grouped by (workload, device, profile), with their comparisons,
+//! labels, colours and formatted figures shared by the plots, the HTML, the Markdown and the CSV.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::device::DeviceSpec;
+use crate::report::claims;
+use crate::report::plots::Rgb;
+use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, Phase, Results, Verdict};
+use crate::tricks::{Trick, TrickSet};
+use crate::workloads::WorkloadId;
+
+/// All results of a report, grouped.
+pub(crate) struct Report<'a> {
+    /// The results files, in the order given.
+    pub results: &'a [Results],
+    /// The groups, in order of first appearance.
+    pub groups: Vec<Group<'a>>,
+}
+
+/// One cell of one results file, with its comparison against the baseline if there is one.
+pub(crate) struct Entry<'a> {
+    /// Index of the results file (0-based).
+    pub file: usize,
+    /// The cell.
+    pub cell: &'a CellResult,
+    /// Its comparison against its baseline cell.
+    pub comparison: Option<&'a Comparison>,
+}
+
+/// The cells of one workload on one device under one profile (shards of a run merge here).
+pub(crate) struct Group<'a> {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// The device measured.
+    pub device: DeviceSpec,
+    /// A readable name of the device and machine.
+    pub device_name: String,
+    /// The profile.
+    pub profile: &'a str,
+    /// The cells, in file and plan order.
+    pub entries: Vec<Entry<'a>>,
+}
+
+impl<'a> Report<'a> {
+    /// Groups the cells of `results`.
+    pub fn new(results: &'a [Results]) -> Report<'a> {
+        let mut groups: Vec<Group<'a>> = Vec::new();
+        for (file, r) in results.iter().enumerate() {
+            let comparisons: HashMap<&str, &Comparison> =
+                r.comparisons.iter().map(|c| (c.cell.as_str(), c)).collect();
+            for cell in &r.cells {
+                let entry = Entry { file, cell, comparison: comparisons.get(cell.id.as_str()).copied() };
+                let workload = cell.key.workload;
+                let device = r.run.device;
+                let profile = r.run.profile.as_str();
+                let device_name = device_name(r);
+                match groups.iter_mut().find(|g| {
+                    g.workload == workload
+                        && g.device == device
+                        && g.profile == profile
+                        && g.device_name == device_name
+                }) {
+                    Some(g) => g.entries.push(entry),
+                    None => {
+                        groups.push(Group { workload, device, device_name, profile, entries: vec![entry] })
+                    }
+                }
+            }
+        }
+        Report { results, groups }
+    }
+
+    /// Whether any results file was measured on synthetic data.
+    pub fn synthetic(&self) -> bool {
+        self.results.iter().any(|r| r.run.data.synthetic)
+    }
+
+    /// Every cell of every group.
+    pub fn entries(&self) -> impl Iterator<Item = (&Group<'a>, &Entry<'a>)> {
+        self.groups.iter().flat_map(|g| g.entries.iter().map(move |e| (g, e)))
+    }
+
+    /// The headline table: every trick cell that times throughput, best speed-up first per group.
+    pub fn headline(&self) -> Vec<HeadlineRow> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.trick_throughput().into_iter().map(move |e| g.headline_row(e)))
+            .collect()
+    }
+}
+
+impl Group<'_> {
+    /// "resnet20 · cpu on host · quick profile".
+    pub fn title(&self) -> String {
+        format!("{} · {} · {} profile", self.workload, self.device_name, self.profile)
+    }
+
+    /// A file-name-safe identifier: `resnet20-cpu-host-quick`.
+    pub fn slug(&self) -> String {
+        slug(&format!("{}-{}-{}", self.workload, self.device_name, self.profile))
+    }
+
+    /// What memory comparisons use on this device.
+    pub fn memory_label(&self) -> &'static str {
+        if self.device.is_cuda() {
+            "peak allocated device memory"
+        } else {
+            "peak resident memory (RSS)"
+        }
+    }
+
+    /// The distinct values of `f` over the cells of the same kind (throughput or time to accuracy)
+    /// as `e`, leaving out baselines.
+    fn variety<T: Ord>(&self, e: &Entry, f: impl Fn(&Entry) -> T) -> usize {
+        let tta = |x: &Entry| x.cell.key.kind == CellKind::TimeToAccuracy;
+        let mut values: Vec<T> = self
+            .entries
+            .iter()
+            .filter(|x| tta(x) == tta(e) && !x.cell.key.tricks.is_baseline())
+            .map(f)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        values.len()
+    }
+
+    /// The label of a cell within this group: its trick set, plus phase, batch size and seed where
+    /// the group has several.
+    pub fn label(&self, e: &Entry) -> String {
+        let key = &e.cell.key;
+        let mut label = key.tricks.label();
+        if key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
+            label.push_str(" (eval)");
+        }
+        if self.variety(e, |x| x.cell.key.batch_size) > 1 {
+            label.push_str(&format!(" · b{}", key.batch_size));
+        }
+        if self.variety(e, |x| x.cell.key.seed) > 1 {
+            label.push_str(&format!(" · s{}", key.seed));
+        }
+        label
+    }
+
+    /// Trick cells (not the baseline) that time throughput: measured ones by speed-up, highest
+    /// first, then the ones without a speed-up (not applicable, failed …) in plan order.
+    pub fn trick_throughput(&self) -> Vec<&Entry<'_>> {
+        let mut rows: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|e| {
+                matches!(e.cell.key.kind, CellKind::Throughput { .. }) && !e.cell.key.tricks.is_baseline()
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            let s = |e: &Entry| e.comparison.map_or(f64::NEG_INFINITY, |c| c.speedup);
+            s(b).total_cmp(&s(a))
+        });
+        rows
+    }
+
+    /// Time-to-accuracy cells.
+    pub fn time_to_accuracy(&self) -> Vec<&Entry<'_>> {
+        self.entries.iter().filter(|e| e.cell.key.kind == CellKind::TimeToAccuracy).collect()
+    }
+
+    fn headline_row(&self, e: &Entry) -> HeadlineRow {
+        let tricks = &e.cell.key.tricks;
+        let single = single_trick(tricks);
+        let guide =
+            tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
+        HeadlineRow {
+            group: self.title(),
+            cell: e.cell.id.clone(),
+            anchor: anchor(e),
+            tricks: self.label(e),
+            guide: if guide.is_empty() { "—".to_owned() } else { guide.join(", ") },
+            change: single.map_or_else(
+                || format!("baseline + {} tricks", tricks.iter().count()),
+                |t| format!("{} → {}", t.off(), t.on()),
+            ),
+            metric: single.map_or("throughput", |t| t.metric().label()).to_owned(),
+            speedup: e.comparison.map_or_else(|| status_summary(&e.cell.status), speedup_text),
+            verdict: e.comparison.map_or("—", |c| verdict_label(c.verdict)).to_owned(),
+            verdict_class: e.comparison.map_or("none", |c| verdict_class(c.verdict)).to_owned(),
+            memory: e
+                .comparison
+                .and_then(|c| c.memory_ratio)
+                .map_or_else(|| "—".to_owned(), |m| format!("{m:.2}×")),
+        }
+    }
+}
+
+/// One row of the headline table.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct HeadlineRow {
+    /// The group title.
+    pub group: String,
+    /// The cell id.
+    pub cell: String,
+    /// HTML anchor of the cell.
+    pub anchor: String,
+    /// Trick set label (with phase, batch and seed where needed).
+    pub tricks: String,
+    /// Guide numbers.
+    pub guide: String,
+    /// What switching the trick changes ("off → on").
+    pub change: String,
+    /// The metric the trick is judged by.
+    pub metric: String,
+    /// Speed-up with its confidence interval, or the cell's status.
+    pub speedup: String,
+    /// The verdict.
+    pub verdict: String,
+    /// CSS class of the verdict.
+    pub verdict_class: String,
+    /// Memory ratio against the baseline.
+    pub memory: String,
+}
+
+/// The trick of a one-trick set.
+pub(crate) fn single_trick(set: &TrickSet) -> Option<Trick> {
+    let mut it = set.iter();
+    match (it.next(), it.next()) {
+        (Some(t), None) => Some(t),
+        _ => None,
+    }
+}
+
+/// A unique HTML anchor for a cell.
+pub(crate) fn anchor(e: &Entry) -> String {
+    format!("cell-{}-{}", e.file + 1, slug(&e.cell.id))
+}
+
+/// Lower-case letters, digits and single dashes.
+pub(crate) fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_owned()
+}
+
+/// "cuda:0 on gpu-node", "cpu on laptop".
+pub(crate) fn device_name(r: &Results) -> String {
+    match &r.system.hostname {
+        Some(host) => format!("{} on {host}", r.run.device),
+        None => r.run.device.to_string(),
+    }
+}
+
+/// Short status name.
+pub(crate) fn status_label(s: &CellStatus) -> &'static str {
+    match s {
+        CellStatus::Ok => "ok",
+        CellStatus::NotApplicable { .. } => "not applicable",
+        CellStatus::Failed { .. } => "failed",
+        CellStatus::OutOfMemory { .. } => "out of memory",
+        CellStatus::Timeout { .. } => "timed out",
+    }
+}
+
+/// CSS class of a status.
+pub(crate) fn status_class(s: &CellStatus) -> &'static str {
+    match s {
+        CellStatus::Ok => "ok",
+        CellStatus::NotApplicable { .. } => "na",
+        CellStatus::Failed { .. } | CellStatus::OutOfMemory { .. } | CellStatus::Timeout { .. } => "error",
+    }
+}
+
+/// The status with its reason or message.
+pub(crate) fn status_detail(s: &CellStatus) -> String {
+    match s {
+        CellStatus::Ok => String::new(),
+        CellStatus::NotApplicable { reason } => reason.clone(),
+        CellStatus::Failed { error, .. } | CellStatus::OutOfMemory { error } => error.clone(),
+        CellStatus::Timeout { limit_s, .. } => format!("killed after the {limit_s:.0} s cell time limit"),
+    }
+}
+
+/// What to show instead of a speed-up for a cell that has none.
+pub(crate) fn status_summary(s: &CellStatus) -> String {
+    match s {
+        CellStatus::Ok => "no baseline to compare with".to_owned(),
+        CellStatus::Timeout { limit_s, .. } => format!("timed out ({limit_s:.0} s)"),
+        other => status_label(other).to_owned(),
+    }
+}
+
+/// The stderr tail of a failed or timed-out cell.
+pub(crate) fn stderr_tail(s: &CellStatus) -> &str {
+    match s {
+        CellStatus::Failed { stderr_tail, .. } | CellStatus::Timeout { stderr_tail, .. } => stderr_tail,
+        _ => "",
+    }
+}
+
+/// "1.23× [1.10, 1.35]".
+pub(crate) fn speedup_text(c: &Comparison) -> String {
+    format!("{:.2}× [{:.2}, {:.2}]", c.speedup, c.speedup_ci_low, c.speedup_ci_high)
+}
+
+/// Readable verdict.
+pub(crate) fn verdict_label(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoSignificantEffect => "no significant effect",
+    }
+}
+
+/// CSS class of a verdict.
+pub(crate) fn verdict_class(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Faster => "faster",
+        Verdict::Slower => "slower",
+        Verdict::NoSignificantEffect => "neutral",
+    }
+}
+
+/// Bytes in binary units: "1.50 GiB".
+pub(crate) fn bytes_text(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
+
+/// The colour of a trick, the same in every plot (Tableau 10).
+pub(crate) fn trick_colour(t: Trick) -> Rgb {
+    match t {
+        Trick::Amp => Rgb(31, 119, 180),
+        Trick::AmpBf16 => Rgb(23, 190, 207),
+        Trick::CudnnBenchmark => Rgb(255, 127, 14),
+        Trick::AvoidSync => Rgb(44, 160, 44),
+        Trick::NoBiasBeforeBn => Rgb(148, 103, 189),
+        Trick::ZeroGradNone => Rgb(140, 86, 75),
+        Trick::NoGradEval => Rgb(227, 119, 194),
+        Trick::ChannelsLast => Rgb(188, 189, 34),
+    }
+}
+
+/// The colour of a trick set: grey for the baseline, the trick's colour for one trick, the mean of
+/// the tricks' colours for several.
+pub(crate) fn set_colour(set: &TrickSet) -> Rgb {
+    let colours: Vec<Rgb> = set.iter().map(trick_colour).collect();
+    if colours.is_empty() {
+        return Rgb(127, 127, 127);
+    }
+    let mean = |f: fn(&Rgb) -> u8| {
+        (colours.iter().map(|c| u32::from(f(c))).sum::<u32>() / colours.len() as u32) as u8
+    };
+    Rgb(mean(|c| c.0), mean(|c| c.1), mean(|c| c.2))
+}
+
+/// One trick of the catalogue with its claim and what this report measured for it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct TrickSection {
+    /// Trick id.
+    pub id: &'static str,
+    /// Guide number, or "modern addition".
+    pub guide: String,
+    /// What "off" means.
+    pub off: &'static str,
+    /// What "on" means.
+    pub on: &'static str,
+    /// The primary metric.
+    pub metric: &'static str,
+    /// The claim from the guides.
+    pub claim: &'static str,
+    /// CSS colour of the trick (`rgb(…)`), matching the plots.
+    pub colour: String,
+    /// The cells of this trick alone, one line each.
+    pub measured: Vec<HeadlineRow>,
+    /// Why it could not be measured, where it could not.
+    pub not_applicable: Vec<String>,
+}
+
+impl Report<'_> {
+    /// Every trick in the catalogue, with its claim and its measured effects.
+    pub fn tricks(&self) -> Vec<TrickSection> {
+        Trick::ALL
+            .into_iter()
+            .map(|t| {
+                let mut measured = Vec::new();
+                let mut not_applicable = Vec::new();
+                for g in &self.groups {
+                    for e in g.trick_throughput() {
+                        if single_trick(&e.cell.key.tricks) != Some(t) {
+                            continue;
+                        }
+                        if let CellStatus::NotApplicable { reason } = &e.cell.status {
+                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id);
+                            if !not_applicable.contains(&line) {
+                                not_applicable.push(line);
+                            }
+                        } else {
+                            measured.push(g.headline_row(e));
+                        }
+                    }
+                }
+                let Rgb(r, g, b) = trick_colour(t);
+                TrickSection {
+                    id: t.id(),
+                    guide: t
+                        .guide_number()
+                        .map_or_else(|| "modern addition".to_owned(), |n| format!("guide #{n}")),
+                    off: t.off(),
+                    on: t.on(),
+                    metric: t.metric().label(),
+                    claim: claims::claim(t),
+                    colour: format!("rgb({r}, {g}, {b})"),
+                    measured,
+                    not_applicable,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_bytes() {
+        assert_eq!(
+            slug("resnet20/amp+channels-last/b128/s0/train"),
+            "resnet20-amp-channels-last-b128-s0-train"
+        );
+        assert_eq!(slug("cuda:0 on Node_7"), "cuda-0-on-node-7");
+        assert_eq!(bytes_text(512), "512 B");
+        assert_eq!(bytes_text(3 * 1024 * 1024 / 2), "1.50 MiB");
+    }
+
+    #[test]
+    fn colours_are_distinct_per_trick() {
+        let mut seen: Vec<Rgb> = Trick::ALL.iter().map(|&t| trick_colour(t)).collect();
+        seen.push(set_colour(&TrickSet::baseline()));
+        let n = seen.len();
+        seen.sort_by_key(|c| (c.0, c.1, c.2));
+        seen.dedup();
+        assert_eq!(seen.len(), n);
+    }
+}

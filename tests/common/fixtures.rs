@@ -1,0 +1,261 @@
+//! Hand-built `Results` values for the report tests. None of these numbers were measured: they are
+//! test fixtures, shaped like real runs so that every part of a report has something to draw.
+
+use trickbench::device::DeviceSpec;
+use trickbench::results::schema::{
+    CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
+    Results, RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
+};
+use trickbench::results::system::SystemInfo;
+use trickbench::tricks::{Trick, TrickSet};
+use trickbench::workloads::WorkloadId;
+
+use Trick::*;
+
+const TRAIN: CellKind = CellKind::Throughput { phase: Phase::Train };
+const EVAL: CellKind = CellKind::Throughput { phase: Phase::Eval };
+const MIB: u64 = 1024 * 1024;
+
+fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
+    Results {
+        schema_version: SCHEMA_VERSION,
+        run: RunInfo {
+            id: format!("fixture-{host}"),
+            started_at: "2026-11-30T05:00:00Z".to_owned(),
+            finished_at: Some("2026-11-30T05:20:00Z".to_owned()),
+            trickbench_version: "0.1.0".to_owned(),
+            git_commit: Some("0123456789abcdef0123456789abcdef01234567".to_owned()),
+            command: vec!["trickbench".into(), "run".into(), "--profile".into(), "quick".into()],
+            profile: "quick".to_owned(),
+            design: "ablation".to_owned(),
+            device,
+            data: DataInfo {
+                name: "cifar10".to_owned(),
+                path: "data/cifar10".to_owned(),
+                synthetic,
+                train_samples: 5000,
+                test_samples: 1000,
+            },
+            protocol: Protocol {
+                warmup_steps: 5,
+                windows_per_process: 5,
+                steps_per_window: 10,
+                rounds: 2,
+                bootstrap_resamples: 2000,
+                confidence_level: 0.95,
+                cell_timeout_s: 600.0,
+            },
+        },
+        system: SystemInfo {
+            hostname: Some(host.to_owned()),
+            os: Some("Linux (Debian GNU/Linux 13)".to_owned()),
+            kernel: Some("6.1.0".to_owned()),
+            cpu_model: Some("Test Fixture CPU".to_owned()),
+            cpu_logical_cores: 2,
+            cpu_physical_cores: Some(1),
+            memory_total_bytes: 8 * 1024 * MIB,
+            torch_threads: 2,
+            libtorch_version: "2.11.0".to_owned(),
+            cuda_runtime_version: device.is_cuda().then_some(13000),
+            cudnn_version: device.is_cuda().then_some(91900),
+            cuda_device_count: usize::from(device.is_cuda()),
+            device,
+        },
+        cells: Vec::new(),
+        comparisons: Vec::new(),
+    }
+}
+
+fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKey {
+    CellKey {
+        workload: WorkloadId::Resnet20,
+        tricks: tricks.iter().copied().collect::<TrickSet>(),
+        batch_size,
+        seed,
+        kind,
+    }
+}
+
+/// Adds a cell; `samples_per_s` and `memory_mib` make it a measured throughput cell.
+fn add(
+    r: &mut Results,
+    key: CellKey,
+    status: CellStatus,
+    samples_per_s: Option<f64>,
+    memory_mib: Option<u64>,
+) -> String {
+    let id = key.id();
+    let primary = |m: u64| {
+        if r.run.device.is_cuda() {
+            Memory {
+                peak_allocated_bytes: Some(m * MIB),
+                peak_reserved_bytes: Some(m * MIB * 5 / 4),
+                peak_rss_bytes: None,
+            }
+        } else {
+            Memory { peak_rss_bytes: Some(m * MIB), ..Memory::default() }
+        }
+    };
+    r.cells.push(CellResult {
+        id: id.clone(),
+        key,
+        status,
+        processes: Vec::new(),
+        throughput: samples_per_s.map(|s| Throughput {
+            median_samples_per_s: s,
+            ci_low_samples_per_s: s * 0.97,
+            ci_high_samples_per_s: s * 1.03,
+            windows: 10,
+        }),
+        memory: memory_mib.map(primary),
+        time_to_accuracy: None,
+    });
+    id
+}
+
+fn compare(
+    r: &mut Results,
+    cell: &str,
+    baseline: &str,
+    speedup: f64,
+    spread: f64,
+    memory_ratio: Option<f64>,
+) {
+    let (low, high) = (speedup - spread, speedup + spread);
+    let verdict = if low > 1.0 {
+        Verdict::Faster
+    } else if high < 1.0 {
+        Verdict::Slower
+    } else {
+        Verdict::NoSignificantEffect
+    };
+    r.comparisons.push(Comparison {
+        cell: cell.to_owned(),
+        baseline: baseline.to_owned(),
+        speedup,
+        speedup_ci_low: low,
+        speedup_ci_high: high,
+        verdict,
+        memory_ratio,
+    });
+}
+
+/// A learning curve rising towards `plateau` over `seconds` of training.
+fn tta(target: f64, plateau: f64, seconds: f64) -> TimeToAccuracy {
+    let curve: Vec<CurvePoint> = (1..=10)
+        .map(|i| {
+            let f = f64::from(i) / 10.0;
+            CurvePoint {
+                step: i as usize * 50,
+                epoch: f * 5.0,
+                train_s: f * seconds,
+                wall_s: f * seconds * 1.1,
+                metric: 0.1 + (plateau - 0.1) * (1.0 - (-3.0 * f).exp()),
+                train_loss: 2.3 * (1.0 - 0.6 * f),
+            }
+        })
+        .collect();
+    let hit = curve.iter().find(|p| p.metric >= target).copied();
+    TimeToAccuracy {
+        metric: "test_accuracy".to_owned(),
+        target,
+        budget_s: seconds,
+        time_to_target_s: hit.map(|p| p.train_s),
+        wall_time_to_target_s: hit.map(|p| p.wall_s),
+        epochs_to_target: hit.map(|p| p.epoch),
+        best_metric: curve.iter().map(|p| p.metric).fold(0.0, f64::max),
+        curve,
+    }
+}
+
+fn add_tta(r: &mut Results, tricks: &[Trick], seed: u64, status: CellStatus, tta: Option<TimeToAccuracy>) {
+    add(r, key(tricks, 128, seed, CellKind::TimeToAccuracy), status, None, None);
+    r.cells.last_mut().unwrap().time_to_accuracy = tta;
+}
+
+/// A CPU run on synthetic data with every kind of cell: ok, not applicable, failed, out of memory,
+/// timeout, an evaluation cell, time-to-accuracy curves over two seeds, a stack of tricks and a
+/// batch sweep.
+pub fn cpu_run() -> Results {
+    let mut r = results(DeviceSpec::Cpu, "fixture-cpu-host", true);
+    let base = add(&mut r, key(&[], 128, 0, TRAIN), CellStatus::Ok, Some(410.0), Some(900));
+    let rows: [(&[Trick], f64, f64, u64); 5] = [
+        (&[ZeroGradNone], 1.01, 0.03, 895),
+        (&[AvoidSync], 1.18, 0.04, 890),
+        (&[ChannelsLast], 0.86, 0.05, 990),
+        (&[AvoidSync, ZeroGradNone], 1.21, 0.04, 885),
+        (&[AvoidSync, ChannelsLast, ZeroGradNone], 1.05, 0.05, 980),
+    ];
+    for (tricks, speedup, spread, mib) in rows {
+        let id = add(&mut r, key(tricks, 128, 0, TRAIN), CellStatus::Ok, Some(410.0 * speedup), Some(mib));
+        compare(&mut r, &id, &base, speedup, spread, Some(mib as f64 / 900.0));
+    }
+    for t in [Amp, AmpBf16, CudnnBenchmark] {
+        let reason = format!("{t}: needs a CUDA GPU (test fixture)");
+        add(&mut r, key(&[t], 128, 0, TRAIN), CellStatus::NotApplicable { reason }, None, None);
+    }
+    add(
+        &mut r,
+        key(&[NoBiasBeforeBn], 128, 0, TRAIN),
+        CellStatus::Failed {
+            error: "process exited with status 101".to_owned(),
+            stderr_tail:
+                "thread 'main' panicked at src/train/step.rs:42:9:\nshape mismatch [128, 16] vs [128, 10]"
+                    .to_owned(),
+        },
+        None,
+        None,
+    );
+    let eval_base = add(&mut r, key(&[], 128, 0, EVAL), CellStatus::Ok, Some(1500.0), Some(700));
+    let eval = add(&mut r, key(&[NoGradEval], 128, 0, EVAL), CellStatus::Ok, Some(2400.0), Some(420));
+    compare(&mut r, &eval, &eval_base, 1.6, 0.08, Some(0.6));
+    // Batch sweep of the baseline: 64, 256 fit, 1024 does not (128 is above).
+    add(&mut r, key(&[], 64, 0, TRAIN), CellStatus::Ok, Some(330.0), Some(640));
+    add(&mut r, key(&[], 256, 0, TRAIN), CellStatus::Ok, Some(455.0), Some(1500));
+    add(
+        &mut r,
+        key(&[], 1024, 0, TRAIN),
+        CellStatus::OutOfMemory { error: "cannot allocate 4294967296 bytes (test fixture)".to_owned() },
+        None,
+        None,
+    );
+    add_tta(&mut r, &[], 0, CellStatus::Ok, Some(tta(0.5, 0.62, 300.0)));
+    add_tta(&mut r, &[], 1, CellStatus::Ok, Some(tta(0.5, 0.58, 320.0)));
+    add_tta(&mut r, &[ZeroGradNone], 0, CellStatus::Ok, Some(tta(0.5, 0.64, 280.0)));
+    add_tta(
+        &mut r,
+        &[AvoidSync],
+        0,
+        CellStatus::Timeout { limit_s: 600.0, stderr_tail: "epoch 3/5".to_owned() },
+        None,
+    );
+    r
+}
+
+/// A TEST FIXTURE standing in for a GPU run — hand-written numbers, not a measurement — on the same
+/// profile as [`cpu_run`], so a comparison joins them. It lacks `no-bias-before-bn` and adds
+/// `amp-bf16`-only cells that the CPU run does not have as measurements.
+pub fn gpu_fixture() -> Results {
+    let mut r = results(DeviceSpec::Cuda(0), "test-fixture-gpu-not-measured", false);
+    let base = add(&mut r, key(&[], 128, 0, TRAIN), CellStatus::Ok, Some(21000.0), Some(300));
+    let rows: [(&[Trick], f64, f64, u64); 6] = [
+        (&[Amp], 2.1, 0.1, 170),
+        (&[CudnnBenchmark], 1.07, 0.03, 310),
+        (&[ChannelsLast], 1.3, 0.06, 290),
+        (&[ZeroGradNone], 1.02, 0.03, 300),
+        (&[AvoidSync], 1.35, 0.05, 300),
+        (&[Amp, ChannelsLast], 2.6, 0.1, 160),
+    ];
+    for (tricks, speedup, spread, mib) in rows {
+        let id = add(&mut r, key(tricks, 128, 0, TRAIN), CellStatus::Ok, Some(21000.0 * speedup), Some(mib));
+        compare(&mut r, &id, &base, speedup, spread, Some(mib as f64 / 300.0));
+    }
+    add(
+        &mut r,
+        key(&[AmpBf16], 128, 0, TRAIN),
+        CellStatus::OutOfMemory { error: "CUDA out of memory (test fixture)".to_owned() },
+        None,
+        None,
+    );
+    r
+}
