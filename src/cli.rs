@@ -18,6 +18,10 @@ pub struct Cli {
 pub enum Command {
     /// Run a benchmark plan, writing results.json after every cell, then a summary.
     Run(RunArgs),
+    /// Re-render plots, HTML, Markdown and CSV from results files.
+    Report(ReportArgs),
+    /// Compare the same workloads across GPUs or machines (one results file each).
+    Compare(CompareArgs),
     /// List the trick catalogue: id, guide number, off/on, metric, applicability.
     List(ListArgs),
     /// Show the libtorch, CUDA, cuDNN, GPU, CPU and memory a report would record.
@@ -66,6 +70,28 @@ pub struct RunArgs {
     /// Continue the run in --out, skipping cells already measured.
     #[arg(long, requires = "out")]
     pub resume: bool,
+}
+
+/// Options of `trickbench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// results.json files (shards of a run, or runs of different workloads).
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Output directory (default: the directory of the first results file).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of `trickbench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// results.json files, one per device or machine.
+    #[arg(required = true, num_args = 2..)]
+    pub results: Vec<PathBuf>,
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Options of `trickbench list`.

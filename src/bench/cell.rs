@@ -112,7 +112,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         }
         CellKind::TimeToAccuracy => {
             let tta = train_to_target(&mut trainer, data, loader_options, device, &profile)?;
-            measurement.last_loss = tta.curve.last().map(|p| p.train_loss);
+            measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
             measurement.time_to_accuracy = Some(tta);
         }
     }
@@ -162,7 +162,13 @@ fn train_to_target(
     };
     let mut train_s = 0.0;
     let mut step = 0;
-    while step < total_steps && train_s < settings.budget_s {
+    // The curve starts with the untrained network (time 0), then one point per segment.
+    let accuracy = trainer.evaluate(eval_batches(&data.test, eval_options), true)?;
+    record_point(
+        &mut result,
+        CurvePoint { step, epoch: 0.0, train_s, wall_s: 0.0, metric: accuracy, train_loss: None },
+    );
+    while result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s {
         let timer = SyncedTimer::start(device);
         let segment_end = (step + settings.eval_every_steps).min(total_steps);
         while step < segment_end {
@@ -178,20 +184,26 @@ fn train_to_target(
             train_s,
             wall_s: wall.elapsed().as_secs_f64(),
             metric: accuracy,
-            train_loss: trainer.metrics_mut().last_mean_loss().unwrap_or(f64::NAN),
+            train_loss: trainer.metrics_mut().last_mean_loss(),
         };
         eprintln!(
             "step {step:>6}  epoch {:>5.2}  train {train_s:>7.1} s  loss {:.3}  test accuracy {:.4}",
-            point.epoch, point.train_loss, point.metric
+            point.epoch,
+            point.train_loss.unwrap_or(f64::NAN),
+            point.metric
         );
-        result.curve.push(point);
-        result.best_metric = result.best_metric.max(accuracy);
-        if accuracy >= settings.target_accuracy {
-            result.time_to_target_s = Some(point.train_s);
-            result.wall_time_to_target_s = Some(point.wall_s);
-            result.epochs_to_target = Some(point.epoch);
-            break;
-        }
+        record_point(&mut result, point);
     }
     Ok(result)
+}
+
+/// Adds an evaluation to the curve and marks the first time the target is reached.
+fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
+    result.curve.push(point);
+    result.best_metric = result.best_metric.max(point.metric);
+    if point.metric >= result.target && result.time_to_target_s.is_none() {
+        result.time_to_target_s = Some(point.train_s);
+        result.wall_time_to_target_s = Some(point.wall_s);
+        result.epochs_to_target = Some(point.epoch);
+    }
 }

@@ -2,6 +2,7 @@
 mod catalogue;
 mod cell;
 mod data;
+mod report;
 mod run;
 
 use anyhow::Result;
@@ -12,6 +13,8 @@ use crate::cli::{Cli, Command, DataCommand};
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Report(args) => report::report(&args),
+        Command::Compare(args) => report::compare(&args),
         Command::List(args) => catalogue::list(&args),
         Command::Env => catalogue::env(),
         Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),

@@ -97,7 +97,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let _ = std::fs::remove_dir(out_dir.join(".cells"));
     println!("{}", summary_table(&results));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
-    Ok(())
+    super::report::write_run_report(&results, &out_dir)
 }
 
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,

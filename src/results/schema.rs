@@ -288,8 +288,8 @@ pub struct CurvePoint {
     pub wall_s: f64,
     /// The metric on the held-out set.
     pub metric: f64,
-    /// Mean training loss since the previous evaluation.
-    pub train_loss: f64,
+    /// Mean training loss since the previous evaluation (`None` before training starts).
+    pub train_loss: Option<f64>,
 }
 
 /// What a paired comparison concludes.

@@ -151,7 +151,7 @@ fn tta(target: f64, plateau: f64, seconds: f64) -> TimeToAccuracy {
                 train_s: f * seconds,
                 wall_s: f * seconds * 1.1,
                 metric: 0.1 + (plateau - 0.1) * (1.0 - (-3.0 * f).exp()),
-                train_loss: 2.3 * (1.0 - 0.6 * f),
+                train_loss: Some(2.3 * (1.0 - 0.6 * f)),
             }
         })
         .collect();

@@ -1,0 +1,153 @@
+//! The `trickbench` binary end to end: real (tiny) training runs into a temp dir, artefacts
+//! verified, and clear errors for bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
+use trickbench::results::store;
+
+fn trickbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trickbench"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("trickbench runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
+    let out = trickbench(Path::new("."), &["list", "--device", "cpu"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    for trick in trickbench::tricks::Trick::ALL {
+        assert!(stdout.contains(trick.id()), "{trick} missing from:\n{stdout}");
+        assert!(stdout.contains(trick.on()), "{trick}'s on-description missing");
+    }
+    assert!(stdout.contains("guide #4") && stdout.contains("guide #16"));
+    assert!(stdout.contains("not applicable to resnet8 on cpu: needs a CUDA GPU"));
+}
+
+#[test]
+fn bad_flags_name_the_value_and_the_valid_choices() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (&["run", "--tricks", "amp,warp-speed"], &["'warp-speed'", "channels-last"]),
+        (&["run", "--workload", "vgg"], &["'vgg'", "resnet56"]),
+        (&["run", "--profile", "huge"], &["'huge'", "quick"]),
+        (&["run", "--device", "tpu"], &["'tpu'", "cuda:N"]),
+        (&["run", "--device", "cuda:3"], &["--device cuda:3"]),
+    ];
+    for (args, expected) in cases {
+        let out = trickbench(dir.path(), args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        let stderr = text(&out.stderr);
+        for e in expected {
+            assert!(stderr.contains(e), "{args:?}: '{e}' not in: {stderr}");
+        }
+    }
+    let out = trickbench(dir.path(), &["report", "missing.json"]);
+    assert!(text(&out.stderr).contains("missing.json"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_synthetic_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trickbench(
+        dir.path(),
+        &[
+            "run",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--tricks",
+            "avoid-sync,channels-last,no-grad-eval,amp",
+            "--data",
+            "no-such-dir",
+            "--out",
+            "run",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    assert!(stderr.contains("no CIFAR-10 in no-such-dir") && stderr.contains("SYNTHETIC"), "{stderr}");
+
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    assert!(results.run.data.synthetic);
+    assert_eq!(results.run.data.train_samples, 2_000);
+    assert_eq!(results.cells.len(), 7, "baseline train+eval, 4 tricks, time-to-accuracy");
+    for cell in &results.cells {
+        match &cell.status {
+            CellStatus::Ok => {}
+            CellStatus::NotApplicable { reason } => {
+                assert!(cell.id.contains("/amp/") && reason.contains("CUDA"))
+            }
+            other => panic!("{}: {other:?}", cell.id),
+        }
+    }
+    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap();
+    let baseline = cell("resnet8/baseline/b32/s0/train");
+    assert_eq!(baseline.processes.len(), 2, "one process per round");
+    assert_eq!(baseline.throughput.unwrap().windows, 4);
+    assert!(baseline.memory.unwrap().peak_rss_bytes.unwrap() > 50 << 20);
+    // Baseline reads loss and accuracy every timed step; avoid-sync reads nothing inside the windows.
+    assert!(baseline.processes.iter().all(|p| p.host_metric_reads == 4));
+    assert!(cell("resnet8/avoid-sync/b32/s0/train").processes.iter().all(|p| p.host_metric_reads == 0));
+    assert_eq!(
+        cell("resnet8/no-grad-eval/b32/s0/eval").key.kind,
+        CellKind::Throughput { phase: Phase::Eval }
+    );
+    assert_eq!(results.comparisons.len(), 3);
+
+    let tta = cell("resnet8/baseline/b32/s0/tta").time_to_accuracy.clone().unwrap();
+    assert_eq!(tta.curve[0].train_s, 0.0, "the curve starts with the untrained network");
+    assert!(tta.time_to_target_s.is_some(), "synthetic data is learnable: {tta:?}");
+
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("SYNTHETIC data") && stdout.contains("speed-up [95% CI]"), "{stdout}");
+    assert!(stdout.contains("not applicable: amp: needs a CUDA GPU"));
+    for file in ["index.html", "summary.md", "cells.csv"] {
+        assert!(dir.path().join("run").join(file).is_file(), "{file} missing");
+    }
+    let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
+    let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
+    for c in &results.cells {
+        assert!(page.contains(&c.id), "{} missing from the HTML report", c.id);
+    }
+
+    // A second run into the same directory refuses to overwrite; --resume has nothing left to do.
+    let again = trickbench(
+        dir.path(),
+        &["run", "--profile", "smoke", "--device", "cpu", "--data", "no-such-dir", "--out", "run"],
+    );
+    assert!(!again.status.success() && text(&again.stderr).contains("--resume"));
+}
+
+#[test]
+fn data_import_and_synth_write_the_cifar_binary_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    for split in ["train", "test"] {
+        for (c, class) in ["cat", "dog"].iter().enumerate() {
+            let folder = dir.path().join("folder").join(split).join(class);
+            std::fs::create_dir_all(&folder).unwrap();
+            for i in 0..3u8 {
+                let img = image::RgbImage::from_pixel(32, 32, image::Rgb([c as u8 * 100, i, 7]));
+                img.save(folder.join(format!("{i}.png"))).unwrap();
+            }
+        }
+    }
+    let out = trickbench(dir.path(), &["data", "import", "folder", "--out", "imported"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("6 training and 6 test images (2 classes: cat, dog)"));
+    let data = trickbench::data::cifar::load_dir(&dir.path().join("imported")).unwrap();
+    assert_eq!(data.train.len(), 6);
+
+    let out = trickbench(dir.path(), &["data", "synth", "--train", "50", "--test", "10", "--out", "synth"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(trickbench::data::cifar::is_synthetic_dir(&dir.path().join("synth")));
+}
