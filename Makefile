@@ -26,9 +26,10 @@ data: build
 run: data
 	./target/release/trickbench run --profile $(PROFILE)
 
+# Release mode: the tests train real (small) networks, and `make run` then reuses the same build.
 test: setup
 	scripts/install-test-deps
-	$(CARGO) test
+	$(CARGO) test --release
 
 bench: setup
 	$(CARGO) bench
