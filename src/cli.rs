@@ -43,7 +43,8 @@ pub struct RunArgs {
     /// Comma-separated trick ids, or all.
     #[arg(long, default_value = "all")]
     pub tricks: String,
-    /// Experimental design: ablation.
+    /// Experimental design: ablation (baseline vs baseline + each trick), leave-one-out (all on vs
+    /// all on minus each), stack (ablation, then tricks added cumulatively, best first).
     #[arg(long, default_value = "ablation")]
     pub design: String,
     /// Profile: smoke (seconds, a set-up check), quick (minutes on a CPU) or standard (GPU).

@@ -20,16 +20,17 @@ pub fn summary_table(results: &Results) -> String {
         results.run.data.train_samples,
         results.run.data.test_samples
     );
+    let width = results.cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
         out,
-        "{:<44} {:<10} {:>26} {:>30} {:>10}",
+        "{:<width$} {:<8} {:>22} {:>32} {:>9}",
         "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
     );
     for cell in &results.cells {
         let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
         let _ = writeln!(
             out,
-            "{:<44} {:<10} {:>26} {:>30} {:>10}",
+            "{:<width$} {:<8} {:>22} {:>32} {:>9}",
             cell.id,
             status_word(&cell.status),
             throughput_text(cell),

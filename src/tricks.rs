@@ -211,6 +211,16 @@ impl TrickSet {
         self.0.contains(&trick)
     }
 
+    /// How many tricks are on.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether every trick is off (the same as [`Self::is_baseline`]).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether every trick is off.
     pub fn is_baseline(&self) -> bool {
         self.0.is_empty()

@@ -14,6 +14,10 @@ use crate::workloads::WorkloadId;
 pub enum Design {
     /// The baseline against the baseline plus each trick, one at a time.
     Ablation,
+    /// All tricks on against all on minus each one.
+    LeaveOneOut,
+    /// The ablation, then tricks added cumulatively, best measured first (a waterfall).
+    Stack,
 }
 
 impl Design {
@@ -21,6 +25,8 @@ impl Design {
     pub fn id(self) -> &'static str {
         match self {
             Design::Ablation => "ablation",
+            Design::LeaveOneOut => "leave-one-out",
+            Design::Stack => "stack",
         }
     }
 }
@@ -37,7 +43,11 @@ impl FromStr for Design {
     fn from_str(s: &str) -> Result<Self, Error> {
         match s {
             "ablation" => Ok(Design::Ablation),
-            _ => Err(Error::Invalid(format!("unknown design '{s}'; valid designs: ablation"))),
+            "leave-one-out" => Ok(Design::LeaveOneOut),
+            "stack" => Ok(Design::Stack),
+            _ => Err(Error::Invalid(format!(
+                "unknown design '{s}'; valid designs: ablation, leave-one-out, stack"
+            ))),
         }
     }
 }
@@ -82,34 +92,59 @@ impl Plan {
     pub fn ablation(request: &PlanRequest) -> Plan {
         let mut cells = Vec::new();
         for &workload in &request.workloads {
-            let cell = |tricks: TrickSet, kind: CellKind| {
-                let batch_size = match kind {
-                    CellKind::TimeToAccuracy => {
-                        request.time_to_accuracy_batch_size.unwrap_or(request.batch_size)
-                    }
-                    CellKind::Throughput { .. } => request.batch_size,
-                };
-                let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind };
-                let not_applicable = key.tricks.not_applicable_reason(workload, request.device);
-                PlannedCell { key, not_applicable }
-            };
-            let phase_of =
-                |t: Trick| if t.metric() == Metric::EvalThroughput { Phase::Eval } else { Phase::Train };
-            let mut phases: Vec<Phase> = vec![Phase::Train];
-            if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
-                phases.push(Phase::Eval);
-            }
-            for phase in phases {
-                cells.push(cell(TrickSet::baseline(), CellKind::Throughput { phase }));
-            }
+            cells.extend(baselines(request, workload));
             for &trick in &request.tricks {
-                cells.push(cell(TrickSet::only(trick), CellKind::Throughput { phase: phase_of(trick) }));
+                cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
             }
-            if request.time_to_accuracy_batch_size.is_some() {
-                cells.push(cell(TrickSet::baseline(), CellKind::TimeToAccuracy));
-            }
+            cells.extend(time_to_accuracy(request, workload));
         }
         Plan { cells }
+    }
+
+    /// The leave-one-out design: every applicable training trick on together, and that set minus
+    /// each one (what each trick still adds when all the others are on). Evaluation tricks and
+    /// tricks that cannot apply are measured as in the ablation, so none is silently dropped.
+    pub fn leave_one_out(request: &PlanRequest) -> Plan {
+        let mut cells = Vec::new();
+        for &workload in &request.workloads {
+            cells.extend(baselines(request, workload));
+            let (together, alone): (Vec<Trick>, Vec<Trick>) = request.tricks.iter().partition(|&&t| {
+                phase_of(t) == Phase::Train
+                    && TrickSet::only(t).not_applicable_reason(workload, request.device).is_none()
+            });
+            for trick in alone {
+                cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
+            }
+            let all: TrickSet = together.iter().copied().collect();
+            if !all.is_baseline() {
+                cells.push(planned(request, workload, all.clone(), throughput(Phase::Train)));
+            }
+            if together.len() > 1 {
+                for &trick in &together {
+                    let without: TrickSet = all.iter().filter(|&t| t != trick).collect();
+                    cells.push(planned(request, workload, without, throughput(Phase::Train)));
+                }
+            }
+            cells.extend(time_to_accuracy(request, workload));
+        }
+        Plan { cells }
+    }
+
+    /// The stack design's second half: the ablation's cells, then tricks added cumulatively in
+    /// `ranking` order (best measured first), one cell per step, for a waterfall of throughput and
+    /// memory. The first step, {ranking\[0\]}, is already an ablation cell.
+    pub fn stack(request: &PlanRequest, ranking: &[Trick]) -> Plan {
+        let mut plan = Plan::ablation(request);
+        for &workload in &request.workloads {
+            let mut cumulative = TrickSet::baseline();
+            for (step, &trick) in ranking.iter().enumerate() {
+                cumulative = cumulative.iter().chain([trick]).collect();
+                if step > 0 {
+                    plan.cells.push(planned(request, workload, cumulative.clone(), throughput(Phase::Train)));
+                }
+            }
+        }
+        plan
     }
 
     /// The order in which cell processes run: `rounds` rounds over the applicable throughput
@@ -149,6 +184,47 @@ impl Plan {
     }
 }
 
+/// The phase a trick's metric is measured in.
+fn phase_of(trick: Trick) -> Phase {
+    if trick.metric() == Metric::EvalThroughput {
+        Phase::Eval
+    } else {
+        Phase::Train
+    }
+}
+
+/// A throughput cell kind.
+fn throughput(phase: Phase) -> CellKind {
+    CellKind::Throughput { phase }
+}
+
+/// A cell of `workload` with `tricks`, marked not applicable where it cannot run.
+fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: CellKind) -> PlannedCell {
+    let batch_size = match kind {
+        CellKind::TimeToAccuracy => request.time_to_accuracy_batch_size.unwrap_or(request.batch_size),
+        CellKind::Throughput { .. } => request.batch_size,
+    };
+    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind };
+    let not_applicable = key.tricks.not_applicable_reason(workload, request.device);
+    PlannedCell { key, not_applicable }
+}
+
+/// The baseline's throughput cells: training, and evaluation when an evaluation trick is asked for.
+fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
+    let mut phases = vec![Phase::Train];
+    if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
+        phases.push(Phase::Eval);
+    }
+    phases.into_iter().map(|p| planned(request, workload, TrickSet::baseline(), throughput(p))).collect()
+}
+
+/// The baseline's time-to-accuracy cell, when asked for.
+fn time_to_accuracy(request: &PlanRequest, workload: WorkloadId) -> Option<PlannedCell> {
+    request
+        .time_to_accuracy_batch_size
+        .map(|_| planned(request, workload, TrickSet::baseline(), CellKind::TimeToAccuracy))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +257,39 @@ mod tests {
         );
         let amp = &plan.cells[4];
         assert!(amp.not_applicable.as_deref().unwrap().contains("needs a CUDA GPU"));
+    }
+
+    #[test]
+    fn leave_one_out_removes_each_applicable_training_trick_from_the_full_set() {
+        let plan = Plan::leave_one_out(&request(vec![
+            Trick::ChannelsLast,
+            Trick::ZeroGradNone,
+            Trick::NoGradEval,
+            Trick::Amp,
+        ]));
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b128/s0/eval",
+                "resnet20/no-grad-eval/b128/s0/eval",
+                "resnet20/amp/b128/s0/train",
+                "resnet20/zero-grad-none+channels-last/b128/s0/train",
+                "resnet20/zero-grad-none/b128/s0/train",
+                "resnet20/channels-last/b128/s0/train",
+                "resnet20/baseline/b64/s0/tta",
+            ]
+        );
+    }
+
+    #[test]
+    fn stack_adds_tricks_in_ranking_order() {
+        let r = request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::AvoidSync]);
+        let plan = Plan::stack(&r, &[Trick::ZeroGradNone, Trick::ChannelsLast, Trick::AvoidSync]);
+        let extra: Vec<String> =
+            plan.cells[Plan::ablation(&r).cells.len()..].iter().map(|c| c.key.tricks.label()).collect();
+        assert_eq!(extra, ["zero-grad-none+channels-last", "avoid-sync+zero-grad-none+channels-last"]);
     }
 
     #[test]

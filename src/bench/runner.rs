@@ -111,7 +111,7 @@ pub fn run(
         }
         summarise_cell(cell);
         observer.process_finished(cell);
-        results.comparisons = comparisons(&results.cells);
+        results.comparisons = comparisons(&results.cells, &results.run.design);
         store::save(&results, &path)?;
         observer.results_written(&path);
     }

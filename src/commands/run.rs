@@ -12,10 +12,10 @@ use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RES
 use trickbench::data::cifar;
 use trickbench::device::DeviceSpec;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
-use trickbench::results::schema::{CellResult, DataInfo, Protocol, RunInfo};
+use trickbench::results::schema::{CellKind, CellResult, DataInfo, Phase, Protocol, Results, RunInfo};
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::summary::summary_table;
-use trickbench::tricks::parse_trick_list;
+use trickbench::tricks::{parse_trick_list, Trick};
 use trickbench::workloads::WorkloadId;
 
 use crate::cli::RunArgs;
@@ -48,7 +48,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
     };
     let plan = match design {
-        Design::Ablation => Plan::ablation(&request),
+        Design::Ablation | Design::Stack => Plan::ablation(&request),
+        Design::LeaveOneOut => Plan::leave_one_out(&request),
     };
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
@@ -91,8 +92,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
         .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))));
     let mut progress = Progress { bar: bar.clone() };
-    let results = runner::run(&spec, &mut executor, &mut progress)
+    let mut results = runner::run(&spec, &mut executor, &mut progress)
         .with_context(|| format!("running into {}", out_dir.display()))?;
+    if design == Design::Stack {
+        // Second half: add the tricks cumulatively, best measured first.
+        let ranking = stack_ranking(&results);
+        bar.println(format!(
+            "stacking tricks, best first: {}",
+            ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
+        ));
+        let stack = RunSpec { plan: Plan::stack(&request, &ranking), resume: true, ..spec };
+        results = runner::run(&stack, &mut executor, &mut progress)
+            .with_context(|| format!("running the stack into {}", out_dir.display()))?;
+    }
     bar.finish_and_clear();
     let _ = std::fs::remove_dir(out_dir.join(".cells"));
     println!("{}", summary_table(&results));
@@ -138,6 +150,24 @@ fn resolve_data(
         test_samples: test_samples.map_or(test_total, |n| n.min(test_total)),
     };
     Ok((dir, info))
+}
+
+/// The tricks whose ablation cells measured training throughput, fastest first.
+fn stack_ranking(results: &Results) -> Vec<Trick> {
+    let mut ranked: Vec<(Trick, f64)> = results
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            let cell = results.cells.iter().find(|cell| cell.id == c.cell)?;
+            let only: Vec<Trick> = cell.key.tricks.iter().collect();
+            match (only.as_slice(), cell.key.kind) {
+                ([trick], CellKind::Throughput { phase: Phase::Train }) => Some((*trick, c.speedup)),
+                _ => None,
+            }
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    ranked.into_iter().map(|(t, _)| t).collect()
 }
 
 /// Shows progress on a bar.

@@ -19,18 +19,28 @@ pub fn summarise_cell(cell: &mut CellResult) {
     cell.time_to_accuracy = cell.processes.iter().find_map(|p| p.time_to_accuracy.clone());
 }
 
-/// Each finished trick cell against the finished baseline cell of the same workload, batch size,
-/// seed and kind.
-pub fn comparisons(cells: &[CellResult]) -> Vec<Comparison> {
+/// Each finished trick cell against its reference cell (same workload, batch size, seed and
+/// kind): the baseline; under the leave-one-out design, a set that lacks one trick of the largest
+/// set is compared with that largest set instead (below 1: the missing trick was helping).
+pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     cells
         .iter()
         .filter(ok)
         .filter(|c| !c.key.tricks.is_baseline())
         .filter_map(|cell| {
-            let baseline_key = CellKey { tricks: Default::default(), ..cell.key.clone() };
-            let baseline = cells.iter().filter(ok).find(|c| c.key == baseline_key)?;
-            compare(cell, baseline)
+            let same_setting =
+                |c: &&CellResult| CellKey { tricks: cell.key.tricks.clone(), ..c.key.clone() } == cell.key;
+            let largest = cells.iter().filter(same_setting).max_by_key(|c| c.key.tricks.len())?;
+            let leave_one_out = design == "leave-one-out"
+                && cell.key.tricks.len() + 1 == largest.key.tricks.len()
+                && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
+            let reference = if leave_one_out {
+                Some(largest).filter(ok)
+            } else {
+                cells.iter().filter(ok).filter(same_setting).find(|c| c.key.tricks.is_baseline())
+            };
+            compare(cell, reference?)
         })
         .collect()
 }
@@ -121,7 +131,7 @@ mod tests {
         let fast =
             cell(TrickSet::only(Trick::ChannelsLast), [[150.0, 149.0, 152.0], [151.0, 148.0, 150.0]], 800);
         let same = cell(TrickSet::only(Trick::AvoidSync), [[97.0, 103.0, 100.0], [101.0, 99.0, 98.0]], 1000);
-        let cmp = comparisons(&[base.clone(), fast, same]);
+        let cmp = comparisons(&[base.clone(), fast, same], "ablation");
         assert_eq!(cmp.len(), 2);
         assert_eq!(cmp[0].verdict, Verdict::Faster);
         assert!((cmp[0].speedup - 1.5).abs() < 0.02, "{:?}", cmp[0]);
@@ -135,6 +145,22 @@ mod tests {
         let mut base = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
         base.status = CellStatus::Failed { error: "boom".into(), stderr_tail: String::new() };
         let fast = cell(TrickSet::only(Trick::ChannelsLast), [[150.0; 3]; 2], 1);
-        assert!(comparisons(&[base, fast]).is_empty());
+        assert!(comparisons(&[base, fast], "ablation").is_empty());
+    }
+
+    #[test]
+    fn leave_one_out_compares_each_reduced_set_with_the_full_set() {
+        let both: TrickSet = [Trick::ChannelsLast, Trick::AvoidSync].into_iter().collect();
+        let cells = [
+            cell(TrickSet::baseline(), [[100.0; 3]; 2], 1),
+            cell(both, [[200.0; 3]; 2], 1),
+            cell(TrickSet::only(Trick::AvoidSync), [[100.0; 3]; 2], 1),
+        ];
+        let cmp = comparisons(&cells, "leave-one-out");
+        assert_eq!(cmp[0].baseline, cells[0].id, "the full set is compared with the baseline");
+        assert_eq!(cmp[1].cell, cells[2].id);
+        assert_eq!(cmp[1].baseline, cells[1].id, "a reduced set is compared with the full set");
+        assert_eq!(cmp[1].speedup, 0.5);
+        assert_eq!(comparisons(&cells, "ablation")[1].baseline, cells[0].id);
     }
 }
