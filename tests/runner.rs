@@ -11,6 +11,7 @@ use trickbench::bench::runner::{
     self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
 };
 use trickbench::device::DeviceSpec;
+use trickbench::measure::flops::Precision;
 use trickbench::results::schema::*;
 use trickbench::results::store;
 use trickbench::results::system::SystemInfo;
@@ -34,7 +35,7 @@ impl CellExecutor for MockExecutor {
         }
         let factor = if job.key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
         let jitter = [1.0, 0.99, 1.01, 1.005];
-        Execution::Measured(ProcessMeasurement {
+        Execution::Measured(Box::new(ProcessMeasurement {
             round: job.round,
             wall_s: 2.0,
             window_samples_per_s: jitter.iter().map(|j| 100.0 * factor * j).collect(),
@@ -42,7 +43,12 @@ impl CellExecutor for MockExecutor {
             host_metric_reads: 8,
             last_loss: Some(2.0),
             time_to_accuracy: None,
-        })
+            flops_per_sample: 1e8,
+            precision: Precision::Fp32,
+            timed_samples: 128,
+            energy: None,
+            energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
+        }))
     }
 }
 
@@ -271,6 +277,11 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
         host_metric_reads: 0,
         last_loss: None,
         time_to_accuracy: None,
+        flops_per_sample: 1e8,
+        precision: Precision::Fp32,
+        timed_samples: 2,
+        energy: None,
+        energy_unavailable: None,
     };
     let json = serde_json::to_string(&measurement).unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -278,6 +289,6 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
     let mut executor =
         fake_program(dir.path(), &format!("echo 'step 1' >&2; echo 'step 2' >&2; echo '{json}' > \"$5\""))
             .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
-    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(measurement));
+    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(Box::new(measurement)));
     assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
 }

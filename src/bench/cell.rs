@@ -12,6 +12,7 @@ use crate::data::cifar::{self, CifarDataset};
 use crate::data::loader::{eval_batches, CifarLoader, LoaderOptions};
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::measure::power::PowerSampler;
 use crate::measure::{memory, timer::SyncedTimer};
 use crate::optim::schedule::StepSchedule;
 use crate::optim::sgd::SgdConfig;
@@ -19,6 +20,7 @@ use crate::results::schema::{CellKey, CellKind, CurvePoint, Phase, ProcessMeasur
 use crate::train::{apply_process_tricks, Trainer};
 use crate::tricks::Trick;
 use crate::workloads::resnet::{CifarResnet, ResnetOptions};
+use crate::workloads::Workload;
 
 /// The recipe's optimizer: SGD, momentum 0.9, weight decay 5e-4.
 pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
@@ -59,6 +61,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         seed: job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64),
     };
     memory::reset_peaks(device)?;
+    let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {
         round: job.round,
         wall_s: 0.0,
@@ -67,6 +70,16 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         host_metric_reads: 0,
         last_loss: None,
         time_to_accuracy: None,
+        // Backward costs about twice the forward pass.
+        flops_per_sample: if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
+            forward_flops
+        } else {
+            3.0 * forward_flops
+        },
+        precision: trainer.precision(),
+        timed_samples: 0,
+        energy: None,
+        energy_unavailable: None,
     };
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
@@ -76,6 +89,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();
+            let power = PowerSampler::start(device);
             for _ in 0..profile.windows_per_process {
                 let timer = SyncedTimer::start(device);
                 for _ in 0..profile.steps_per_window {
@@ -85,7 +99,9 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
                 measurement
                     .window_samples_per_s
                     .push((profile.steps_per_window * job.key.batch_size) as f64 / seconds);
+                measurement.timed_samples += profile.steps_per_window * job.key.batch_size;
             }
+            record_energy(&mut measurement, power);
             measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
             trainer.metrics_mut().flush();
             measurement.last_loss = trainer.metrics_mut().last_mean_loss();
@@ -98,6 +114,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
+            let power = PowerSampler::start(device);
             for _ in 0..profile.windows_per_process {
                 let timer = SyncedTimer::start(device);
                 let mut samples = 0;
@@ -108,7 +125,9 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
                     let _correct = trainer.eval_batch(&batch, no_grad)?;
                 }
                 measurement.window_samples_per_s.push(samples as f64 / timer.stop());
+                measurement.timed_samples += samples;
             }
+            record_energy(&mut measurement, power);
         }
         CellKind::TimeToAccuracy => {
             let tta = train_to_target(&mut trainer, data, loader_options, device, &profile)?;
@@ -119,6 +138,14 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     measurement.memory = memory::peaks(device)?;
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// Stops the power sampler (if one could start) and records its energy or why there is none.
+fn record_energy(measurement: &mut ProcessMeasurement, sampler: Result<PowerSampler, String>) {
+    match sampler.and_then(PowerSampler::stop) {
+        Ok(energy) => measurement.energy = Some(energy),
+        Err(reason) => measurement.energy_unavailable = Some(reason),
+    }
 }
 
 /// Loads the dataset, cut to the profile's subset sizes.

@@ -23,7 +23,7 @@ pub const RESULTS_FILE: &str = "results.json";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Execution {
     /// It measured.
-    Measured(ProcessMeasurement),
+    Measured(Box<ProcessMeasurement>),
     /// It did not; the status says how it ended.
     Failed(CellStatus),
 }
@@ -103,13 +103,13 @@ pub fn run(
         match execution {
             Execution::Measured(process) => {
                 cell.processes.retain(|p| p.round != round);
-                cell.processes.push(process);
+                cell.processes.push(*process);
                 cell.processes.sort_by_key(|p| p.round);
                 cell.status = CellStatus::Ok;
             }
             Execution::Failed(status) => cell.status = status,
         }
-        summarise_cell(cell);
+        summarise_cell(cell, &spec.system);
         observer.process_finished(cell);
         results.comparisons = comparisons(&results.cells, &results.run.design);
         store::save(&results, &path)?;
@@ -149,14 +149,8 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         .cells
         .iter()
         .filter_map(|planned| {
-            planned.not_applicable.as_ref().map(|reason| CellResult {
-                id: planned.key.id(),
-                key: planned.key.clone(),
-                status: CellStatus::NotApplicable { reason: reason.clone() },
-                processes: Vec::new(),
-                throughput: None,
-                memory: None,
-                time_to_accuracy: None,
+            planned.not_applicable.as_ref().map(|reason| {
+                CellResult::new(planned.key.clone(), CellStatus::NotApplicable { reason: reason.clone() })
             })
         })
         .collect();
@@ -191,18 +185,7 @@ fn cell_mut<'a>(cells: &'a mut Vec<CellResult>, plan: &Plan, index: usize) -> &'
             let plan_position =
                 |cid: &str| plan.cells.iter().position(|c| c.key.id() == cid).unwrap_or(usize::MAX);
             let insert_at = cells.iter().position(|c| plan_position(&c.id) > index).unwrap_or(cells.len());
-            cells.insert(
-                insert_at,
-                CellResult {
-                    id,
-                    key: key.clone(),
-                    status: CellStatus::Ok,
-                    processes: Vec::new(),
-                    throughput: None,
-                    memory: None,
-                    time_to_accuracy: None,
-                },
-            );
+            cells.insert(insert_at, CellResult::new(key.clone(), CellStatus::Ok));
             insert_at
         }
     };
@@ -313,7 +296,7 @@ impl ProcessExecutor {
             Execution::Failed(CellStatus::Timeout { limit_s: timeout.as_secs_f64(), stderr_tail: tail })
         } else if status.success() {
             match read_output() {
-                Ok(measurement) => Execution::Measured(measurement),
+                Ok(measurement) => Execution::Measured(Box::new(measurement)),
                 Err(e) => Execution::Failed(CellStatus::Failed { error: e.to_string(), stderr_tail: tail }),
             }
         } else if tail.to_lowercase().contains("out of memory") {

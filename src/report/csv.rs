@@ -46,6 +46,13 @@ struct CellRow<'a> {
     wall_time_to_target_s: Option<f64>,
     epochs_to_target: Option<f64>,
     tta_best_metric: Option<f64>,
+    flops_per_sample: Option<f64>,
+    achieved_flops_per_s: Option<f64>,
+    peak_flops_per_s: Option<f64>,
+    mfu_fraction: Option<f64>,
+    energy_j: Option<f64>,
+    energy_per_sample_j: Option<f64>,
+    mean_power_w: Option<f64>,
 }
 
 fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
@@ -98,6 +105,13 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             wall_time_to_target_s: tta.and_then(|t| t.wall_time_to_target_s),
             epochs_to_target: tta.and_then(|t| t.epochs_to_target),
             tta_best_metric: tta.map(|t| t.best_metric),
+            flops_per_sample: cell.utilisation.as_ref().map(|u| u.flops_per_sample),
+            achieved_flops_per_s: cell.utilisation.as_ref().map(|u| u.achieved_flops_per_s),
+            peak_flops_per_s: cell.utilisation.as_ref().and_then(|u| u.peak_flops_per_s),
+            mfu_fraction: cell.utilisation.as_ref().and_then(|u| u.mfu),
+            energy_j: cell.energy.map(|e| e.joules),
+            energy_per_sample_j: cell.energy.map(|e| e.joules_per_sample),
+            mean_power_w: cell.energy.map(|e| e.mean_power_w),
         };
         w.serialize(row).map_err(csv_error(path))?;
     }

@@ -135,6 +135,8 @@ struct CellView {
     throughput: String,
     memory: String,
     speedup: String,
+    compute: String,
+    energy: String,
 }
 
 #[derive(Serialize)]
@@ -178,6 +180,19 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                 .and_then(|m| m.primary_bytes())
                 .map_or_else(|| "—".to_owned(), model::bytes_text),
             speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
+            compute: c.utilisation.as_ref().map_or_else(
+                || "—".to_owned(),
+                |u| match u.mfu {
+                    Some(mfu) => {
+                        format!("{:.2} TFLOP/s ({:.1}% MFU)", u.achieved_flops_per_s / 1e12, mfu * 100.0)
+                    }
+                    None => format!("{:.3} TFLOP/s (MFU: no known peak)", u.achieved_flops_per_s / 1e12),
+                },
+            ),
+            energy: c.energy.map_or_else(
+                || "—".to_owned(),
+                |e| format!("{:.2} mJ/sample at {:.0} W", e.joules_per_sample * 1e3, e.mean_power_w),
+            ),
         });
         if let Some(t) = &c.time_to_accuracy {
             let percent = t.metric.contains("accuracy");

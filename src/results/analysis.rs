@@ -1,12 +1,16 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
+use crate::measure::flops::{peak_flops_per_s, Precision};
 use crate::measure::stats::{median_ci, paired_ratio_ci};
 use crate::results::schema::{
-    CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput, Verdict,
+    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
+    Utilisation, Verdict,
 };
+use crate::results::system::SystemInfo;
 
-/// Recomputes a cell's aggregates (throughput, memory, time-to-accuracy) from its processes.
-pub fn summarise_cell(cell: &mut CellResult) {
+/// Recomputes a cell's aggregates (throughput, memory, time-to-accuracy, energy, utilisation)
+/// from its processes; `system` supplies the GPU whose peak MFU is measured against.
+pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
     let windows: Vec<f64> =
         cell.processes.iter().flat_map(|p| p.window_samples_per_s.iter().copied()).collect();
     cell.throughput = median_ci(&windows).map(|e| Throughput {
@@ -17,6 +21,51 @@ pub fn summarise_cell(cell: &mut CellResult) {
     });
     cell.memory = cell.processes.iter().map(|p| p.memory).reduce(Memory::max);
     cell.time_to_accuracy = cell.processes.iter().find_map(|p| p.time_to_accuracy.clone());
+    cell.energy = cell_energy(&cell.processes);
+    cell.utilisation = match (&cell.throughput, cell.processes.first()) {
+        (Some(t), Some(first)) => {
+            Some(utilisation(t.median_samples_per_s, first.flops_per_sample, first.precision, system))
+        }
+        _ => None,
+    };
+}
+
+/// Energy per sample over every process's timed windows, when every process measured energy.
+fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
+    let energies: Vec<_> =
+        processes.iter().map(|p| p.energy.map(|e| (e, p.timed_samples))).collect::<Option<_>>()?;
+    let joules: f64 = energies.iter().map(|(e, _)| e.joules).sum();
+    let samples: usize = energies.iter().map(|(_, n)| n).sum();
+    let seconds: f64 = energies.iter().map(|(e, _)| e.interval_s).sum();
+    (samples > 0 && seconds > 0.0).then(|| CellEnergy {
+        joules,
+        joules_per_sample: joules / samples as f64,
+        mean_power_w: joules / seconds,
+    })
+}
+
+/// Achieved FLOP/s and, where the device's peak is known, model FLOPs utilisation.
+fn utilisation(
+    samples_per_s: f64,
+    flops_per_sample: f64,
+    precision: Precision,
+    system: &SystemInfo,
+) -> Utilisation {
+    let peak = match &system.gpu {
+        Some(gpu) => peak_flops_per_s(&gpu.name, precision),
+        None => Err(format!(
+            "no peak FLOP/s for this device ({})",
+            system.gpu_unavailable.as_deref().unwrap_or("no GPU identified")
+        )),
+    };
+    let achieved_flops_per_s = samples_per_s * flops_per_sample;
+    Utilisation {
+        flops_per_sample,
+        achieved_flops_per_s,
+        peak_flops_per_s: peak.as_ref().ok().copied(),
+        mfu: peak.as_ref().ok().map(|p| achieved_flops_per_s / p),
+        mfu_unavailable: peak.err(),
+    }
 }
 
 /// Each finished trick cell against its reference cell (same workload, batch size, seed and
@@ -88,9 +137,31 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::power::Energy;
     use crate::results::schema::{CellKind, Phase};
     use crate::tricks::{Trick, TrickSet};
     use crate::workloads::WorkloadId;
+
+    fn cpu() -> SystemInfo {
+        SystemInfo::collect(crate::device::DeviceSpec::Cpu)
+    }
+
+    fn process(round: usize, windows: &[f64], rss: u64, energy: Option<Energy>) -> ProcessMeasurement {
+        ProcessMeasurement {
+            round,
+            wall_s: 1.0,
+            window_samples_per_s: windows.to_vec(),
+            memory: Memory { peak_rss_bytes: Some(rss), ..Default::default() },
+            host_metric_reads: 0,
+            last_loss: None,
+            time_to_accuracy: None,
+            flops_per_sample: 1e9,
+            precision: Precision::Half,
+            timed_samples: 1000,
+            energy,
+            energy_unavailable: None,
+        }
+    }
 
     fn cell(tricks: TrickSet, windows: [[f64; 3]; 2], rss: u64) -> CellResult {
         let key = CellKey {
@@ -100,29 +171,35 @@ mod tests {
             seed: 0,
             kind: CellKind::Throughput { phase: Phase::Train },
         };
-        let mut c = CellResult {
-            id: key.id(),
-            key,
-            status: CellStatus::Ok,
-            processes: windows
-                .iter()
-                .enumerate()
-                .map(|(round, w)| ProcessMeasurement {
-                    round,
-                    wall_s: 1.0,
-                    window_samples_per_s: w.to_vec(),
-                    memory: Memory { peak_rss_bytes: Some(rss), ..Default::default() },
-                    host_metric_reads: 0,
-                    last_loss: None,
-                    time_to_accuracy: None,
-                })
-                .collect(),
-            throughput: None,
-            memory: None,
-            time_to_accuracy: None,
-        };
-        summarise_cell(&mut c);
+        let mut c = CellResult::new(key, CellStatus::Ok);
+        c.processes = windows.iter().enumerate().map(|(round, w)| process(round, w, rss, None)).collect();
+        summarise_cell(&mut c, &cpu());
         c
+    }
+
+    #[test]
+    fn energy_per_sample_and_mfu_against_the_gpu_peak() {
+        let energy = Energy { joules: 500.0, mean_power_w: 250.0, readings: 100, interval_s: 2.0 };
+        let mut c = cell(TrickSet::baseline(), [[1000.0; 3]; 2], 1);
+        c.processes = (0..2).map(|r| process(r, &[1000.0; 3], 1, Some(energy))).collect();
+        let mut gpu_system = cpu();
+        gpu_system.gpu = Some(crate::measure::power::GpuInfo {
+            name: "NVIDIA H200 (test fixture)".into(),
+            driver_version: "test".into(),
+            memory_total_bytes: 0,
+            compute_capability: "9.0".into(),
+        });
+        summarise_cell(&mut c, &gpu_system);
+        let e = c.energy.unwrap();
+        assert_eq!((e.joules, e.joules_per_sample, e.mean_power_w), (1000.0, 0.5, 250.0));
+        let u = c.utilisation.clone().unwrap();
+        assert_eq!(u.achieved_flops_per_s, 1e12);
+        assert_eq!(u.mfu, Some(1e12 / 989.5e12));
+
+        summarise_cell(&mut c, &cpu());
+        let u = c.utilisation.unwrap();
+        assert_eq!(u.achieved_flops_per_s, 1e12, "achieved FLOP/s is known on a CPU too");
+        assert!(u.mfu.is_none() && u.mfu_unavailable.unwrap().contains("no peak FLOP/s"));
     }
 
     #[test]

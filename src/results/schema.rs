@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
+use crate::measure::flops::Precision;
+use crate::measure::power::Energy;
 use crate::results::system::SystemInfo;
 use crate::tricks::TrickSet;
 use crate::workloads::WorkloadId;
@@ -188,6 +190,53 @@ pub struct CellResult {
     pub memory: Option<Memory>,
     /// Time-to-accuracy (time-to-accuracy cells).
     pub time_to_accuracy: Option<TimeToAccuracy>,
+    /// Energy per sample over the timed windows (throughput cells on NVIDIA GPUs).
+    pub energy: Option<CellEnergy>,
+    /// Achieved FLOP/s and model FLOPs utilisation (throughput cells).
+    pub utilisation: Option<Utilisation>,
+}
+
+impl CellResult {
+    /// A cell with `status` and nothing measured yet.
+    pub fn new(key: CellKey, status: CellStatus) -> Self {
+        CellResult {
+            id: key.id(),
+            key,
+            status,
+            processes: Vec::new(),
+            throughput: None,
+            memory: None,
+            time_to_accuracy: None,
+            energy: None,
+            utilisation: None,
+        }
+    }
+}
+
+/// GPU energy of a throughput cell, over the timed windows of all its processes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CellEnergy {
+    /// Total energy over the timed windows, joules.
+    pub joules: f64,
+    /// Energy per sample, joules.
+    pub joules_per_sample: f64,
+    /// Mean board power while timed, watts.
+    pub mean_power_w: f64,
+}
+
+/// How much of the device's arithmetic peak the cell used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Utilisation {
+    /// Analytic FLOPs per sample of the timed work.
+    pub flops_per_sample: f64,
+    /// Median throughput × FLOPs per sample, FLOP/s.
+    pub achieved_flops_per_s: f64,
+    /// The device's dense peak at the cell's precision, FLOP/s (`None` when unknown).
+    pub peak_flops_per_s: Option<f64>,
+    /// Model FLOPs utilisation: achieved ÷ peak, a fraction (`None` when the peak is unknown).
+    pub mfu: Option<f64>,
+    /// Why `mfu` is missing, when it is.
+    pub mfu_unavailable: Option<String>,
 }
 
 /// What one cell process measured.
@@ -207,6 +256,16 @@ pub struct ProcessMeasurement {
     pub last_loss: Option<f64>,
     /// The time-to-accuracy run, for time-to-accuracy cells.
     pub time_to_accuracy: Option<TimeToAccuracy>,
+    /// Analytic FLOPs per sample of the timed work (training: forward + backward ≈ 3 × forward).
+    pub flops_per_sample: f64,
+    /// Arithmetic the matmuls and convolutions ran in.
+    pub precision: Precision,
+    /// Samples processed in the timed windows.
+    pub timed_samples: usize,
+    /// GPU energy over the timed windows (`None` off NVIDIA GPUs; see `energy_unavailable`).
+    pub energy: Option<Energy>,
+    /// Why `energy` is missing, when it is.
+    pub energy_unavailable: Option<String>,
 }
 
 /// Peak memory. On CUDA the caching allocator's peaks; on CPU the process's peak resident set.

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
+use crate::measure::power::{gpu_info, GpuInfo};
 
 /// The machine and software a run measured on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,10 @@ pub struct SystemInfo {
     pub cuda_device_count: usize,
     /// The device the run measured.
     pub device: DeviceSpec,
+    /// The GPU measured, from NVML (`None` on CPU runs or without NVML; see `gpu_unavailable`).
+    pub gpu: Option<GpuInfo>,
+    /// Why `gpu` is missing, when it is.
+    pub gpu_unavailable: Option<String>,
 }
 
 impl SystemInfo {
@@ -47,6 +52,7 @@ impl SystemInfo {
         .ok();
         let cpus = sys.as_ref().map(|s| s.cpus()).unwrap_or_default();
         let cuda = tch::Cuda::is_available();
+        let gpu = gpu_info(device);
         let cudnn = tch::Cuda::cudnn_is_available();
         SystemInfo {
             hostname: System::host_name().ok(),
@@ -62,6 +68,8 @@ impl SystemInfo {
             cudnn_version: cudnn.then(tch::utils::version_cudnn),
             cuda_device_count: tch::Cuda::device_count().max(0) as usize,
             device,
+            gpu_unavailable: gpu.as_ref().err().cloned(),
+            gpu: gpu.ok(),
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::data::loader::Batch;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
+use crate::measure::flops::Precision;
 use crate::optim::sgd::{Sgd, SgdConfig};
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::Workload;
@@ -134,6 +135,15 @@ impl<W: Workload> Trainer<W> {
             samples += batch.len();
         }
         Ok(if samples == 0 { 0.0 } else { correct.int64_value(&[]) as f64 / samples as f64 })
+    }
+
+    /// The arithmetic matmuls and convolutions run in: half precision under autocast, else fp32.
+    pub fn precision(&self) -> Precision {
+        if self.autocast.is_some() {
+            Precision::Half
+        } else {
+            Precision::Fp32
+        }
     }
 
     /// The training metrics so far.

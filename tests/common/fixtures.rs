@@ -2,6 +2,7 @@
 //! test fixtures, shaped like real runs so that every part of a report has something to draw.
 
 use trickbench::device::DeviceSpec;
+use trickbench::measure::power::GpuInfo;
 use trickbench::results::schema::{
     CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
     Results, RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
@@ -60,6 +61,14 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
             cudnn_version: device.is_cuda().then_some(91900),
             cuda_device_count: usize::from(device.is_cuda()),
             device,
+            gpu: device.is_cuda().then(|| GpuInfo {
+                name: "NVIDIA H200 (test fixture)".to_owned(),
+                driver_version: "test fixture".to_owned(),
+                memory_total_bytes: 141 * 1024 * MIB,
+                compute_capability: "9.0".to_owned(),
+            }),
+            gpu_unavailable: (!device.is_cuda())
+                .then(|| "NVML measures NVIDIA GPUs; this run is on the CPU".to_owned()),
         },
         cells: Vec::new(),
         comparisons: Vec::new(),
@@ -109,6 +118,8 @@ fn add(
         }),
         memory: memory_mib.map(primary),
         time_to_accuracy: None,
+        energy: None,
+        utilisation: None,
     });
     id
 }
