@@ -85,6 +85,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         },
         system: SystemInfo::collect(DeviceSpec::Cpu),
         plan: Plan::ablation(&request),
+        images: None,
         data_dir: PathBuf::from("unused"),
         out_dir: out_dir.to_path_buf(),
         resume: false,
@@ -220,6 +221,7 @@ fn job() -> CellJob {
         profile: trickbench::bench::profile::ProfileName::Smoke,
         data_dir: PathBuf::from("unused"),
         round: 0,
+        images: None,
     }
 }
 

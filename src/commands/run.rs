@@ -47,9 +47,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         seed: args.seed,
         time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
     };
-    let plan = match design {
+    let mut plan = match design {
         Design::Ablation => Plan::ablation(&request),
     };
+    for cell in &mut plan.cells {
+        if cell.not_applicable.is_none() {
+            cell.not_applicable = cell.key.tricks.missing_source_reason(args.images.is_some());
+        }
+    }
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
     let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
@@ -79,6 +84,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         system: SystemInfo::collect(device),
         plan,
         data_dir,
+        images: args.images.clone(),
         out_dir: out_dir.clone(),
         resume: args.resume,
     };
