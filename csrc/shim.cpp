@@ -143,4 +143,14 @@ int tb_amp_unscale(at::Tensor** grads, int n, at::Tensor* found_inf, const at::T
   });
 }
 
+// A new uninitialised CPU tensor with the shape and dtype of `t` in pinned (page-locked) memory
+// from the accelerator's caching host allocator, which hands freed blocks out again once the
+// copies recorded on them have finished.
+int tb_empty_pinned_like(const at::Tensor* t, at::Tensor** out) {
+  return guarded([&] {
+    const auto options = at::TensorOptions().dtype(t->scalar_type()).pinned_memory(true);
+    *out = new at::Tensor(at::empty(t->sizes(), options));
+  });
+}
+
 }  // extern "C"

@@ -65,6 +65,11 @@ pub struct RunArgs {
     /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
     #[arg(long, default_value = "data/cifar10")]
     pub data: PathBuf,
+    /// ImageFolder directory or tar of 32×32 JPEG/PNG files (as for `data import`) to train on
+    /// instead of --data: every batch decodes its files unless packed-dataset is on, which packs
+    /// them once. Without it packed-dataset is not applicable.
+    #[arg(long)]
+    pub images: Option<PathBuf>,
     /// Output directory (default: reports/runs/<run id>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -25,6 +25,7 @@ mod raw {
         pub fn tb_channels_last(t: *const C_tensor, out: *mut *mut C_tensor) -> c_int;
         pub fn tb_param_to_channels_last(t: *mut C_tensor) -> c_int;
         pub fn tb_is_channels_last(t: *const C_tensor) -> c_int;
+        pub fn tb_empty_pinned_like(t: *const C_tensor, out: *mut *mut C_tensor) -> c_int;
         pub fn tb_set_tf32(matmul: c_int, cudnn: c_int) -> c_int;
         pub fn tb_get_tf32(out: *mut c_int);
         pub fn tb_set_anomaly_mode(enabled: c_int, check_nan: c_int);
@@ -164,6 +165,20 @@ pub fn param_to_channels_last(t: &mut Tensor) -> Result<(), Error> {
         unsafe { raw::tb_param_to_channels_last(t.as_mut_ptr()) },
         "converting a parameter to channels_last",
     )
+}
+
+/// A new uninitialised host tensor with the shape and kind of `t` in pinned (page-locked)
+/// memory, from libtorch's caching host allocator (blocks are reused once the copies that read
+/// them finish). Fails on a machine without a CUDA device: pinned memory needs the CUDA driver.
+pub fn empty_pinned_like(t: &Tensor) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
+    check(
+        unsafe { raw::tb_empty_pinned_like(t.as_ptr(), &mut out) },
+        &format!("allocating a pinned {:?} host tensor of shape {:?}", t.kind(), t.size()),
+    )?;
+    // SAFETY: `out` is the new tensor the shim allocated.
+    Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// Whether `t` is a 4-d tensor laid out as channels_last (and not also plain contiguous).

@@ -31,6 +31,17 @@ pub enum Trick {
     NoGradEval,
     /// NHWC (channels_last) memory format for CNN activations and weights.
     ChannelsLast,
+    // Data-pipeline tricks (#3)
+    /// Worker threads assemble and augment batches ahead of the training thread.
+    LoaderWorkers,
+    /// Pinned host staging buffers and non-blocking host-to-device copies.
+    PinMemory,
+    /// Tensors that view host memory instead of copying it.
+    ZeroCopy,
+    /// Random crop and flip of whole batches on the training device.
+    GpuAugment,
+    /// Read the pre-packed binary dataset instead of decoding image files.
+    PackedDataset,
 }
 
 /// What a trick is judged by.
@@ -70,7 +81,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 8] = [
+    pub const ALL: [Trick; 13] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -79,6 +90,12 @@ impl Trick {
         Trick::ZeroGradNone,
         Trick::NoGradEval,
         Trick::ChannelsLast,
+        // Data-pipeline tricks (#3)
+        Trick::LoaderWorkers,
+        Trick::PinMemory,
+        Trick::ZeroCopy,
+        Trick::GpuAugment,
+        Trick::PackedDataset,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -92,6 +109,12 @@ impl Trick {
             Trick::ZeroGradNone => "zero-grad-none",
             Trick::NoGradEval => "no-grad-eval",
             Trick::ChannelsLast => "channels-last",
+            // Data-pipeline tricks (#3)
+            Trick::LoaderWorkers => "loader-workers",
+            Trick::PinMemory => "pin-memory",
+            Trick::ZeroCopy => "zero-copy",
+            Trick::GpuAugment => "gpu-augment",
+            Trick::PackedDataset => "packed-dataset",
         }
     }
 
@@ -106,6 +129,10 @@ impl Trick {
             Trick::NoBiasBeforeBn => Some(15),
             Trick::NoGradEval => Some(16),
             Trick::ChannelsLast => None,
+            // Data-pipeline tricks (#3)
+            Trick::LoaderWorkers | Trick::PinMemory => Some(2),
+            Trick::ZeroCopy => Some(12),
+            Trick::GpuAugment | Trick::PackedDataset => None,
         }
     }
 
@@ -119,6 +146,14 @@ impl Trick {
             Trick::ZeroGradNone => "gradients zero-filled before each backward",
             Trick::NoGradEval => "evaluation records autograd graphs",
             Trick::ChannelsLast => "NCHW (contiguous) activations and weights",
+            // Data-pipeline tricks (#3)
+            Trick::LoaderWorkers => "batches assembled and augmented on the training thread",
+            Trick::PinMemory => "pageable host tensors, blocking host-to-device copies",
+            Trick::ZeroCopy => "each batch's pixels copied from host vectors into a new tensor",
+            Trick::GpuAugment => "random crop and flip per image in a CPU loop",
+            Trick::PackedDataset => {
+                "with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"
+            }
         }
     }
 
@@ -133,6 +168,18 @@ impl Trick {
             Trick::ZeroGradNone => "gradients set to None before each backward",
             Trick::NoGradEval => "evaluation under no-grad",
             Trick::ChannelsLast => "NHWC (channels_last) activations and weights",
+            // Data-pipeline tricks (#3)
+            Trick::LoaderWorkers => {
+                "one worker thread per core (at least 2) assembles and augments batches into a \
+                 bounded prefetch queue; the same batches in the same order"
+            }
+            Trick::PinMemory => "reused pinned host buffers, non-blocking host-to-device copies",
+            Trick::ZeroCopy => {
+                "host pixels wrapped as tensors without a copy; unaugmented batches (evaluation, or \
+                 with gpu-augment) gathered from the packed split held as one tensor"
+            }
+            Trick::GpuAugment => "random crop and flip of the whole batch on the training device",
+            Trick::PackedDataset => "the images decoded once and packed in memory",
         }
     }
 
@@ -164,11 +211,25 @@ impl Trick {
             Trick::NoBiasBeforeBn | Trick::ChannelsLast if !workload.is_cnn() => {
                 Applicability::NotApplicable(format!("{workload} has no convolutions"))
             }
+            Trick::LoaderWorkers
+            | Trick::PinMemory
+            | Trick::ZeroCopy
+            | Trick::GpuAugment
+            | Trick::PackedDataset
+                if !workload.is_cnn() =>
+            {
+                Applicability::NotApplicable(format!("{workload} does not read CIFAR images"))
+            }
+            Trick::PinMemory => needs_cuda("pinned memory speeds host-to-GPU copies; there is no GPU"),
             Trick::AvoidSync
             | Trick::NoBiasBeforeBn
             | Trick::ZeroGradNone
             | Trick::NoGradEval
-            | Trick::ChannelsLast => Applicability::Applies,
+            | Trick::ChannelsLast
+            | Trick::LoaderWorkers
+            | Trick::ZeroCopy
+            | Trick::GpuAugment
+            | Trick::PackedDataset => Applicability::Applies,
         }
     }
 }
@@ -239,6 +300,13 @@ impl TrickSet {
         })
     }
 
+    /// Why this set cannot run with the data sources at hand, if it cannot: `packed-dataset` is
+    /// measured against decoding image files, so it needs `--images` (`has_images`).
+    pub fn missing_source_reason(&self, has_images: bool) -> Option<String> {
+        (self.has(Trick::PackedDataset) && !has_images)
+            .then(|| format!("{}: needs --images PATH: the JPEG/PNG files to decode", Trick::PackedDataset))
+    }
+
     /// A stable, human-readable label: `baseline`, or the ids joined by `+`.
     pub fn label(&self) -> String {
         if self.is_baseline() {
@@ -306,6 +374,27 @@ mod tests {
         let set: TrickSet = [Trick::ChannelsLast, Trick::Amp].into_iter().collect();
         let reason = set.not_applicable_reason(WorkloadId::Resnet56, DeviceSpec::Cpu).unwrap();
         assert!(reason.starts_with("amp: needs a CUDA GPU"), "{reason}");
+    }
+
+    #[test]
+    fn pin_memory_needs_a_gpu_and_packed_dataset_needs_image_files() {
+        match Trick::PinMemory.applicability(WorkloadId::Resnet20, DeviceSpec::Cpu) {
+            Applicability::NotApplicable(reason) => {
+                assert!(
+                    reason.contains("pinned memory speeds host-to-GPU copies; there is no GPU"),
+                    "{reason}"
+                )
+            }
+            Applicability::Applies => panic!("pin-memory must not apply on CPU"),
+        }
+        for t in [Trick::LoaderWorkers, Trick::ZeroCopy, Trick::GpuAugment, Trick::PackedDataset] {
+            assert_eq!(t.applicability(WorkloadId::Resnet20, DeviceSpec::Cpu), Applicability::Applies, "{t}");
+        }
+        let packed = TrickSet::only(Trick::PackedDataset);
+        let reason = packed.missing_source_reason(false).unwrap();
+        assert_eq!(reason, "packed-dataset: needs --images PATH: the JPEG/PNG files to decode");
+        assert_eq!(packed.missing_source_reason(true), None);
+        assert_eq!(TrickSet::baseline().missing_source_reason(false), None);
     }
 
     #[test]

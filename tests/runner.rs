@@ -60,6 +60,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         batch_size: 32,
         seed: 0,
         time_to_accuracy_batch_size: None,
+        has_images: false,
     };
     RunSpec {
         info: RunInfo {
@@ -91,6 +92,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         },
         system: SystemInfo::collect(DeviceSpec::Cpu),
         plan: Plan::ablation(&request),
+        images: None,
         data_dir: PathBuf::from("unused"),
         out_dir: out_dir.to_path_buf(),
         resume: false,
@@ -226,6 +228,7 @@ fn job() -> CellJob {
         profile: trickbench::bench::profile::ProfileName::Smoke,
         data_dir: PathBuf::from("unused"),
         round: 0,
+        images: None,
     }
 }
 

@@ -8,8 +8,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::profile::{Profile, ProfileName};
-use crate::data::cifar::{self, CifarDataset};
-use crate::data::loader::{eval_batches, CifarLoader, LoaderOptions};
+use crate::data::cifar::{self, CifarSplit};
+use crate::data::import;
+use crate::data::loader::{eval_batches, CifarLoader, ImageSource, LoaderOptions, Pipeline};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::power::PowerSampler;
@@ -38,6 +39,10 @@ pub struct CellJob {
     pub data_dir: PathBuf,
     /// Which round of the schedule this process is (0-based).
     pub round: usize,
+    /// An ImageFolder directory or tar of JPEG/PNG files to train on instead of `data_dir`
+    /// (`run --images`): decoded for every batch unless `packed-dataset` is on.
+    #[serde(default)]
+    pub images: Option<PathBuf>,
 }
 
 /// Runs one cell process and returns what it measured.
@@ -57,6 +62,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         device: device.tch(),
         augment: true,
         channels_last: tricks.has(Trick::ChannelsLast),
+        pipeline: Pipeline::for_tricks(tricks),
         // Each round draws its own batches; the weights are the same in every round.
         seed: job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64),
     };
@@ -83,7 +89,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     };
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
-            let mut loader = CifarLoader::new(Arc::new(data.train), loader_options)?;
+            let mut loader = CifarLoader::new(data.train, loader_options)?;
             let lr = profile.tta.base_lr;
             for _ in 0..profile.warmup_steps {
                 trainer.train_step(&loader.next_batch()?, lr)?;
@@ -148,24 +154,49 @@ fn record_energy(measurement: &mut ProcessMeasurement, sampler: Result<PowerSamp
     }
 }
 
-/// Loads the dataset, cut to the profile's subset sizes.
-fn load_data(job: &CellJob, profile: &Profile) -> Result<CifarDataset, Error> {
-    let full = cifar::load_dir(&job.data_dir)?;
-    let cut = |split: cifar::CifarSplit, n: Option<usize>| match n {
+/// The data of a cell: where training images come from, and the packed test split.
+struct CellData {
+    train: ImageSource,
+    test: CifarSplit,
+}
+
+/// Loads the dataset, cut to the profile's subset sizes: the packed CIFAR-10 files of `data_dir`,
+/// or with `images` the image files, packed once when `packed-dataset` is on and otherwise left
+/// encoded so that every batch decodes them (the test split is always packed once).
+fn load_data(job: &CellJob, profile: &Profile) -> Result<CellData, Error> {
+    let cut = |split: CifarSplit, n: Option<usize>| match n {
         Some(n) => split.subset(n),
         None => split,
     };
-    Ok(CifarDataset {
-        train: cut(full.train, profile.train_samples),
-        test: cut(full.test, profile.test_samples),
-    })
+    let Some(images) = &job.images else {
+        let full = cifar::load_dir(&job.data_dir)?;
+        return Ok(CellData {
+            train: Arc::new(cut(full.train, profile.train_samples)).into(),
+            test: cut(full.test, profile.test_samples),
+        });
+    };
+    let (train, test) = import::read_encoded(images)?;
+    let train = match profile.train_samples {
+        Some(n) => train.subset(n),
+        None => train,
+    };
+    let test = match profile.test_samples {
+        Some(n) => test.subset(n),
+        None => test,
+    };
+    let train = if job.key.tricks.has(Trick::PackedDataset) {
+        ImageSource::Packed(Arc::new(train.pack()?))
+    } else {
+        ImageSource::Encoded(Arc::new(train))
+    };
+    Ok(CellData { train, test: test.pack()? })
 }
 
 /// Trains from scratch with the step schedule, evaluating every `eval_every_steps` on the test
 /// split, until the target accuracy, the time budget or the planned epochs run out.
 fn train_to_target(
     trainer: &mut Trainer<CifarResnet>,
-    data: CifarDataset,
+    data: CellData,
     loader_options: LoaderOptions,
     device: DeviceSpec,
     profile: &Profile,
@@ -173,7 +204,7 @@ fn train_to_target(
     let settings = profile.tta;
     let eval_options =
         LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
-    let mut loader = CifarLoader::new(Arc::new(data.train), loader_options)?;
+    let mut loader = CifarLoader::new(data.train, loader_options)?;
     let total_steps = settings.planned_epochs * loader.batches_per_epoch();
     let schedule = StepSchedule { base_lr: settings.base_lr, total_steps };
     let wall = Instant::now();

@@ -81,6 +81,8 @@ pub struct PlanRequest {
     pub batch_size: usize,
     /// Seed of every cell.
     pub seed: u64,
+    /// Whether image files to decode were given (`run --images`), which `packed-dataset` needs.
+    pub has_images: bool,
     /// Batch size of a time-to-accuracy cell of the baseline per workload (`None`: no such cell).
     pub time_to_accuracy_batch_size: Option<usize>,
 }
@@ -110,7 +112,9 @@ impl Plan {
             cells.extend(baselines(request, workload));
             let (together, alone): (Vec<Trick>, Vec<Trick>) = request.tricks.iter().partition(|&&t| {
                 phase_of(t) == Phase::Train
-                    && TrickSet::only(t).not_applicable_reason(workload, request.device).is_none()
+                    && planned(request, workload, TrickSet::only(t), throughput(Phase::Train))
+                        .not_applicable
+                        .is_none()
             });
             for trick in alone {
                 cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
@@ -205,7 +209,10 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         CellKind::Throughput { .. } => request.batch_size,
     };
     let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind };
-    let not_applicable = key.tricks.not_applicable_reason(workload, request.device);
+    let not_applicable = key
+        .tricks
+        .not_applicable_reason(workload, request.device)
+        .or_else(|| key.tricks.missing_source_reason(request.has_images));
     PlannedCell { key, not_applicable }
 }
 
@@ -237,6 +244,7 @@ mod tests {
             batch_size: 128,
             seed: 0,
             time_to_accuracy_batch_size: Some(64),
+            has_images: false,
         }
     }
 

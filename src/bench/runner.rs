@@ -62,6 +62,9 @@ pub struct RunSpec {
     pub plan: Plan,
     /// Directory of the data, handed to each cell.
     pub data_dir: PathBuf,
+    /// ImageFolder directory or tar of JPEG/PNG files to train on instead (`run --images`),
+    /// handed to each cell.
+    pub images: Option<PathBuf>,
     /// Directory of the results file.
     pub out_dir: PathBuf,
     /// Continue from an existing results file in `out_dir`.
@@ -97,6 +100,7 @@ pub fn run(
             profile: spec.info.profile.parse()?,
             data_dir: spec.data_dir.clone(),
             round,
+            images: spec.images.clone(),
         };
         let execution = executor.execute(&job, timeout);
         let cell = cell_mut(&mut results.cells, &spec.plan, index);

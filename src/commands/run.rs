@@ -46,6 +46,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         batch_size,
         seed: args.seed,
         time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
+        has_images: args.images.is_some(),
     };
     let plan = match design {
         Design::Ablation | Design::Stack => Plan::ablation(&request),
@@ -80,6 +81,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         system: SystemInfo::collect(device),
         plan,
         data_dir,
+        images: args.images.clone(),
         out_dir: out_dir.clone(),
         resume: args.resume,
     };

@@ -87,6 +87,64 @@ pub fn import(
     Ok(ImportSummary { train_records, test_records, classes, out_dir: out_dir.to_path_buf() })
 }
 
+/// The train and test splits of the ImageFolder directory or tar archive `src`, listed, labelled
+/// and ordered exactly as [`import`] orders them, but left encoded.
+pub fn read_encoded(src: &Path) -> Result<(EncodedSplit, EncodedSplit), DataError> {
+    let metadata = fs::metadata(src).map_err(|source| DataError::io(src, source))?;
+    let mut silent = |_: ImportProgress| {};
+    let listed =
+        if metadata.is_dir() { list_directory(src, &mut silent)? } else { read_archive(src, &mut silent)? };
+    let Arranged { train, test, .. } = arrange(src, listed)?;
+    Ok((EncodedSplit { items: train }, EncodedSplit { items: test }))
+}
+
+/// One split of an ImageFolder source as its JPEG/PNG files (held in memory when they came from
+/// an archive, read from disk otherwise): every read of an image decodes it again.
+#[derive(Debug)]
+pub struct EncodedSplit {
+    items: Vec<Item>,
+}
+
+impl EncodedSplit {
+    /// Number of images.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the split has no images.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The label of image `i`.
+    ///
+    /// # Panics
+    /// If `i >= self.len()`.
+    pub fn label(&self, i: usize) -> u8 {
+        self.items[i].label
+    }
+
+    /// Reads and decodes image `i` into `out` (3072 CHW bytes).
+    ///
+    /// # Panics
+    /// If `i >= self.len()` or `out` is not 3072 bytes long.
+    pub fn decode_into(&self, i: usize, out: &mut [u8]) -> Result<(), DataError> {
+        decode_into(&self.items[i], out)
+    }
+
+    /// The first `n` images (every prefix is class-balanced, as with `CifarSplit::subset`).
+    pub fn subset(mut self, n: usize) -> Self {
+        self.items.truncate(n);
+        self
+    }
+
+    /// Decodes every image once into a packed split: the records `import` writes.
+    pub fn pack(&self) -> Result<CifarSplit, DataError> {
+        let images = decode_all(&self.items, &mut |_| {})?;
+        Ok(CifarSplit { images, labels: self.items.iter().map(|item| item.label).collect() })
+    }
+}
+
 /// Where an image's encoded bytes are.
 #[derive(Debug)]
 enum Payload {

@@ -1,8 +1,16 @@
-//! Batches for training and evaluation from an in-memory CIFAR split: shuffling, the standard
-//! augmentation (4-pixel zero-padded random crop and horizontal flip, per image on the host),
-//! transfer to the device and per-channel standardisation.
+//! Batches for training and evaluation from a CIFAR split: shuffling, the standard augmentation
+//! (4-pixel zero-padded random crop and horizontal flip), transfer to the device and per-channel
+//! standardisation, with the data-pipeline tricks of [`Pipeline`] switchable.
+//!
+//! Batch `k` of a loader is a pure function of the seed and `k`: epoch `e`'s sample order is a
+//! shuffle drawn from ChaCha8 stream `2e` of the seed, and batch `k`'s crop offsets and flips come
+//! from stream `2k + 1`. Worker threads can therefore assemble batches in any order and timing and
+//! still yield exactly the batches the training thread would.
 
+use std::marker::PhantomData;
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
@@ -10,8 +18,10 @@ use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor};
 
 use crate::data::cifar::{CifarSplit, IMAGE_BYTES};
+use crate::data::import::EncodedSplit;
 use crate::error::Error;
 use crate::ffi;
+use crate::tricks::{Trick, TrickSet};
 
 /// Per-channel mean of the CIFAR-10 training images (pixel values scaled to [0, 1]).
 pub const CIFAR_MEAN: [f64; 3] = [0.4914, 0.4822, 0.4465];
@@ -19,9 +29,11 @@ pub const CIFAR_MEAN: [f64; 3] = [0.4914, 0.4822, 0.4465];
 pub const CIFAR_STD: [f64; 3] = [0.2470, 0.2435, 0.2616];
 
 /// Zero padding on each side before the random crop, pixels.
-const CROP_PADDING_PX: usize = 4;
+pub const CROP_PADDING_PX: usize = 4;
 /// Image side, pixels.
 const SIDE_PX: usize = 32;
+/// Batches each loader worker may hold ready ahead of the training thread.
+const PREFETCH_PER_WORKER: usize = 2;
 
 /// A batch on the training device.
 #[derive(Debug)]
@@ -44,6 +56,40 @@ impl Batch {
     }
 }
 
+/// Which data-pipeline tricks are on; the default is the baseline (every one off).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pipeline {
+    /// Worker threads that assemble and augment batches ahead of the training thread behind a
+    /// bounded queue; 0 assembles them on the training thread (`loader-workers`).
+    pub workers: usize,
+    /// Stage host batches in pinned memory and copy them to the device without blocking
+    /// (`pin-memory`).
+    pub pinned: bool,
+    /// Wrap host pixel memory as tensors instead of copying it into new ones, and gather
+    /// unaugmented batches straight from the packed split as one tensor (`zero-copy`).
+    pub zero_copy: bool,
+    /// Crop and flip whole batches on the device instead of image by image on the host
+    /// (`gpu-augment`).
+    pub device_augment: bool,
+}
+
+impl Pipeline {
+    /// The pipeline the data-pipeline tricks in `tricks` ask for.
+    pub fn for_tricks(tricks: &TrickSet) -> Self {
+        Pipeline {
+            workers: if tricks.has(Trick::LoaderWorkers) { worker_count() } else { 0 },
+            pinned: tricks.has(Trick::PinMemory),
+            zero_copy: tricks.has(Trick::ZeroCopy),
+            device_augment: tricks.has(Trick::GpuAugment),
+        }
+    }
+}
+
+/// The number of worker threads `loader-workers` starts: one per available core, at least 2.
+pub fn worker_count() -> usize {
+    std::thread::available_parallelism().map_or(2, usize::from).max(2)
+}
+
 /// How the loader assembles batches.
 #[derive(Debug, Clone, Copy)]
 pub struct LoaderOptions {
@@ -57,146 +103,533 @@ pub struct LoaderOptions {
     pub channels_last: bool,
     /// Seed of the shuffling and augmentation.
     pub seed: u64,
+    /// The data-pipeline tricks.
+    pub pipeline: Pipeline,
+}
+
+/// Images addressable by index, with their labels.
+pub trait Images: Send + Sync {
+    /// Number of images.
+    fn count(&self) -> usize;
+    /// The label of image `i`.
+    fn label(&self, i: usize) -> u8;
+    /// Calls `f` with the 3072 CHW pixel bytes of image `i`.
+    fn with_image(&self, i: usize, f: &mut dyn FnMut(&[u8])) -> Result<(), Error>;
+}
+
+impl Images for CifarSplit {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn label(&self, i: usize) -> u8 {
+        self.labels[i]
+    }
+
+    fn with_image(&self, i: usize, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+        f(self.image(i));
+        Ok(())
+    }
+}
+
+impl Images for EncodedSplit {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn label(&self, i: usize) -> u8 {
+        EncodedSplit::label(self, i)
+    }
+
+    fn with_image(&self, i: usize, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+        let mut decoded = [0u8; IMAGE_BYTES];
+        self.decode_into(i, &mut decoded)?;
+        f(&decoded);
+        Ok(())
+    }
+}
+
+/// Where a loader's images come from.
+#[derive(Debug, Clone)]
+pub enum ImageSource {
+    /// The packed binary split in memory (`packed-dataset` on, or no image files given).
+    Packed(Arc<CifarSplit>),
+    /// JPEG/PNG files, decoded every time an image is used (`packed-dataset` off).
+    Encoded(Arc<EncodedSplit>),
+}
+
+impl From<Arc<CifarSplit>> for ImageSource {
+    fn from(split: Arc<CifarSplit>) -> Self {
+        ImageSource::Packed(split)
+    }
+}
+
+impl Images for ImageSource {
+    fn count(&self) -> usize {
+        match self {
+            ImageSource::Packed(split) => split.count(),
+            ImageSource::Encoded(files) => files.count(),
+        }
+    }
+
+    fn label(&self, i: usize) -> u8 {
+        match self {
+            ImageSource::Packed(split) => split.labels[i],
+            ImageSource::Encoded(files) => files.label(i),
+        }
+    }
+
+    fn with_image(&self, i: usize, f: &mut dyn FnMut(&[u8])) -> Result<(), Error> {
+        match self {
+            ImageSource::Packed(split) => split.with_image(i, f),
+            ImageSource::Encoded(files) => files.with_image(i, f),
+        }
+    }
+}
+
+/// Which samples each batch holds and how it is augmented on the host: a pure function of the
+/// seed and the batch number.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    seed: u64,
+    samples: usize,
+    batch_size: usize,
+    /// Crop and flip on the host (training without `gpu-augment`).
+    host_augment: bool,
+}
+
+impl Schedule {
+    fn batches_per_epoch(&self) -> u64 {
+        (self.samples / self.batch_size) as u64
+    }
+
+    /// The sample order of `epoch`.
+    fn epoch_order(&self, epoch: u64) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.samples).collect();
+        order.shuffle(&mut stream(self.seed, 2 * epoch));
+        order
+    }
+
+    /// The generator of batch `k`'s crop offsets and flips; `None` without host augmentation.
+    fn augment_rng(&self, k: u64) -> Option<ChaCha8Rng> {
+        self.host_augment.then(|| stream(self.seed, 2 * k + 1))
+    }
+}
+
+/// ChaCha8 stream `n` of `seed`.
+fn stream(seed: u64, n: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(n);
+    rng
+}
+
+/// The sample indices of batch numbers, keeping the order of the current epoch.
+#[derive(Debug)]
+struct Cursor {
+    schedule: Schedule,
+    epoch: Option<u64>,
+    order: Vec<usize>,
+}
+
+impl Cursor {
+    fn new(schedule: Schedule) -> Self {
+        Self { schedule, epoch: None, order: Vec::new() }
+    }
+
+    /// The samples of batch `k`.
+    fn indices(&mut self, k: u64) -> &[usize] {
+        let per_epoch = self.schedule.batches_per_epoch();
+        let epoch = k / per_epoch;
+        if self.epoch != Some(epoch) {
+            self.order = self.schedule.epoch_order(epoch);
+            self.epoch = Some(epoch);
+        }
+        let start = (k % per_epoch) as usize * self.schedule.batch_size;
+        &self.order[start..start + self.schedule.batch_size]
+    }
+}
+
+/// One batch assembled on the host: `n × 3072` CHW pixel bytes and `n` labels.
+#[derive(Debug, Default)]
+struct HostBatch {
+    pixels: Vec<u8>,
+    labels: Vec<i64>,
+}
+
+impl HostBatch {
+    /// Fills the batch with images `indices` of `images`, each cropped and flipped with offsets
+    /// drawn from `rng` when given (three draws per image, in order), else copied as is.
+    fn fill(
+        &mut self,
+        images: &dyn Images,
+        indices: &[usize],
+        mut rng: Option<ChaCha8Rng>,
+    ) -> Result<(), Error> {
+        self.pixels.resize(indices.len() * IMAGE_BYTES, 0);
+        self.labels.clear();
+        self.labels.extend(indices.iter().map(|&i| i64::from(images.label(i))));
+        for (out, &i) in self.pixels.chunks_exact_mut(IMAGE_BYTES).zip(indices) {
+            match &mut rng {
+                Some(rng) => {
+                    let dx = rng.random_range(0..=2 * CROP_PADDING_PX);
+                    let dy = rng.random_range(0..=2 * CROP_PADDING_PX);
+                    let flip = rng.random_bool(0.5);
+                    images.with_image(i, &mut |src| crop_and_flip(src, out, dx, dy, flip))?;
+                }
+                None => images.with_image(i, &mut |src| out.copy_from_slice(src))?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Worker threads assembling host batches ahead of the training thread. Worker `w` makes
+/// batches `w`, `w + N`, `w + 2N`, … into its own bounded queue, and the training thread takes
+/// batch `k` from worker `k mod N`: the sequence is the training thread's own, whatever the timing.
+#[derive(Debug)]
+struct WorkerPool {
+    ready: Vec<Receiver<Result<HostBatch, Error>>>,
+    spare: Vec<SyncSender<HostBatch>>,
+    handles: Vec<JoinHandle<()>>,
+    next: u64,
+}
+
+impl WorkerPool {
+    fn start(images: ImageSource, schedule: Schedule, workers: usize) -> Self {
+        let mut pool = WorkerPool { ready: Vec::new(), spare: Vec::new(), handles: Vec::new(), next: 0 };
+        for w in 0..workers {
+            let (ready_tx, ready_rx) = mpsc::sync_channel(PREFETCH_PER_WORKER);
+            // Used buffers come back to their worker, so it does not allocate one per batch.
+            let (spare_tx, spare_rx) = mpsc::sync_channel::<HostBatch>(PREFETCH_PER_WORKER + 1);
+            let images = images.clone();
+            pool.handles.push(std::thread::spawn(move || {
+                let mut cursor = Cursor::new(schedule);
+                for k in (w as u64..).step_by(workers) {
+                    let mut host = spare_rx.try_recv().unwrap_or_default();
+                    let made = host.fill(&images, cursor.indices(k), schedule.augment_rng(k)).map(|()| host);
+                    let failed = made.is_err();
+                    // A closed queue means the loader was dropped: stop.
+                    if ready_tx.send(made).is_err() || failed {
+                        return;
+                    }
+                }
+            }));
+            pool.ready.push(ready_rx);
+            pool.spare.push(spare_tx);
+        }
+        pool
+    }
+
+    /// The next host batch in sequence, and the worker it came from.
+    fn next(&mut self) -> Result<(HostBatch, usize), Error> {
+        let w = (self.next % self.ready.len() as u64) as usize;
+        self.next += 1;
+        let made = self.ready[w].recv().map_err(|_| {
+            Error::Torch(format!("loader worker {w} stopped without producing batch {}", self.next - 1))
+        })?;
+        Ok((made?, w))
+    }
+
+    /// Hands a used buffer back to worker `w` (dropped when its spare queue is full).
+    fn recycle(&self, host: HostBatch, w: usize) {
+        let _ = self.spare[w].try_send(host);
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        // Closing the queues makes every worker's next send fail, so each one returns.
+        self.ready.clear();
+        self.spare.clear();
+        for handle in self.handles.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// A packed split viewed as one uint8 tensor `[N, 3, 32, 32]` over its bytes (no copy), plus its
+/// labels as one int64 tensor made once.
+#[derive(Debug)]
+struct SplitTensor<'a> {
+    images: Tensor,
+    labels: Tensor,
+    _bytes: PhantomData<&'a [u8]>,
+}
+
+impl<'a> SplitTensor<'a> {
+    /// Views `split`'s bytes.
+    ///
+    /// # Safety
+    /// The tensor aliases `split.images`: the caller must not let the returned value outlive a
+    /// heap move or mutation of that buffer (the lifetime ties it to the borrow; callers that
+    /// extend it, like [`CifarLoader`], keep the split in an `Arc` they never mutate).
+    unsafe fn over(split: &'a CifarSplit) -> Result<Self, Error> {
+        let n = split.len() as i64;
+        let side = SIDE_PX as i64;
+        // SAFETY: the buffer holds n × 3072 bytes and outlives the tensor (see above).
+        let images = unsafe {
+            Tensor::f_from_blob(split.images.as_ptr(), &[n, 3, side, side], &[], Kind::Uint8, Device::Cpu)?
+        };
+        let labels = Tensor::f_from_slice(&split.labels)?.f_to_kind(Kind::Int64)?;
+        Ok(Self { images, labels, _bytes: PhantomData })
+    }
+}
+
+/// What the training thread does before a batch is uploaded.
+#[derive(Debug)]
+enum Producer {
+    /// Assemble the host batch itself, into one reused buffer.
+    Inline { images: ImageSource, cursor: Cursor, host: HostBatch },
+    /// Take host batches from worker threads.
+    Workers(WorkerPool),
+    /// Nothing on the host: gather the batch from the packed split's tensor (`zero-copy`
+    /// without host augmentation).
+    Gather {
+        cursor: Cursor,
+        index: Vec<i64>,
+        // Field order matters: the view is dropped before the split it views.
+        tensor: SplitTensor<'static>,
+        _split: Arc<CifarSplit>,
+    },
 }
 
 /// Endless training batches: shuffled each epoch, the last incomplete batch dropped.
 #[derive(Debug)]
 pub struct CifarLoader {
-    split: Arc<CifarSplit>,
-    options: LoaderOptions,
-    rng: ChaCha8Rng,
-    order: Vec<usize>,
-    cursor: usize,
-    batches_done: usize,
-    assembler: Assembler,
+    schedule: Schedule,
+    producer: Producer,
+    uploader: Uploader,
+    batches_done: u64,
 }
 
 impl CifarLoader {
-    /// A loader over `split`; fails when the split has fewer samples than one batch.
-    pub fn new(split: Arc<CifarSplit>, options: LoaderOptions) -> Result<Self, Error> {
-        if options.batch_size == 0 || split.len() < options.batch_size {
+    /// A loader over `images`; fails when they are fewer than one batch.
+    pub fn new(images: impl Into<ImageSource>, options: LoaderOptions) -> Result<Self, Error> {
+        let images = images.into();
+        let samples = images.count();
+        if options.batch_size == 0 || samples < options.batch_size {
             return Err(Error::Invalid(format!(
-                "batch size {} needs at least that many training images; the data has {}",
+                "batch size {} needs at least that many training images; the data has {samples}",
                 options.batch_size,
-                split.len()
             )));
         }
-        let order = (0..split.len()).collect();
-        Ok(Self {
-            assembler: Assembler::new(options),
-            split,
-            rng: ChaCha8Rng::seed_from_u64(options.seed),
-            options,
-            order,
-            cursor: usize::MAX,
-            batches_done: 0,
-        })
+        let schedule = Schedule {
+            seed: options.seed,
+            samples,
+            batch_size: options.batch_size,
+            host_augment: options.augment && !options.pipeline.device_augment,
+        };
+        let cursor = Cursor::new(schedule);
+        let producer = match images {
+            ImageSource::Packed(split) if options.pipeline.zero_copy && !schedule.host_augment => {
+                // SAFETY: the Arc'd split is never mutated and is dropped after the view (field order).
+                let tensor = unsafe { SplitTensor::over(&*(Arc::as_ptr(&split))) }?;
+                Producer::Gather { cursor, index: Vec::new(), tensor, _split: split }
+            }
+            images if options.pipeline.workers > 0 => {
+                Producer::Workers(WorkerPool::start(images, schedule, options.pipeline.workers))
+            }
+            images => Producer::Inline { images, cursor, host: HostBatch::default() },
+        };
+        Ok(Self { schedule, producer, uploader: Uploader::new(options), batches_done: 0 })
     }
 
     /// Full batches per epoch.
     pub fn batches_per_epoch(&self) -> usize {
-        self.split.len() / self.options.batch_size
+        self.schedule.batches_per_epoch() as usize
     }
 
     /// Epochs consumed so far (fractional).
     pub fn epochs(&self) -> f64 {
-        self.batches_done as f64 / self.batches_per_epoch() as f64
+        self.batches_done as f64 / self.schedule.batches_per_epoch() as f64
     }
 
     /// The next training batch (reshuffling at each epoch boundary).
     pub fn next_batch(&mut self) -> Result<Batch, Error> {
-        let b = self.options.batch_size;
-        if self.cursor.saturating_add(b) > self.order.len() {
-            self.order.shuffle(&mut self.rng);
-            self.cursor = 0;
-        }
-        let indices = &self.order[self.cursor..self.cursor + b];
-        self.cursor += b;
+        let k = self.batches_done;
         self.batches_done += 1;
-        let rng = self.options.augment.then_some(&mut self.rng);
-        self.assembler.assemble(&self.split, indices, rng)
+        match &mut self.producer {
+            Producer::Inline { images, cursor, host } => {
+                host.fill(images, cursor.indices(k), self.schedule.augment_rng(k))?;
+                self.uploader.host(host)
+            }
+            Producer::Workers(pool) => {
+                let (host, w) = pool.next()?;
+                let batch = self.uploader.host(&host);
+                pool.recycle(host, w);
+                batch
+            }
+            Producer::Gather { cursor, index, tensor, .. } => {
+                index.clear();
+                index.extend(cursor.indices(k).iter().map(|&i| i as i64));
+                let index = Tensor::f_from_slice(index)?;
+                let images = tensor.images.f_index_select(0, &index)?;
+                let labels = tensor.labels.f_index_select(0, &index)?;
+                self.uploader.tensors(&images, &labels)
+            }
+        }
     }
 }
 
 /// Every sample of `split` once, in order, without augmentation (the last batch may be smaller).
+/// With `zero-copy` each batch is a view of the split's bytes; otherwise it is copied out.
 pub fn eval_batches(
     split: &CifarSplit,
     options: LoaderOptions,
 ) -> impl Iterator<Item = Result<Batch, Error>> + '_ {
-    let mut assembler = Assembler::new(LoaderOptions { augment: false, ..options });
-    let indices: Vec<usize> = (0..split.len()).collect();
+    let uploader = Uploader::new(LoaderOptions { augment: false, ..options });
     let batch_size = options.batch_size.max(1);
+    // SAFETY: the view lives in the iterator, which borrows `split`.
+    let view = options.pipeline.zero_copy.then(|| unsafe { SplitTensor::over(split) }).transpose();
+    let mut host = HostBatch::default();
+    let mut indices = Vec::new();
     (0..split.len().div_ceil(batch_size)).map(move |i| {
-        let end = ((i + 1) * batch_size).min(indices.len());
-        assembler.assemble(split, &indices[i * batch_size..end], None)
+        let start = i * batch_size;
+        let end = (start + batch_size).min(split.len());
+        match &view {
+            Ok(Some(view)) => {
+                let len = (end - start) as i64;
+                let images = view.images.f_narrow(0, start as i64, len)?;
+                let labels = view.labels.f_narrow(0, start as i64, len)?;
+                uploader.tensors(&images, &labels)
+            }
+            Ok(None) => {
+                indices.clear();
+                indices.extend(start..end);
+                host.fill(split, &indices, None)?;
+                uploader.host(&host)
+            }
+            Err(e) => Err(Error::Torch(format!("viewing the evaluation split: {e}"))),
+        }
     })
 }
 
-/// Reused host buffers and the standardisation constants.
+/// The training-thread end of the pipeline: host pixels to the device, on-device augmentation,
+/// standardisation and layout.
 #[derive(Debug)]
-struct Assembler {
-    options: LoaderOptions,
-    pixels: Vec<u8>,
-    labels: Vec<i64>,
+struct Uploader {
+    device: Device,
+    channels_last: bool,
+    pinned: bool,
+    zero_copy: bool,
+    /// Crop and flip on the device (training with `gpu-augment`).
+    device_augment: bool,
     scale: Tensor,
     shift: Tensor,
 }
 
-impl Assembler {
+impl Uploader {
     fn new(options: LoaderOptions) -> Self {
         // x / 255 standardised = x · 1/(255·std) − mean/std
         let scale: Vec<f32> = CIFAR_STD.iter().map(|s| (1.0 / (255.0 * s)) as f32).collect();
         let shift: Vec<f32> = CIFAR_MEAN.iter().zip(CIFAR_STD).map(|(m, s)| (-m / s) as f32).collect();
         let per_channel = |v: &[f32]| Tensor::from_slice(v).view([1, 3, 1, 1]).to_device(options.device);
         Self {
-            options,
-            pixels: Vec::new(),
-            labels: Vec::new(),
+            device: options.device,
+            channels_last: options.channels_last,
+            pinned: options.pipeline.pinned,
+            zero_copy: options.pipeline.zero_copy,
+            device_augment: options.augment && options.pipeline.device_augment,
             scale: per_channel(&scale),
             shift: per_channel(&shift),
         }
     }
 
-    fn assemble(
-        &mut self,
-        split: &CifarSplit,
-        indices: &[usize],
-        rng: Option<&mut ChaCha8Rng>,
-    ) -> Result<Batch, Error> {
-        let n = indices.len();
-        self.pixels.resize(n * IMAGE_BYTES, 0);
-        self.labels.clear();
-        self.labels.extend(indices.iter().map(|&i| i64::from(split.labels[i])));
-        match rng {
-            Some(rng) => {
-                for (out, &i) in self.pixels.chunks_exact_mut(IMAGE_BYTES).zip(indices) {
-                    let dx = rng.random_range(0..=2 * CROP_PADDING_PX);
-                    let dy = rng.random_range(0..=2 * CROP_PADDING_PX);
-                    let flip = rng.random_bool(0.5);
-                    crop_and_flip(split.image(i), out, dx, dy, flip);
-                }
-            }
-            None => {
-                for (out, &i) in self.pixels.chunks_exact_mut(IMAGE_BYTES).zip(indices) {
-                    out.copy_from_slice(split.image(i));
-                }
-            }
-        }
+    /// A device batch from a host batch: its pixels wrapped in place (`zero-copy`) or copied into
+    /// a new tensor (the baseline), its labels copied.
+    fn host(&self, host: &HostBatch) -> Result<Batch, Error> {
+        let n = host.labels.len() as i64;
         let side = SIDE_PX as i64;
-        let raw = Tensor::f_from_slice(&self.pixels)?.f_view([n as i64, 3, side, side])?;
-        let mut inputs =
-            raw.f_to_device(self.options.device)?.f_to_kind(Kind::Float)? * &self.scale + &self.shift;
-        if self.options.channels_last {
+        let shape = [n, 3, side, side];
+        let labels = Tensor::f_from_slice(&host.labels)?;
+        if self.zero_copy {
+            // SAFETY: `pixels` holds n × 3072 bytes and outlives `view`, which is dropped before
+            // this function returns; `tensors` never returns a tensor aliasing its input.
+            let view =
+                unsafe { Tensor::f_from_blob(host.pixels.as_ptr(), &shape, &[], Kind::Uint8, Device::Cpu)? };
+            self.tensors(&view, &labels)
+        } else {
+            self.tensors(&Tensor::f_from_slice(&host.pixels)?.f_view(shape)?, &labels)
+        }
+    }
+
+    /// A device batch from host tensors (uint8 images, int64 labels); the result never aliases
+    /// `images`.
+    fn tensors(&self, images: &Tensor, labels: &Tensor) -> Result<Batch, Error> {
+        let mut raw = self.transfer(images)?;
+        if self.device_augment {
+            raw = random_crop_and_flip(&raw)?;
+        }
+        // The conversion to float makes a new tensor.
+        let mut inputs = raw.f_to_kind(Kind::Float)? * &self.scale + &self.shift;
+        if self.channels_last {
             inputs = ffi::to_channels_last(&inputs)?;
         }
-        let targets = Tensor::f_from_slice(&self.labels)?.f_to_device(self.options.device)?;
-        Ok(Batch { inputs, targets })
+        Ok(Batch { inputs, targets: self.transfer(labels)? })
     }
+
+    /// `t` on the training device: a blocking copy from pageable memory (the baseline), or with
+    /// `pin-memory` a staging copy into pinned memory and a non-blocking copy from there. Pinned
+    /// buffers come from libtorch's caching host allocator, which reuses them once the copies
+    /// that read them have finished.
+    fn transfer(&self, t: &Tensor) -> Result<Tensor, Error> {
+        if self.device == Device::Cpu {
+            return Ok(t.shallow_clone());
+        }
+        if self.pinned {
+            let mut staged = ffi::empty_pinned_like(t)?;
+            staged.f_copy_(t)?;
+            return Ok(staged.f_to_device_(self.device, t.kind(), true, false)?);
+        }
+        Ok(t.f_to_device(self.device)?)
+    }
+}
+
+/// Crops and flips every image of `images` (`[n, C, 32, 32]`, any kind, any device) exactly as
+/// [`crop_and_flip`] does one: image `i` becomes the 32×32 window at column `dx[i]`, row `dy[i]`
+/// (both 0..=8) of its zero-padded 40×40 copy, mirrored horizontally where `flip[i]` (bool `[n]`).
+/// One pad and one gather for the whole batch.
+pub fn crop_and_flip_batch(
+    images: &Tensor,
+    dx: &Tensor,
+    dy: &Tensor,
+    flip: &Tensor,
+) -> Result<Tensor, Error> {
+    let size = images.size();
+    let (n, channels) = (size[0], size[1]);
+    let pad = CROP_PADDING_PX as i64;
+    let side = SIDE_PX as i64;
+    let padded_side = side + 2 * pad;
+    let padded = images.f_constant_pad_nd([pad, pad, pad, pad])?.f_reshape([
+        n,
+        channels,
+        padded_side * padded_side,
+    ])?;
+    let ramp = Tensor::f_arange(side, (Kind::Int64, images.device()))?.f_view([1, side])?;
+    let mirrored = ramp.f_flip([1])?;
+    let rows = dy.f_view([n, 1])? + &ramp;
+    let cols = dx.f_view([n, 1])? + mirrored.f_where_self(&flip.f_view([n, 1])?, &ramp)?;
+    let index = (rows.f_view([n, side, 1])? * padded_side + cols.f_view([n, 1, side])?)
+        .f_view([n, 1, side * side])?
+        .f_expand([n, channels, side * side], false)?;
+    Ok(padded.f_gather(2, &index, false)?.f_view([n, channels, side, side])?)
+}
+
+/// [`crop_and_flip_batch`] with offsets uniform in 0..=8 and flips with probability ½, drawn by
+/// libtorch's generator on the batch's device: no per-image work on the host.
+pub fn random_crop_and_flip(images: &Tensor) -> Result<Tensor, Error> {
+    let n = images.size()[0];
+    let options = (Kind::Int64, images.device());
+    let span = 2 * CROP_PADDING_PX as i64 + 1;
+    let dx = Tensor::f_randint(span, [n], options)?;
+    let dy = Tensor::f_randint(span, [n], options)?;
+    let flip = Tensor::f_randint(2, [n], options)?.f_eq(1)?;
+    crop_and_flip_batch(images, &dx, &dy, &flip)
 }
 
 /// Copies `src` (CHW, 32×32) into `out` shifted by the crop offset (`dx`, `dy` in 0..=8 of the
 /// zero-padded 40×40 image), mirrored horizontally when `flip`.
-fn crop_and_flip(src: &[u8], out: &mut [u8], dx: usize, dy: usize, flip: bool) {
+pub fn crop_and_flip(src: &[u8], out: &mut [u8], dx: usize, dy: usize, flip: bool) {
     let plane = SIDE_PX * SIDE_PX;
     for c in 0..3 {
         for y in 0..SIDE_PX {
@@ -256,6 +689,7 @@ mod tests {
             device: Device::Cpu,
             augment: false,
             channels_last: false,
+            pipeline: Pipeline::default(),
             seed: 1,
         };
         let mut loader = CifarLoader::new(Arc::new(split.clone()), options).unwrap();
@@ -275,6 +709,180 @@ mod tests {
         assert_eq!(batches.iter().map(|b| b.as_ref().unwrap().len()).collect::<Vec<_>>(), [4, 4, 2]);
     }
 
+    /// `n` images whose pixels differ from image to image and from pixel to pixel, labelled `i % 10`.
+    fn distinct_split(n: usize) -> CifarSplit {
+        let mut split = CifarSplit::default();
+        for i in 0..n {
+            let image: Vec<u8> = (0..IMAGE_BYTES).map(|p| ((p * 7 + i * 13) % 251) as u8 + 1).collect();
+            split.push((i % 10) as u8, &image);
+        }
+        split
+    }
+
+    fn training_options(pipeline: Pipeline) -> LoaderOptions {
+        LoaderOptions {
+            batch_size: 4,
+            device: Device::Cpu,
+            augment: true,
+            channels_last: false,
+            seed: 3,
+            pipeline,
+        }
+    }
+
+    fn batches(split: &Arc<CifarSplit>, options: LoaderOptions, count: usize) -> Vec<Batch> {
+        let mut loader = CifarLoader::new(split.clone(), options).unwrap();
+        (0..count).map(|_| loader.next_batch().unwrap()).collect()
+    }
+
+    fn assert_same_batches(a: &[Batch], b: &[Batch]) {
+        assert_eq!(a.len(), b.len());
+        for (k, (a, b)) in a.iter().zip(b).enumerate() {
+            assert!(a.inputs.equal(&b.inputs), "batch {k}: different images");
+            assert!(a.targets.equal(&b.targets), "batch {k}: different labels");
+        }
+    }
+
+    #[test]
+    fn worker_threads_yield_exactly_the_training_threads_batches() {
+        let split = Arc::new(distinct_split(22));
+        // 5 batches per epoch: 13 batches cross two epoch boundaries.
+        let inline = batches(&split, training_options(Pipeline::default()), 13);
+        for workers in [2, 3] {
+            let threaded = batches(&split, training_options(Pipeline { workers, ..Pipeline::default() }), 13);
+            assert_same_batches(&inline, &threaded);
+        }
+        assert!(!inline[0].inputs.equal(&inline[5].inputs), "each epoch is reshuffled and re-augmented");
+        assert!(worker_count() >= 2);
+        // Dropping a loader whose workers are blocked on a full queue stops them (no hang).
+        let mut loader =
+            CifarLoader::new(split, training_options(Pipeline { workers: 2, ..Pipeline::default() }));
+        loader.as_mut().unwrap().next_batch().unwrap();
+        drop(loader);
+    }
+
+    #[test]
+    fn device_crop_and_flip_equals_the_per_image_loop_for_given_offsets() {
+        let split = distinct_split(6);
+        let offsets =
+            [(0usize, 0usize, false), (8, 8, true), (4, 4, false), (4, 4, true), (1, 7, true), (6, 2, false)];
+        let images = Tensor::from_slice(&split.images).view([6, 3, 32, 32]);
+        let column = |f: fn(&(usize, usize, bool)) -> i64| {
+            Tensor::from_slice(&offsets.iter().map(f).collect::<Vec<_>>())
+        };
+        let flip = column(|o| i64::from(o.2)).eq(1);
+        let on_device =
+            crop_and_flip_batch(&images, &column(|o| o.0 as i64), &column(|o| o.1 as i64), &flip).unwrap();
+        let mut on_host = vec![0u8; 6 * IMAGE_BYTES];
+        for (i, (out, &(dx, dy, flip))) in on_host.chunks_exact_mut(IMAGE_BYTES).zip(&offsets).enumerate() {
+            crop_and_flip(split.image(i), out, dx, dy, flip);
+        }
+        assert_eq!(Vec::<u8>::try_from(on_device.flatten(0, -1)).unwrap(), on_host);
+    }
+
+    #[test]
+    fn device_augmentation_statistics_match_host_augmentation() {
+        // One image augmented n times each way: the padding fraction, the per-column mean (which a
+        // left-to-right ramp makes sensitive to the flip rate and horizontal offsets) and the
+        // per-row mean (vertical offsets) must agree.
+        let n = 4000;
+        let ramp: Vec<u8> =
+            (0..IMAGE_BYTES).map(|p| (p % 32) as u8 * 4 + (p / 32 % 32) as u8 * 3 + 10).collect();
+        let mut split = CifarSplit::default();
+        split.push(0, &ramp);
+        let mut host = HostBatch::default();
+        host.fill(&split, &vec![0; n], Some(stream(11, 1))).unwrap();
+        let host = Tensor::from_slice(&host.pixels).view([n as i64, 3, 32, 32]);
+        tch::manual_seed(11);
+        let copies = Tensor::from_slice(&ramp).view([1, 3, 32, 32]).expand([n as i64, 3, 32, 32], false);
+        let device = random_crop_and_flip(&copies).unwrap();
+        let zeros = |t: &Tensor| t.eq(0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
+        let (zh, zd) = (zeros(&host), zeros(&device));
+        assert!((zh - zd).abs() < 0.01, "padding fraction {zh} vs {zd}");
+        assert!(zh > 0.1, "{zh}: crops must shift images into the padding");
+        for dim in [2i64, 3] {
+            let profile = |t: &Tensor| {
+                t.to_kind(Kind::Float).mean_dim([0i64, 1, 5 - dim].as_slice(), false, Kind::Float)
+            };
+            let gap = (profile(&host) - profile(&device)).abs().max().double_value(&[]);
+            assert!(gap < 4.0, "mean profile along dim {dim} differs by {gap}");
+        }
+    }
+
+    #[test]
+    fn zero_copy_views_the_split_and_yields_the_same_batches() {
+        let split = Arc::new(distinct_split(22));
+        // SAFETY: `split` outlives `view`.
+        let view = unsafe { SplitTensor::over(&split) }.unwrap();
+        assert_eq!(view.images.data_ptr() as *const u8, split.images.as_ptr(), "a view, not a copy");
+        // Host augmentation: pixels wrapped instead of copied.
+        let zero_copy = Pipeline { zero_copy: true, ..Pipeline::default() };
+        assert_same_batches(
+            &batches(&split, training_options(Pipeline::default()), 7),
+            &batches(&split, training_options(zero_copy), 7),
+        );
+        // Device augmentation: batches gathered from the split tensor.
+        let device = Pipeline { device_augment: true, ..Pipeline::default() };
+        let run = |pipeline| {
+            tch::manual_seed(5);
+            batches(&split, training_options(pipeline), 7)
+        };
+        assert_same_batches(&run(device), &run(Pipeline { zero_copy: true, ..device }));
+        // Evaluation: narrow views.
+        let eval = |pipeline| -> Vec<Batch> {
+            eval_batches(&split, LoaderOptions { batch_size: 8, ..training_options(pipeline) })
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert_same_batches(&eval(Pipeline::default()), &eval(zero_copy));
+    }
+
+    #[test]
+    fn pinned_staging_buffers_need_a_cuda_device() {
+        match ffi::empty_pinned_like(&Tensor::zeros([4, 3072], (Kind::Uint8, Device::Cpu))) {
+            Ok(t) => {
+                assert!(tch::Cuda::is_available(), "pinned memory without CUDA");
+                assert!(t.is_pinned(Device::Cuda(0)));
+                assert_eq!(t.size(), [4, 3072]);
+            }
+            Err(e) => {
+                assert!(!tch::Cuda::is_available(), "{e}");
+                assert!(e.to_string().contains("pinned Uint8 host tensor of shape [4, 3072]"), "{e}");
+            }
+        }
+        // On the CPU the pin-memory uploader has nothing to copy: it gives the batch as it is.
+        let pinned = Uploader::new(training_options(Pipeline { pinned: true, ..Pipeline::default() }));
+        let t = Tensor::from_slice(&[1u8, 2, 3]);
+        assert_eq!(pinned.transfer(&t).unwrap().data_ptr(), t.data_ptr());
+    }
+
+    #[test]
+    fn packed_and_decoded_pipelines_yield_identical_batches() {
+        // PNG is lossless: decoding the files every batch must give the packed split's batches.
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = 0u32;
+        for split in ["train", "test"] {
+            for class in ["cat", "dog"] {
+                let folder = dir.path().join(split).join(class);
+                std::fs::create_dir_all(&folder).unwrap();
+                for i in 0..5 {
+                    k += 1;
+                    let image = image::RgbImage::from_fn(32, 32, |x, y| {
+                        image::Rgb([(x * 7 + k * 31) as u8, (y * 5 + k) as u8, ((x ^ y) + k * 3) as u8])
+                    });
+                    image.save(folder.join(format!("{i}.png"))).unwrap();
+                }
+            }
+        }
+        let (train, test) = crate::data::import::read_encoded(dir.path()).unwrap();
+        assert_eq!((train.len(), test.len()), (10, 10));
+        let packed = Arc::new(train.pack().unwrap());
+        let options = training_options(Pipeline::default());
+        let mut decoding = CifarLoader::new(ImageSource::Encoded(Arc::new(train)), options).unwrap();
+        let decoded: Vec<Batch> = (0..6).map(|_| decoding.next_batch().unwrap()).collect();
+        assert_same_batches(&batches(&packed, options, 6), &decoded);
+    }
+
     #[test]
     fn a_split_smaller_than_a_batch_is_an_error() {
         let options = LoaderOptions {
@@ -282,6 +890,7 @@ mod tests {
             device: Device::Cpu,
             augment: true,
             channels_last: false,
+            pipeline: Pipeline::default(),
             seed: 0,
         };
         let message = CifarLoader::new(Arc::new(CifarSplit::default()), options).unwrap_err().to_string();

@@ -43,6 +43,29 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              format lets tensor-core convolution kernels run without layout transposes, which speeds \
              up CNN training, most of all together with mixed precision."
         }
+        // Data-pipeline tricks (#3)
+        Trick::LoaderWorkers => {
+            "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
+             batches in worker processes while the GPU trains, so the training loop no longer waits \
+             for data."
+        }
+        Trick::PinMemory => {
+            "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
+             memory, which makes host-to-GPU copies faster and lets them run asynchronously with \
+             non_blocking=True."
+        }
+        Trick::ZeroCopy => {
+            "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
+             memory, instead of torch.tensor, which copies it."
+        }
+        Trick::GpuAugment => {
+            "Reader tip: augmenting whole batches on the GPU instead of image by image in CPU \
+             workers removes the CPU bottleneck of small-image training."
+        }
+        Trick::PackedDataset => {
+            "Reader tip: decoding thousands of small JPEG/PNG files every epoch costs more CPU time \
+             than the training step; pack the decoded dataset once into one binary file."
+        }
     }
 }
 

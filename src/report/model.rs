@@ -352,6 +352,12 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::ZeroGradNone => Rgb(140, 86, 75),
         Trick::NoGradEval => Rgb(227, 119, 194),
         Trick::ChannelsLast => Rgb(188, 189, 34),
+        // Data-pipeline tricks (#3): matplotlib's tab20b darks.
+        Trick::LoaderWorkers => Rgb(57, 59, 121),
+        Trick::PinMemory => Rgb(99, 121, 57),
+        Trick::ZeroCopy => Rgb(140, 109, 49),
+        Trick::GpuAugment => Rgb(132, 60, 57),
+        Trick::PackedDataset => Rgb(123, 65, 115),
     }
 }
 
