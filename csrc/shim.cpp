@@ -143,4 +143,25 @@ int tb_amp_unscale(at::Tensor** grads, int n, at::Tensor* found_inf, const at::T
   });
 }
 
+// One SGD update of `n` parameters in a single multi-tensor launch (`torch.optim.SGD(fused=True)`,
+// dampening 0, no Nesterov), with the learning rate read from the 0-d tensor `lr` (so it can live on
+// the device). `bufs` holds the `n` momentum buffers, or is ignored when momentum is 0.
+// is_first_step is false: zero-initialised buffers make the first update `buf = 0·m + d = d`, the
+// same as PyTorch's first step.
+int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int n, double weight_decay,
+                 double momentum, const at::Tensor* lr) {
+  return guarded([&] {
+    const auto list = [n](at::Tensor** ts) {
+      std::vector<at::Tensor> v;
+      if (ts == nullptr) return v;
+      v.reserve(n);
+      for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+      return v;
+    };
+    at::_fused_sgd_(list(params), list(grads), momentum == 0.0 ? std::vector<at::Tensor>{} : list(bufs),
+                    weight_decay, momentum, *lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                    /*is_first_step=*/false);
+  });
+}
+
 }  // extern "C"

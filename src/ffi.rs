@@ -36,6 +36,15 @@ mod raw {
             found_inf: *mut C_tensor,
             inv_scale: *const C_tensor,
         ) -> c_int;
+        pub fn tb_fused_sgd(
+            params: *mut *mut C_tensor,
+            grads: *mut *mut C_tensor,
+            bufs: *mut *mut C_tensor,
+            n: c_int,
+            weight_decay: f64,
+            momentum: f64,
+            lr: *const C_tensor,
+        ) -> c_int;
     }
 }
 
@@ -228,5 +237,46 @@ pub fn amp_unscale(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &Ten
             )
         },
         "unscaling gradients",
+    )
+}
+
+/// One SGD step over `params` in a single multi-tensor launch (`at::_fused_sgd_`, the kernel of
+/// `torch.optim.SGD(fused=True)`), dampening 0, no Nesterov, the learning rate read from the 0-d
+/// tensor `lr`. `params`, `grads` and `momentum_buffers` are parallel lists (the buffers are
+/// ignored when `momentum` is 0). Call under no-grad: it updates leaf parameters in place.
+pub fn fused_sgd(
+    params: &mut [Tensor],
+    grads: &mut [Tensor],
+    momentum_buffers: &mut [Tensor],
+    weight_decay: f64,
+    momentum: f64,
+    lr: &Tensor,
+) -> Result<(), Error> {
+    let n = params.len();
+    if grads.len() != n || (momentum != 0.0 && momentum_buffers.len() != n) {
+        return Err(Error::Torch(format!(
+            "fused SGD: {n} parameters, {} gradients, {} momentum buffers",
+            grads.len(),
+            momentum_buffers.len()
+        )));
+    }
+    let ptrs = |ts: &mut [Tensor]| ts.iter_mut().map(Tensor::as_mut_ptr).collect::<Vec<_>>();
+    let (mut p, mut g, mut b) = (ptrs(params), ptrs(grads), ptrs(momentum_buffers));
+    let bufs = if momentum == 0.0 { std::ptr::null_mut() } else { b.as_mut_ptr() };
+    // SAFETY: every pointer is a live tensor borrowed for the duration of the call; the lists have
+    // `n` entries (checked above), and the shim ignores `bufs` when momentum is 0.
+    check(
+        unsafe {
+            raw::tb_fused_sgd(
+                p.as_mut_ptr(),
+                g.as_mut_ptr(),
+                bufs,
+                n as c_int,
+                weight_decay,
+                momentum,
+                lr.as_ptr(),
+            )
+        },
+        "fused SGD step",
     )
 }

@@ -31,6 +31,9 @@ pub enum Trick {
     NoGradEval,
     /// NHWC (channels_last) memory format for CNN activations and weights.
     ChannelsLast,
+    // Step tricks (#3)
+    /// The optimizer update as one fused multi-tensor kernel instead of a loop over parameters.
+    FusedOptimizer,
 }
 
 /// What a trick is judged by.
@@ -70,7 +73,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 8] = [
+    pub const ALL: [Trick; 9] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -79,6 +82,8 @@ impl Trick {
         Trick::ZeroGradNone,
         Trick::NoGradEval,
         Trick::ChannelsLast,
+        // Step tricks (#3)
+        Trick::FusedOptimizer,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -92,6 +97,7 @@ impl Trick {
             Trick::ZeroGradNone => "zero-grad-none",
             Trick::NoGradEval => "no-grad-eval",
             Trick::ChannelsLast => "channels-last",
+            Trick::FusedOptimizer => "fused-optimizer",
         }
     }
 
@@ -106,6 +112,7 @@ impl Trick {
             Trick::NoBiasBeforeBn => Some(15),
             Trick::NoGradEval => Some(16),
             Trick::ChannelsLast => None,
+            Trick::FusedOptimizer => Some(5),
         }
     }
 
@@ -119,6 +126,7 @@ impl Trick {
             Trick::ZeroGradNone => "gradients zero-filled before each backward",
             Trick::NoGradEval => "evaluation records autograd graphs",
             Trick::ChannelsLast => "NCHW (contiguous) activations and weights",
+            Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
         }
     }
 
@@ -133,6 +141,7 @@ impl Trick {
             Trick::ZeroGradNone => "gradients set to None before each backward",
             Trick::NoGradEval => "evaluation under no-grad",
             Trick::ChannelsLast => "NHWC (channels_last) activations and weights",
+            Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
         }
     }
 
@@ -168,7 +177,8 @@ impl Trick {
             | Trick::NoBiasBeforeBn
             | Trick::ZeroGradNone
             | Trick::NoGradEval
-            | Trick::ChannelsLast => Applicability::Applies,
+            | Trick::ChannelsLast
+            | Trick::FusedOptimizer => Applicability::Applies,
         }
     }
 }

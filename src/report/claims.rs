@@ -43,6 +43,11 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              format lets tensor-core convolution kernels run without layout transposes, which speeds \
              up CNN training, most of all together with mixed precision."
         }
+        Trick::FusedOptimizer => {
+            "Guide #5 and NVIDIA's tuning guide: fused optimizers apply the update to all parameters \
+             in a few multi-tensor kernel launches instead of several launches per parameter, which \
+             removes launch overhead and memory round trips and speeds up the optimizer step."
+        }
     }
 }
 

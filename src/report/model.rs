@@ -352,6 +352,8 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::ZeroGradNone => Rgb(140, 86, 75),
         Trick::NoGradEval => Rgb(227, 119, 194),
         Trick::ChannelsLast => Rgb(188, 189, 34),
+        // Step tricks (#3)
+        Trick::FusedOptimizer => Rgb(174, 199, 232),
     }
 }
 

@@ -62,7 +62,9 @@ impl<W: Workload> Trainer<W> {
         } else {
             None
         };
-        let optimizer = Sgd::new(workload.var_store().trainable_variables(), sgd);
+        let params = workload.var_store().trainable_variables();
+        let optimizer =
+            if tricks.has(Trick::FusedOptimizer) { Sgd::fused(params, sgd) } else { Sgd::new(params, sgd) };
         Ok(Self {
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             workload,
@@ -92,13 +94,13 @@ impl<W: Workload> Trainer<W> {
             Some(scaler) => {
                 scaler.scale(&loss).f_backward()?;
                 if !scaler.unscale(self.optimizer.params())? {
-                    self.optimizer.step(lr);
+                    self.optimizer.step(lr)?;
                 }
                 scaler.update();
             }
             None => {
                 loss.f_backward()?;
-                self.optimizer.step(lr);
+                self.optimizer.step(lr)?;
             }
         }
         self.metrics.record(&loss, &correct, batch.len());
