@@ -34,6 +34,8 @@ pub enum Trick {
     // Step tricks (#3)
     /// The optimizer update as one fused multi-tensor kernel instead of a loop over parameters.
     FusedOptimizer,
+    /// TensorFloat-32 tensor-core math allowed in matmuls and cuDNN convolutions.
+    Tf32,
 }
 
 /// What a trick is judged by.
@@ -73,7 +75,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 9] = [
+    pub const ALL: [Trick; 10] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -84,6 +86,7 @@ impl Trick {
         Trick::ChannelsLast,
         // Step tricks (#3)
         Trick::FusedOptimizer,
+        Trick::Tf32,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -98,6 +101,7 @@ impl Trick {
             Trick::NoGradEval => "no-grad-eval",
             Trick::ChannelsLast => "channels-last",
             Trick::FusedOptimizer => "fused-optimizer",
+            Trick::Tf32 => "tf32",
         }
     }
 
@@ -111,7 +115,7 @@ impl Trick {
             Trick::ZeroGradNone => Some(11),
             Trick::NoBiasBeforeBn => Some(15),
             Trick::NoGradEval => Some(16),
-            Trick::ChannelsLast => None,
+            Trick::ChannelsLast | Trick::Tf32 => None,
             Trick::FusedOptimizer => Some(5),
         }
     }
@@ -127,6 +131,7 @@ impl Trick {
             Trick::NoGradEval => "evaluation records autograd graphs",
             Trick::ChannelsLast => "NCHW (contiguous) activations and weights",
             Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
+            Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
         }
     }
 
@@ -142,6 +147,7 @@ impl Trick {
             Trick::NoGradEval => "evaluation under no-grad",
             Trick::ChannelsLast => "NHWC (channels_last) activations and weights",
             Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
+            Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
         }
     }
 
@@ -170,6 +176,7 @@ impl Trick {
                 needs_cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")
             }
             Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
+            Trick::Tf32 => needs_cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs"),
             Trick::NoBiasBeforeBn | Trick::ChannelsLast if !workload.is_cnn() => {
                 Applicability::NotApplicable(format!("{workload} has no convolutions"))
             }
@@ -296,7 +303,7 @@ mod tests {
 
     #[test]
     fn gpu_only_tricks_are_not_applicable_on_cpu_with_a_reason() {
-        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark] {
+        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark, Trick::Tf32] {
             match t.applicability(WorkloadId::Resnet20, DeviceSpec::Cpu) {
                 Applicability::NotApplicable(reason) => assert!(reason.contains("CUDA"), "{reason}"),
                 Applicability::Applies => panic!("{t} must not apply on CPU"),

@@ -7,7 +7,7 @@ use trickbench::bench::cell::RECIPE_SGD;
 use trickbench::data::loader::Batch;
 use trickbench::device::DeviceSpec;
 use trickbench::ffi;
-use trickbench::train::{Trainer, LOG_INTERVAL_STEPS};
+use trickbench::train::{apply_process_tricks, Trainer, LOG_INTERVAL_STEPS};
 use trickbench::tricks::{Trick, TrickSet};
 use trickbench::workloads::resnet::{CifarResnet, ResnetOptions};
 use trickbench::workloads::{Workload, WorkloadId};
@@ -131,4 +131,16 @@ fn fused_optimizer_trains_like_the_per_parameter_loop() {
     assert!(!fused_w.allclose(&initial, 1e-3, 1e-3, false), "the fused optimizer must move the weights");
     assert!(fused_w.allclose(&plain_w, 1e-5, 1e-5, false), "same update as the per-parameter loop");
     assert!(fused_out.allclose(&plain_out, 1e-4, 1e-4, false));
+}
+
+#[test]
+fn tf32_is_set_explicitly_off_for_the_baseline_and_on_for_the_trick() {
+    // PyTorch 2.11 starts with TF32 allowed in cuDNN and forbidden in cuBLAS; the baseline must
+    // forbid both, the trick allow both. (The flags are global; only this test touches them.)
+    let default = ffi::tf32();
+    assert_eq!((default.matmul, default.cudnn), (false, true), "PyTorch 2.11's defaults");
+    apply_process_tricks(&TrickSet::only(Trick::Tf32), DeviceSpec::Cpu).unwrap();
+    assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: true, cudnn: true });
+    apply_process_tricks(&TrickSet::baseline(), DeviceSpec::Cpu).unwrap();
+    assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: false, cudnn: false });
 }

@@ -44,7 +44,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let profile = job.profile.settings();
     let device = job.device;
     let tricks = &job.key.tricks;
-    apply_process_tricks(tricks, device);
+    apply_process_tricks(tricks, device)?;
     let data = load_data(job, &profile)?;
     tch::manual_seed(job.key.seed as i64);
     let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));

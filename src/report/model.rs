@@ -354,6 +354,7 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::ChannelsLast => Rgb(188, 189, 34),
         // Step tricks (#3)
         Trick::FusedOptimizer => Rgb(174, 199, 232),
+        Trick::Tf32 => Rgb(255, 187, 120),
     }
 }
 

@@ -20,11 +20,17 @@ use metrics::MetricsLog;
 pub const LOG_INTERVAL_STEPS: usize = 50;
 
 /// Applies the tricks that are process-wide switches rather than part of the step (cuDNN
-/// autotuning). Call once, before building the model.
-pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) {
+/// autotuning, TF32). Call once, before building the model.
+///
+/// TF32 is set explicitly both ways, because PyTorch 2.11's defaults differ per library (cuDNN
+/// convolutions allow TF32, cuBLAS matmuls do not): off means full fp32 in both, on allows it in
+/// both. The flags are process-wide and harmless on a CPU.
+pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(tricks.has(Trick::CudnnBenchmark));
     }
+    let tf32 = tricks.has(Trick::Tf32);
+    ffi::set_tf32(ffi::Tf32 { matmul: tf32, cudnn: tf32 })
 }
 
 /// A model being trained, with its optimizer and the step-level tricks.
