@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/jit.h>
 #include <torch/version.h>
 
 #include <string>
@@ -163,5 +164,34 @@ int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int
                     /*is_first_step=*/false);
   });
 }
+
+// A TorchScript function compiled from source, kept alive with its compilation unit.
+struct TbJitFunction {
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::jit::Function* function;
+};
+
+// Compiles TorchScript `source` (torch::jit::compile) and hands over its function `name`.
+int tb_jit_compile(const char* source, const char* name, void** out) {
+  return guarded([&] {
+    auto unit = torch::jit::compile(source);
+    auto* function = &unit->get_function(name);
+    *out = new TbJitFunction{std::move(unit), function};
+  });
+}
+
+// Calls a compiled function on `n` tensors; its single tensor result is handed over in `out`.
+int tb_jit_call(void* function, at::Tensor** inputs, int n, at::Tensor** out) {
+  return guarded([&] {
+    auto* f = static_cast<TbJitFunction*>(function);
+    std::vector<c10::IValue> stack;
+    stack.reserve(n);
+    for (int i = 0; i < n; ++i) stack.emplace_back(*inputs[i]);
+    *out = new at::Tensor((*f->function)(std::move(stack)).toTensor());
+  });
+}
+
+// Frees a function from tb_jit_compile.
+void tb_jit_free(void* function) { delete static_cast<TbJitFunction*>(function); }
 
 }  // extern "C"

@@ -36,6 +36,8 @@ pub enum Trick {
     FusedOptimizer,
     /// TensorFloat-32 tensor-core math allowed in matmuls and cuDNN convolutions.
     Tf32,
+    /// The residual epilogue (add + ReLU) as a TorchScript-compiled fused function.
+    JitFusion,
 }
 
 /// What a trick is judged by.
@@ -75,7 +77,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 10] = [
+    pub const ALL: [Trick; 11] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -87,6 +89,7 @@ impl Trick {
         // Step tricks (#3)
         Trick::FusedOptimizer,
         Trick::Tf32,
+        Trick::JitFusion,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -102,6 +105,7 @@ impl Trick {
             Trick::ChannelsLast => "channels-last",
             Trick::FusedOptimizer => "fused-optimizer",
             Trick::Tf32 => "tf32",
+            Trick::JitFusion => "jit-fusion",
         }
     }
 
@@ -117,6 +121,7 @@ impl Trick {
             Trick::NoGradEval => Some(16),
             Trick::ChannelsLast | Trick::Tf32 => None,
             Trick::FusedOptimizer => Some(5),
+            Trick::JitFusion => Some(18),
         }
     }
 
@@ -132,6 +137,7 @@ impl Trick {
             Trick::ChannelsLast => "NCHW (contiguous) activations and weights",
             Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
             Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
+            Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
         }
     }
 
@@ -148,6 +154,7 @@ impl Trick {
             Trick::ChannelsLast => "NHWC (channels_last) activations and weights",
             Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
             Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
+            Trick::JitFusion => "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
         }
     }
 
@@ -177,7 +184,7 @@ impl Trick {
             }
             Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
             Trick::Tf32 => needs_cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs"),
-            Trick::NoBiasBeforeBn | Trick::ChannelsLast if !workload.is_cnn() => {
+            Trick::NoBiasBeforeBn | Trick::ChannelsLast | Trick::JitFusion if !workload.is_cnn() => {
                 Applicability::NotApplicable(format!("{workload} has no convolutions"))
             }
             Trick::AvoidSync
@@ -185,7 +192,8 @@ impl Trick {
             | Trick::ZeroGradNone
             | Trick::NoGradEval
             | Trick::ChannelsLast
-            | Trick::FusedOptimizer => Applicability::Applies,
+            | Trick::FusedOptimizer
+            | Trick::JitFusion => Applicability::Applies,
         }
     }
 }

@@ -9,7 +9,9 @@ use trickbench::device::DeviceSpec;
 use trickbench::ffi;
 use trickbench::train::{apply_process_tricks, Trainer, LOG_INTERVAL_STEPS};
 use trickbench::tricks::{Trick, TrickSet};
-use trickbench::workloads::resnet::{CifarResnet, ResnetOptions};
+use trickbench::workloads::resnet::{
+    CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
+};
 use trickbench::workloads::{Workload, WorkloadId};
 
 fn resnet8(conv_bias: bool) -> CifarResnet {
@@ -19,7 +21,11 @@ fn resnet8(conv_bias: bool) -> CifarResnet {
 
 fn trainer(tricks: &[Trick]) -> Trainer<CifarResnet> {
     let set: TrickSet = tricks.iter().copied().collect();
-    Trainer::new(resnet8(!set.has(Trick::NoBiasBeforeBn)), &set, DeviceSpec::Cpu, RECIPE_SGD).unwrap()
+    let mut model = resnet8(!set.has(Trick::NoBiasBeforeBn));
+    if set.has(Trick::JitFusion) {
+        model.use_jit_epilogue().unwrap();
+    }
+    Trainer::new(model, &set, DeviceSpec::Cpu, RECIPE_SGD).unwrap()
 }
 
 fn batch(n: i64) -> Batch {
@@ -143,4 +149,42 @@ fn tf32_is_set_explicitly_off_for_the_baseline_and_on_for_the_trick() {
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: true, cudnn: true });
     apply_process_tricks(&TrickSet::baseline(), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: false, cudnn: false });
+}
+
+#[test]
+fn jit_fused_epilogue_equals_eager_in_values_and_gradients() {
+    let f = ffi::JitFunction::compile(RESIDUAL_EPILOGUE_TORCHSCRIPT, RESIDUAL_EPILOGUE_FUNCTION).unwrap();
+    let leaf = |seed| {
+        tch::manual_seed(seed);
+        Tensor::randn([4, 16, 8, 8], (Kind::Float, Device::Cpu)).set_requires_grad(true)
+    };
+    let (x, shortcut) = (leaf(3), leaf(4));
+    let upstream = Tensor::randn([4, 16, 8, 8], (Kind::Float, Device::Cpu));
+    // The profiling executor specialises the graph after a few runs: compare every run.
+    for _ in 0..3 {
+        let fused = f.call(&[&x, &shortcut]).unwrap();
+        let eager = (&x + &shortcut).relu();
+        assert!(fused.allclose(&eager, 1e-6, 1e-6, false), "values");
+        let grads = |y: &Tensor| Tensor::run_backward(&[y * &upstream], &[&x, &shortcut], false, false);
+        for (a, b) in grads(&fused).iter().zip(grads(&eager)) {
+            assert!(a.allclose(&b, 1e-6, 1e-6, false), "gradients");
+        }
+    }
+    assert!(ffi::JitFunction::compile("def f(x):\n    return x +", "f")
+        .unwrap_err()
+        .to_string()
+        .contains("TorchScript"));
+}
+
+#[test]
+fn jit_fusion_trains_like_the_eager_network() {
+    let run = |tricks: &[Trick]| {
+        let mut t = trainer(tricks);
+        let b = batch(8);
+        for _ in 0..3 {
+            t.train_step(&b, 0.05).unwrap();
+        }
+        t.eval_outputs(&b.inputs, true).unwrap()
+    };
+    assert!(run(&[]).allclose(&run(&[Trick::JitFusion]), 1e-5, 1e-5, false));
 }

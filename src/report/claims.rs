@@ -53,6 +53,11 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              TF32 runs fp32 matrix multiplies and convolutions on tensor cores with a 10-bit mantissa, \
              up to about 8× faster than full fp32 math, with no code change beyond a flag."
         }
+        Trick::JitFusion => {
+            "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
+             TorchScript lets its fuser run them as one kernel, cutting kernel launches and memory \
+             reads and writes for memory-bound code."
+        }
     }
 }
 

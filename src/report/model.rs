@@ -355,6 +355,7 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         // Step tricks (#3)
         Trick::FusedOptimizer => Rgb(174, 199, 232),
         Trick::Tf32 => Rgb(255, 187, 120),
+        Trick::JitFusion => Rgb(152, 223, 138),
     }
 }
 
