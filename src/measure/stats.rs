@@ -19,7 +19,7 @@ pub fn median(xs: &[f64]) -> Option<f64> {
     let mut sorted = xs.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 0 { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] })
+    Some(if sorted.len().is_multiple_of(2) { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] })
 }
 
 /// A point estimate with a confidence interval.
