@@ -8,6 +8,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/jit.h>
 #include <torch/version.h>
 
 #include <string>
@@ -152,5 +153,55 @@ int tb_empty_pinned_like(const at::Tensor* t, at::Tensor** out) {
     *out = new at::Tensor(at::empty(t->sizes(), options));
   });
 }
+
+// One SGD update of `n` parameters in a single multi-tensor launch (`torch.optim.SGD(fused=True)`,
+// dampening 0, no Nesterov), with the learning rate read from the 0-d tensor `lr` (so it can live on
+// the device). `bufs` holds the `n` momentum buffers, or is ignored when momentum is 0.
+// is_first_step is false: zero-initialised buffers make the first update `buf = 0·m + d = d`, the
+// same as PyTorch's first step.
+int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int n, double weight_decay,
+                 double momentum, const at::Tensor* lr) {
+  return guarded([&] {
+    const auto list = [n](at::Tensor** ts) {
+      std::vector<at::Tensor> v;
+      if (ts == nullptr) return v;
+      v.reserve(n);
+      for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+      return v;
+    };
+    at::_fused_sgd_(list(params), list(grads), momentum == 0.0 ? std::vector<at::Tensor>{} : list(bufs),
+                    weight_decay, momentum, *lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                    /*is_first_step=*/false);
+  });
+}
+
+// A TorchScript function compiled from source, kept alive with its compilation unit.
+struct TbJitFunction {
+  std::shared_ptr<torch::jit::CompilationUnit> unit;
+  torch::jit::Function* function;
+};
+
+// Compiles TorchScript `source` (torch::jit::compile) and hands over its function `name`.
+int tb_jit_compile(const char* source, const char* name, void** out) {
+  return guarded([&] {
+    auto unit = torch::jit::compile(source);
+    auto* function = &unit->get_function(name);
+    *out = new TbJitFunction{std::move(unit), function};
+  });
+}
+
+// Calls a compiled function on `n` tensors; its single tensor result is handed over in `out`.
+int tb_jit_call(void* function, at::Tensor** inputs, int n, at::Tensor** out) {
+  return guarded([&] {
+    auto* f = static_cast<TbJitFunction*>(function);
+    std::vector<c10::IValue> stack;
+    stack.reserve(n);
+    for (int i = 0; i < n; ++i) stack.emplace_back(*inputs[i]);
+    *out = new at::Tensor((*f->function)(std::move(stack)).toTensor());
+  });
+}
+
+// Frees a function from tb_jit_compile.
+void tb_jit_free(void* function) { delete static_cast<TbJitFunction*>(function); }
 
 }  // extern "C"

@@ -1,7 +1,7 @@
 //! Safe wrappers over `csrc/shim.cpp`: the libtorch calls tch 0.24 does not expose.
 
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int};
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_int, c_void};
 
 use tch::{Kind, Tensor};
 use torch_sys::C_tensor;
@@ -37,6 +37,23 @@ mod raw {
             found_inf: *mut C_tensor,
             inv_scale: *const C_tensor,
         ) -> c_int;
+        pub fn tb_fused_sgd(
+            params: *mut *mut C_tensor,
+            grads: *mut *mut C_tensor,
+            bufs: *mut *mut C_tensor,
+            n: c_int,
+            weight_decay: f64,
+            momentum: f64,
+            lr: *const C_tensor,
+        ) -> c_int;
+        pub fn tb_jit_compile(source: *const c_char, name: *const c_char, out: *mut *mut c_void) -> c_int;
+        pub fn tb_jit_call(
+            function: *mut c_void,
+            inputs: *mut *mut C_tensor,
+            n: c_int,
+            out: *mut *mut C_tensor,
+        ) -> c_int;
+        pub fn tb_jit_free(function: *mut c_void);
     }
 }
 
@@ -244,4 +261,90 @@ pub fn amp_unscale(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &Ten
         },
         "unscaling gradients",
     )
+}
+
+/// One SGD step over `params` in a single multi-tensor launch (`at::_fused_sgd_`, the kernel of
+/// `torch.optim.SGD(fused=True)`), dampening 0, no Nesterov, the learning rate read from the 0-d
+/// tensor `lr`. `params`, `grads` and `momentum_buffers` are parallel lists (the buffers are
+/// ignored when `momentum` is 0). Call under no-grad: it updates leaf parameters in place.
+pub fn fused_sgd(
+    params: &mut [Tensor],
+    grads: &mut [Tensor],
+    momentum_buffers: &mut [Tensor],
+    weight_decay: f64,
+    momentum: f64,
+    lr: &Tensor,
+) -> Result<(), Error> {
+    let n = params.len();
+    if grads.len() != n || (momentum != 0.0 && momentum_buffers.len() != n) {
+        return Err(Error::Torch(format!(
+            "fused SGD: {n} parameters, {} gradients, {} momentum buffers",
+            grads.len(),
+            momentum_buffers.len()
+        )));
+    }
+    let ptrs = |ts: &mut [Tensor]| ts.iter_mut().map(Tensor::as_mut_ptr).collect::<Vec<_>>();
+    let (mut p, mut g, mut b) = (ptrs(params), ptrs(grads), ptrs(momentum_buffers));
+    let bufs = if momentum == 0.0 { std::ptr::null_mut() } else { b.as_mut_ptr() };
+    // SAFETY: every pointer is a live tensor borrowed for the duration of the call; the lists have
+    // `n` entries (checked above), and the shim ignores `bufs` when momentum is 0.
+    check(
+        unsafe {
+            raw::tb_fused_sgd(
+                p.as_mut_ptr(),
+                g.as_mut_ptr(),
+                bufs,
+                n as c_int,
+                weight_decay,
+                momentum,
+                lr.as_ptr(),
+            )
+        },
+        "fused SGD step",
+    )
+}
+
+/// A TorchScript function compiled from source text (`torch::jit::compile`), called from Rust.
+/// Its graph runs in the TorchScript executor, which fuses pointwise chains into single kernels
+/// where a fuser is enabled (NNC on CUDA by default; on CPU the graph runs unfused).
+#[derive(Debug)]
+pub struct JitFunction {
+    ptr: *mut c_void,
+    name: String,
+}
+
+impl JitFunction {
+    /// Compiles TorchScript `source` and takes its function `name`.
+    pub fn compile(source: &str, name: &str) -> Result<Self, Error> {
+        let c = |s: &str| CString::new(s).map_err(|e| Error::Torch(format!("TorchScript text: {e}")));
+        let (source_c, name_c) = (c(source)?, c(name)?);
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: both strings outlive the call; on success the shim hands over a heap object.
+        check(
+            unsafe { raw::tb_jit_compile(source_c.as_ptr(), name_c.as_ptr(), &mut ptr) },
+            &format!("compiling TorchScript function '{name}'"),
+        )?;
+        Ok(Self { ptr, name: name.to_owned() })
+    }
+
+    /// Calls the function on `inputs`; it must return one tensor. Autograd records through it.
+    pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor, Error> {
+        let mut ptrs: Vec<*mut C_tensor> = inputs.iter().map(|t| t.as_ptr() as *mut C_tensor).collect();
+        let mut out: *mut C_tensor = std::ptr::null_mut();
+        // SAFETY: `self.ptr` came from tb_jit_compile and is live; the inputs are live tensors that
+        // the shim only reads (copies of their handles go on the call stack).
+        check(
+            unsafe { raw::tb_jit_call(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int, &mut out) },
+            &format!("calling TorchScript function '{}'", self.name),
+        )?;
+        // SAFETY: on success `out` is a new heap tensor that we now own.
+        Ok(unsafe { Tensor::from_ptr(out) })
+    }
+}
+
+impl Drop for JitFunction {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from tb_jit_compile and is freed exactly once.
+        unsafe { raw::tb_jit_free(self.ptr) }
+    }
 }

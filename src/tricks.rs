@@ -42,6 +42,13 @@ pub enum Trick {
     GpuAugment,
     /// Read the pre-packed binary dataset instead of decoding image files.
     PackedDataset,
+    // Step tricks (#3)
+    /// The optimizer update as one fused multi-tensor kernel instead of a loop over parameters.
+    FusedOptimizer,
+    /// TensorFloat-32 tensor-core math allowed in matmuls and cuDNN convolutions.
+    Tf32,
+    /// The residual epilogue (add + ReLU) as a TorchScript-compiled fused function.
+    JitFusion,
 }
 
 /// What a trick is judged by.
@@ -81,7 +88,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 13] = [
+    pub const ALL: [Trick; 16] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -96,6 +103,10 @@ impl Trick {
         Trick::ZeroCopy,
         Trick::GpuAugment,
         Trick::PackedDataset,
+        // Step tricks (#3)
+        Trick::FusedOptimizer,
+        Trick::Tf32,
+        Trick::JitFusion,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -115,6 +126,9 @@ impl Trick {
             Trick::ZeroCopy => "zero-copy",
             Trick::GpuAugment => "gpu-augment",
             Trick::PackedDataset => "packed-dataset",
+            Trick::FusedOptimizer => "fused-optimizer",
+            Trick::Tf32 => "tf32",
+            Trick::JitFusion => "jit-fusion",
         }
     }
 
@@ -133,6 +147,10 @@ impl Trick {
             Trick::LoaderWorkers | Trick::PinMemory => Some(2),
             Trick::ZeroCopy => Some(12),
             Trick::GpuAugment | Trick::PackedDataset => None,
+            // Step tricks (#3)
+            Trick::Tf32 => None,
+            Trick::FusedOptimizer => Some(5),
+            Trick::JitFusion => Some(18),
         }
     }
 
@@ -154,6 +172,9 @@ impl Trick {
             Trick::PackedDataset => {
                 "with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"
             }
+            Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
+            Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
+            Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
         }
     }
 
@@ -180,6 +201,9 @@ impl Trick {
             }
             Trick::GpuAugment => "random crop and flip of the whole batch on the training device",
             Trick::PackedDataset => "the images decoded once and packed in memory",
+            Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
+            Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
+            Trick::JitFusion => "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
         }
     }
 
@@ -208,7 +232,8 @@ impl Trick {
                 needs_cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")
             }
             Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
-            Trick::NoBiasBeforeBn | Trick::ChannelsLast if !workload.is_cnn() => {
+            Trick::Tf32 => needs_cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs"),
+            Trick::NoBiasBeforeBn | Trick::ChannelsLast | Trick::JitFusion if !workload.is_cnn() => {
                 Applicability::NotApplicable(format!("{workload} has no convolutions"))
             }
             Trick::LoaderWorkers
@@ -230,6 +255,7 @@ impl Trick {
             | Trick::ZeroCopy
             | Trick::GpuAugment
             | Trick::PackedDataset => Applicability::Applies,
+            Trick::FusedOptimizer | Trick::JitFusion => Applicability::Applies,
         }
     }
 }
@@ -364,7 +390,7 @@ mod tests {
 
     #[test]
     fn gpu_only_tricks_are_not_applicable_on_cpu_with_a_reason() {
-        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark] {
+        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark, Trick::Tf32] {
             match t.applicability(WorkloadId::Resnet20, DeviceSpec::Cpu) {
                 Applicability::NotApplicable(reason) => assert!(reason.contains("CUDA"), "{reason}"),
                 Applicability::Applies => panic!("{t} must not apply on CPU"),

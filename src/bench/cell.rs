@@ -51,11 +51,14 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let profile = job.profile.settings();
     let device = job.device;
     let tricks = &job.key.tricks;
-    apply_process_tricks(tricks, device);
+    apply_process_tricks(tricks, device)?;
     let data = load_data(job, &profile)?;
     tch::manual_seed(job.key.seed as i64);
     let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));
-    let model = CifarResnet::new(options, device.tch());
+    let mut model = CifarResnet::new(options, device.tch());
+    if tricks.has(Trick::JitFusion) {
+        model.use_jit_epilogue()?;
+    }
     let mut trainer = Trainer::new(model, tricks, device, RECIPE_SGD)?;
     let loader_options = LoaderOptions {
         batch_size: job.key.batch_size,

@@ -358,6 +358,10 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::ZeroCopy => Rgb(140, 109, 49),
         Trick::GpuAugment => Rgb(132, 60, 57),
         Trick::PackedDataset => Rgb(123, 65, 115),
+        // Step tricks (#3)
+        Trick::FusedOptimizer => Rgb(174, 199, 232),
+        Trick::Tf32 => Rgb(255, 187, 120),
+        Trick::JitFusion => Rgb(152, 223, 138),
     }
 }
 

@@ -21,11 +21,17 @@ use metrics::MetricsLog;
 pub const LOG_INTERVAL_STEPS: usize = 50;
 
 /// Applies the tricks that are process-wide switches rather than part of the step (cuDNN
-/// autotuning). Call once, before building the model.
-pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) {
+/// autotuning, TF32). Call once, before building the model.
+///
+/// TF32 is set explicitly both ways, because PyTorch 2.11's defaults differ per library (cuDNN
+/// convolutions allow TF32, cuBLAS matmuls do not): off means full fp32 in both, on allows it in
+/// both. The flags are process-wide and harmless on a CPU.
+pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(tricks.has(Trick::CudnnBenchmark));
     }
+    let tf32 = tricks.has(Trick::Tf32);
+    ffi::set_tf32(ffi::Tf32 { matmul: tf32, cudnn: tf32 })
 }
 
 /// A model being trained, with its optimizer and the step-level tricks.
@@ -36,6 +42,7 @@ pub struct Trainer<W: Workload> {
     scaler: Option<GradScaler>,
     autocast: Option<Kind>,
     device: DeviceSpec,
+    tf32: bool,
     set_grads_to_none: bool,
     metrics: MetricsLog,
 }
@@ -63,13 +70,16 @@ impl<W: Workload> Trainer<W> {
         } else {
             None
         };
-        let optimizer = Sgd::new(workload.var_store().trainable_variables(), sgd);
+        let params = workload.var_store().trainable_variables();
+        let optimizer =
+            if tricks.has(Trick::FusedOptimizer) { Sgd::fused(params, sgd) } else { Sgd::new(params, sgd) };
         Ok(Self {
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             workload,
             optimizer,
             autocast,
             device,
+            tf32: tricks.has(Trick::Tf32) && device.is_cuda(),
             set_grads_to_none: tricks.has(Trick::ZeroGradNone),
             metrics: MetricsLog::new(!tricks.has(Trick::AvoidSync), LOG_INTERVAL_STEPS),
         })
@@ -93,13 +103,13 @@ impl<W: Workload> Trainer<W> {
             Some(scaler) => {
                 scaler.scale(&loss).f_backward()?;
                 if !scaler.unscale(self.optimizer.params())? {
-                    self.optimizer.step(lr);
+                    self.optimizer.step(lr)?;
                 }
                 scaler.update();
             }
             None => {
                 loss.f_backward()?;
-                self.optimizer.step(lr);
+                self.optimizer.step(lr)?;
             }
         }
         self.metrics.record(&loss, &correct, batch.len());
@@ -137,10 +147,13 @@ impl<W: Workload> Trainer<W> {
         Ok(if samples == 0 { 0.0 } else { correct.int64_value(&[]) as f64 / samples as f64 })
     }
 
-    /// The arithmetic matmuls and convolutions run in: half precision under autocast, else fp32.
+    /// The arithmetic matmuls and convolutions run in: half precision under autocast, TF32 when
+    /// allowed on a GPU, else fp32.
     pub fn precision(&self) -> Precision {
         if self.autocast.is_some() {
             Precision::Half
+        } else if self.tf32 {
+            Precision::Tf32
         } else {
             Precision::Fp32
         }

@@ -12,6 +12,18 @@ use tch::nn::{self, Init, Module};
 use tch::{Device, Tensor};
 
 use super::{Workload, WorkloadId};
+use crate::error::Error;
+use crate::ffi::JitFunction;
+
+/// The residual block's pointwise epilogue in TorchScript, for the `jit-fusion` trick: the same
+/// math as the eager `(ys + shortcut).relu()`, compiled so the fuser can run it as one kernel.
+pub const RESIDUAL_EPILOGUE_TORCHSCRIPT: &str = "
+def residual_relu(x: Tensor, shortcut: Tensor) -> Tensor:
+    return torch.relu(x + shortcut)
+";
+
+/// The name of the function in [`RESIDUAL_EPILOGUE_TORCHSCRIPT`].
+pub const RESIDUAL_EPILOGUE_FUNCTION: &str = "residual_relu";
 
 /// Options that change the network's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +96,7 @@ struct BasicBlock {
 }
 
 impl BasicBlock {
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+    fn forward_t(&self, xs: &Tensor, train: bool, epilogue: Option<&JitFunction>) -> Tensor {
         let ys = self.first.forward_t(xs, train).relu();
         let ys = self.second.forward_t(&ys, train);
         let shortcut = if self.stride == 1 && self.shortcut_pad_channels == 0 {
@@ -96,7 +108,12 @@ impl BasicBlock {
                 .slice(3, 0, None, self.stride)
                 .constant_pad_nd([0, 0, 0, 0, p, p])
         };
-        (ys + shortcut).relu()
+        match epilogue {
+            // Forward has no error path (like tch's plain ops, which panic): a failing call of a
+            // function that compiled is a libtorch bug, reported with its message.
+            Some(f) => f.call(&[&ys, &shortcut]).unwrap_or_else(|e| panic!("{e}")),
+            None => (ys + shortcut).relu(),
+        }
     }
 }
 
@@ -108,6 +125,8 @@ pub struct CifarResnet {
     blocks: Vec<BasicBlock>,
     classifier: nn::Linear,
     forward_flops_per_sample: f64,
+    /// The TorchScript residual epilogue, when `jit-fusion` is on.
+    epilogue: Option<JitFunction>,
 }
 
 impl CifarResnet {
@@ -151,7 +170,15 @@ impl CifarResnet {
             },
         );
         flops += 2.0 * (last * CLASSES) as f64;
-        Self { vs, stem, blocks, classifier, forward_flops_per_sample: flops }
+        Self { vs, stem, blocks, classifier, forward_flops_per_sample: flops, epilogue: None }
+    }
+
+    /// Runs every residual epilogue through the TorchScript function compiled from
+    /// [`RESIDUAL_EPILOGUE_TORCHSCRIPT`] instead of eager ops (the `jit-fusion` trick).
+    pub fn use_jit_epilogue(&mut self) -> Result<(), Error> {
+        self.epilogue =
+            Some(JitFunction::compile(RESIDUAL_EPILOGUE_TORCHSCRIPT, RESIDUAL_EPILOGUE_FUNCTION)?);
+        Ok(())
     }
 
     /// Number of trainable parameters (BatchNorm running statistics excluded).
@@ -172,7 +199,7 @@ impl Workload for CifarResnet {
     fn forward(&self, inputs: &Tensor, train: bool) -> Tensor {
         let mut xs = self.stem.forward_t(inputs, train).relu();
         for block in &self.blocks {
-            xs = block.forward_t(&xs, train);
+            xs = block.forward_t(&xs, train, self.epilogue.as_ref());
         }
         xs.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.classifier)
     }
