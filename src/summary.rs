@@ -34,7 +34,7 @@ pub fn summary_table(results: &Results) -> String {
             cell.id,
             status_word(&cell.status),
             throughput_text(cell),
-            comparison.map_or_else(|| speedup_placeholder(cell), speedup_text),
+            comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
             cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
         );
         if let Some(detail) = status_detail(cell) {
@@ -74,7 +74,7 @@ fn speedup_text(c: &Comparison) -> String {
     format!("{:.2}× [{:.2}, {:.2}] {verdict}", c.speedup, c.speedup_ci_low, c.speedup_ci_high)
 }
 
-fn speedup_placeholder(cell: &CellResult) -> String {
+fn speedup_without_comparison(cell: &CellResult) -> String {
     if cell.key.tricks.is_baseline() && cell.key.kind != CellKind::TimeToAccuracy {
         "(baseline)".to_owned()
     } else {
