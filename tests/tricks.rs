@@ -36,6 +36,21 @@ fn batch(n: i64) -> Batch {
     }
 }
 
+/// A trainer after `steps` training steps on the same batch at learning rate 0.05.
+fn trained(tricks: &[Trick], steps: usize) -> Trainer<CifarResnet> {
+    let mut t = trainer(tricks);
+    let b = batch(8);
+    for _ in 0..steps {
+        t.train_step(&b, 0.05).unwrap();
+    }
+    t
+}
+
+/// The trainer's evaluation outputs on the training batch.
+fn outputs(t: &Trainer<CifarResnet>) -> Tensor {
+    t.eval_outputs(&batch(8).inputs, true).unwrap()
+}
+
 #[test]
 fn no_bias_before_bn_removes_every_conv_bias() {
     let with_bias = resnet8(true);
@@ -88,15 +103,8 @@ fn avoid_sync_reads_metrics_once_per_interval_instead_of_every_step() {
 
 #[test]
 fn zero_grad_none_and_zero_fill_train_identically() {
-    let run = |tricks: &[Trick]| {
-        let mut t = trainer(tricks);
-        let b = batch(8);
-        for _ in 0..3 {
-            t.train_step(&b, 0.05).unwrap();
-        }
-        t.eval_outputs(&b.inputs, true).unwrap()
-    };
-    assert!(run(&[]).allclose(&run(&[Trick::ZeroGradNone]), 1e-6, 1e-6, false));
+    let (plain, none) = (trained(&[], 3), trained(&[Trick::ZeroGradNone], 3));
+    assert!(outputs(&plain).allclose(&outputs(&none), 1e-6, 1e-6, false));
 }
 
 #[test]
@@ -123,13 +131,9 @@ fn fused_optimizer_trains_like_the_per_parameter_loop() {
     // Same weights, same batches: after several steps the fused multi-tensor kernel and the
     // per-parameter loop leave the same network (within float rounding).
     let run = |tricks: &[Trick]| {
-        let mut t = trainer(tricks);
-        let b = batch(8);
-        for _ in 0..4 {
-            t.train_step(&b, 0.05).unwrap();
-        }
+        let t = trained(tricks, 4);
         let vars = t.workload().var_store().variables();
-        (t.eval_outputs(&b.inputs, true).unwrap(), vars["layer3.0.conv2.weight"].copy())
+        (outputs(&t), vars["layer3.0.conv2.weight"].copy())
     };
     let (plain_out, plain_w) = run(&[]);
     let (fused_out, fused_w) = run(&[Trick::FusedOptimizer]);
@@ -178,13 +182,6 @@ fn jit_fused_epilogue_equals_eager_in_values_and_gradients() {
 
 #[test]
 fn jit_fusion_trains_like_the_eager_network() {
-    let run = |tricks: &[Trick]| {
-        let mut t = trainer(tricks);
-        let b = batch(8);
-        for _ in 0..3 {
-            t.train_step(&b, 0.05).unwrap();
-        }
-        t.eval_outputs(&b.inputs, true).unwrap()
-    };
-    assert!(run(&[]).allclose(&run(&[Trick::JitFusion]), 1e-5, 1e-5, false));
+    let (eager, jit) = (trained(&[], 3), trained(&[Trick::JitFusion], 3));
+    assert!(outputs(&eager).allclose(&outputs(&jit), 1e-5, 1e-5, false));
 }
