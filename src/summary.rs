@@ -75,7 +75,9 @@ fn speedup_text(c: &Comparison) -> String {
 }
 
 fn speedup_without_comparison(cell: &CellResult) -> String {
-    if cell.key.tricks.is_baseline() && cell.key.kind != CellKind::TimeToAccuracy {
+    if cell.key.debug_apis_on {
+        "(debug-off's reference)".to_owned()
+    } else if cell.key.tricks.is_baseline() && cell.key.kind != CellKind::TimeToAccuracy {
         "(baseline)".to_owned()
     } else {
         "-".to_owned()

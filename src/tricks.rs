@@ -49,6 +49,8 @@ pub enum Trick {
     Tf32,
     /// The residual epilogue (add + ReLU) as a TorchScript-compiled fused function.
     JitFusion,
+    /// Debugging APIs (autograd anomaly detection) switched off.
+    DebugOff,
 }
 
 /// What a trick is judged by.
@@ -88,7 +90,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 16] = [
+    pub const ALL: [Trick; 17] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -107,6 +109,7 @@ impl Trick {
         Trick::FusedOptimizer,
         Trick::Tf32,
         Trick::JitFusion,
+        Trick::DebugOff,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -129,6 +132,7 @@ impl Trick {
             Trick::FusedOptimizer => "fused-optimizer",
             Trick::Tf32 => "tf32",
             Trick::JitFusion => "jit-fusion",
+            Trick::DebugOff => "debug-off",
         }
     }
 
@@ -151,6 +155,7 @@ impl Trick {
             Trick::Tf32 => None,
             Trick::FusedOptimizer => Some(5),
             Trick::JitFusion => Some(18),
+            Trick::DebugOff => Some(13),
         }
     }
 
@@ -175,6 +180,7 @@ impl Trick {
             Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
             Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
             Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
+            Trick::DebugOff => "autograd anomaly detection left on (a separate debug-apis-on reference cell)",
         }
     }
 
@@ -204,6 +210,7 @@ impl Trick {
             Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
             Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
             Trick::JitFusion => "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
+            Trick::DebugOff => "anomaly detection off, as in the plain recipe",
         }
     }
 
@@ -255,7 +262,7 @@ impl Trick {
             | Trick::ZeroCopy
             | Trick::GpuAugment
             | Trick::PackedDataset => Applicability::Applies,
-            Trick::FusedOptimizer | Trick::JitFusion => Applicability::Applies,
+            Trick::FusedOptimizer | Trick::JitFusion | Trick::DebugOff => Applicability::Applies,
         }
     }
 }

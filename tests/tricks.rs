@@ -185,3 +185,18 @@ fn jit_fusion_trains_like_the_eager_network() {
     let (eager, jit) = (trained(&[], 3), trained(&[Trick::JitFusion], 3));
     assert!(outputs(&eager).allclose(&outputs(&jit), 1e-5, 1e-5, false));
 }
+
+#[test]
+fn debug_apis_on_really_checks_every_backward() {
+    // The debug-apis-on reference cell turns on anomaly detection, which makes autograd check every
+    // backward function for NaN: a NaN gradient becomes an error instead of passing silently.
+    let x = Tensor::from_slice(&[-1.0f32]).set_requires_grad(true);
+    let nan_grad = || x.sqrt().sum(Kind::Float).f_backward();
+    assert!(nan_grad().is_ok(), "without anomaly detection a NaN gradient passes silently");
+    ffi::set_anomaly_mode(true);
+    let checked = nan_grad();
+    ffi::set_anomaly_mode(false);
+    assert!(!ffi::anomaly_mode_enabled());
+    let message = checked.unwrap_err().to_string();
+    assert!(message.contains("nan"), "{message}");
+}

@@ -13,6 +13,7 @@ use crate::data::import;
 use crate::data::loader::{eval_batches, CifarLoader, ImageSource, LoaderOptions, Pipeline};
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::ffi;
 use crate::measure::power::PowerSampler;
 use crate::measure::{memory, timer::SyncedTimer};
 use crate::optim::schedule::StepSchedule;
@@ -52,6 +53,8 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let device = job.device;
     let tricks = &job.key.tricks;
     apply_process_tricks(tricks, device)?;
+    // The "off" side of debug-off: debugging left on for the whole process.
+    ffi::set_anomaly_mode(job.key.debug_apis_on);
     let data = load_data(job, &profile)?;
     tch::manual_seed(job.key.seed as i64);
     let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));

@@ -96,6 +96,14 @@ impl Plan {
         for &workload in &request.workloads {
             cells.extend(baselines(request, workload));
             for &trick in &request.tricks {
+                if trick == Trick::DebugOff {
+                    cells.push(debug_apis_on(planned(
+                        request,
+                        workload,
+                        TrickSet::baseline(),
+                        throughput(Phase::Train),
+                    )));
+                }
                 cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
             }
             cells.extend(time_to_accuracy(request, workload));
@@ -120,13 +128,23 @@ impl Plan {
                 cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
             }
             let all: TrickSet = together.iter().copied().collect();
+            if all.has(Trick::DebugOff) {
+                cells.push(debug_apis_on(planned(
+                    request,
+                    workload,
+                    TrickSet::baseline(),
+                    throughput(Phase::Train),
+                )));
+            }
             if !all.is_baseline() {
                 cells.push(planned(request, workload, all.clone(), throughput(Phase::Train)));
             }
             if together.len() > 1 {
                 for &trick in &together {
                     let without: TrickSet = all.iter().filter(|&t| t != trick).collect();
-                    cells.push(planned(request, workload, without, throughput(Phase::Train)));
+                    let cell = planned(request, workload, without, throughput(Phase::Train));
+                    // Without `debug-off`, debugging stays on: that is what leaving it out means.
+                    cells.push(if trick == Trick::DebugOff { debug_apis_on(cell) } else { cell });
                 }
             }
             cells.extend(time_to_accuracy(request, workload));
@@ -208,12 +226,18 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         CellKind::TimeToAccuracy => request.time_to_accuracy_batch_size.unwrap_or(request.batch_size),
         CellKind::Throughput { .. } => request.batch_size,
     };
-    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind };
+    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind, debug_apis_on: false };
     let not_applicable = key
         .tricks
         .not_applicable_reason(workload, request.device)
         .or_else(|| key.tricks.missing_source_reason(request.has_images));
     PlannedCell { key, not_applicable }
+}
+
+/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`).
+fn debug_apis_on(mut cell: PlannedCell) -> PlannedCell {
+    cell.key.debug_apis_on = true;
+    cell
 }
 
 /// The baseline's throughput cells: training, and evaluation when an evaluation trick is asked for.
@@ -289,6 +313,24 @@ mod tests {
                 "resnet20/baseline/b64/s0/tta",
             ]
         );
+    }
+
+    #[test]
+    fn debug_off_is_measured_against_a_debugging_on_reference() {
+        let plan = Plan::ablation(&request(vec![Trick::DebugOff]));
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline+debug-apis-on/b128/s0/train",
+                "resnet20/debug-off/b128/s0/train",
+                "resnet20/baseline/b64/s0/tta",
+            ]
+        );
+        let loo = Plan::leave_one_out(&request(vec![Trick::DebugOff, Trick::ZeroGradNone]));
+        let without_debug_off = loo.cells.iter().find(|c| c.key.tricks.label() == "zero-grad-none").unwrap();
+        assert!(without_debug_off.key.debug_apis_on, "leaving debug-off out leaves debugging on");
     }
 
     #[test]

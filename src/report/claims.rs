@@ -81,6 +81,11 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              TorchScript lets its fuser run them as one kernel, cutting kernel launches and memory \
              reads and writes for memory-bound code."
         }
+        Trick::DebugOff => {
+            "Guide #13: anomaly detection (torch.autograd.set_detect_anomaly) and the autograd \
+             profiler record extra information for every operation and slow training down; switch \
+             them off once debugging is done."
+        }
     }
 }
 

@@ -131,7 +131,7 @@ impl Group<'_> {
     /// the group has several.
     pub fn label(&self, e: &Entry) -> String {
         let key = &e.cell.key;
-        let mut label = key.tricks.label();
+        let mut label = key.configuration_label();
         if key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
             label.push_str(" (eval)");
         }
@@ -362,6 +362,7 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::FusedOptimizer => Rgb(174, 199, 232),
         Trick::Tf32 => Rgb(255, 187, 120),
         Trick::JitFusion => Rgb(152, 223, 138),
+        Trick::DebugOff => Rgb(196, 156, 148),
     }
 }
 

@@ -3,10 +3,11 @@
 use crate::measure::flops::{peak_flops_per_s, Precision};
 use crate::measure::stats::{median_ci, paired_ratio_ci};
 use crate::results::schema::{
-    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
-    Utilisation, Verdict,
+    CellEnergy, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput, Utilisation,
+    Verdict,
 };
 use crate::results::system::SystemInfo;
+use crate::tricks::Trick;
 
 /// Recomputes a cell's aggregates (throughput, memory, time-to-accuracy, energy, utilisation)
 /// from its processes; `system` supplies the GPU whose peak MFU is measured against.
@@ -78,16 +79,28 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
         .filter(ok)
         .filter(|c| !c.key.tricks.is_baseline())
         .filter_map(|cell| {
-            let same_setting =
-                |c: &&CellResult| CellKey { tricks: cell.key.tricks.clone(), ..c.key.clone() } == cell.key;
+            let same_setting = |c: &&CellResult| {
+                (c.key.workload, c.key.batch_size, c.key.seed, c.key.kind)
+                    == (cell.key.workload, cell.key.batch_size, cell.key.seed, cell.key.kind)
+            };
             let largest = cells.iter().filter(same_setting).max_by_key(|c| c.key.tricks.len())?;
             let leave_one_out = design == "leave-one-out"
                 && cell.key.tricks.len() + 1 == largest.key.tricks.len()
                 && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
+            // debug-off's "off" side is the baseline with debugging left on, when it was measured.
+            let baseline = |debug_apis_on: bool| {
+                cells
+                    .iter()
+                    .filter(ok)
+                    .filter(same_setting)
+                    .find(|c| c.key.tricks.is_baseline() && c.key.debug_apis_on == debug_apis_on)
+            };
             let reference = if leave_one_out {
                 Some(largest).filter(ok)
+            } else if cell.key.tricks.has(Trick::DebugOff) {
+                baseline(true).or_else(|| baseline(false))
             } else {
-                cells.iter().filter(ok).filter(same_setting).find(|c| c.key.tricks.is_baseline())
+                baseline(false)
             };
             compare(cell, reference?)
         })
@@ -138,8 +151,8 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 mod tests {
     use super::*;
     use crate::measure::power::Energy;
-    use crate::results::schema::{CellKind, Phase};
-    use crate::tricks::{Trick, TrickSet};
+    use crate::results::schema::{CellKey, CellKind, Phase};
+    use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
 
     fn cpu() -> SystemInfo {
@@ -170,6 +183,7 @@ mod tests {
             batch_size: 64,
             seed: 0,
             kind: CellKind::Throughput { phase: Phase::Train },
+            debug_apis_on: false,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.processes = windows.iter().enumerate().map(|(round, w)| process(round, w, rss, None)).collect();
@@ -223,6 +237,19 @@ mod tests {
         base.status = CellStatus::Failed { error: "boom".into(), stderr_tail: String::new() };
         let fast = cell(TrickSet::only(Trick::ChannelsLast), [[150.0; 3]; 2], 1);
         assert!(comparisons(&[base, fast], "ablation").is_empty());
+    }
+
+    #[test]
+    fn debug_off_is_compared_with_the_debugging_on_baseline() {
+        let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        let mut debugging = cell(TrickSet::baseline(), [[50.0; 3]; 2], 1);
+        debugging.key.debug_apis_on = true;
+        debugging.id = debugging.key.id();
+        let off = cell(TrickSet::only(Trick::DebugOff), [[100.0; 3]; 2], 1);
+        let cmp = comparisons(&[plain, debugging.clone(), off], "ablation");
+        assert_eq!(cmp.len(), 1, "the debugging-on cell is a reference, not a trick");
+        assert_eq!(cmp[0].baseline, debugging.id);
+        assert_eq!(cmp[0].speedup, 2.0);
     }
 
     #[test]

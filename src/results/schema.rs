@@ -127,9 +127,24 @@ pub struct CellKey {
     pub seed: u64,
     /// What the cell measures.
     pub kind: CellKind,
+    /// Autograd anomaly detection left on: the "off" side of `debug-off`, measured as its own
+    /// reference cell so that every other cell keeps the plain recipe.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub debug_apis_on: bool,
 }
 
 impl CellKey {
+    /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with
+    /// `+debug-apis-on` when anomaly detection is left on.
+    pub fn configuration_label(&self) -> String {
+        let tricks = self.tricks.label();
+        if self.debug_apis_on {
+            format!("{tricks}+debug-apis-on")
+        } else {
+            tricks
+        }
+    }
+
     /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`.
     pub fn id(&self) -> String {
         let kind = match self.kind {
@@ -137,7 +152,7 @@ impl CellKey {
             CellKind::Throughput { phase: Phase::Eval } => "eval",
             CellKind::TimeToAccuracy => "tta",
         };
-        format!("{}/{}/b{}/s{}/{kind}", self.workload, self.tricks.label(), self.batch_size, self.seed)
+        format!("{}/{}/b{}/s{}/{kind}", self.workload, self.configuration_label(), self.batch_size, self.seed)
     }
 }
 

@@ -82,6 +82,7 @@ fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKe
         batch_size,
         seed,
         kind,
+        debug_apis_on: false,
     }
 }
 
