@@ -163,7 +163,10 @@ fn stack_ranking(results: &Results) -> Vec<Trick> {
             let cell = results.cells.iter().find(|cell| cell.id == c.cell)?;
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
-                ([trick], CellKind::Throughput { phase: Phase::Train }) => Some((*trick, c.speedup)),
+                // The stack starts from the plain recipe, in which debugging is already off.
+                ([trick], CellKind::Throughput { phase: Phase::Train }) if *trick != Trick::DebugOff => {
+                    Some((*trick, c.speedup))
+                }
                 _ => None,
             }
         })
