@@ -101,19 +101,11 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();
-            let power = PowerSampler::start(device);
-            for _ in 0..profile.windows_per_process {
-                let timer = SyncedTimer::start(device);
-                for _ in 0..profile.steps_per_window {
-                    trainer.train_step(&loader.next_batch()?, lr)?;
-                }
-                let seconds = timer.stop();
-                measurement
-                    .window_samples_per_s
-                    .push((profile.steps_per_window * job.key.batch_size) as f64 / seconds);
-                measurement.timed_samples += profile.steps_per_window * job.key.batch_size;
-            }
-            record_energy(&mut measurement, power);
+            time_windows(&profile, device, &mut measurement, || {
+                let batch = loader.next_batch()?;
+                trainer.train_step(&batch, lr)?;
+                Ok(batch.len())
+            })?;
             measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
             trainer.metrics_mut().flush();
             measurement.last_loss = trainer.metrics_mut().last_mean_loss();
@@ -126,20 +118,12 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
-            let power = PowerSampler::start(device);
-            for _ in 0..profile.windows_per_process {
-                let timer = SyncedTimer::start(device);
-                let mut samples = 0;
-                for _ in 0..profile.steps_per_window {
-                    let batch = batches.next_batch()?;
-                    samples += batch.len();
-                    // Keep the result alive until the window ends, as a real eval loop would.
-                    let _correct = trainer.eval_batch(&batch, no_grad)?;
-                }
-                measurement.window_samples_per_s.push(samples as f64 / timer.stop());
-                measurement.timed_samples += samples;
-            }
-            record_energy(&mut measurement, power);
+            time_windows(&profile, device, &mut measurement, || {
+                let batch = batches.next_batch()?;
+                // The count of correct predictions stays on the device: no host read per batch.
+                let _correct = trainer.eval_batch(&batch, no_grad)?;
+                Ok(batch.len())
+            })?;
         }
         CellKind::TimeToAccuracy => {
             let tta = train_to_target(&mut trainer, data, loader_options, device, &profile)?;
@@ -150,6 +134,29 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     measurement.memory = memory::peaks(device)?;
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// Runs the profile's timed windows of `step` (which processes one batch and returns its sample
+/// count), with the device synchronised at each window's edges and GPU power sampled throughout,
+/// recording samples per second per window, the samples timed and the energy.
+fn time_windows(
+    profile: &Profile,
+    device: DeviceSpec,
+    measurement: &mut ProcessMeasurement,
+    mut step: impl FnMut() -> Result<usize, Error>,
+) -> Result<(), Error> {
+    let power = PowerSampler::start(device);
+    for _ in 0..profile.windows_per_process {
+        let timer = SyncedTimer::start(device);
+        let mut samples = 0;
+        for _ in 0..profile.steps_per_window {
+            samples += step()?;
+        }
+        measurement.window_samples_per_s.push(samples as f64 / timer.stop());
+        measurement.timed_samples += samples;
+    }
+    record_energy(measurement, power);
+    Ok(())
 }
 
 /// Stops the power sampler (if one could start) and records its energy or why there is none.
