@@ -13,8 +13,8 @@ fn main() {
     // which only works from the real folder, not through the .venv symlink.
     let lib = std::fs::canonicalize(&lib).unwrap_or_else(|_| PathBuf::from(&lib));
     let include = lib.join("../include");
-    cc::Build::new()
-        .cpp(true)
+    let mut shim = cc::Build::new();
+    shim.cpp(true)
         .file("csrc/shim.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
@@ -22,8 +22,18 @@ fn main() {
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         .flag("-Wno-unused-parameter")
         .flag("-Wno-deprecated-declarations")
-        .warnings(false)
-        .compile("trickbench_shim");
+        .warnings(false);
+    let cuda_include = cuda_graph_headers(&lib);
+    if let Some(cuda_include) = &cuda_include {
+        shim.include(cuda_include).define("TRICKBENCH_CUDA_GRAPHS", None);
+    } else {
+        println!(
+            "cargo:warning=no CUDA headers (crt/host_config.h) next to {} or under $CUDA_HOME: \
+             building without CUDA graph support (scripts/setup-libtorch installs them)",
+            lib.display()
+        );
+    }
+    shim.compile("trickbench_shim");
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
@@ -32,6 +42,37 @@ fn main() {
     println!("cargo:rustc-link-arg=-ltorch");
     println!("cargo:rustc-link-arg=-ltorch_cpu");
     println!("cargo:rustc-link-arg=-lc10");
+    if cuda_include.is_some() {
+        println!("cargo:rustc-link-arg=-ltorch_cuda");
+        println!("cargo:rustc-link-arg=-lc10_cuda");
+    }
+}
+
+/// The CUDA include folder to compile the shim's CUDA graph calls against, when this libtorch has
+/// CUDA libraries and the CUDA runtime headers are at hand: `$CUDA_HOME/include`, or the pip
+/// wheels' `nvidia/cu*/include` next to the torch wheel (`nvidia-cuda-runtime` and
+/// `nvidia-cuda-crt`).
+fn cuda_graph_headers(lib: &std::path::Path) -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=CUDA_HOME");
+    if !lib.join("libtorch_cuda.so").exists() || !lib.join("libc10_cuda.so").exists() {
+        return None;
+    }
+    let mut candidates: Vec<PathBuf> =
+        std::env::var_os("CUDA_HOME").map(|home| PathBuf::from(home).join("include")).into_iter().collect();
+    if let Ok(entries) = std::fs::read_dir(lib.join("../../nvidia")) {
+        let mut wheels: Vec<PathBuf> = entries.flatten().map(|e| e.path().join("include")).collect();
+        wheels.sort();
+        // Rebuild when scripts/setup-libtorch adds the headers later.
+        for dir in wheels.iter().filter(|dir| dir.is_dir()) {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
+        candidates.extend(wheels);
+    }
+    candidates.push(PathBuf::from("/usr/local/cuda/include"));
+    let found = candidates
+        .into_iter()
+        .find(|dir| dir.join("cuda_runtime_api.h").exists() && dir.join("crt/host_config.h").exists())?;
+    Some(found)
 }
 
 /// Passes the checkout's commit (with `-dirty` when it has uncommitted changes) to the crate as

@@ -11,6 +11,13 @@
 #include <torch/jit.h>
 #include <torch/version.h>
 
+#ifdef TRICKBENCH_CUDA_GRAPHS
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/Event.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -158,9 +165,10 @@ int tb_empty_pinned_like(const at::Tensor* t, at::Tensor** out) {
 // dampening 0, no Nesterov), with the learning rate read from the 0-d tensor `lr` (so it can live on
 // the device). `bufs` holds the `n` momentum buffers, or is ignored when momentum is 0.
 // is_first_step is false: zero-initialised buffers make the first update `buf = 0·m + d = d`, the
-// same as PyTorch's first step.
+// same as PyTorch's first step. With `found_inf` (may be null) the kernel skips the whole update
+// when it holds 1, deciding on the device (how GradScaler steps without a host read).
 int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int n, double weight_decay,
-                 double momentum, const at::Tensor* lr) {
+                 double momentum, const at::Tensor* lr, const at::Tensor* found_inf) {
   return guarded([&] {
     const auto list = [n](at::Tensor** ts) {
       std::vector<at::Tensor> v;
@@ -171,9 +179,136 @@ int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int
     };
     at::_fused_sgd_(list(params), list(grads), momentum == 0.0 ? std::vector<at::Tensor>{} : list(bufs),
                     weight_decay, momentum, *lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
-                    /*is_first_step=*/false);
+                    /*is_first_step=*/false, /*grad_scale=*/std::nullopt,
+                    found_inf == nullptr ? std::nullopt : std::optional<at::Tensor>(*found_inf));
   });
 }
+
+// Enables or disables autocast's cache of casted weights (a CUDA graph capture needs it off, so the
+// casts are captured as kernels instead of being served from tensors the graph does not own).
+void tb_set_autocast_cache_enabled(int enabled) { at::autocast::set_autocast_cache_enabled(enabled != 0); }
+
+// 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).
+int tb_cuda_graphs_compiled() {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+#ifdef TRICKBENCH_CUDA_GRAPHS
+// A CUDA graph with the side stream it is captured on (capture cannot use the default stream).
+struct TbCudaGraph {
+  at::cuda::CUDAGraph graph;
+  c10::cuda::CUDAStream side;
+  std::optional<c10::cuda::CUDAStream> previous;
+  explicit TbCudaGraph(c10::DeviceIndex device) : side(c10::cuda::getStreamFromPool(false, device)) {}
+};
+
+namespace {
+// Makes `waiting` wait, on the device, for the work queued so far on `done`.
+void stream_wait(const c10::cuda::CUDAStream& done, const c10::cuda::CUDAStream& waiting) {
+  c10::Event event(c10::DeviceType::CUDA);
+  event.record(done);
+  event.block(waiting);
+}
+}  // namespace
+#else
+struct TbCudaGraph {};
+#endif
+
+namespace {
+[[noreturn]] void no_cuda_graphs() {
+  throw std::runtime_error(
+      "this binary was built without CUDA headers, so without CUDA graph support "
+      "(run scripts/setup-libtorch, which installs nvidia-cuda-crt, then rebuild)");
+}
+}  // namespace
+
+// A new, empty CUDA graph for CUDA device `device`, with a side stream from the pool.
+int tb_cuda_graph_new(int device, void** out) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    *out = new TbCudaGraph(static_cast<c10::DeviceIndex>(device));
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Makes the graph's side stream current, after the work already queued on the current stream
+// (warm-up runs there, as PyTorch's capture recipe asks).
+int tb_cuda_graph_enter_side_stream(void* graph) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    auto* g = static_cast<TbCudaGraph*>(graph);
+    if (g->previous) throw std::runtime_error("already on the side stream");
+    const auto current = c10::cuda::getCurrentCUDAStream(g->side.device_index());
+    stream_wait(current, g->side);
+    g->previous = current;
+    c10::cuda::setCurrentCUDAStream(g->side);
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Makes the stream that was current before tb_cuda_graph_enter_side_stream current again, waiting
+// for the side stream's work.
+int tb_cuda_graph_exit_side_stream(void* graph) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    auto* g = static_cast<TbCudaGraph*>(graph);
+    if (!g->previous) throw std::runtime_error("not on the side stream");
+    stream_wait(g->side, *g->previous);
+    c10::cuda::setCurrentCUDAStream(*g->previous);
+    g->previous.reset();
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Starts capturing on the side stream: kernels are recorded, not run, until tb_cuda_graph_capture_end.
+int tb_cuda_graph_capture_begin(void* graph) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    auto* g = static_cast<TbCudaGraph*>(graph);
+    if (g->side != c10::cuda::getCurrentCUDAStream(g->side.device_index())) {
+      throw std::runtime_error("capture must begin on the graph's side stream");
+    }
+    g->graph.capture_begin();
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Ends the capture and instantiates the graph.
+int tb_cuda_graph_capture_end(void* graph) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    static_cast<TbCudaGraph*>(graph)->graph.capture_end();
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Launches the captured graph on the current stream.
+int tb_cuda_graph_replay(void* graph) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    static_cast<TbCudaGraph*>(graph)->graph.replay();
+#else
+    no_cuda_graphs();
+#endif
+  });
+}
+
+// Frees a graph from tb_cuda_graph_new (and its private memory pool).
+void tb_cuda_graph_free(void* graph) { delete static_cast<TbCudaGraph*>(graph); }
 
 // A TorchScript function compiled from source, kept alive with its compilation unit.
 struct TbJitFunction {

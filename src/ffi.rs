@@ -45,7 +45,17 @@ mod raw {
             weight_decay: f64,
             momentum: f64,
             lr: *const C_tensor,
+            found_inf: *const C_tensor,
         ) -> c_int;
+        pub fn tb_set_autocast_cache_enabled(enabled: c_int);
+        pub fn tb_cuda_graphs_compiled() -> c_int;
+        pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_exit_side_stream(graph: *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_capture_begin(graph: *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_capture_end(graph: *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_replay(graph: *mut c_void) -> c_int;
+        pub fn tb_cuda_graph_free(graph: *mut c_void);
         pub fn tb_jit_compile(source: *const c_char, name: *const c_char, out: *mut *mut c_void) -> c_int;
         pub fn tb_jit_call(
             function: *mut c_void,
@@ -266,7 +276,10 @@ pub fn amp_unscale(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &Ten
 /// One SGD step over `params` in a single multi-tensor launch (`at::_fused_sgd_`, the kernel of
 /// `torch.optim.SGD(fused=True)`), dampening 0, no Nesterov, the learning rate read from the 0-d
 /// tensor `lr`. `params`, `grads` and `momentum_buffers` are parallel lists (the buffers are
-/// ignored when `momentum` is 0). Call under no-grad: it updates leaf parameters in place.
+/// ignored when `momentum` is 0). With `found_inf` (a 1-element float tensor on the device) the
+/// kernel skips the whole update when it holds 1, without a host read. Call under no-grad: it
+/// updates leaf parameters in place.
+#[allow(clippy::too_many_arguments)]
 pub fn fused_sgd(
     params: &mut [Tensor],
     grads: &mut [Tensor],
@@ -274,6 +287,7 @@ pub fn fused_sgd(
     weight_decay: f64,
     momentum: f64,
     lr: &Tensor,
+    found_inf: Option<&Tensor>,
 ) -> Result<(), Error> {
     let n = params.len();
     if grads.len() != n || (momentum != 0.0 && momentum_buffers.len() != n) {
@@ -298,10 +312,83 @@ pub fn fused_sgd(
                 weight_decay,
                 momentum,
                 lr.as_ptr(),
+                found_inf.map_or(std::ptr::null(), Tensor::as_ptr),
             )
         },
         "fused SGD step",
     )
+}
+
+/// Turns autocast's cache of casted weights on or off (off while a CUDA
+/// graph is captured, so the casts become part of the graph).
+pub fn set_autocast_cache_enabled(enabled: bool) {
+    // SAFETY: plain call on thread-local autocast state.
+    unsafe { raw::tb_set_autocast_cache_enabled(c_int::from(enabled)) }
+}
+
+/// Whether this binary was built with CUDA graph support (CUDA headers found at build time).
+pub fn cuda_graphs_compiled() -> bool {
+    // SAFETY: plain call returning a constant.
+    unsafe { raw::tb_cuda_graphs_compiled() != 0 }
+}
+
+/// A CUDA graph (`at::cuda::CUDAGraph`) with its own side stream: warm-up work and the capture run
+/// on the side stream (capture cannot use the default stream), replays run on the current stream.
+#[derive(Debug)]
+pub struct CudaGraph {
+    ptr: *mut c_void,
+}
+
+impl CudaGraph {
+    /// An empty graph for CUDA device `device_index`. Fails on a binary built without CUDA headers.
+    pub fn new(device_index: usize) -> Result<Self, Error> {
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: on success the shim hands over a heap object that `Drop` frees.
+        check(unsafe { raw::tb_cuda_graph_new(device_index as c_int, &mut ptr) }, "creating a CUDA graph")?;
+        Ok(Self { ptr })
+    }
+
+    /// Runs `work` with the graph's side stream current (after the work already queued), then
+    /// makes the previous stream current again and has it wait for the side stream.
+    pub fn on_side_stream<T>(&mut self, work: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        // SAFETY: `ptr` is a live graph from tb_cuda_graph_new.
+        check(unsafe { raw::tb_cuda_graph_enter_side_stream(self.ptr) }, "switching to the side stream")?;
+        let result = work();
+        // SAFETY: as above; the side stream was entered just before.
+        let exit = check(unsafe { raw::tb_cuda_graph_exit_side_stream(self.ptr) }, "leaving the side stream");
+        let value = result?;
+        exit?;
+        Ok(value)
+    }
+
+    /// Captures the kernels `work` launches (on the side stream) into the graph without running
+    /// them, and instantiates it. Anything that reads the device from the host fails the capture.
+    pub fn capture<T>(&mut self, work: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        let ptr = self.ptr;
+        self.on_side_stream(|| {
+            // SAFETY: `ptr` is a live graph; capture begins on its side stream, now current.
+            check(unsafe { raw::tb_cuda_graph_capture_begin(ptr) }, "beginning CUDA graph capture")?;
+            let result = work();
+            // SAFETY: ends the capture begun above, whatever `work` returned.
+            let end = check(unsafe { raw::tb_cuda_graph_capture_end(ptr) }, "ending CUDA graph capture");
+            let value = result?;
+            end?;
+            Ok(value)
+        })
+    }
+
+    /// Launches the captured kernels once, on the current stream.
+    pub fn replay(&mut self) -> Result<(), Error> {
+        // SAFETY: `ptr` is a live graph from tb_cuda_graph_new.
+        check(unsafe { raw::tb_cuda_graph_replay(self.ptr) }, "replaying the CUDA graph")
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from tb_cuda_graph_new and is freed exactly once.
+        unsafe { raw::tb_cuda_graph_free(self.ptr) }
+    }
 }
 
 /// A TorchScript function compiled from source text (`torch::jit::compile`), called from Rust.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::ffi;
 use crate::workloads::WorkloadId;
 
 /// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
@@ -51,6 +52,8 @@ pub enum Trick {
     JitFusion,
     /// Debugging APIs (autograd anomaly detection) switched off.
     DebugOff,
+    /// The whole training step captured once into a CUDA graph and replayed.
+    CudaGraphs,
 }
 
 /// What a trick is judged by.
@@ -90,7 +93,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 17] = [
+    pub const ALL: [Trick; 18] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -110,6 +113,7 @@ impl Trick {
         Trick::Tf32,
         Trick::JitFusion,
         Trick::DebugOff,
+        Trick::CudaGraphs,
     ];
 
     /// The id used on the command line and in results (kebab-case).
@@ -133,6 +137,7 @@ impl Trick {
             Trick::Tf32 => "tf32",
             Trick::JitFusion => "jit-fusion",
             Trick::DebugOff => "debug-off",
+            Trick::CudaGraphs => "cuda-graphs",
         }
     }
 
@@ -152,7 +157,7 @@ impl Trick {
             Trick::ZeroCopy => Some(12),
             Trick::GpuAugment | Trick::PackedDataset => None,
             // Step tricks (#3)
-            Trick::Tf32 => None,
+            Trick::Tf32 | Trick::CudaGraphs => None,
             Trick::FusedOptimizer => Some(5),
             Trick::JitFusion => Some(18),
             Trick::DebugOff => Some(13),
@@ -181,6 +186,7 @@ impl Trick {
             Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
             Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
             Trick::DebugOff => "autograd anomaly detection left on (a separate debug-apis-on reference cell)",
+            Trick::CudaGraphs => "every kernel of the step launched from the host, op by op",
         }
     }
 
@@ -211,6 +217,11 @@ impl Trick {
             Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
             Trick::JitFusion => "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
             Trick::DebugOff => "anomaly detection off, as in the plain recipe",
+            Trick::CudaGraphs => {
+                "after 3 warm-up steps on a side stream, the whole step (forward, backward, optimizer \
+                 with its learning rate and fp16 overflow skip on the device) captured once into a \
+                 CUDA graph and replayed: one launch per step"
+            }
         }
     }
 
@@ -240,6 +251,15 @@ impl Trick {
             }
             Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
             Trick::Tf32 => needs_cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs"),
+            Trick::CudaGraphs if !device.is_cuda() => {
+                needs_cuda("a CUDA graph records GPU kernel launches; a CPU step has none")
+            }
+            Trick::CudaGraphs if !ffi::cuda_graphs_compiled() => Applicability::NotApplicable(
+                "this binary was built without CUDA headers, so without CUDA graph support \
+                 (run scripts/setup-libtorch, which installs nvidia-cuda-crt, then rebuild)"
+                    .to_owned(),
+            ),
+            Trick::CudaGraphs => Applicability::Applies,
             Trick::NoBiasBeforeBn | Trick::ChannelsLast | Trick::JitFusion if !workload.is_cnn() => {
                 Applicability::NotApplicable(format!("{workload} has no convolutions"))
             }

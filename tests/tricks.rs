@@ -7,8 +7,8 @@ use trickbench::bench::cell::RECIPE_SGD;
 use trickbench::data::loader::Batch;
 use trickbench::device::DeviceSpec;
 use trickbench::ffi;
-use trickbench::train::{apply_process_tricks, Trainer, LOG_INTERVAL_STEPS};
-use trickbench::tricks::{Trick, TrickSet};
+use trickbench::train::{apply_process_tricks, StepLaunch, Trainer, LOG_INTERVAL_STEPS};
+use trickbench::tricks::{Applicability, Trick, TrickSet};
 use trickbench::workloads::resnet::{
     CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
 };
@@ -199,4 +199,50 @@ fn debug_apis_on_really_checks_every_backward() {
     assert!(!ffi::anomaly_mode_enabled());
     let message = checked.unwrap_err().to_string();
     assert!(message.contains("nan"), "{message}");
+}
+
+/// A trainer with `tricks` whose steps are launched as `launch`, after `steps` steps on one batch.
+fn trained_with_launch(tricks: &[Trick], launch: StepLaunch, steps: usize) -> Trainer<CifarResnet> {
+    let set: TrickSet = tricks.iter().copied().collect();
+    let mut t = Trainer::with_launch(resnet8(true), &set, DeviceSpec::Cpu, RECIPE_SGD, launch).unwrap();
+    let b = batch(8);
+    for step in 0..steps {
+        t.train_step(&b, 0.05 + 0.01 * step as f64).unwrap();
+    }
+    t
+}
+
+#[test]
+fn cuda_graph_step_computes_what_the_eager_step_computes() {
+    // What cuda-graphs captures is the device-side step: learning rate in a device tensor and no
+    // host reads. Launched op by op on the CPU it must train exactly as the eager step does, with
+    // a changing learning rate, for both optimizer kernels, either way of clearing gradients, and
+    // fp16 loss scaling (whose overflow skip then happens on the device).
+    for tricks in
+        [&[][..], &[Trick::FusedOptimizer], &[Trick::ZeroGradNone, Trick::FusedOptimizer], &[Trick::Amp]]
+    {
+        let eager = trained_with_launch(tricks, StepLaunch::Eager, 4);
+        let device_side = trained_with_launch(tricks, StepLaunch::DeviceSide, 4);
+        let (a, b) = (outputs(&eager).to_kind(Kind::Float), outputs(&device_side).to_kind(Kind::Float));
+        assert!(a.allclose(&b, 1e-5, 1e-5, false), "{tricks:?}: device-side step diverged from eager");
+        let untrained = outputs(&trainer(&[]));
+        assert!(!a.allclose(&untrained, 1e-3, 1e-3, false), "{tricks:?}: the steps must train");
+    }
+}
+
+#[test]
+fn cuda_graphs_is_not_applicable_on_cpu_and_refuses_to_launch_there() {
+    let reason = match Trick::CudaGraphs.applicability(WorkloadId::Resnet8, DeviceSpec::Cpu) {
+        Applicability::NotApplicable(reason) => reason,
+        Applicability::Applies => panic!("cuda-graphs cannot apply on a CPU"),
+    };
+    assert!(reason.contains("needs a CUDA GPU"), "{reason}");
+    let set = TrickSet::only(Trick::CudaGraphs);
+    let err = Trainer::new(resnet8(true), &set, DeviceSpec::Cpu, RECIPE_SGD).unwrap_err().to_string();
+    assert!(err.contains("cuda-graphs") && err.contains("CUDA device"), "{err}");
+    // Without a GPU even a CUDA-graph-capable binary cannot make a graph: a clean error, no crash.
+    if !tch::Cuda::is_available() {
+        let err = ffi::CudaGraph::new(0).unwrap_err().to_string();
+        assert!(err.contains("CUDA graph"), "{err}");
+    }
 }

@@ -97,7 +97,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         CellKind::Throughput { phase: Phase::Train } => {
             let mut loader = CifarLoader::new(data.train, loader_options)?;
             let lr = profile.tta.base_lr;
-            for _ in 0..profile.warmup_steps {
+            for _ in 0..profile.warmup_steps.max(trainer.steps_before_steady_state()) {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();

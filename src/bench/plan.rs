@@ -234,9 +234,17 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
     PlannedCell { key, not_applicable }
 }
 
-/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`).
+/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`). A CUDA
+/// graph cannot be captured that way: anomaly detection reads every gradient to the host.
 fn debug_apis_on(mut cell: PlannedCell) -> PlannedCell {
     cell.key.debug_apis_on = true;
+    if cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
+        cell.not_applicable = Some(format!(
+            "{}: anomaly detection checks every gradient for NaN on the host, which a CUDA graph \
+             capture forbids",
+            Trick::CudaGraphs
+        ));
+    }
     cell
 }
 
@@ -331,6 +339,29 @@ mod tests {
         let loo = Plan::leave_one_out(&request(vec![Trick::DebugOff, Trick::ZeroGradNone]));
         let without_debug_off = loo.cells.iter().find(|c| c.key.tricks.label() == "zero-grad-none").unwrap();
         assert!(without_debug_off.key.debug_apis_on, "leaving debug-off out leaves debugging on");
+    }
+
+    #[test]
+    fn cuda_graphs_with_debugging_on_is_not_applicable_with_the_reason() {
+        let on_gpu = PlanRequest {
+            device: DeviceSpec::Cuda(0),
+            ..request(vec![Trick::DebugOff, Trick::CudaGraphs, Trick::ZeroGradNone])
+        };
+        let loo = Plan::leave_one_out(&on_gpu);
+        let cell = |label: &str, debug: bool| {
+            loo.cells.iter().find(|c| c.key.tricks.label() == label && c.key.debug_apis_on == debug).unwrap()
+        };
+        let with_debugging = cell("zero-grad-none+cuda-graphs", true);
+        let reason = with_debugging.not_applicable.as_deref().expect("capture with anomaly mode cannot run");
+        assert!(reason.starts_with("cuda-graphs: "), "{reason}");
+        if crate::ffi::cuda_graphs_compiled() {
+            assert!(reason.contains("anomaly detection"), "{reason}");
+            assert_eq!(cell("zero-grad-none+debug-off+cuda-graphs", false).not_applicable, None);
+            assert_eq!(cell("debug-off+cuda-graphs", false).not_applicable, None);
+        }
+        let on_cpu = Plan::ablation(&request(vec![Trick::CudaGraphs]));
+        let reason = on_cpu.cells[1].not_applicable.as_deref().unwrap();
+        assert!(reason.contains("needs a CUDA GPU"), "{reason}");
     }
 
     #[test]

@@ -16,15 +16,24 @@ pub struct SgdConfig {
     pub weight_decay: f64,
 }
 
+/// Where the learning rate lives.
+#[derive(Debug)]
+enum LearningRate {
+    /// A host number, baked into each update's kernels (`torch.optim.SGD` with a float `lr`).
+    Host(f64),
+    /// A 0-d float tensor on the parameters' device, read by the kernels (so a captured CUDA graph
+    /// sees each step's value).
+    Device(Tensor),
+}
+
 /// SGD over a fixed list of parameters.
 #[derive(Debug)]
 pub struct Sgd {
     config: SgdConfig,
     params: Vec<Tensor>,
     momentum_buffers: Vec<Option<Tensor>>,
-    /// The fused kernel's learning rate, a 0-d float tensor on the parameters' device; `None` for
-    /// the per-parameter loop.
-    fused_lr: Option<Tensor>,
+    fused: bool,
+    lr: LearningRate,
 }
 
 impl Sgd {
@@ -32,7 +41,7 @@ impl Sgd {
     /// one parameter at a time, several small kernels each.
     pub fn new(params: Vec<Tensor>, config: SgdConfig) -> Self {
         let momentum_buffers = params.iter().map(|_| None).collect();
-        Self { config, params, momentum_buffers, fused_lr: None }
+        Self { config, params, momentum_buffers, fused: false, lr: LearningRate::Host(0.0) }
     }
 
     /// An optimizer over `params` that updates all of them in one multi-tensor launch
@@ -40,21 +49,57 @@ impl Sgd {
     /// Momentum buffers start as zeros, so the first update (`buf = 0·momentum + d`) equals the
     /// per-parameter loop's `buf = d`.
     pub fn fused(params: Vec<Tensor>, config: SgdConfig) -> Self {
-        let device = params.first().map_or(tch::Device::Cpu, Tensor::device);
-        let momentum_buffers =
-            params.iter().map(|p| (config.momentum != 0.0).then(|| p.detach().zeros_like())).collect();
-        let fused_lr = Some(Tensor::zeros([], (Kind::Float, device)));
-        Self { config, params, momentum_buffers, fused_lr }
+        Self { fused: true, ..Self::new(params, config) }.with_lr_on_device()
+    }
+
+    /// The same optimizer with its learning rate in a device tensor and its momentum buffers
+    /// allocated up front as zeros (the same math: the first update is `buf = 0·momentum + d = d`),
+    /// so that [`Self::update`] launches the same kernels on the same tensors every step, as a
+    /// CUDA graph capture needs.
+    pub fn with_lr_on_device(mut self) -> Self {
+        let device = self.params.first().map_or(tch::Device::Cpu, Tensor::device);
+        if self.config.momentum != 0.0 {
+            for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
+                buf.get_or_insert_with(|| p.detach().zeros_like());
+            }
+        }
+        let value = match self.lr {
+            LearningRate::Host(lr) => lr,
+            LearningRate::Device(_) => return self,
+        };
+        self.lr = LearningRate::Device(Tensor::full([], value, (Kind::Float, device)));
+        self
     }
 
     /// One update with learning rate `lr`, as `torch.optim.SGD.step()` (dampening 0, no Nesterov):
     /// `d = g + wd·p; buf = momentum·buf + d` (`buf = d` at the first step); `p -= lr·buf`.
     /// Parameters without a gradient are skipped.
     pub fn step(&mut self, lr: f64) -> Result<(), Error> {
-        if self.fused_lr.is_some() {
-            return self.fused_step(lr);
+        self.set_lr(lr);
+        self.update(None)
+    }
+
+    /// Sets the learning rate of the next [`Self::update`] (a tiny fill kernel when it lives on the
+    /// device; call it outside a graph capture, before each replay).
+    pub fn set_lr(&mut self, lr: f64) {
+        match &mut self.lr {
+            LearningRate::Host(value) => *value = lr,
+            LearningRate::Device(tensor) => {
+                let _ = tensor.fill_(lr);
+            }
+        }
+    }
+
+    /// One update at the current learning rate. With `found_inf` (a 1-element float device tensor,
+    /// as filled by gradient unscaling) the update leaves parameters and momentum untouched when it
+    /// holds 1, deciding on the device rather than by a host read.
+    pub fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
+        if self.fused {
+            return self.fused_update(found_inf);
         }
         let SgdConfig { momentum, weight_decay } = self.config;
+        let keep_going = found_inf.map(|f| f.eq(0.0));
+        let lr = &self.lr;
         tch::no_grad(|| {
             for (p, buf) in self.params.iter_mut().zip(&mut self.momentum_buffers) {
                 let grad = p.grad();
@@ -62,22 +107,36 @@ impl Sgd {
                     continue;
                 }
                 let d = if weight_decay == 0.0 { grad } else { grad + &*p * weight_decay };
-                let update = match buf {
-                    Some(b) => {
+                let update = match (buf.as_mut(), &keep_going) {
+                    (Some(b), Some(ok)) => {
+                        let next = &*b * momentum + d;
+                        b.copy_(&next.where_self(ok, b));
+                        b.shallow_clone()
+                    }
+                    (Some(b), None) => {
                         let _ = b.g_mul_scalar_(momentum).g_add_(&d);
                         b.shallow_clone()
                     }
-                    None if momentum != 0.0 => buf.insert(d.copy()).shallow_clone(),
-                    None => d,
+                    (None, _) if momentum != 0.0 => buf.insert(d.copy()).shallow_clone(),
+                    (None, _) => d,
                 };
-                let _ = p.g_sub_(&(update * lr));
+                let delta = match lr {
+                    LearningRate::Host(lr) => update * *lr,
+                    LearningRate::Device(lr) => update * lr,
+                };
+                match &keep_going {
+                    Some(ok) => p.copy_(&(&*p - delta).where_self(ok, p)),
+                    None => {
+                        let _ = p.g_sub_(&delta);
+                    }
+                }
             }
         });
         Ok(())
     }
 
-    /// The fused kernel's step over the parameters that have a gradient.
-    fn fused_step(&mut self, lr: f64) -> Result<(), Error> {
+    /// The fused kernel's update over the parameters that have a gradient.
+    fn fused_update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         let SgdConfig { momentum, weight_decay } = self.config;
         let (mut params, mut grads, mut buffers) = (Vec::new(), Vec::new(), Vec::new());
         for (p, buf) in self.params.iter().zip(&self.momentum_buffers) {
@@ -88,19 +147,17 @@ impl Sgd {
                 buffers.extend(buf.as_ref().map(Tensor::shallow_clone));
             }
         }
-        let Some(lr_tensor) = self.fused_lr.as_mut() else {
-            return Err(Error::Torch("fused SGD step on a per-parameter optimizer".to_owned()));
+        let LearningRate::Device(lr) = &self.lr else {
+            return Err(Error::Torch("fused SGD needs its learning rate on the device".to_owned()));
         };
-        let _ = lr_tensor.fill_(lr);
-        let lr_tensor = lr_tensor.shallow_clone();
         tch::no_grad(|| {
-            ffi::fused_sgd(&mut params, &mut grads, &mut buffers, weight_decay, momentum, &lr_tensor)
+            ffi::fused_sgd(&mut params, &mut grads, &mut buffers, weight_decay, momentum, lr, found_inf)
         })
     }
 
     /// Whether the update runs as the fused multi-tensor kernel.
     pub fn is_fused(&self) -> bool {
-        self.fused_lr.is_some()
+        self.fused
     }
 
     /// Clears gradients before the next backward: set to None (`set_to_none = true`, the trick)
@@ -187,6 +244,59 @@ mod tests {
         for ((f, p), e) in fused.iter().zip(&per_parameter).zip(expected) {
             assert!((f - e).abs() < 1e-6, "fused {fused:?} vs PyTorch {expected:?}");
             assert!((f - p).abs() < 1e-6, "fused {fused:?} vs per-parameter {per_parameter:?}");
+        }
+    }
+
+    /// Two parameters after three steps (learning rates 0.1, 0.2, 0.3), where a step is
+    /// skipped (flagged as overflowed) when `skip` says so for its index.
+    fn three_steps(fused: bool, lr_on_device: bool, skip: impl Fn(usize) -> bool) -> Vec<f32> {
+        let p = Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true);
+        let q = Tensor::from_slice(&[0.5f32, 3.0]).set_requires_grad(true);
+        let params = vec![p.shallow_clone(), q.shallow_clone()];
+        let config = SgdConfig { momentum: 0.9, weight_decay: 0.01 };
+        let mut opt = if fused { Sgd::fused(params, config) } else { Sgd::new(params, config) };
+        if lr_on_device {
+            opt = opt.with_lr_on_device();
+        }
+        for step in 0..3 {
+            opt.zero_grad(true);
+            ((&p * &p).sum(Kind::Float) + (&q * &q * &q).sum(Kind::Float)).backward();
+            opt.set_lr(0.1 * (step + 1) as f64);
+            let found_inf = Tensor::from_slice(&[if skip(step) { 1.0f32 } else { 0.0 }]);
+            opt.update(Some(&found_inf)).unwrap();
+        }
+        let mut values = Vec::<f32>::try_from(&p.detach()).unwrap();
+        values.extend(Vec::<f32>::try_from(&q.detach()).unwrap());
+        values
+    }
+
+    #[test]
+    fn device_learning_rate_and_device_side_skip_match_the_host_loop() {
+        let reference = three_steps(false, false, |_| false);
+        for (fused, on_device) in [(false, true), (true, true)] {
+            let got = three_steps(fused, on_device, |_| false);
+            for (g, r) in got.iter().zip(&reference) {
+                assert!((g - r).abs() < 1e-6 * r.abs().max(1.0), "fused={fused}: {got:?} vs {reference:?}");
+            }
+        }
+        // A flagged step changes nothing: skipping the middle step equals never having it, with
+        // the same learning rates for the steps that run (0.1, then 0.3 after the skipped 0.2).
+        let p = Tensor::from_slice(&[1.0f32, -2.0]).set_requires_grad(true);
+        let q = Tensor::from_slice(&[0.5f32, 3.0]).set_requires_grad(true);
+        let config = SgdConfig { momentum: 0.9, weight_decay: 0.01 };
+        let mut opt = Sgd::new(vec![p.shallow_clone(), q.shallow_clone()], config);
+        for lr in [0.1, 0.3] {
+            opt.zero_grad(true);
+            ((&p * &p).sum(Kind::Float) + (&q * &q * &q).sum(Kind::Float)).backward();
+            opt.step(lr).unwrap();
+        }
+        let mut expected = Vec::<f32>::try_from(&p.detach()).unwrap();
+        expected.extend(Vec::<f32>::try_from(&q.detach()).unwrap());
+        for fused in [false, true] {
+            let got = three_steps(fused, true, |step| step == 1);
+            for (g, e) in got.iter().zip(&expected) {
+                assert!((g - e).abs() < 1e-6 * e.abs().max(1.0), "fused={fused}: {got:?} vs {expected:?}");
+            }
         }
     }
 

@@ -86,6 +86,12 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              profiler record extra information for every operation and slow training down; switch \
              them off once debugging is done."
         }
+        Trick::CudaGraphs => {
+            "Modern addition (PyTorch's CUDA Graphs blog post and NVIDIA's tuning guide): capturing \
+             the whole training step once and replaying it replaces thousands of kernel launches \
+             with one, which pays most when the GPU waits on the CPU (small batches, small models); \
+             NVIDIA reported up to 1.7× for Mask R-CNN and 1.12× for BERT at scale."
+        }
     }
 }
 

@@ -363,6 +363,7 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::Tf32 => Rgb(255, 187, 120),
         Trick::JitFusion => Rgb(152, 223, 138),
         Trick::DebugOff => Rgb(196, 156, 148),
+        Trick::CudaGraphs => Rgb(247, 182, 210),
     }
 }
 

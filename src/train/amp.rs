@@ -46,11 +46,18 @@ impl GradScaler {
     /// Unscales the gradients of `params` in place and reports whether any was inf or NaN (a host
     /// read, as in PyTorch, which must decide whether to step).
     pub fn unscale(&mut self, params: &[Tensor]) -> Result<bool, Error> {
+        let found_inf = self.unscale_on_device(params)?;
+        Ok(found_inf.double_value(&[0]) != 0.0)
+    }
+
+    /// Unscales the gradients of `params` in place and returns the device flag that is 1 when any
+    /// was inf or NaN, without reading it (the optimizer then skips on the device).
+    pub fn unscale_on_device(&mut self, params: &[Tensor]) -> Result<&Tensor, Error> {
         let _ = self.found_inf.zero_();
         let inv_scale = self.scale.reciprocal();
         let mut grads: Vec<Tensor> = params.iter().map(Tensor::grad).filter(Tensor::defined).collect();
         ffi::amp_unscale(&mut grads, &mut self.found_inf, &inv_scale)?;
-        Ok(self.found_inf.double_value(&[0]) != 0.0)
+        Ok(&self.found_inf)
     }
 
     /// Updates the scale after a step: back off on overflow, grow after a quiet interval.

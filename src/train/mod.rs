@@ -20,6 +20,45 @@ use metrics::MetricsLog;
 /// Steps between metric reads when `avoid-sync` is on.
 pub const LOG_INTERVAL_STEPS: usize = 50;
 
+/// Steps run on the side stream before a CUDA graph is captured (as in PyTorch's whole-network
+/// capture recipe): cuDNN autotuning, TorchScript profiling and lazy allocations happen in them.
+pub const GRAPH_WARMUP_STEPS: usize = 3;
+
+/// How a training step is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepLaunch {
+    /// Op by op from the host, as eager PyTorch does: the learning rate is a host number and the
+    /// fp16 overflow check is a host read that decides whether to step.
+    Eager,
+    /// The step a CUDA graph captures, launched op by op: the learning rate lives in a device
+    /// tensor and an fp16 overflow skips the update on the device, with no host read. Without a
+    /// GPU this shows the captured step computes what the eager step computes.
+    DeviceSide,
+    /// The device-side step captured once into a CUDA graph after [`GRAPH_WARMUP_STEPS`] warm-up
+    /// steps on a side stream, then replayed: one launch per step (`cuda-graphs`).
+    CudaGraph,
+}
+
+impl StepLaunch {
+    /// The launch `tricks` ask for.
+    pub fn for_tricks(tricks: &TrickSet) -> Self {
+        if tricks.has(Trick::CudaGraphs) {
+            StepLaunch::CudaGraph
+        } else {
+            StepLaunch::Eager
+        }
+    }
+}
+
+/// The tensors a captured step reads and writes, which keep their addresses across replays.
+#[derive(Debug)]
+struct CapturedStep {
+    inputs: Tensor,
+    targets: Tensor,
+    loss: Tensor,
+    correct: Tensor,
+}
+
 /// Applies the tricks that are process-wide switches rather than part of the step (cuDNN
 /// autotuning, TF32). Call once, before building the model.
 ///
@@ -45,16 +84,27 @@ pub struct Trainer<W: Workload> {
     tf32: bool,
     set_grads_to_none: bool,
     metrics: MetricsLog,
+    launch: StepLaunch,
+    graph: Option<ffi::CudaGraph>,
+    warmup_steps_done: usize,
+    captured: Option<CapturedStep>,
 }
 
 impl<W: Workload> Trainer<W> {
     /// Prepares `workload` for training on `device` with `tricks` (moving weights to channels_last
-    /// when asked).
-    pub fn new(
+    /// when asked), launching steps as the tricks say.
+    pub fn new(workload: W, tricks: &TrickSet, device: DeviceSpec, sgd: SgdConfig) -> Result<Self, Error> {
+        Self::with_launch(workload, tricks, device, sgd, StepLaunch::for_tricks(tricks))
+    }
+
+    /// As [`Self::new`], with the step launched as `launch` says. A CUDA graph needs a CUDA device
+    /// and a binary built with CUDA graph support.
+    pub fn with_launch(
         mut workload: W,
         tricks: &TrickSet,
         device: DeviceSpec,
         sgd: SgdConfig,
+        launch: StepLaunch,
     ) -> Result<Self, Error> {
         if tricks.has(Trick::ChannelsLast) {
             for (_, mut var) in workload.var_store_mut().variables() {
@@ -71,9 +121,27 @@ impl<W: Workload> Trainer<W> {
             None
         };
         let params = workload.var_store().trainable_variables();
-        let optimizer =
+        let mut optimizer =
             if tricks.has(Trick::FusedOptimizer) { Sgd::fused(params, sgd) } else { Sgd::new(params, sgd) };
+        if launch != StepLaunch::Eager {
+            optimizer = optimizer.with_lr_on_device();
+        }
+        let graph = match (launch, device) {
+            (StepLaunch::CudaGraph, DeviceSpec::Cuda(index)) => Some(ffi::CudaGraph::new(index)?),
+            (StepLaunch::CudaGraph, _) => {
+                return Err(Error::Invalid(format!("cuda-graphs: needs a CUDA device, not {device}")))
+            }
+            _ => None,
+        };
+        if graph.is_some() {
+            // Casts must be captured as kernels, not served from a cache the graph does not own.
+            ffi::set_autocast_cache_enabled(false);
+        }
         Ok(Self {
+            launch,
+            graph,
+            warmup_steps_done: 0,
+            captured: None,
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             workload,
             optimizer,
@@ -86,19 +154,45 @@ impl<W: Workload> Trainer<W> {
     }
 
     /// One training step at learning rate `lr`: clear gradients, forward and loss (under autocast
-    /// when on), backward (loss-scaled for fp16), optimizer update (skipped on fp16 overflow).
+    /// when on), backward (loss-scaled for fp16), optimizer update (skipped on fp16 overflow),
+    /// launched as [`StepLaunch`] says.
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(), Error> {
-        self.optimizer.zero_grad(self.set_grads_to_none);
-        let (loss, correct) = {
-            let _autocast = self
-                .autocast
-                .map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind))
-                .transpose()?;
-            let outputs = self.workload.forward(&batch.inputs, true);
-            let loss = self.workload.loss(&outputs.to_kind(Kind::Float), &batch.targets);
-            let correct = self.workload.correct(&outputs, &batch.targets);
-            (loss, correct)
+        let (loss, correct) = match self.launch {
+            StepLaunch::Eager => self.eager_step(&batch.inputs, &batch.targets, lr)?,
+            StepLaunch::DeviceSide => {
+                self.optimizer.set_lr(lr);
+                self.device_side_step(&batch.inputs, &batch.targets)?
+            }
+            StepLaunch::CudaGraph => self.graphed_step(batch, lr)?,
         };
+        self.metrics.record(&loss, &correct, batch.len());
+        Ok(())
+    }
+
+    /// Training steps to run before timing so that the timed steps are the steady state (the
+    /// warm-up and the capture of a CUDA graph, plus one replay).
+    pub fn steps_before_steady_state(&self) -> usize {
+        match self.launch {
+            StepLaunch::CudaGraph => GRAPH_WARMUP_STEPS + 2,
+            StepLaunch::Eager | StepLaunch::DeviceSide => 1,
+        }
+    }
+
+    /// Forward pass and loss in training mode (under autocast when on): the mean loss (fp32) and
+    /// the number of correct predictions, both on the device.
+    fn forward_loss(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
+        let _autocast =
+            self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose()?;
+        let outputs = self.workload.forward(inputs, true);
+        let loss = self.workload.loss(&outputs.to_kind(Kind::Float), targets);
+        let correct = self.workload.correct(&outputs, targets);
+        Ok((loss, correct))
+    }
+
+    /// The eager step, with the overflow check of fp16 loss scaling read on the host.
+    fn eager_step(&mut self, inputs: &Tensor, targets: &Tensor, lr: f64) -> Result<(Tensor, Tensor), Error> {
+        self.optimizer.zero_grad(self.set_grads_to_none);
+        let (loss, correct) = self.forward_loss(inputs, targets)?;
         match &mut self.scaler {
             Some(scaler) => {
                 scaler.scale(&loss).f_backward()?;
@@ -112,8 +206,75 @@ impl<W: Workload> Trainer<W> {
                 self.optimizer.step(lr)?;
             }
         }
-        self.metrics.record(&loss, &correct, batch.len());
-        Ok(())
+        Ok((loss, correct))
+    }
+
+    /// The step without host reads, at the learning rate already set on the device: what a CUDA
+    /// graph captures.
+    fn device_side_step(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
+        self.optimizer.zero_grad(self.set_grads_to_none);
+        let (loss, correct) = self.forward_loss(inputs, targets)?;
+        match &mut self.scaler {
+            Some(scaler) => {
+                scaler.scale(&loss).f_backward()?;
+                let found_inf = scaler.unscale_on_device(self.optimizer.params())?.shallow_clone();
+                self.optimizer.update(Some(&found_inf))?;
+                scaler.update();
+            }
+            None => {
+                loss.f_backward()?;
+                self.optimizer.update(None)?;
+            }
+        }
+        Ok((loss, correct))
+    }
+
+    /// A step of the CUDA graph launch: warm-up steps on the side stream, then one capture (whose
+    /// step is run by a first replay), then a copy of the batch into the captured input tensors
+    /// and a replay per step. Returns the captured loss and correct-count tensors.
+    fn graphed_step(&mut self, batch: &Batch, lr: f64) -> Result<(Tensor, Tensor), Error> {
+        let mut graph =
+            self.graph.take().ok_or_else(|| Error::Torch("CUDA graph launch without a graph".to_owned()))?;
+        let result = self.graphed_step_with(&mut graph, batch, lr);
+        self.graph = Some(graph);
+        result
+    }
+
+    fn graphed_step_with(
+        &mut self,
+        graph: &mut ffi::CudaGraph,
+        batch: &Batch,
+        lr: f64,
+    ) -> Result<(Tensor, Tensor), Error> {
+        self.optimizer.set_lr(lr);
+        if self.warmup_steps_done < GRAPH_WARMUP_STEPS {
+            self.warmup_steps_done += 1;
+            return graph.on_side_stream(|| self.device_side_step(&batch.inputs, &batch.targets));
+        }
+        let step = match self.captured.take() {
+            Some(mut step) => {
+                if step.inputs.size() != batch.inputs.size() {
+                    return Err(Error::Invalid(format!(
+                        "cuda-graphs: the graph was captured for inputs of shape {:?}, not {:?}",
+                        step.inputs.size(),
+                        batch.inputs.size()
+                    )));
+                }
+                step.inputs.copy_(&batch.inputs);
+                step.targets.copy_(&batch.targets);
+                step
+            }
+            None => {
+                let inputs = batch.inputs.copy();
+                let targets = batch.targets.copy();
+                let (loss, correct) = graph.capture(|| self.device_side_step(&inputs, &targets))?;
+                CapturedStep { inputs, targets, loss, correct }
+            }
+        };
+        graph.replay()?;
+        let outputs = (step.loss.shallow_clone(), step.correct.shallow_clone());
+        self.captured = Some(step);
+        Ok(outputs)
     }
 
     /// The model's outputs in evaluation mode. With `no_grad` the forward pass runs under
