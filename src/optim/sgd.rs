@@ -4,6 +4,7 @@
 
 use tch::{Kind, Tensor};
 
+use super::Optimizer;
 use crate::error::Error;
 use crate::ffi;
 
@@ -49,54 +50,19 @@ impl Sgd {
     /// Momentum buffers start as zeros, so the first update (`buf = 0·momentum + d`) equals the
     /// per-parameter loop's `buf = d`.
     pub fn fused(params: Vec<Tensor>, config: SgdConfig) -> Self {
-        Self { fused: true, ..Self::new(params, config) }.with_lr_on_device()
+        let mut sgd = Self { fused: true, ..Self::new(params, config) };
+        sgd.make_capturable();
+        sgd
     }
 
-    /// The same optimizer with its learning rate in a device tensor and its momentum buffers
-    /// allocated up front as zeros (the same math: the first update is `buf = 0·momentum + d = d`),
-    /// so that [`Self::update`] launches the same kernels on the same tensors every step, as a
-    /// CUDA graph capture needs.
-    pub fn with_lr_on_device(mut self) -> Self {
-        let device = self.params.first().map_or(tch::Device::Cpu, Tensor::device);
-        if self.config.momentum != 0.0 {
-            for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
-                buf.get_or_insert_with(|| p.detach().zeros_like());
-            }
-        }
-        let value = match self.lr {
-            LearningRate::Host(lr) => lr,
-            LearningRate::Device(_) => return self,
-        };
-        self.lr = LearningRate::Device(Tensor::full([], value, (Kind::Float, device)));
-        self
+    /// Whether the update runs as the fused multi-tensor kernel.
+    pub fn is_fused(&self) -> bool {
+        self.fused
     }
 
-    /// One update with learning rate `lr`, as `torch.optim.SGD.step()` (dampening 0, no Nesterov):
+    /// The per-parameter update, as `torch.optim.SGD.step()` (dampening 0, no Nesterov):
     /// `d = g + wd·p; buf = momentum·buf + d` (`buf = d` at the first step); `p -= lr·buf`.
-    /// Parameters without a gradient are skipped.
-    pub fn step(&mut self, lr: f64) -> Result<(), Error> {
-        self.set_lr(lr);
-        self.update(None)
-    }
-
-    /// Sets the learning rate of the next [`Self::update`] (a tiny fill kernel when it lives on the
-    /// device; call it outside a graph capture, before each replay).
-    pub fn set_lr(&mut self, lr: f64) {
-        match &mut self.lr {
-            LearningRate::Host(value) => *value = lr,
-            LearningRate::Device(tensor) => {
-                let _ = tensor.fill_(lr);
-            }
-        }
-    }
-
-    /// One update at the current learning rate. With `found_inf` (a 1-element float device tensor,
-    /// as filled by gradient unscaling) the update leaves parameters and momentum untouched when it
-    /// holds 1, deciding on the device rather than by a host read.
-    pub fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
-        if self.fused {
-            return self.fused_update(found_inf);
-        }
+    fn loop_update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         let SgdConfig { momentum, weight_decay } = self.config;
         let keep_going = found_inf.map(|f| f.eq(0.0));
         let lr = &self.lr;
@@ -154,15 +120,49 @@ impl Sgd {
             ffi::fused_sgd(&mut params, &mut grads, &mut buffers, weight_decay, momentum, lr, found_inf)
         })
     }
+}
 
-    /// Whether the update runs as the fused multi-tensor kernel.
-    pub fn is_fused(&self) -> bool {
-        self.fused
+impl Optimizer for Sgd {
+    /// Sets the learning rate (a tiny fill kernel when it lives on the device; call it outside a
+    /// graph capture, before each replay).
+    fn set_lr(&mut self, lr: f64) {
+        match &mut self.lr {
+            LearningRate::Host(value) => *value = lr,
+            LearningRate::Device(tensor) => {
+                let _ = tensor.fill_(lr);
+            }
+        }
     }
 
-    /// Clears gradients before the next backward: set to None (`set_to_none = true`, the trick)
-    /// or zero-filled in place (the old default).
-    pub fn zero_grad(&mut self, set_to_none: bool) {
+    /// Sets the momentum factor. The recipe keeps it constant; 1cycle cycles it. It is passed to
+    /// the kernels as a number, so a captured CUDA graph keeps the momentum it was captured with.
+    fn set_momentum(&mut self, momentum: f64) {
+        self.config.momentum = momentum;
+    }
+
+    fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
+        if self.fused {
+            self.fused_update(found_inf)
+        } else {
+            self.loop_update(found_inf)
+        }
+    }
+
+    /// Puts the learning rate in a device tensor and allocates the momentum buffers up front as
+    /// zeros (the same math: the first update is `buf = 0·momentum + d = d`).
+    fn make_capturable(&mut self) {
+        let device = self.params.first().map_or(tch::Device::Cpu, Tensor::device);
+        if self.config.momentum != 0.0 {
+            for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
+                buf.get_or_insert_with(|| p.detach().zeros_like());
+            }
+        }
+        if let LearningRate::Host(lr) = self.lr {
+            self.lr = LearningRate::Device(Tensor::full([], lr, (Kind::Float, device)));
+        }
+    }
+
+    fn zero_grad(&mut self, set_to_none: bool) {
         for p in &mut self.params {
             if set_to_none {
                 ffi::set_grad_none(p);
@@ -175,8 +175,7 @@ impl Sgd {
         }
     }
 
-    /// The parameters being optimised.
-    pub fn params(&self) -> &[Tensor] {
+    fn params(&self) -> &[Tensor] {
         &self.params
     }
 }
@@ -256,7 +255,7 @@ mod tests {
         let config = SgdConfig { momentum: 0.9, weight_decay: 0.01 };
         let mut opt = if fused { Sgd::fused(params, config) } else { Sgd::new(params, config) };
         if lr_on_device {
-            opt = opt.with_lr_on_device();
+            opt.make_capturable();
         }
         for step in 0..3 {
             opt.zero_grad(true);

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::ffi;
 use crate::measure::flops::Precision;
 use crate::optim::sgd::{Sgd, SgdConfig};
+use crate::optim::Optimizer;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::Workload;
 use amp::GradScaler;
@@ -124,7 +125,7 @@ impl<W: Workload> Trainer<W> {
         let mut optimizer =
             if tricks.has(Trick::FusedOptimizer) { Sgd::fused(params, sgd) } else { Sgd::new(params, sgd) };
         if launch != StepLaunch::Eager {
-            optimizer = optimizer.with_lr_on_device();
+            optimizer.make_capturable();
         }
         let graph = match (launch, device) {
             (StepLaunch::CudaGraph, DeviceSpec::Cuda(index)) => Some(ffi::CudaGraph::new(index)?),
