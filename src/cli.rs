@@ -40,14 +40,18 @@ pub struct RunArgs {
     /// Workload: resnet20, resnet56, resnet110, or all (the profile's default set).
     #[arg(long, default_value = "all")]
     pub workload: String,
-    /// Comma-separated trick ids, or all.
+    /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
+    /// judged by training throughput, peak memory, or time to accuracy).
     #[arg(long, default_value = "all")]
     pub tricks: String,
     /// Experimental design: ablation (baseline vs baseline + each trick), leave-one-out (all on vs
-    /// all on minus each), stack (ablation, then tricks added cumulatively, best first).
+    /// all on minus each), stack (ablation, then tricks added cumulatively, best first),
+    /// batch-sweep (throughput, memory and time to accuracy from batch 64 up to the largest that
+    /// fits), super-convergence (Smith & Topin's ResNet-56 step schedule vs 1cycle).
     #[arg(long, default_value = "ablation")]
     pub design: String,
-    /// Profile: smoke (seconds, a set-up check), quick (minutes on a CPU) or standard (GPU).
+    /// Profile: smoke (seconds, a set-up check), quick (minutes on a CPU), standard (GPU, one
+    /// time-to-accuracy seed) or full (GPU, to 93%, three seeds).
     #[arg(long, default_value = "quick")]
     pub profile: String,
     /// Device: auto, cpu, cuda or cuda:N.
@@ -59,9 +63,16 @@ pub struct RunArgs {
     /// Samples per step (default: the profile's, 128).
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// Skip the time-to-accuracy cell.
+    /// Skip the time-to-accuracy cells (the tricks judged by them become not applicable).
     #[arg(long)]
     pub no_time_to_accuracy: bool,
+    /// Seeds per time-to-accuracy configuration (default: the profile's).
+    #[arg(long)]
+    pub seeds: Option<usize>,
+    /// Peak memory a cell may use, MiB, beyond which it ends out of memory (default: on a CPU the
+    /// profile's budget, on a GPU the device's own memory).
+    #[arg(long)]
+    pub memory_budget_mib: Option<u64>,
     /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
     #[arg(long, default_value = "data/cifar10")]
     pub data: PathBuf,

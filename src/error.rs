@@ -27,6 +27,9 @@ pub enum Error {
     /// A dataset file was missing or malformed.
     #[error(transparent)]
     Data(#[from] crate::data::cifar::DataError),
+    /// The cell needed more memory than the device has or the memory budget allows.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
     /// A value given by the user (flag, name, file content) is not acceptable.
     #[error("{0}")]
     Invalid(String),

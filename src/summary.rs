@@ -75,9 +75,9 @@ fn speedup_text(c: &Comparison) -> String {
 }
 
 fn speedup_without_comparison(cell: &CellResult) -> String {
-    if cell.key.debug_apis_on {
-        "(debug-off's reference)".to_owned()
-    } else if cell.key.tricks.is_baseline() && cell.key.kind != CellKind::TimeToAccuracy {
+    if let Some(trick) = cell.key.reference_for {
+        format!("({trick}'s reference)")
+    } else if cell.key.tricks.is_baseline() && !cell.key.kind.runs_once() {
         "(baseline)".to_owned()
     } else {
         "-".to_owned()

@@ -54,6 +54,27 @@ pub enum Trick {
     DebugOff,
     /// The whole training step captured once into a CUDA graph and replayed.
     CudaGraphs,
+    // Convergence and memory tricks (#5)
+    /// The 1cycle learning-rate and momentum policy instead of the step schedule.
+    OneCycle,
+    /// The largest batch that fits, with the learning rate scaled linearly and warmed up.
+    MaxBatch,
+    /// AdamW (decoupled weight decay) instead of Adam with L2 in the gradient.
+    Adamw,
+    /// LARS (layer-wise trust ratios) for large-batch training.
+    Lars,
+    /// LAMB (layer-wise trust ratios on Adam updates) for large-batch training.
+    Lamb,
+    /// Activation checkpointing: segments recomputed in backward instead of stored.
+    Checkpointing,
+    /// Several micro-batches per optimizer step at the same effective batch.
+    GradAccumulation,
+    /// Global-norm gradient clipping without a host sync.
+    GradClipping,
+    /// Per-channel standardised inputs instead of raw [0, 1] pixels.
+    InputNorm,
+    /// BatchNorm after every convolution instead of a plainly initialised net without it.
+    BatchNorm,
 }
 
 /// What a trick is judged by.
@@ -93,7 +114,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 18] = [
+    pub const ALL: [Trick; 28] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -114,7 +135,21 @@ impl Trick {
         Trick::JitFusion,
         Trick::DebugOff,
         Trick::CudaGraphs,
+        // Convergence and memory tricks (#5)
+        Trick::OneCycle,
+        Trick::MaxBatch,
+        Trick::Adamw,
+        Trick::Lars,
+        Trick::Lamb,
+        Trick::Checkpointing,
+        Trick::GradAccumulation,
+        Trick::GradClipping,
+        Trick::InputNorm,
+        Trick::BatchNorm,
     ];
+
+    /// The tricks that choose the optimizer; at most one can be on.
+    pub const OPTIMIZERS: [Trick; 3] = [Trick::Adamw, Trick::Lars, Trick::Lamb];
 
     /// The id used on the command line and in results (kebab-case).
     pub fn id(self) -> &'static str {
@@ -138,6 +173,16 @@ impl Trick {
             Trick::JitFusion => "jit-fusion",
             Trick::DebugOff => "debug-off",
             Trick::CudaGraphs => "cuda-graphs",
+            Trick::OneCycle => "one-cycle",
+            Trick::MaxBatch => "max-batch",
+            Trick::Adamw => "adamw",
+            Trick::Lars => "lars",
+            Trick::Lamb => "lamb",
+            Trick::Checkpointing => "checkpointing",
+            Trick::GradAccumulation => "grad-accumulation",
+            Trick::GradClipping => "grad-clipping",
+            Trick::InputNorm => "input-norm",
+            Trick::BatchNorm => "batch-norm",
         }
     }
 
@@ -161,6 +206,14 @@ impl Trick {
             Trick::FusedOptimizer => Some(5),
             Trick::JitFusion => Some(18),
             Trick::DebugOff => Some(13),
+            // Convergence and memory tricks (#5)
+            Trick::OneCycle => Some(1),
+            Trick::MaxBatch => Some(3),
+            Trick::Adamw | Trick::Lars | Trick::Lamb => Some(5),
+            Trick::Checkpointing => Some(8),
+            Trick::GradAccumulation => Some(9),
+            Trick::GradClipping => Some(14),
+            Trick::InputNorm | Trick::BatchNorm => Some(17),
         }
     }
 
@@ -187,6 +240,21 @@ impl Trick {
             Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
             Trick::DebugOff => "autograd anomaly detection left on (a separate debug-apis-on reference cell)",
             Trick::CudaGraphs => "every kernel of the step launched from the host, op by op",
+            // Convergence and memory tricks (#5)
+            Trick::OneCycle => "step schedule: the base rate, ÷10 at 50% and 75% of training, momentum 0.9",
+            Trick::MaxBatch => "the recipe's batch and learning rate",
+            Trick::Adamw => "Adam with L2 added to the gradient (a separate adam-l2 reference cell)",
+            Trick::Lars | Trick::Lamb => {
+                "SGD with momentum at the same large batch, learning rate scaled linearly and warmed up"
+            }
+            Trick::Checkpointing => "every activation kept for backward",
+            Trick::GradAccumulation => "the whole batch in one forward and backward",
+            Trick::GradClipping => "no clipping",
+            Trick::InputNorm => "raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)",
+            Trick::BatchNorm => {
+                "no BatchNorm: plainly initialised convolutions with biases (a separate \
+                 no-batch-norm reference cell)"
+            }
         }
     }
 
@@ -222,6 +290,25 @@ impl Trick {
                  with its learning rate and fp16 overflow skip on the device) captured once into a \
                  CUDA graph and replayed: one launch per step"
             }
+            // Convergence and memory tricks (#5)
+            Trick::OneCycle => {
+                "1cycle: learning rate warmed up to its maximum over 30% of training, then cosine-annealed \
+                 to 1/25,000 of it, momentum cycled inversely between 0.95 and 0.85"
+            }
+            Trick::MaxBatch => {
+                "the largest batch that fits (probed in child processes, doubling until out of memory), \
+                 learning rate scaled linearly with it and warmed up"
+            }
+            Trick::Adamw => "AdamW: weight decay decoupled from the adaptive update",
+            Trick::Lars => "LARS: momentum SGD with a layer-wise trust ratio ‖w‖/‖∇w + λw‖",
+            Trick::Lamb => "LAMB: Adam updates scaled by a layer-wise trust ratio ‖w‖/‖update‖",
+            Trick::Checkpointing => "only each segment's input kept; segments recomputed in backward",
+            Trick::GradAccumulation => "4 micro-batches per optimizer step, gradients accumulated",
+            Trick::GradClipping => {
+                "gradients clipped to global norm 2.0, computed on the device without a host read"
+            }
+            Trick::InputNorm => "per-channel standardised inputs, as in the recipe",
+            Trick::BatchNorm => "BatchNorm after every convolution, as in the recipe",
         }
     }
 
@@ -229,7 +316,29 @@ impl Trick {
     pub fn metric(self) -> Metric {
         match self {
             Trick::NoGradEval => Metric::EvalThroughput,
+            Trick::Checkpointing | Trick::GradAccumulation => Metric::Memory,
+            Trick::OneCycle
+            | Trick::MaxBatch
+            | Trick::Adamw
+            | Trick::Lars
+            | Trick::Lamb
+            | Trick::GradClipping
+            | Trick::InputNorm
+            | Trick::BatchNorm => Metric::TimeToAccuracy,
             _ => Metric::Throughput,
+        }
+    }
+
+    /// The label of the trick's own reference ("off") cell, for the tricks whose "off" side is
+    /// not the plain recipe: `debug-off` (debugging left on), `adamw` (Adam with L2), and the
+    /// tricks already in the recipe, `batch-norm` and `input-norm` (taken out).
+    pub fn reference_label(self) -> Option<&'static str> {
+        match self {
+            Trick::DebugOff => Some("debug-apis-on"),
+            Trick::Adamw => Some("adam-l2"),
+            Trick::BatchNorm => Some("no-batch-norm"),
+            Trick::InputNorm => Some("raw-inputs"),
+            _ => None,
         }
     }
 
@@ -283,6 +392,19 @@ impl Trick {
             | Trick::GpuAugment
             | Trick::PackedDataset => Applicability::Applies,
             Trick::FusedOptimizer | Trick::JitFusion | Trick::DebugOff => Applicability::Applies,
+            Trick::Checkpointing | Trick::InputNorm | Trick::BatchNorm if !workload.is_cnn() => {
+                Applicability::NotApplicable(format!("{workload} is not a CIFAR ResNet"))
+            }
+            Trick::OneCycle
+            | Trick::MaxBatch
+            | Trick::Adamw
+            | Trick::Lars
+            | Trick::Lamb
+            | Trick::Checkpointing
+            | Trick::GradAccumulation
+            | Trick::GradClipping
+            | Trick::InputNorm
+            | Trick::BatchNorm => Applicability::Applies,
         }
     }
 }
@@ -347,10 +469,21 @@ impl TrickSet {
 
     /// The first reason, if any, why this set cannot run for `workload` on `device`.
     pub fn not_applicable_reason(&self, workload: WorkloadId, device: DeviceSpec) -> Option<String> {
-        self.iter().find_map(|t| match t.applicability(workload, device) {
-            Applicability::Applies => None,
-            Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
-        })
+        self.iter()
+            .find_map(|t| match t.applicability(workload, device) {
+                Applicability::Applies => None,
+                Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
+            })
+            .or_else(|| self.conflict_reason())
+    }
+
+    /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
+    /// optimizer.
+    pub fn conflict_reason(&self) -> Option<String> {
+        let optimizers: Vec<&str> =
+            Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
+        (optimizers.len() > 1)
+            .then(|| format!("{} each replace the optimizer; only one can be on", optimizers.join(" and ")))
     }
 
     /// Why this set cannot run with the data sources at hand, if it cannot: `packed-dataset` is
@@ -376,20 +509,36 @@ impl FromIterator<Trick> for TrickSet {
     }
 }
 
-/// Parses `--tricks`: `all`, or a comma-separated list of trick ids.
+/// The groups `--tricks` accepts besides trick ids, each with the metrics of its tricks.
+pub const TRICK_GROUPS: [(&str, &[Metric]); 4] = [
+    ("all", &[Metric::Throughput, Metric::EvalThroughput, Metric::Memory, Metric::TimeToAccuracy]),
+    ("throughput", &[Metric::Throughput, Metric::EvalThroughput]),
+    ("memory", &[Metric::Memory]),
+    ("convergence", &[Metric::TimeToAccuracy]),
+];
+
+/// Parses `--tricks`: a comma-separated list of trick ids and groups (`all`, `throughput`,
+/// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group.
 pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
-    if s.trim() == "all" {
-        return Ok(Trick::ALL.to_vec());
-    }
     let mut tricks = Vec::new();
     for id in s.split(',').map(str::trim).filter(|id| !id.is_empty()) {
-        let trick: Trick = id.parse().map_err(|e| Error::Invalid(format!("--tricks: {e}")))?;
-        if !tricks.contains(&trick) {
-            tricks.push(trick);
+        let group = TRICK_GROUPS.iter().find(|(name, _)| *name == id);
+        let members: Vec<Trick> = match group {
+            Some((_, metrics)) => Trick::ALL.into_iter().filter(|t| metrics.contains(&t.metric())).collect(),
+            None => vec![id.parse().map_err(|e| {
+                Error::Invalid(format!("--tricks: {e}; or a group: all, throughput, memory, convergence"))
+            })?],
+        };
+        for trick in members {
+            if !tricks.contains(&trick) {
+                tricks.push(trick);
+            }
         }
     }
     if tricks.is_empty() {
-        return Err(Error::Invalid("--tricks: empty list; give trick ids or 'all'".to_owned()));
+        return Err(Error::Invalid(
+            "--tricks: empty list; give trick ids or groups such as 'all'".to_owned(),
+        ));
     }
     Ok(tricks)
 }
@@ -406,6 +555,24 @@ mod tests {
             assert_eq!(t.id().parse::<Trick>().unwrap(), t);
             assert_eq!(serde_json::to_string(&t).unwrap(), format!("\"{}\"", t.id()));
         }
+    }
+
+    #[test]
+    fn groups_select_tricks_by_metric_and_mix_with_ids() {
+        let convergence = parse_trick_list("convergence").unwrap();
+        assert!(convergence.contains(&Trick::OneCycle) && convergence.contains(&Trick::BatchNorm));
+        assert!(convergence.iter().all(|t| t.metric() == Metric::TimeToAccuracy));
+        let mixed = parse_trick_list("memory,amp,checkpointing").unwrap();
+        assert_eq!(mixed, [Trick::Checkpointing, Trick::GradAccumulation, Trick::Amp]);
+        assert_eq!(parse_trick_list("all").unwrap().len(), Trick::ALL.len());
+    }
+
+    #[test]
+    fn optimizer_tricks_conflict_with_each_other() {
+        let both: TrickSet = [Trick::Adamw, Trick::Lars].into_iter().collect();
+        assert!(both.conflict_reason().unwrap().contains("adamw and lars"));
+        assert!(TrickSet::only(Trick::Lamb).conflict_reason().is_none());
+        assert!(both.not_applicable_reason(WorkloadId::Resnet8, DeviceSpec::Cpu).is_some());
     }
 
     #[test]

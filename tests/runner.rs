@@ -60,6 +60,9 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         batch_size: 32,
         seed: 0,
         time_to_accuracy_batch_size: None,
+        time_to_accuracy_seeds: 1,
+        large_batch_size: 128,
+        max_batch_size: None,
         has_images: false,
     };
     RunSpec {
@@ -88,6 +91,8 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
                 bootstrap_resamples: 2000,
                 confidence_level: 0.95,
                 cell_timeout_s: 10.0,
+                time_to_accuracy_seeds: 1,
+                memory_budget_bytes: None,
             },
         },
         system: SystemInfo::collect(DeviceSpec::Cpu),
@@ -195,7 +200,7 @@ fn resume_runs_only_what_is_missing_and_ends_with_the_same_results() {
 }
 
 #[test]
-fn resume_refuses_results_from_a_different_plan_and_a_new_run_refuses_to_overwrite() {
+fn resume_refuses_results_from_a_different_run_and_a_new_run_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let first = spec(dir.path(), vec![Trick::ChannelsLast]);
     runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
@@ -207,7 +212,27 @@ fn resume_refuses_results_from_a_different_plan_and_a_new_run_refuses_to_overwri
     other.info.profile = "quick".into();
     other.resume = true;
     let message = runner::run(&other, &mut MockExecutor::default(), &mut Silent).unwrap_err().to_string();
-    assert!(message.contains("different plan"), "{message}");
+    assert!(message.contains("different run"), "{message}");
+}
+
+#[test]
+fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
+    // As `run --design stack` does: the ablation, then a larger plan in the same file. Resuming
+    // the first phase later must neither refuse the file nor drop the second phase's cells.
+    let dir = tempfile::tempdir().unwrap();
+    let first = spec(dir.path(), vec![Trick::ChannelsLast]);
+    runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
+    let mut second = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    second.resume = true;
+    let grown = runner::run(&second, &mut MockExecutor::default(), &mut Silent).unwrap();
+    let mut again = first.clone();
+    again.resume = true;
+    let mut mock = MockExecutor::default();
+    let resumed = runner::run(&again, &mut mock, &mut Silent).unwrap();
+    assert!(mock.calls.is_empty(), "nothing left to measure: {:?}", mock.calls);
+    let ids =
+        |r: &trickbench::results::schema::Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&resumed), ids(&grown));
 }
 
 /// A stand-in for the trickbench binary: a shell script run as `SCRIPT cell --job J --output O`.
@@ -229,6 +254,7 @@ fn job() -> CellJob {
         data_dir: PathBuf::from("unused"),
         round: 0,
         images: None,
+        memory_budget_bytes: None,
     }
 }
 

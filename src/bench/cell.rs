@@ -44,7 +44,15 @@ pub struct CellJob {
     /// (`run --images`): decoded for every batch unless `packed-dataset` is on.
     #[serde(default)]
     pub images: Option<PathBuf>,
+    /// Peak memory the cell may use, bytes ([`crate::results::schema::Memory::primary_bytes`]: device peak allocated on
+    /// CUDA, peak resident set on CPU); beyond it the cell ends out of memory (`run
+    /// --memory-budget-mib`, which makes batch-size probing testable on a CPU).
+    #[serde(default)]
+    pub memory_budget_bytes: Option<u64>,
 }
+
+/// Training steps of a memory probe (after the steps that reach the steady state).
+pub const PROBE_STEPS: usize = 2;
 
 /// Runs one cell process and returns what it measured.
 pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
@@ -54,7 +62,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let tricks = &job.key.tricks;
     apply_process_tricks(tricks, device)?;
     // The "off" side of debug-off: debugging left on for the whole process.
-    ffi::set_anomaly_mode(job.key.debug_apis_on);
+    ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
     let data = load_data(job, &profile)?;
     tch::manual_seed(job.key.seed as i64);
     let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));
@@ -130,10 +138,37 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
             measurement.time_to_accuracy = Some(tta);
         }
+        CellKind::MemoryProbe => {
+            let mut loader = CifarLoader::new(data.train, loader_options)?;
+            let lr = profile.tta.base_lr;
+            for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
+                trainer.train_step(&loader.next_batch()?, lr)?;
+                within_budget(device, job.memory_budget_bytes)?;
+            }
+            trainer.metrics_mut().flush();
+            measurement.last_loss = trainer.metrics_mut().last_mean_loss();
+        }
     }
     measurement.memory = memory::peaks(device)?;
+    within_budget(device, job.memory_budget_bytes)?;
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// Fails with [`Error::OutOfMemory`] when the peak memory so far exceeds `budget_bytes`.
+fn within_budget(device: DeviceSpec, budget_bytes: Option<u64>) -> Result<(), Error> {
+    let Some(budget) = budget_bytes else {
+        return Ok(());
+    };
+    let peak = memory::peaks(device)?.primary_bytes().unwrap_or(0);
+    if peak > budget {
+        return Err(Error::OutOfMemory(format!(
+            "peak memory {:.0} MiB exceeds the memory budget of {:.0} MiB (--memory-budget-mib)",
+            peak as f64 / (1u64 << 20) as f64,
+            budget as f64 / (1u64 << 20) as f64
+        )));
+    }
+    Ok(())
 }
 
 /// Runs the profile's timed windows of `step` (which processes one batch and returns its sample

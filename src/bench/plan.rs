@@ -18,6 +18,12 @@ pub enum Design {
     LeaveOneOut,
     /// The ablation, then tricks added cumulatively, best measured first (a waterfall).
     Stack,
+    /// Throughput, peak memory and time-to-accuracy of the baseline over batch sizes from 64 to
+    /// the largest that fits (probed first; the out-of-memory point is part of the results).
+    BatchSweep,
+    /// Smith & Topin's super-convergence comparison: ResNet-56 trained to accuracy with a
+    /// piecewise-constant step schedule and with 1cycle.
+    SuperConvergence,
 }
 
 impl Design {
@@ -27,6 +33,8 @@ impl Design {
             Design::Ablation => "ablation",
             Design::LeaveOneOut => "leave-one-out",
             Design::Stack => "stack",
+            Design::BatchSweep => "batch-sweep",
+            Design::SuperConvergence => "super-convergence",
         }
     }
 }
@@ -45,8 +53,11 @@ impl FromStr for Design {
             "ablation" => Ok(Design::Ablation),
             "leave-one-out" => Ok(Design::LeaveOneOut),
             "stack" => Ok(Design::Stack),
+            "batch-sweep" => Ok(Design::BatchSweep),
+            "super-convergence" => Ok(Design::SuperConvergence),
             _ => Err(Error::Invalid(format!(
-                "unknown design '{s}'; valid designs: ablation, leave-one-out, stack"
+                "unknown design '{s}'; valid designs: ablation, leave-one-out, stack, batch-sweep, \
+                 super-convergence"
             ))),
         }
     }
@@ -83,58 +94,53 @@ pub struct PlanRequest {
     pub seed: u64,
     /// Whether image files to decode were given (`run --images`), which `packed-dataset` needs.
     pub has_images: bool,
-    /// Batch size of a time-to-accuracy cell of the baseline per workload (`None`: no such cell).
+    /// Batch size of the time-to-accuracy cells (`None`: no time-to-accuracy cells, and the
+    /// tricks judged by time-to-accuracy are not applicable).
     pub time_to_accuracy_batch_size: Option<usize>,
+    /// Seeds of each time-to-accuracy configuration: `seed`, `seed + 1`, …
+    pub time_to_accuracy_seeds: usize,
+    /// The large batch at which `lars` and `lamb` are measured (against SGD at the same batch).
+    pub large_batch_size: usize,
+    /// The largest batch that fit, when it has been probed (`max-batch` needs it).
+    pub max_batch_size: Option<usize>,
 }
 
 impl Plan {
-    /// The ablation design: for each workload, the baseline (training throughput, evaluation
-    /// throughput when an evaluation trick is asked for, and time-to-accuracy) and the baseline
-    /// plus each trick, measured in the phase its metric is about.
+    /// The ablation design: for each workload, the baselines (training throughput, evaluation
+    /// throughput when an evaluation trick is asked for, time-to-accuracy per seed) and each trick
+    /// measured as its metric asks, with its own reference cells where its "off" side is not the
+    /// plain recipe.
     pub fn ablation(request: &PlanRequest) -> Plan {
-        let mut cells = Vec::new();
+        let mut plan = Plan { cells: Vec::new() };
         for &workload in &request.workloads {
-            cells.extend(baselines(request, workload));
+            plan.extend(baselines(request, workload));
             for &trick in &request.tricks {
-                if trick == Trick::DebugOff {
-                    cells.push(debug_apis_on(planned(
-                        request,
-                        workload,
-                        TrickSet::baseline(),
-                        throughput(Phase::Train),
-                    )));
-                }
-                cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
+                plan.extend(trick_cells(request, workload, trick));
             }
-            cells.extend(time_to_accuracy(request, workload));
         }
-        Plan { cells }
+        plan
     }
 
     /// The leave-one-out design: every applicable training trick on together, and that set minus
     /// each one (what each trick still adds when all the others are on). Evaluation tricks and
     /// tricks that cannot apply are measured as in the ablation, so none is silently dropped.
     pub fn leave_one_out(request: &PlanRequest) -> Plan {
-        let mut cells = Vec::new();
+        let mut plan = Plan { cells: Vec::new() };
         for &workload in &request.workloads {
-            cells.extend(baselines(request, workload));
+            plan.extend(baselines(request, workload));
             let (together, alone): (Vec<Trick>, Vec<Trick>) = request.tricks.iter().partition(|&&t| {
-                phase_of(t) == Phase::Train
+                t.metric() == Metric::Throughput
                     && planned(request, workload, TrickSet::only(t), throughput(Phase::Train))
                         .not_applicable
                         .is_none()
             });
             for trick in alone {
-                cells.push(planned(request, workload, TrickSet::only(trick), throughput(phase_of(trick))));
+                plan.extend(trick_cells(request, workload, trick));
             }
+            let mut cells = Vec::new();
             let all: TrickSet = together.iter().copied().collect();
             if all.has(Trick::DebugOff) {
-                cells.push(debug_apis_on(planned(
-                    request,
-                    workload,
-                    TrickSet::baseline(),
-                    throughput(Phase::Train),
-                )));
+                cells.push(reference_cell(request, workload, Trick::DebugOff, throughput(Phase::Train)));
             }
             if !all.is_baseline() {
                 cells.push(planned(request, workload, all.clone(), throughput(Phase::Train)));
@@ -147,9 +153,9 @@ impl Plan {
                     cells.push(if trick == Trick::DebugOff { debug_apis_on(cell) } else { cell });
                 }
             }
-            cells.extend(time_to_accuracy(request, workload));
+            plan.extend(cells);
         }
-        Plan { cells }
+        plan
     }
 
     /// The stack design's second half: the ablation's cells, then tricks added cumulatively in
@@ -162,24 +168,75 @@ impl Plan {
             for (step, &trick) in ranking.iter().enumerate() {
                 cumulative = cumulative.iter().chain([trick]).collect();
                 if step > 0 {
-                    plan.cells.push(planned(request, workload, cumulative.clone(), throughput(Phase::Train)));
+                    plan.extend([planned(request, workload, cumulative.clone(), throughput(Phase::Train))]);
                 }
             }
         }
         plan
     }
 
+    /// The batch-sweep design's cells for one probed workload: the baseline's training throughput
+    /// and time-to-accuracy (per seed, learning rate scaled linearly with the batch and warmed
+    /// up) at every batch size that fit.
+    pub fn batch_sweep(request: &PlanRequest, workload: WorkloadId, fitting: &[usize]) -> Plan {
+        let mut plan = Plan { cells: Vec::new() };
+        for &batch_size in fitting {
+            let at =
+                PlanRequest { batch_size, time_to_accuracy_batch_size: Some(batch_size), ..request.clone() };
+            plan.extend([planned(&at, workload, TrickSet::baseline(), throughput(Phase::Train))]);
+            if request.time_to_accuracy_batch_size.is_some() {
+                plan.extend(time_to_accuracy_seeds(&at, workload, TrickSet::baseline(), batch_size, None));
+            }
+        }
+        plan
+    }
+
+    /// The memory probe of `tricks` at `batch_size`: a few training steps, then peak memory or
+    /// out of memory.
+    pub fn probe(
+        request: &PlanRequest,
+        workload: WorkloadId,
+        tricks: TrickSet,
+        batch_size: usize,
+    ) -> PlannedCell {
+        let at = PlanRequest { batch_size, ..request.clone() };
+        planned(&at, workload, tricks, CellKind::MemoryProbe)
+    }
+
+    /// Smith & Topin's super-convergence comparison: time-to-accuracy of the step schedule and of
+    /// 1cycle, per seed (the cell process applies the experiment's own settings).
+    pub fn super_convergence(request: &PlanRequest) -> Plan {
+        let mut plan = Plan { cells: Vec::new() };
+        let Some(batch) = request.time_to_accuracy_batch_size else {
+            return plan;
+        };
+        for &workload in &request.workloads {
+            for tricks in [TrickSet::baseline(), TrickSet::only(Trick::OneCycle)] {
+                plan.extend(time_to_accuracy_seeds(request, workload, tricks, batch, None));
+            }
+        }
+        plan
+    }
+
+    /// Adds `cells` not already planned (the same cell can be asked for by two tricks).
+    pub fn extend(&mut self, cells: impl IntoIterator<Item = PlannedCell>) {
+        for cell in cells {
+            if !self.cells.iter().any(|c| c.key == cell.key) {
+                self.cells.push(cell);
+            }
+        }
+    }
+
     /// The order in which cell processes run: `rounds` rounds over the applicable throughput
     /// cells, forward in even rounds and reversed in odd ones (so linear drift hits baseline and
-    /// tricks alike), then each time-to-accuracy cell once. Items are (cell index, round).
+    /// tricks alike), then each cell that runs once (time-to-accuracy, memory probe). Items are
+    /// (cell index, round).
     pub fn schedule(&self, rounds: usize) -> Vec<(usize, usize)> {
         let runnable = |kind_is_tta: bool| {
             self.cells
                 .iter()
                 .enumerate()
-                .filter(move |(_, c)| {
-                    c.not_applicable.is_none() && (c.key.kind == CellKind::TimeToAccuracy) == kind_is_tta
-                })
+                .filter(move |(_, c)| c.not_applicable.is_none() && c.key.kind.runs_once() == kind_is_tta)
                 .map(|(i, _)| i)
                 .collect::<Vec<_>>()
         };
@@ -196,9 +253,9 @@ impl Plan {
         order
     }
 
-    /// Processes a cell needs: `rounds` for throughput cells, one for time-to-accuracy cells.
+    /// Processes a cell needs: `rounds` for throughput cells, one for the others.
     pub fn processes_per_cell(key: &CellKey, rounds: usize) -> usize {
-        if key.kind == CellKind::TimeToAccuracy {
+        if key.kind.runs_once() {
             1
         } else {
             rounds
@@ -224,9 +281,9 @@ fn throughput(phase: Phase) -> CellKind {
 fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: CellKind) -> PlannedCell {
     let batch_size = match kind {
         CellKind::TimeToAccuracy => request.time_to_accuracy_batch_size.unwrap_or(request.batch_size),
-        CellKind::Throughput { .. } => request.batch_size,
+        CellKind::Throughput { .. } | CellKind::MemoryProbe => request.batch_size,
     };
-    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind, debug_apis_on: false };
+    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind, reference_for: None };
     let not_applicable = key
         .tricks
         .not_applicable_reason(workload, request.device)
@@ -234,11 +291,19 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
     PlannedCell { key, not_applicable }
 }
 
-/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`). A CUDA
-/// graph cannot be captured that way: anomaly detection reads every gradient to the host.
-fn debug_apis_on(mut cell: PlannedCell) -> PlannedCell {
-    cell.key.debug_apis_on = true;
-    if cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
+/// The reference ("off") cell of `trick`, whose "off" side is not the plain recipe: the baseline
+/// with the trick's reference switched on (anomaly detection on, Adam with L2, no BatchNorm, raw
+/// inputs).
+fn reference_cell(request: &PlanRequest, workload: WorkloadId, trick: Trick, kind: CellKind) -> PlannedCell {
+    let cell = planned(request, workload, TrickSet::baseline(), kind);
+    with_reference(cell, trick)
+}
+
+/// `cell` as the reference cell of `trick`. A CUDA graph cannot be captured with anomaly
+/// detection on (it reads every gradient to the host), so such a cell is not applicable.
+fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
+    cell.key.reference_for = Some(trick);
+    if trick == Trick::DebugOff && cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
         cell.not_applicable = Some(format!(
             "{}: anomaly detection checks every gradient for NaN on the host, which a CUDA graph \
              capture forbids",
@@ -248,20 +313,108 @@ fn debug_apis_on(mut cell: PlannedCell) -> PlannedCell {
     cell
 }
 
-/// The baseline's throughput cells: training, and evaluation when an evaluation trick is asked for.
+/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`).
+fn debug_apis_on(cell: PlannedCell) -> PlannedCell {
+    with_reference(cell, Trick::DebugOff)
+}
+
+/// The baselines of `workload`: training throughput, evaluation throughput when an evaluation
+/// trick is asked for, and time-to-accuracy per seed.
 fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
     let mut phases = vec![Phase::Train];
     if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
         phases.push(Phase::Eval);
     }
-    phases.into_iter().map(|p| planned(request, workload, TrickSet::baseline(), throughput(p))).collect()
+    let mut cells: Vec<PlannedCell> =
+        phases.into_iter().map(|p| planned(request, workload, TrickSet::baseline(), throughput(p))).collect();
+    if let Some(batch) = request.time_to_accuracy_batch_size {
+        cells.extend(time_to_accuracy_seeds(request, workload, TrickSet::baseline(), batch, None));
+    }
+    cells
 }
 
-/// The baseline's time-to-accuracy cell, when asked for.
-fn time_to_accuracy(request: &PlanRequest, workload: WorkloadId) -> Option<PlannedCell> {
-    request
-        .time_to_accuracy_batch_size
-        .map(|_| planned(request, workload, TrickSet::baseline(), CellKind::TimeToAccuracy))
+/// Time-to-accuracy cells of `tricks` at `batch_size`, one per seed (as the reference cell of
+/// `reference_for` when given).
+fn time_to_accuracy_seeds(
+    request: &PlanRequest,
+    workload: WorkloadId,
+    tricks: TrickSet,
+    batch_size: usize,
+    reference_for: Option<Trick>,
+) -> Vec<PlannedCell> {
+    (0..request.time_to_accuracy_seeds.max(1) as u64)
+        .map(|i| {
+            let at = PlanRequest {
+                seed: request.seed + i,
+                time_to_accuracy_batch_size: Some(batch_size),
+                ..request.clone()
+            };
+            let cell = planned(&at, workload, tricks.clone(), CellKind::TimeToAccuracy);
+            match reference_for {
+                Some(trick) => with_reference(cell, trick),
+                None => cell,
+            }
+        })
+        .collect()
+}
+
+/// The cells that measure `trick` alone, as its metric asks: throughput (training or evaluation)
+/// or memory cells, or time-to-accuracy cells per seed; each with the reference cells it is
+/// compared with when those are not the plain baselines.
+fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec<PlannedCell> {
+    let only = TrickSet::only(trick);
+    let mut cells = Vec::new();
+    match trick.metric() {
+        Metric::Throughput | Metric::EvalThroughput | Metric::Memory => {
+            let kind = throughput(phase_of(trick));
+            if trick.reference_label().is_some() {
+                cells.push(reference_cell(request, workload, trick, kind));
+            }
+            cells.push(planned(request, workload, only, kind));
+        }
+        Metric::TimeToAccuracy => {
+            let Some(tta_batch) = request.time_to_accuracy_batch_size else {
+                let mut cell = planned(request, workload, only, CellKind::TimeToAccuracy);
+                cell.not_applicable.get_or_insert_with(|| {
+                    format!("{trick}: judged by time-to-accuracy, which --no-time-to-accuracy switched off")
+                });
+                return vec![cell];
+            };
+            let batch = match trick {
+                Trick::Lars | Trick::Lamb => request.large_batch_size,
+                Trick::MaxBatch => match request.max_batch_size {
+                    Some(b) => b,
+                    None => {
+                        let mut cell = planned(request, workload, only, CellKind::TimeToAccuracy);
+                        cell.not_applicable.get_or_insert_with(|| {
+                            format!("{trick}: no batch size was probed (the probe found none that fits)")
+                        });
+                        return vec![cell];
+                    }
+                },
+                _ => tta_batch,
+            };
+            if trick.reference_label().is_some() {
+                cells.extend(time_to_accuracy_seeds(
+                    request,
+                    workload,
+                    TrickSet::baseline(),
+                    batch,
+                    Some(trick),
+                ));
+            } else if batch != tta_batch && trick != Trick::MaxBatch {
+                // lars and lamb are compared with SGD at the same large batch.
+                cells.extend(time_to_accuracy_seeds(request, workload, TrickSet::baseline(), batch, None));
+            }
+            cells.extend(time_to_accuracy_seeds(request, workload, only.clone(), batch, None));
+            if trick == Trick::MaxBatch {
+                // Also how fast the largest batch trains, against the recipe's batch.
+                let at = PlanRequest { batch_size: batch, ..request.clone() };
+                cells.push(planned(&at, workload, only, throughput(Phase::Train)));
+            }
+        }
+    }
+    cells
 }
 
 #[cfg(test)]
@@ -276,6 +429,9 @@ mod tests {
             batch_size: 128,
             seed: 0,
             time_to_accuracy_batch_size: Some(64),
+            time_to_accuracy_seeds: 1,
+            large_batch_size: 512,
+            max_batch_size: None,
             has_images: false,
         }
     }
@@ -289,13 +445,13 @@ mod tests {
             [
                 "resnet20/baseline/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
+                "resnet20/baseline/b64/s0/tta",
                 "resnet20/channels-last/b128/s0/train",
                 "resnet20/no-grad-eval/b128/s0/eval",
                 "resnet20/amp/b128/s0/train",
-                "resnet20/baseline/b64/s0/tta",
             ]
         );
-        let amp = &plan.cells[4];
+        let amp = &plan.cells[5];
         assert!(amp.not_applicable.as_deref().unwrap().contains("needs a CUDA GPU"));
     }
 
@@ -313,12 +469,12 @@ mod tests {
             [
                 "resnet20/baseline/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
+                "resnet20/baseline/b64/s0/tta",
                 "resnet20/no-grad-eval/b128/s0/eval",
                 "resnet20/amp/b128/s0/train",
                 "resnet20/zero-grad-none+channels-last/b128/s0/train",
                 "resnet20/zero-grad-none/b128/s0/train",
                 "resnet20/channels-last/b128/s0/train",
-                "resnet20/baseline/b64/s0/tta",
             ]
         );
     }
@@ -331,14 +487,17 @@ mod tests {
             ids,
             [
                 "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b64/s0/tta",
                 "resnet20/baseline+debug-apis-on/b128/s0/train",
                 "resnet20/debug-off/b128/s0/train",
-                "resnet20/baseline/b64/s0/tta",
             ]
         );
         let loo = Plan::leave_one_out(&request(vec![Trick::DebugOff, Trick::ZeroGradNone]));
         let without_debug_off = loo.cells.iter().find(|c| c.key.tricks.label() == "zero-grad-none").unwrap();
-        assert!(without_debug_off.key.debug_apis_on, "leaving debug-off out leaves debugging on");
+        assert!(
+            without_debug_off.key.is_reference_for(Trick::DebugOff),
+            "leaving debug-off out leaves debugging on"
+        );
     }
 
     #[test]
@@ -349,7 +508,10 @@ mod tests {
         };
         let loo = Plan::leave_one_out(&on_gpu);
         let cell = |label: &str, debug: bool| {
-            loo.cells.iter().find(|c| c.key.tricks.label() == label && c.key.debug_apis_on == debug).unwrap()
+            loo.cells
+                .iter()
+                .find(|c| c.key.tricks.label() == label && c.key.is_reference_for(Trick::DebugOff) == debug)
+                .unwrap()
         };
         let with_debugging = cell("zero-grad-none+cuda-graphs", true);
         let reason = with_debugging.not_applicable.as_deref().expect("capture with anomaly mode cannot run");
@@ -360,8 +522,79 @@ mod tests {
             assert_eq!(cell("debug-off+cuda-graphs", false).not_applicable, None);
         }
         let on_cpu = Plan::ablation(&request(vec![Trick::CudaGraphs]));
-        let reason = on_cpu.cells[1].not_applicable.as_deref().unwrap();
+        let reason = on_cpu.cells[2].not_applicable.as_deref().unwrap();
         assert!(reason.contains("needs a CUDA GPU"), "{reason}");
+    }
+
+    #[test]
+    fn convergence_tricks_get_time_to_accuracy_cells_per_seed_with_their_references() {
+        let r = PlanRequest {
+            time_to_accuracy_seeds: 2,
+            ..request(vec![
+                Trick::OneCycle,
+                Trick::Adamw,
+                Trick::Lars,
+                Trick::BatchNorm,
+                Trick::Checkpointing,
+            ])
+        };
+        let ids: Vec<String> = Plan::ablation(&r).cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b64/s0/tta",
+                "resnet20/baseline/b64/s1/tta",
+                "resnet20/one-cycle/b64/s0/tta",
+                "resnet20/one-cycle/b64/s1/tta",
+                "resnet20/baseline+adam-l2/b64/s0/tta",
+                "resnet20/baseline+adam-l2/b64/s1/tta",
+                "resnet20/adamw/b64/s0/tta",
+                "resnet20/adamw/b64/s1/tta",
+                "resnet20/baseline/b512/s0/tta",
+                "resnet20/baseline/b512/s1/tta",
+                "resnet20/lars/b512/s0/tta",
+                "resnet20/lars/b512/s1/tta",
+                "resnet20/baseline+no-batch-norm/b64/s0/tta",
+                "resnet20/baseline+no-batch-norm/b64/s1/tta",
+                "resnet20/batch-norm/b64/s0/tta",
+                "resnet20/batch-norm/b64/s1/tta",
+                "resnet20/checkpointing/b128/s0/train",
+            ]
+        );
+    }
+
+    #[test]
+    fn max_batch_needs_a_probed_size_and_time_to_accuracy() {
+        let unprobed = Plan::ablation(&request(vec![Trick::MaxBatch]));
+        let cell = unprobed.cells.iter().find(|c| c.key.tricks.has(Trick::MaxBatch)).unwrap();
+        assert!(cell.not_applicable.as_deref().unwrap().contains("no batch size was probed"));
+        let probed =
+            Plan::ablation(&PlanRequest { max_batch_size: Some(2048), ..request(vec![Trick::MaxBatch]) });
+        let ids: Vec<String> = probed.cells.iter().skip(2).map(|c| c.key.id()).collect();
+        assert_eq!(ids, ["resnet20/max-batch/b2048/s0/tta", "resnet20/max-batch/b2048/s0/train"]);
+        let no_tta = PlanRequest { time_to_accuracy_batch_size: None, ..request(vec![Trick::GradClipping]) };
+        let plan = Plan::ablation(&no_tta);
+        let reason = plan.cells[1].not_applicable.as_deref().unwrap();
+        assert!(reason.contains("--no-time-to-accuracy"), "{reason}");
+    }
+
+    #[test]
+    fn batch_sweep_measures_every_fitting_batch_and_probes_are_single_processes() {
+        let plan = Plan::batch_sweep(&request(vec![]), WorkloadId::Resnet20, &[64, 128]);
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet20/baseline/b64/s0/train",
+                "resnet20/baseline/b64/s0/tta",
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b128/s0/tta"
+            ]
+        );
+        let probe = Plan::probe(&request(vec![]), WorkloadId::Resnet20, TrickSet::baseline(), 256);
+        assert_eq!(probe.key.id(), "resnet20/baseline/b256/s0/probe");
+        assert_eq!(Plan::processes_per_cell(&probe.key, 3), 1);
     }
 
     #[test]
@@ -376,7 +609,7 @@ mod tests {
     #[test]
     fn schedule_alternates_direction_and_skips_inapplicable_cells() {
         let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::Amp]));
-        // cells: 0 baseline train, 1 channels-last, 2 amp (n/a on CPU), 3 tta
-        assert_eq!(plan.schedule(2), [(0, 0), (1, 0), (1, 1), (0, 1), (3, 0)]);
+        // cells: 0 baseline train, 1 tta, 2 channels-last, 3 amp (n/a on CPU)
+        assert_eq!(plan.schedule(2), [(0, 0), (2, 0), (2, 1), (0, 1), (1, 0)]);
     }
 }

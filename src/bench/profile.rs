@@ -19,11 +19,14 @@ pub enum ProfileName {
     Quick,
     /// The GPU default: ResNet-56 on full CIFAR-10, one time-to-accuracy seed.
     Standard,
+    /// The GPU reference: ResNet-56 on full CIFAR-10 to 93% test accuracy, three seeds.
+    Full,
 }
 
 impl ProfileName {
     /// Every profile.
-    pub const ALL: [ProfileName; 3] = [ProfileName::Smoke, ProfileName::Quick, ProfileName::Standard];
+    pub const ALL: [ProfileName; 4] =
+        [ProfileName::Smoke, ProfileName::Quick, ProfileName::Standard, ProfileName::Full];
 
     /// The name on the command line and in results.
     pub fn id(self) -> &'static str {
@@ -31,6 +34,7 @@ impl ProfileName {
             ProfileName::Smoke => "smoke",
             ProfileName::Quick => "quick",
             ProfileName::Standard => "standard",
+            ProfileName::Full => "full",
         }
     }
 
@@ -48,6 +52,7 @@ impl ProfileName {
                 cell_timeout_s: 120.0,
                 train_samples: Some(2_000),
                 test_samples: Some(500),
+                cpu_memory_budget_mib: 1536,
                 tta: TtaSettings {
                     batch_size: 32,
                     target_accuracy: 0.25,
@@ -55,6 +60,8 @@ impl ProfileName {
                     planned_epochs: 3,
                     eval_every_steps: 20,
                     base_lr: 0.05,
+                    seeds: 1,
+                    large_batch_size: 128,
                 },
             },
             ProfileName::Quick => Profile {
@@ -68,6 +75,7 @@ impl ProfileName {
                 cell_timeout_s: 300.0,
                 train_samples: None,
                 test_samples: Some(1_000),
+                cpu_memory_budget_mib: 3072,
                 tta: TtaSettings {
                     batch_size: 64,
                     target_accuracy: 0.60,
@@ -75,6 +83,8 @@ impl ProfileName {
                     planned_epochs: 3,
                     eval_every_steps: 100,
                     base_lr: 0.05,
+                    seeds: 1,
+                    large_batch_size: 512,
                 },
             },
             ProfileName::Standard => Profile {
@@ -88,6 +98,7 @@ impl ProfileName {
                 cell_timeout_s: 600.0,
                 train_samples: None,
                 test_samples: None,
+                cpu_memory_budget_mib: 16384,
                 tta: TtaSettings {
                     batch_size: 128,
                     target_accuracy: 0.90,
@@ -95,6 +106,32 @@ impl ProfileName {
                     planned_epochs: 40,
                     eval_every_steps: 390,
                     base_lr: 0.1,
+                    seeds: 1,
+                    large_batch_size: 1024,
+                },
+            },
+            ProfileName::Full => Profile {
+                name: self,
+                workloads: vec![WorkloadId::Resnet56],
+                batch_size: 128,
+                warmup_steps: 20,
+                windows_per_process: 10,
+                steps_per_window: 20,
+                rounds: 5,
+                cell_timeout_s: 4200.0,
+                train_samples: None,
+                test_samples: None,
+                cpu_memory_budget_mib: 16384,
+                // He et al.'s schedule: 64k iterations at batch 128 (164 epochs), ÷10 at 50% and 75%.
+                tta: TtaSettings {
+                    batch_size: 128,
+                    target_accuracy: 0.93,
+                    budget_s: 3600.0,
+                    planned_epochs: 164,
+                    eval_every_steps: 390,
+                    base_lr: 0.1,
+                    seeds: 3,
+                    large_batch_size: 1024,
                 },
             },
         }
@@ -112,7 +149,7 @@ impl FromStr for ProfileName {
 
     fn from_str(s: &str) -> Result<Self, Error> {
         ProfileName::ALL.into_iter().find(|p| p.id() == s).ok_or_else(|| {
-            Error::Invalid(format!("unknown profile '{s}'; valid profiles: smoke, quick, standard"))
+            Error::Invalid(format!("unknown profile '{s}'; valid profiles: smoke, quick, standard, full"))
         })
     }
 }
@@ -140,6 +177,9 @@ pub struct Profile {
     pub train_samples: Option<usize>,
     /// Test images used for evaluation (`None`: all).
     pub test_samples: Option<usize>,
+    /// Peak memory a cell may use on a CPU, MiB (`run --memory-budget-mib` overrides it, on any
+    /// device): the limit batch-size probing runs into there, below what the machine has.
+    pub cpu_memory_budget_mib: u64,
     /// Time-to-accuracy settings.
     pub tta: TtaSettings,
 }
@@ -157,6 +197,10 @@ pub struct TtaSettings {
     pub planned_epochs: usize,
     /// Optimizer steps between evaluations.
     pub eval_every_steps: usize,
-    /// Learning rate at the start of the step schedule.
+    /// Learning rate of SGD at `batch_size` (scaled linearly for other batch sizes).
     pub base_lr: f64,
+    /// Seeds per time-to-accuracy configuration.
+    pub seeds: usize,
+    /// The large batch at which `lars` and `lamb` are measured, against SGD at the same batch.
+    pub large_batch_size: usize,
 }

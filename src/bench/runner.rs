@@ -11,7 +11,7 @@ use wait_timeout::ChildExt;
 use crate::bench::cell::CellJob;
 use crate::bench::plan::Plan;
 use crate::error::Error;
-use crate::results::analysis::{comparisons, summarise_cell};
+use crate::results::analysis::{comparisons, summarise_cell, time_to_accuracy_summaries};
 use crate::results::schema::{CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -101,6 +101,7 @@ pub fn run(
             data_dir: spec.data_dir.clone(),
             round,
             images: spec.images.clone(),
+            memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
         };
         let execution = executor.execute(&job, timeout);
         let cell = cell_mut(&mut results.cells, &spec.plan, index);
@@ -116,6 +117,7 @@ pub fn run(
         summarise_cell(cell, &spec.system);
         observer.process_finished(cell);
         results.comparisons = comparisons(&results.cells, &results.run.design);
+        results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
         store::save(&results, &path)?;
         observer.results_written(&path);
     }
@@ -124,7 +126,9 @@ pub fn run(
     Ok(results)
 }
 
-/// A fresh results value with the not-applicable cells filled in, or the existing one to resume.
+/// A fresh results value with the not-applicable cells filled in, or the existing one to resume
+/// (with the not-applicable cells of this plan added). Cells the file holds beyond this plan are
+/// kept: a run in phases (probes, ablation, stack) resumes one phase at a time.
 fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
     if spec.resume && path.exists() {
         let existing = store::load(path)?;
@@ -132,15 +136,23 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
             && existing.run.design == spec.info.design
             && existing.run.device == spec.info.device
             && existing.run.protocol == spec.info.protocol;
-        let planned: Vec<String> = spec.plan.cells.iter().map(|c| c.key.id()).collect();
-        if !same || existing.cells.iter().any(|c| !planned.contains(&c.id)) {
+        if !same {
             return Err(Error::Invalid(format!(
-                "--resume: {} was written by a different plan (profile, design, device, protocol or \
-                 cells differ); use the same flags as the original run or a new --out",
+                "--resume: {} was written by a different run (profile, design, device or protocol \
+                 differ); use the same flags as the original run or a new --out",
                 path.display()
             )));
         }
-        return Ok(Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing });
+        let mut results = Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing };
+        for planned in &spec.plan.cells {
+            if let Some(reason) = &planned.not_applicable {
+                if !results.cells.iter().any(|c| c.key == planned.key) {
+                    let status = CellStatus::NotApplicable { reason: reason.clone() };
+                    results.cells.push(CellResult::new(planned.key.clone(), status));
+                }
+            }
+        }
+        return Ok(results);
     }
     if !spec.resume && path.exists() {
         return Err(Error::Invalid(format!(
@@ -164,6 +176,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         system: spec.system.clone(),
         cells,
         comparisons: Vec::new(),
+        time_to_accuracy: Vec::new(),
     })
 }
 

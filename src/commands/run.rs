@@ -12,16 +12,23 @@ use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RES
 use trickbench::data::cifar;
 use trickbench::device::DeviceSpec;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
-use trickbench::results::schema::{CellKind, CellResult, DataInfo, Phase, Protocol, Results, RunInfo};
+use trickbench::results::schema::{
+    CellKind, CellResult, CellStatus, DataInfo, Phase, Protocol, Results, RunInfo,
+};
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::summary::summary_table;
-use trickbench::tricks::{parse_trick_list, Trick};
+use trickbench::tricks::{parse_trick_list, Metric, Trick, TrickSet};
 use trickbench::workloads::WorkloadId;
 
 use crate::cli::RunArgs;
 
 /// Where `run` generates synthetic data when the data directory holds no CIFAR-10.
 const SYNTHETIC_DIR: &str = "data/synthetic-cifar10";
+
+/// The first batch size a probe tries; each next one doubles it.
+const PROBE_START_BATCH: usize = 64;
+/// The largest batch size a probe tries.
+const PROBE_MAX_BATCH: usize = 65_536;
 
 /// Runs the plan the flags describe.
 pub fn run(args: &RunArgs) -> Result<()> {
@@ -30,15 +37,27 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let design: Design = args.design.parse().context("--design")?;
     let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
     let tricks = parse_trick_list(&args.tricks)?;
-    let workloads = match args.workload.as_str() {
-        "all" => profile.workloads.clone(),
-        one => vec![one.parse::<WorkloadId>().context("--workload")?],
+    let workloads = match (args.workload.as_str(), design) {
+        ("all", Design::SuperConvergence) => vec![WorkloadId::Resnet56],
+        ("all", _) => profile.workloads.clone(),
+        (one, _) => vec![one.parse::<WorkloadId>().context("--workload")?],
     };
     let batch_size = args.batch_size.unwrap_or(profile.batch_size);
     if batch_size == 0 {
         anyhow::bail!("--batch-size must be at least 1");
     }
+    let seeds = args.seeds.unwrap_or(profile.tta.seeds);
+    if seeds == 0 {
+        anyhow::bail!("--seeds must be at least 1");
+    }
+    let memory_budget_bytes = match args.memory_budget_mib {
+        Some(0) => anyhow::bail!("--memory-budget-mib must be at least 1"),
+        Some(mib) => Some(mib << 20),
+        None if !device.is_cuda() => Some(profile.cpu_memory_budget_mib << 20),
+        None => None,
+    };
     let (data_dir, data) = resolve_data(&args.data, profile.train_samples, profile.test_samples)?;
+    let train_samples = data.train_samples;
     let request = PlanRequest {
         workloads,
         tricks,
@@ -46,11 +65,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
         batch_size,
         seed: args.seed,
         time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
+        time_to_accuracy_seeds: seeds,
+        large_batch_size: profile.tta.large_batch_size,
+        max_batch_size: None,
         has_images: args.images.is_some(),
-    };
-    let plan = match design {
-        Design::Ablation | Design::Stack => Plan::ablation(&request),
-        Design::LeaveOneOut => Plan::leave_one_out(&request),
     };
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
@@ -74,12 +92,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
             bootstrap_resamples: BOOTSTRAP_RESAMPLES,
             confidence_level: CONFIDENCE_LEVEL,
             cell_timeout_s: profile.cell_timeout_s,
+            time_to_accuracy_seeds: seeds,
+            memory_budget_bytes,
         },
     };
     let spec = RunSpec {
         info,
         system: SystemInfo::collect(device),
-        plan,
+        plan: Plan { cells: Vec::new() },
         data_dir,
         images: args.images.clone(),
         out_dir: out_dir.clone(),
@@ -91,27 +111,123 @@ pub fn run(args: &RunArgs) -> Result<()> {
             .expect("valid template"),
     );
     let echo = bar.clone();
-    let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
+    let executor = ProcessExecutor::new(program, out_dir.join(".cells"))
         .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))));
-    let mut progress = Progress { bar: bar.clone() };
-    let mut results = runner::run(&spec, &mut executor, &mut progress)
-        .with_context(|| format!("running into {}", out_dir.display()))?;
-    if design == Design::Stack {
-        // Second half: add the tricks cumulatively, best measured first.
-        let ranking = stack_ranking(&results);
-        bar.println(format!(
-            "stacking tricks, best first: {}",
-            ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
-        ));
-        let stack = RunSpec { plan: Plan::stack(&request, &ranking), resume: true, ..spec };
-        results = runner::run(&stack, &mut executor, &mut progress)
-            .with_context(|| format!("running the stack into {}", out_dir.display()))?;
+    let mut session = Session { spec, executor, progress: Progress { bar: bar.clone() }, results: None };
+    let probe_cap = train_samples.min(PROBE_MAX_BATCH);
+    match design {
+        Design::BatchSweep => {
+            for &workload in &request.workloads {
+                let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
+                session.run(Plan::batch_sweep(&request, workload, &probe.fitting))?;
+            }
+        }
+        Design::SuperConvergence => session.run(Plan::super_convergence(&request))?,
+        Design::Ablation | Design::Stack | Design::LeaveOneOut => {
+            let mut request = request.clone();
+            if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some() {
+                for &workload in &request.workloads.clone() {
+                    let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
+                    if request.tricks.contains(&Trick::Checkpointing) {
+                        // How much larger a batch checkpointing lets fit.
+                        session.probe(&request, workload, TrickSet::only(Trick::Checkpointing), probe_cap)?;
+                    }
+                    request.max_batch_size = probe.fitting.last().copied();
+                }
+            }
+            session.run(match design {
+                Design::LeaveOneOut => Plan::leave_one_out(&request),
+                _ => Plan::ablation(&request),
+            })?;
+            if design == Design::Stack {
+                // Second half: add the tricks cumulatively, best measured first.
+                let ranking = stack_ranking(session.results()?);
+                bar.println(format!(
+                    "stacking tricks, best first: {}",
+                    ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
+                ));
+                session.run(Plan::stack(&request, &ranking))?;
+            }
+        }
     }
     bar.finish_and_clear();
+    let results = session.results()?;
     let _ = std::fs::remove_dir(out_dir.join(".cells"));
-    println!("{}", summary_table(&results));
+    println!("{}", summary_table(results));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
-    super::report::write_run_report(&results, &out_dir)
+    super::report::write_run_report(results, &out_dir)
+}
+
+/// The batch sizes a probe found to fit, smallest first.
+struct ProbeOutcome {
+    fitting: Vec<usize>,
+}
+
+/// A run in phases (probes, then the main plan, then the stack), each a plan that extends the
+/// cells of the phases before it, all in one results file.
+struct Session {
+    spec: RunSpec,
+    executor: ProcessExecutor,
+    progress: Progress,
+    results: Option<Results>,
+}
+
+impl Session {
+    /// Runs the cells planned so far plus `plan`'s (what is already measured is skipped).
+    fn run(&mut self, plan: Plan) -> Result<()> {
+        let mut all = self.spec.plan.clone();
+        all.extend(plan.cells);
+        self.spec.plan = all;
+        let results = runner::run(&self.spec, &mut self.executor, &mut self.progress)
+            .with_context(|| format!("running into {}", self.spec.out_dir.display()))?;
+        self.spec.resume = true;
+        self.results = Some(results);
+        Ok(())
+    }
+
+    /// Probes `tricks` on `workload` at batch sizes 64, 128, … up to `cap`, one process each,
+    /// until one runs out of memory (or fails): each probe is a cell of the results.
+    fn probe(
+        &mut self,
+        request: &PlanRequest,
+        workload: WorkloadId,
+        tricks: TrickSet,
+        cap: usize,
+    ) -> Result<ProbeOutcome> {
+        let mut fitting = Vec::new();
+        let mut batch = PROBE_START_BATCH;
+        while batch <= cap {
+            let cell = Plan::probe(request, workload, tricks.clone(), batch);
+            if cell.not_applicable.is_some() {
+                break;
+            }
+            let id = cell.key.id();
+            self.run(Plan { cells: vec![cell] })?;
+            let status = self.results()?.cells.iter().find(|c| c.id == id).map(|c| c.status.clone());
+            match status {
+                Some(CellStatus::Ok) => fitting.push(batch),
+                Some(CellStatus::OutOfMemory { .. }) => {
+                    self.progress
+                        .bar
+                        .println(format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
+                    break;
+                }
+                _ => break,
+            }
+            batch *= 2;
+        }
+        if let Some(largest) = fitting.last() {
+            self.progress
+                .bar
+                .println(format!("  {workload} {}: largest batch that fits {largest}", tricks.label()));
+        }
+        Ok(ProbeOutcome { fitting })
+    }
+
+    /// The results so far.
+    fn results(&self) -> Result<&Results> {
+        self.results.as_ref().context("no cell has run yet")
+    }
 }
 
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,
@@ -164,7 +280,9 @@ fn stack_ranking(results: &Results) -> Vec<Trick> {
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
                 // The stack starts from the plain recipe, in which debugging is already off.
-                ([trick], CellKind::Throughput { phase: Phase::Train }) if *trick != Trick::DebugOff => {
+                ([trick], CellKind::Throughput { phase: Phase::Train })
+                    if *trick != Trick::DebugOff && trick.metric() == Metric::Throughput =>
+                {
                     Some((*trick, c.speedup))
                 }
                 _ => None,
@@ -190,7 +308,7 @@ impl RunObserver for Progress {
     fn process_finished(&mut self, cell: &CellResult) {
         if let Some(t) = &cell.throughput {
             self.bar.println(format!("  {:<44} {:>8.0} samples/s", cell.id, t.median_samples_per_s));
-        } else if cell.status != trickbench::results::schema::CellStatus::Ok {
+        } else if cell.status != CellStatus::Ok {
             self.bar.println(format!("  {:<44} {:?}", cell.id, cell.status));
         }
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::report::model;
 use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict};
-use crate::tricks::TrickSet;
+use crate::tricks::{Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
 /// What joins cells across devices.
@@ -17,6 +17,8 @@ pub(crate) struct JoinKey {
     pub workload: WorkloadId,
     /// The trick set.
     pub tricks: TrickSet,
+    /// The trick whose reference ("off") cell this is, if it is one.
+    pub reference_for: Option<Trick>,
     /// The batch size.
     pub batch_size: usize,
     /// What the cell measures.
@@ -31,8 +33,13 @@ impl JoinKey {
             CellKind::Throughput { phase: Phase::Train } => "",
             CellKind::Throughput { phase: Phase::Eval } => " (eval)",
             CellKind::TimeToAccuracy => " (time to accuracy)",
+            CellKind::MemoryProbe => " (memory probe)",
         };
-        format!("{} · {}{kind} · b{}", self.workload, self.tricks.label(), self.batch_size)
+        let configuration = match self.reference_for.and_then(Trick::reference_label) {
+            Some(reference) => format!("{}+{reference}", self.tricks.label()),
+            None => self.tricks.label(),
+        };
+        format!("{} · {configuration}{kind} · b{}", self.workload, self.batch_size)
     }
 }
 
@@ -137,6 +144,7 @@ impl<'a> Comparison<'a> {
                 let key = JoinKey {
                     workload: cell.key.workload,
                     tricks: cell.key.tricks.clone(),
+                    reference_for: cell.key.reference_for,
                     batch_size: cell.key.batch_size,
                     kind: cell.key.kind,
                     profile: r.run.profile.clone(),

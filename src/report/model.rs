@@ -364,6 +364,17 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::JitFusion => Rgb(152, 223, 138),
         Trick::DebugOff => Rgb(196, 156, 148),
         Trick::CudaGraphs => Rgb(247, 182, 210),
+        // Convergence and memory tricks (#5): matplotlib's tab20b/tab20c lights.
+        Trick::OneCycle => Rgb(107, 110, 207),
+        Trick::MaxBatch => Rgb(181, 207, 107),
+        Trick::Adamw => Rgb(231, 186, 82),
+        Trick::Lars => Rgb(214, 97, 107),
+        Trick::Lamb => Rgb(206, 109, 189),
+        Trick::Checkpointing => Rgb(49, 130, 189),
+        Trick::GradAccumulation => Rgb(230, 85, 13),
+        Trick::GradClipping => Rgb(49, 163, 84),
+        Trick::InputNorm => Rgb(117, 107, 177),
+        Trick::BatchNorm => Rgb(99, 99, 99),
     }
 }
 

@@ -1,10 +1,10 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
 use crate::measure::flops::{peak_flops_per_s, Precision};
-use crate::measure::stats::{median_ci, paired_ratio_ci};
+use crate::measure::stats::{median, median_ci, paired_ratio_ci};
 use crate::results::schema::{
-    CellEnergy, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput, Utilisation,
-    Verdict,
+    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
+    TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
 use crate::tricks::Trick;
@@ -70,41 +70,127 @@ fn utilisation(
 }
 
 /// Each finished trick cell against its reference cell (same workload, batch size, seed and
-/// kind): the baseline; under the leave-one-out design, a set that lacks one trick of the largest
-/// set is compared with that largest set instead (below 1: the missing trick was helping).
+/// kind): the baseline, or the trick's own reference cell where its "off" side is not the plain
+/// recipe (`debug-off`: debugging on); `max-batch` against the baseline at the smallest batch
+/// measured (the recipe's). Under the leave-one-out design, a set that lacks one trick of the
+/// largest set is compared with that largest set instead (below 1: the missing trick was helping).
 pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     cells
         .iter()
         .filter(ok)
-        .filter(|c| !c.key.tricks.is_baseline())
+        .filter(|c| !c.key.tricks.is_baseline() && c.key.reference_for.is_none())
         .filter_map(|cell| {
+            let any_batch = cell.key.tricks.has(Trick::MaxBatch);
             let same_setting = |c: &&CellResult| {
-                (c.key.workload, c.key.batch_size, c.key.seed, c.key.kind)
-                    == (cell.key.workload, cell.key.batch_size, cell.key.seed, cell.key.kind)
+                (c.key.workload, c.key.seed, c.key.kind) == (cell.key.workload, cell.key.seed, cell.key.kind)
+                    && (any_batch || c.key.batch_size == cell.key.batch_size)
             };
-            let largest = cells.iter().filter(same_setting).max_by_key(|c| c.key.tricks.len())?;
+            let largest = cells
+                .iter()
+                .filter(same_setting)
+                .filter(|c| c.key.reference_for.is_none())
+                .max_by_key(|c| c.key.tricks.len())?;
             let leave_one_out = design == "leave-one-out"
                 && cell.key.tricks.len() + 1 == largest.key.tricks.len()
                 && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
-            // debug-off's "off" side is the baseline with debugging left on, when it was measured.
-            let baseline = |debug_apis_on: bool| {
+            let baseline = |reference_for: Option<Trick>| {
                 cells
                     .iter()
                     .filter(ok)
                     .filter(same_setting)
-                    .find(|c| c.key.tricks.is_baseline() && c.key.debug_apis_on == debug_apis_on)
+                    .filter(|c| c.key.tricks.is_baseline() && c.key.reference_for == reference_for)
+                    .min_by_key(|c| c.key.batch_size)
             };
+            // A trick with its own reference is compared with it, when it was measured.
+            let own_reference = cell.key.tricks.iter().find(|t| t.reference_label().is_some());
             let reference = if leave_one_out {
                 Some(largest).filter(ok)
-            } else if cell.key.tricks.has(Trick::DebugOff) {
-                baseline(true).or_else(|| baseline(false))
             } else {
-                baseline(false)
+                own_reference.and_then(|t| baseline(Some(t))).or_else(|| baseline(None))
             };
             compare(cell, reference?)
         })
         .collect()
+}
+
+/// Time-to-accuracy per configuration over its seeds, each compared with its reference: the
+/// trick's own reference configuration when it has one, otherwise the baseline at the same batch
+/// size (`max-batch`: at the smallest batch measured, the recipe's).
+pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
+    let mut groups: Vec<(CellKey, Vec<&CellResult>)> = Vec::new();
+    for cell in cells.iter().filter(|c| c.status == CellStatus::Ok && c.time_to_accuracy.is_some()) {
+        let group_key = CellKey { seed: 0, ..cell.key.clone() };
+        match groups.iter_mut().find(|(k, _)| *k == group_key) {
+            Some((_, members)) => members.push(cell),
+            None => groups.push((group_key, vec![cell])),
+        }
+    }
+    let mut summaries: Vec<TtaSummary> =
+        groups.iter().map(|(key, members)| summarise_seeds(key, members)).collect();
+    let reference_of = |key: &CellKey| -> Option<usize> {
+        if key.tricks.is_baseline() {
+            return None;
+        }
+        let same = |k: &CellKey| k.workload == key.workload;
+        let own = key.tricks.iter().find(|t| t.reference_label().is_some());
+        let find = |reference_for: Option<Trick>, any_batch: bool| {
+            groups
+                .iter()
+                .enumerate()
+                .filter(|(_, (k, _))| {
+                    same(k)
+                        && k.tricks.is_baseline()
+                        && k.reference_for == reference_for
+                        && (any_batch || k.batch_size == key.batch_size)
+                })
+                .min_by_key(|(_, (k, _))| k.batch_size)
+                .map(|(i, _)| i)
+        };
+        let any_batch = key.tricks.has(Trick::MaxBatch);
+        own.and_then(|t| find(Some(t), any_batch)).or_else(|| find(None, any_batch))
+    };
+    for (i, (key, _)) in groups.iter().enumerate() {
+        if let Some(r) = reference_of(key) {
+            let theirs = summaries[r].median_time_to_target_s;
+            let ours = summaries[i].median_time_to_target_s;
+            summaries[i].reference =
+                Some(format!("{} b{}", summaries[r].configuration, summaries[r].batch_size));
+            summaries[i].speedup = match (theirs, ours) {
+                (Some(theirs), Some(ours)) if ours > 0.0 => Some(theirs / ours),
+                _ => None,
+            };
+        }
+    }
+    summaries
+}
+
+/// One configuration's seeds: medians with unreached seeds counted as infinitely slow.
+fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
+    let runs: Vec<&TimeToAccuracy> = members.iter().filter_map(|c| c.time_to_accuracy.as_ref()).collect();
+    let median_reached = |value: fn(&TimeToAccuracy) -> Option<f64>| {
+        let xs: Vec<f64> = runs.iter().map(|r| value(r).unwrap_or(f64::INFINITY)).collect();
+        median(&xs).filter(|m| m.is_finite())
+    };
+    let first = runs.first();
+    TtaSummary {
+        workload: key.workload,
+        configuration: key.configuration_label(),
+        tricks: key.tricks.clone(),
+        reference_for: key.reference_for,
+        batch_size: key.batch_size,
+        cells: members.iter().map(|c| c.id.clone()).collect(),
+        metric: first.map_or_else(String::new, |r| r.metric.clone()),
+        target: first.map_or(0.0, |r| r.target),
+        seeds: runs.len(),
+        reached: runs.iter().filter(|r| r.time_to_target_s.is_some()).count(),
+        median_time_to_target_s: median_reached(|r| r.time_to_target_s),
+        median_wall_time_to_target_s: median_reached(|r| r.wall_time_to_target_s),
+        median_epochs_to_target: median_reached(|r| r.epochs_to_target),
+        median_best_metric: median(&runs.iter().map(|r| r.best_metric).collect::<Vec<_>>()).unwrap_or(0.0),
+        reference: None,
+        speedup: None,
+    }
 }
 
 /// One paired comparison: speed-up with its bootstrap interval and the memory ratio.
@@ -183,7 +269,7 @@ mod tests {
             batch_size: 64,
             seed: 0,
             kind: CellKind::Throughput { phase: Phase::Train },
-            debug_apis_on: false,
+            reference_for: None,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.processes = windows.iter().enumerate().map(|(round, w)| process(round, w, rss, None)).collect();
@@ -243,7 +329,7 @@ mod tests {
     fn debug_off_is_compared_with_the_debugging_on_baseline() {
         let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
         let mut debugging = cell(TrickSet::baseline(), [[50.0; 3]; 2], 1);
-        debugging.key.debug_apis_on = true;
+        debugging.key.reference_for = Some(Trick::DebugOff);
         debugging.id = debugging.key.id();
         let off = cell(TrickSet::only(Trick::DebugOff), [[100.0; 3]; 2], 1);
         let cmp = comparisons(&[plain, debugging.clone(), off], "ablation");

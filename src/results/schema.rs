@@ -7,7 +7,7 @@ use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::power::Energy;
 use crate::results::system::SystemInfo;
-use crate::tricks::TrickSet;
+use crate::tricks::{Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
 /// The version of this schema. Readers refuse files with a newer version.
@@ -26,6 +26,51 @@ pub struct Results {
     pub cells: Vec<CellResult>,
     /// Each trick cell against its baseline, derived from `cells`.
     pub comparisons: Vec<Comparison>,
+    /// Time-to-accuracy per configuration over its seeds, each against its reference, derived
+    /// from `cells`.
+    #[serde(default)]
+    pub time_to_accuracy: Vec<TtaSummary>,
+}
+
+/// One time-to-accuracy configuration (workload, tricks or reference, batch size) over its seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TtaSummary {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// The configuration ([`CellKey::configuration_label`]).
+    pub configuration: String,
+    /// The tricks switched on.
+    pub tricks: TrickSet,
+    /// The trick whose reference ("off") configuration this is, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_for: Option<Trick>,
+    /// Samples per optimizer step.
+    pub batch_size: usize,
+    /// The ids of the cells, one per seed, that finished.
+    pub cells: Vec<String>,
+    /// The metric and its target (`test_accuracy`, a fraction).
+    pub metric: String,
+    /// The target value of the metric.
+    pub target: f64,
+    /// Seeds that finished training (reached the target or ran out of budget).
+    pub seeds: usize,
+    /// Seeds that reached the target.
+    pub reached: usize,
+    /// Median over seeds of the training time to the target, seconds (evaluation excluded); a
+    /// seed that never reached it counts as infinitely slow, so this is `None` unless more than
+    /// half of the seeds reached it.
+    pub median_time_to_target_s: Option<f64>,
+    /// Median over seeds of the wall time to the target, evaluation included, seconds (same rule).
+    pub median_wall_time_to_target_s: Option<f64>,
+    /// Median over seeds of the epochs to the target (same rule).
+    pub median_epochs_to_target: Option<f64>,
+    /// Median over seeds of the best metric seen.
+    pub median_best_metric: f64,
+    /// The configuration this one is compared with (its reference or the baseline), if measured.
+    pub reference: Option<String>,
+    /// The reference's median time to target ÷ this one's (>1: reaches the target sooner); `None`
+    /// when either median is missing.
+    pub speedup: Option<f64>,
 }
 
 /// What was run, how and when.
@@ -89,6 +134,18 @@ pub struct Protocol {
     pub confidence_level: f64,
     /// Wall-clock limit for one cell process, seconds.
     pub cell_timeout_s: f64,
+    /// Seeds per time-to-accuracy configuration.
+    #[serde(default = "one")]
+    pub time_to_accuracy_seeds: usize,
+    /// Peak memory a cell may use before it counts as out of memory, bytes (`None`: the device's
+    /// own limit).
+    #[serde(default)]
+    pub memory_budget_bytes: Option<u64>,
+}
+
+/// The default of [`Protocol::time_to_accuracy_seeds`] for results written before it existed.
+fn one() -> usize {
+    1
 }
 
 /// Which phase a throughput cell times.
@@ -112,10 +169,23 @@ pub enum CellKind {
     },
     /// Training from scratch until a target test metric or a time budget.
     TimeToAccuracy,
+    /// A few training steps at a batch size to see whether it fits: peak memory, or out of
+    /// memory (a result, not a failure of the run).
+    MemoryProbe,
 }
 
-/// What identifies a cell: (workload, trick set, batch size, seed, kind). The device is the run's.
+impl CellKind {
+    /// Whether the cell runs as a single process (time-to-accuracy, memory probe) rather than in
+    /// rounds (throughput).
+    pub fn runs_once(self) -> bool {
+        !matches!(self, CellKind::Throughput { .. })
+    }
+}
+
+/// What identifies a cell: (workload, trick set, batch size, seed, kind, reference). The device is
+/// the run's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "CellKeyFields")]
 pub struct CellKey {
     /// The workload trained.
     pub workload: WorkloadId,
@@ -127,22 +197,56 @@ pub struct CellKey {
     pub seed: u64,
     /// What the cell measures.
     pub kind: CellKind,
-    /// Autograd anomaly detection left on: the "off" side of `debug-off`, measured as its own
-    /// reference cell so that every other cell keeps the plain recipe.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub debug_apis_on: bool,
+    /// The cell is the "off" side of this trick where that is not the plain recipe, measured as
+    /// its own reference cell so that every other cell keeps the recipe: `debug-off` (anomaly
+    /// detection left on), `adamw` (Adam with L2 in the gradient), `batch-norm` (no BatchNorm),
+    /// `input-norm` (raw inputs). See [`Trick::reference_label`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_for: Option<Trick>,
+}
+
+/// [`CellKey`] as stored: results written before `reference_for` existed said
+/// `"debug_apis_on": true` for the `debug-off` reference cell.
+#[derive(Deserialize)]
+struct CellKeyFields {
+    workload: WorkloadId,
+    tricks: TrickSet,
+    batch_size: usize,
+    seed: u64,
+    kind: CellKind,
+    #[serde(default)]
+    reference_for: Option<Trick>,
+    #[serde(default)]
+    debug_apis_on: bool,
+}
+
+impl From<CellKeyFields> for CellKey {
+    fn from(f: CellKeyFields) -> Self {
+        CellKey {
+            workload: f.workload,
+            tricks: f.tricks,
+            batch_size: f.batch_size,
+            seed: f.seed,
+            kind: f.kind,
+            reference_for: f.reference_for.or(f.debug_apis_on.then_some(Trick::DebugOff)),
+        }
+    }
 }
 
 impl CellKey {
-    /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with
-    /// `+debug-apis-on` when anomaly detection is left on.
+    /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with the
+    /// reference's label appended for a reference cell (`baseline+debug-apis-on`).
     pub fn configuration_label(&self) -> String {
         let tricks = self.tricks.label();
-        if self.debug_apis_on {
-            format!("{tricks}+debug-apis-on")
-        } else {
-            tricks
+        match self.reference_for.and_then(Trick::reference_label) {
+            Some(reference) => format!("{tricks}+{reference}"),
+            None => tricks,
         }
+    }
+
+    /// Whether this is the reference ("off") cell of `trick`.
+    pub fn is_reference_for(&self, trick: Trick) -> bool {
+        self.reference_for == Some(trick)
     }
 
     /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`.
@@ -151,6 +255,7 @@ impl CellKey {
             CellKind::Throughput { phase: Phase::Train } => "train",
             CellKind::Throughput { phase: Phase::Eval } => "eval",
             CellKind::TimeToAccuracy => "tta",
+            CellKind::MemoryProbe => "probe",
         };
         format!("{}/{}/b{}/s{}/{kind}", self.workload, self.configuration_label(), self.batch_size, self.seed)
     }

@@ -45,6 +45,8 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
                 bootstrap_resamples: 2000,
                 confidence_level: 0.95,
                 cell_timeout_s: 600.0,
+                time_to_accuracy_seeds: 1,
+                memory_budget_bytes: None,
             },
         },
         system: SystemInfo {
@@ -72,6 +74,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
         },
         cells: Vec::new(),
         comparisons: Vec::new(),
+        time_to_accuracy: Vec::new(),
     }
 }
 
@@ -82,7 +85,7 @@ fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKe
         batch_size,
         seed,
         kind,
-        debug_apis_on: false,
+        reference_for: None,
     }
 }
 
