@@ -41,6 +41,30 @@ pub fn summary_table(results: &Results) -> String {
             let _ = writeln!(out, "    {detail}");
         }
     }
+    if !results.time_to_accuracy.is_empty() {
+        let _ = writeln!(out, "\ntime to accuracy, per configuration over its seeds:");
+        for t in &results.time_to_accuracy {
+            let median = t.median_time_to_target_s.map_or_else(
+                || "median: not reached by most seeds".to_owned(),
+                |s| format!("median {s:.1} s ({:.2} epochs)", t.median_epochs_to_target.unwrap_or(f64::NAN)),
+            );
+            let versus = match (&t.reference, t.speedup) {
+                (Some(reference), Some(speedup)) => format!(" · {speedup:.2}× sooner than {reference}"),
+                (Some(reference), None) => format!(" · vs {reference}: no median to compare"),
+                (None, _) => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "  {}/{}/b{}: {}/{} seeds reached {:.1}% · {median}{versus}",
+                t.workload,
+                t.configuration,
+                t.batch_size,
+                t.reached,
+                t.seeds,
+                t.target * 100.0
+            );
+        }
+    }
     out
 }
 
@@ -61,6 +85,7 @@ fn throughput_text(cell: &CellResult) -> String {
             t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s
         ),
         (None, CellKind::TimeToAccuracy) => "(time-to-accuracy)".to_owned(),
+        (None, CellKind::MemoryProbe) => "(memory probe)".to_owned(),
         (None, _) => "-".to_owned(),
     }
 }

@@ -255,6 +255,7 @@ fn job() -> CellJob {
         round: 0,
         images: None,
         memory_budget_bytes: None,
+        super_convergence: false,
     }
 }
 

@@ -3,11 +3,12 @@
 
 use tch::{Device, Kind, Tensor};
 
-use trickbench::bench::cell::RECIPE_SGD;
 use trickbench::data::loader::Batch;
 use trickbench::device::DeviceSpec;
 use trickbench::ffi;
-use trickbench::train::{apply_process_tricks, StepLaunch, Trainer, LOG_INTERVAL_STEPS};
+use trickbench::train::checkpoint::checkpointed_forward_backward;
+use trickbench::train::recipe::RECIPE_SGD;
+use trickbench::train::{apply_process_tricks, StepLaunch, TrainOptions, Trainer, LOG_INTERVAL_STEPS};
 use trickbench::tricks::{Applicability, Trick, TrickSet};
 use trickbench::workloads::resnet::{
     CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
@@ -245,4 +246,185 @@ fn cuda_graphs_is_not_applicable_on_cpu_and_refuses_to_launch_there() {
         let err = ffi::CudaGraph::new(0).unwrap_err().to_string();
         assert!(err.contains("CUDA graph"), "{err}");
     }
+}
+
+#[test]
+fn batch_norm_off_network_has_no_batchnorm_and_trains() {
+    tch::manual_seed(7);
+    let options = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(false);
+    let net = CifarResnet::new(options, Device::Cpu);
+    let names: Vec<String> = net.var_store().variables().into_keys().collect();
+    assert!(names.iter().all(|n| !n.contains("bn") && !n.contains("running_")), "{names:?}");
+    let mut t = Trainer::new(net, &TrickSet::baseline(), DeviceSpec::Cpu, RECIPE_SGD).unwrap();
+    let b = batch(16);
+    let loss = |t: &Trainer<CifarResnet>| {
+        let out = t.eval_outputs(&b.inputs, true).unwrap();
+        t.workload().loss(&out, &b.targets).double_value(&[])
+    };
+    let before = loss(&t);
+    for _ in 0..10 {
+        t.train_step(&b, 0.05).unwrap();
+    }
+    let after = loss(&t);
+    assert!(after < 0.95 * before, "loss {before} → {after}");
+}
+
+/// The model's parameter gradients, by name.
+fn gradients(net: &CifarResnet) -> Vec<(String, Tensor)> {
+    let mut grads: Vec<_> = net
+        .var_store()
+        .variables()
+        .into_iter()
+        .filter(|(_, v)| v.requires_grad())
+        .map(|(name, v)| (name, v.grad().copy()))
+        .collect();
+    grads.sort_by(|a, b| a.0.cmp(&b.0));
+    grads
+}
+
+/// The plain step's forward, loss and backward (of `loss · scale` when given): loss and correct.
+fn plain_forward_backward(net: &CifarResnet, b: &Batch, scale: Option<&Tensor>) -> (Tensor, Tensor) {
+    let outputs = net.forward(&b.inputs, true);
+    let loss = net.loss(&outputs.to_kind(Kind::Float), &b.targets);
+    match scale {
+        Some(scale) => (&loss * scale).backward(),
+        None => loss.backward(),
+    }
+    (loss.detach(), net.correct(&outputs, &b.targets))
+}
+
+/// Asserts two sets of gradients are equal within `tolerance` (relative and absolute), and not
+/// all zero.
+fn assert_same_gradients(a: &[(String, Tensor)], b: &[(String, Tensor)], tolerance: f64, what: &str) {
+    assert_eq!(a.len(), b.len());
+    for ((name, ga), (_, gb)) in a.iter().zip(b) {
+        assert!(ga.defined() && gb.defined(), "{what}: {name} has no gradient");
+        assert!(ga.abs().max().double_value(&[]) > 0.0, "{what}: {name} has a zero gradient");
+        let gap = (ga - gb).abs().max().double_value(&[]);
+        assert!(ga.allclose(gb, tolerance, tolerance, false), "{what}: {name} differs by {gap}");
+    }
+}
+
+#[test]
+fn checkpointing_gives_the_plain_backward_gradients_loss_and_accuracy() {
+    // ResNet-8 has 2 segments (one recomputed), ResNet-20 3 (two recomputed).
+    for workload in [WorkloadId::Resnet8, WorkloadId::Resnet20] {
+        let net = || {
+            tch::manual_seed(7);
+            CifarResnet::new(ResnetOptions::for_workload(workload, true), Device::Cpu)
+        };
+        let (plain, checkpointed) = (net(), net());
+        let b = batch(6);
+        let (loss, correct) = plain_forward_backward(&plain, &b, None);
+        let (ck_loss, ck_correct) =
+            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+        assert!(!ck_loss.requires_grad() && ck_loss.kind() == Kind::Float && ck_loss.dim() == 0);
+        assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "{workload}: loss");
+        assert!(ck_correct.equal(&correct), "{workload}: correct");
+        assert_same_gradients(&gradients(&plain), &gradients(&checkpointed), 1e-5, workload.id());
+    }
+}
+
+#[test]
+fn checkpointing_accumulates_loss_scaled_gradients_like_a_plain_backward() {
+    let (plain, checkpointed) = (resnet8(true), resnet8(true));
+    let b = batch(6);
+    let scale = Tensor::from(1024.0f32);
+    // Two passes without clearing: the second adds to the gradients of the first.
+    for _ in 0..2 {
+        let _ = plain_forward_backward(&plain, &b, Some(&scale));
+        let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, Some(&scale)).unwrap();
+    }
+    let (grads, ck_grads) = (gradients(&plain), gradients(&checkpointed));
+    assert_same_gradients(&grads, &ck_grads, 1e-5, "scaled");
+    let unscaled = resnet8(true);
+    let _ = plain_forward_backward(&unscaled, &b, None);
+    let (name, once) = &gradients(&unscaled)[0];
+    let expected = once * 2048.0;
+    assert!(grads[0].1.allclose(&expected, 1e-4, 1e-4, false), "{name}: twice the scaled gradient");
+}
+
+#[test]
+fn checkpointing_recomputes_inside_an_autocast_region() {
+    // CPU autocast runs convolutions in bf16: the saved segment inputs are bf16, and recomputing
+    // them under the same region gives the plain mixed-precision backward's gradients.
+    let (plain, checkpointed) = (resnet8(true), resnet8(true));
+    let b = batch(6);
+    let (loss, ck_loss) = {
+        let _autocast = ffi::AutocastGuard::enter(false, Kind::BFloat16).unwrap();
+        let (loss, _) = plain_forward_backward(&plain, &b, None);
+        let (ck_loss, _) = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+        (loss, ck_loss)
+    };
+    assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "loss");
+    assert_same_gradients(&gradients(&plain), &gradients(&checkpointed), 1e-5, "bf16 autocast");
+}
+
+#[test]
+fn checkpointing_updates_running_statistics_twice_in_recomputed_segments() {
+    // BatchNorm running means start at 0 and move by momentum 0.1 towards the batch mean μ: one
+    // update gives 0.1·μ, two give 0.19·μ. ResNet-8's first segment (stem, layer1, layer2) runs
+    // twice, its last (layer3 and the classifier) once.
+    let (plain, checkpointed) = (resnet8(true), resnet8(true));
+    let b = batch(6);
+    let _ = plain_forward_backward(&plain, &b, None);
+    let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+    let running_mean =
+        |net: &CifarResnet, bn: &str| net.var_store().variables()[&format!("{bn}.running_mean")].copy();
+    for (bn, updates) in [("bn1", 1.9), ("layer2.0.bn2", 1.9), ("layer3.0.bn1", 1.0)] {
+        let expected = running_mean(&plain, bn) * updates;
+        assert!(running_mean(&checkpointed, bn).allclose(&expected, 1e-5, 1e-6, false), "{bn}");
+    }
+}
+
+/// The trainable parameters of a trainer, flattened into one vector.
+fn flat_parameters(t: &Trainer<CifarResnet>) -> Tensor {
+    let vars = t.workload().var_store().trainable_variables();
+    Tensor::cat(&vars.iter().map(|v| v.detach().flatten(0, -1)).collect::<Vec<_>>(), 0)
+}
+
+/// One trainer step of a ResNet-8 (with or without BatchNorm) with `options` on a batch of 16.
+fn one_step(batch_norm: bool, options: TrainOptions) -> Trainer<CifarResnet> {
+    tch::manual_seed(7);
+    let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(batch_norm);
+    let mut t =
+        Trainer::new(CifarResnet::new(net, Device::Cpu), &TrickSet::baseline(), DeviceSpec::Cpu, options)
+            .unwrap();
+    t.train_step(&batch(16), 0.05).unwrap();
+    t
+}
+
+#[test]
+fn grad_accumulation_over_micro_batches_equals_one_large_batch() {
+    // Without BatchNorm (whose batch statistics differ per micro-batch) the mean of four
+    // micro-batch gradients is the whole batch's gradient, so one step lands on the same weights.
+    let whole = one_step(false, RECIPE_SGD.into());
+    let accumulated = one_step(false, TrainOptions { micro_batches: 4, ..RECIPE_SGD.into() });
+    let (a, b) = (flat_parameters(&whole), flat_parameters(&accumulated));
+    assert!(a.allclose(&b, 1e-5, 1e-6, false), "max diff {}", (a - b).abs().max().double_value(&[]));
+    let before = flat_parameters(&one_step(false, TrainOptions { micro_batches: 1, ..RECIPE_SGD.into() }));
+    assert!(before.allclose(&flat_parameters(&whole), 0.0, 0.0, false), "same seed, same step");
+}
+
+#[test]
+fn checkpointed_trainer_steps_land_on_the_plain_weights() {
+    let plain = one_step(true, RECIPE_SGD.into());
+    let checkpointed = one_step(true, TrainOptions { checkpointing: true, ..RECIPE_SGD.into() });
+    let (a, b) = (flat_parameters(&plain), flat_parameters(&checkpointed));
+    assert!(a.allclose(&b, 1e-5, 1e-6, false), "max diff {}", (a - b).abs().max().double_value(&[]));
+}
+
+#[test]
+fn clipping_in_the_trainer_limits_the_update_to_the_global_norm() {
+    // With plain SGD (no momentum, no decay) one step moves the weights by lr × the clipped
+    // gradient, whose global norm is at most the limit.
+    let sgd = trickbench::optim::sgd::SgdConfig { momentum: 0.0, weight_decay: 0.0 };
+    let start = flat_parameters(&{
+        tch::manual_seed(7);
+        let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true);
+        Trainer::new(CifarResnet::new(net, Device::Cpu), &TrickSet::baseline(), DeviceSpec::Cpu, sgd).unwrap()
+    });
+    let clipped = one_step(true, TrainOptions { clip_max_norm: Some(0.1), ..sgd.into() });
+    let moved = (flat_parameters(&clipped) - &start).norm().double_value(&[]) / 0.05;
+    assert!((moved - 0.1).abs() < 1e-3, "the update's gradient norm is {moved}, not the 0.1 limit");
 }

@@ -16,16 +16,12 @@ use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
 use crate::measure::{memory, timer::SyncedTimer};
-use crate::optim::schedule::StepSchedule;
-use crate::optim::sgd::SgdConfig;
 use crate::results::schema::{CellKey, CellKind, CurvePoint, Phase, ProcessMeasurement, TimeToAccuracy};
+use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
 use crate::tricks::Trick;
 use crate::workloads::resnet::{CifarResnet, ResnetOptions};
 use crate::workloads::Workload;
-
-/// The recipe's optimizer: SGD, momentum 0.9, weight decay 5e-4.
-pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
 
 /// Everything a cell process needs to know, handed over as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +45,10 @@ pub struct CellJob {
     /// --memory-budget-mib`, which makes batch-size probing testable on a CPU).
     #[serde(default)]
     pub memory_budget_bytes: Option<u64>,
+    /// Train with Smith & Topin's super-convergence settings (`run --design super-convergence`)
+    /// instead of the profile's.
+    #[serde(default)]
+    pub super_convergence: bool,
 }
 
 /// Training steps of a memory probe (after the steps that reach the steady state).
@@ -64,13 +64,16 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     // The "off" side of debug-off: debugging left on for the whole process.
     ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
     let data = load_data(job, &profile)?;
+    let total_steps = profile.tta.planned_epochs * (data.train_samples / job.key.batch_size.max(1)).max(1);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
     tch::manual_seed(job.key.seed as i64);
-    let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn));
+    let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn))
+        .with_batch_norm(recipe.batch_norm);
     let mut model = CifarResnet::new(options, device.tch());
     if tricks.has(Trick::JitFusion) {
         model.use_jit_epilogue()?;
     }
-    let mut trainer = Trainer::new(model, tricks, device, RECIPE_SGD)?;
+    let mut trainer = Trainer::new(model, tricks, device, &recipe)?;
     let loader_options = LoaderOptions {
         batch_size: job.key.batch_size,
         device: device.tch(),
@@ -79,6 +82,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         pipeline: Pipeline::for_tricks(tricks),
         // Each round draws its own batches; the weights are the same in every round.
         seed: job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64),
+        standardise: recipe.standardise_inputs,
     };
     memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
@@ -104,7 +108,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
             let mut loader = CifarLoader::new(data.train, loader_options)?;
-            let lr = profile.tta.base_lr;
+            let lr = recipe.schedule.lr(0);
             for _ in 0..profile.warmup_steps.max(trainer.steps_before_steady_state()) {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
@@ -134,13 +138,14 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             })?;
         }
         CellKind::TimeToAccuracy => {
-            let tta = train_to_target(&mut trainer, data, loader_options, device, &profile)?;
+            let tta =
+                train_to_target(&mut trainer, data, loader_options, device, &profile, &recipe.schedule)?;
             measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
             measurement.time_to_accuracy = Some(tta);
         }
         CellKind::MemoryProbe => {
             let mut loader = CifarLoader::new(data.train, loader_options)?;
-            let lr = profile.tta.base_lr;
+            let lr = recipe.schedule.lr(0);
             for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
                 trainer.train_step(&loader.next_batch()?, lr)?;
                 within_budget(device, job.memory_budget_bytes)?;
@@ -205,6 +210,7 @@ fn record_energy(measurement: &mut ProcessMeasurement, sampler: Result<PowerSamp
 /// The data of a cell: where training images come from, and the packed test split.
 struct CellData {
     train: ImageSource,
+    train_samples: usize,
     test: CifarSplit,
 }
 
@@ -218,8 +224,10 @@ fn load_data(job: &CellJob, profile: &Profile) -> Result<CellData, Error> {
     };
     let Some(images) = &job.images else {
         let full = cifar::load_dir(&job.data_dir)?;
+        let train = cut(full.train, profile.train_samples);
         return Ok(CellData {
-            train: Arc::new(cut(full.train, profile.train_samples)).into(),
+            train_samples: train.len(),
+            train: Arc::new(train).into(),
             test: cut(full.test, profile.test_samples),
         });
     };
@@ -232,29 +240,30 @@ fn load_data(job: &CellJob, profile: &Profile) -> Result<CellData, Error> {
         Some(n) => test.subset(n),
         None => test,
     };
+    let train_samples = train.len();
     let train = if job.key.tricks.has(Trick::PackedDataset) {
         ImageSource::Packed(Arc::new(train.pack()?))
     } else {
         ImageSource::Encoded(Arc::new(train))
     };
-    Ok(CellData { train, test: test.pack()? })
+    Ok(CellData { train, train_samples, test: test.pack()? })
 }
 
-/// Trains from scratch with the step schedule, evaluating every `eval_every_steps` on the test
-/// split, until the target accuracy, the time budget or the planned epochs run out.
+/// Trains from scratch with `schedule`, evaluating every `eval_every_steps` on the test split,
+/// until the target accuracy, the time budget or the planned epochs run out.
 fn train_to_target(
     trainer: &mut Trainer<CifarResnet>,
     data: CellData,
     loader_options: LoaderOptions,
     device: DeviceSpec,
     profile: &Profile,
+    schedule: &Schedule,
 ) -> Result<TimeToAccuracy, Error> {
     let settings = profile.tta;
     let eval_options =
         LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
     let mut loader = CifarLoader::new(data.train, loader_options)?;
     let total_steps = settings.planned_epochs * loader.batches_per_epoch();
-    let schedule = StepSchedule { base_lr: settings.base_lr, total_steps };
     let wall = Instant::now();
     let mut result = TimeToAccuracy {
         metric: "test_accuracy".to_owned(),
@@ -278,6 +287,9 @@ fn train_to_target(
         let timer = SyncedTimer::start(device);
         let segment_end = (step + settings.eval_every_steps).min(total_steps);
         while step < segment_end {
+            if let Some(momentum) = schedule.momentum(step) {
+                trainer.set_momentum(momentum);
+            }
             trainer.train_step(&loader.next_batch()?, schedule.lr(step))?;
             step += 1;
         }

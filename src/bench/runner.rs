@@ -102,6 +102,7 @@ pub fn run(
             round,
             images: spec.images.clone(),
             memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
+            super_convergence: spec.info.design == "super-convergence",
         };
         let execution = executor.execute(&job, timeout);
         let cell = cell_mut(&mut results.cells, &spec.plan, index);

@@ -1,6 +1,7 @@
 //! Batches for training and evaluation from a CIFAR split: shuffling, the standard augmentation
 //! (4-pixel zero-padded random crop and horizontal flip), transfer to the device and per-channel
-//! standardisation, with the data-pipeline tricks of [`Pipeline`] switchable.
+//! standardisation (or only scaling to [0, 1], for the `input-norm` trick's "off" side), with the
+//! data-pipeline tricks of [`Pipeline`] switchable.
 //!
 //! Batch `k` of a loader is a pure function of the seed and `k`: epoch `e`'s sample order is a
 //! shuffle drawn from ChaCha8 stream `2e` of the seed, and batch `k`'s crop offsets and flips come
@@ -38,7 +39,8 @@ const PREFETCH_PER_WORKER: usize = 2;
 /// A batch on the training device.
 #[derive(Debug)]
 pub struct Batch {
-    /// Images, `[n, 3, 32, 32]` float, standardised.
+    /// Images, `[n, 3, 32, 32]` float: standardised, or scaled to [0, 1] without
+    /// [`LoaderOptions::standardise`].
     pub inputs: Tensor,
     /// Class labels, `[n]` int64.
     pub targets: Tensor,
@@ -105,6 +107,9 @@ pub struct LoaderOptions {
     pub seed: u64,
     /// The data-pipeline tricks.
     pub pipeline: Pipeline,
+    /// Standardise each channel with [`CIFAR_MEAN`] and [`CIFAR_STD`] (the usual pipeline);
+    /// without, pixels are only scaled to [0, 1], as torchvision's `ToTensor` alone does.
+    pub standardise: bool,
 }
 
 /// Images addressable by index, with their labels.
@@ -504,8 +509,26 @@ pub fn eval_batches(
     })
 }
 
+/// The per-channel affine map `x · scale + shift` that standardises uint8 pixels `x`.
+#[derive(Debug)]
+struct Standardisation {
+    scale: Tensor,
+    shift: Tensor,
+}
+
+impl Standardisation {
+    /// The map for CIFAR-10's statistics, on `device`.
+    fn new(device: Device) -> Self {
+        // x / 255 standardised = x · 1/(255·std) − mean/std
+        let scale: Vec<f32> = CIFAR_STD.iter().map(|s| (1.0 / (255.0 * s)) as f32).collect();
+        let shift: Vec<f32> = CIFAR_MEAN.iter().zip(CIFAR_STD).map(|(m, s)| (-m / s) as f32).collect();
+        let per_channel = |v: &[f32]| Tensor::from_slice(v).view([1, 3, 1, 1]).to_device(device);
+        Self { scale: per_channel(&scale), shift: per_channel(&shift) }
+    }
+}
+
 /// The training-thread end of the pipeline: host pixels to the device, on-device augmentation,
-/// standardisation and layout.
+/// standardisation (or scaling to [0, 1]) and layout.
 #[derive(Debug)]
 struct Uploader {
     device: Device,
@@ -514,24 +537,19 @@ struct Uploader {
     zero_copy: bool,
     /// Crop and flip on the device (training with `gpu-augment`).
     device_augment: bool,
-    scale: Tensor,
-    shift: Tensor,
+    /// `None`: pixels only scaled to [0, 1].
+    standardisation: Option<Standardisation>,
 }
 
 impl Uploader {
     fn new(options: LoaderOptions) -> Self {
-        // x / 255 standardised = x · 1/(255·std) − mean/std
-        let scale: Vec<f32> = CIFAR_STD.iter().map(|s| (1.0 / (255.0 * s)) as f32).collect();
-        let shift: Vec<f32> = CIFAR_MEAN.iter().zip(CIFAR_STD).map(|(m, s)| (-m / s) as f32).collect();
-        let per_channel = |v: &[f32]| Tensor::from_slice(v).view([1, 3, 1, 1]).to_device(options.device);
         Self {
             device: options.device,
             channels_last: options.channels_last,
             pinned: options.pipeline.pinned,
             zero_copy: options.pipeline.zero_copy,
             device_augment: options.augment && options.pipeline.device_augment,
-            scale: per_channel(&scale),
-            shift: per_channel(&shift),
+            standardisation: options.standardise.then(|| Standardisation::new(options.device)),
         }
     }
 
@@ -561,7 +579,11 @@ impl Uploader {
             raw = random_crop_and_flip(&raw)?;
         }
         // The conversion to float makes a new tensor.
-        let mut inputs = raw.f_to_kind(Kind::Float)? * &self.scale + &self.shift;
+        let pixels = raw.f_to_kind(Kind::Float)?;
+        let mut inputs = match &self.standardisation {
+            Some(s) => pixels.f_mul(&s.scale)?.f_add(&s.shift)?,
+            None => pixels.f_div_scalar(255.0)?,
+        };
         if self.channels_last {
             inputs = ffi::to_channels_last(&inputs)?;
         }
@@ -691,6 +713,7 @@ mod tests {
             channels_last: false,
             pipeline: Pipeline::default(),
             seed: 1,
+            standardise: true,
         };
         let mut loader = CifarLoader::new(Arc::new(split.clone()), options).unwrap();
         let mut seen: Vec<i64> = Vec::new();
@@ -727,6 +750,7 @@ mod tests {
             channels_last: false,
             seed: 3,
             pipeline,
+            standardise: true,
         }
     }
 
@@ -838,6 +862,81 @@ mod tests {
     }
 
     #[test]
+    fn raw_inputs_are_pixels_scaled_to_the_unit_range() {
+        // Image i has every pixel of channel c at 10·i + 50·c + 5: over 8 images channel c
+        // averages 40 + 50·c (out of 255).
+        let mut split = CifarSplit::default();
+        for i in 0..8usize {
+            let image: Vec<u8> = (0..IMAGE_BYTES).map(|p| (10 * i + 50 * (p / 1024) + 5) as u8).collect();
+            split.push(0, &image);
+        }
+        let options =
+            LoaderOptions { batch_size: 8, standardise: false, ..training_options(Pipeline::default()) };
+        let raw = eval_batches(&split, options).next().unwrap().unwrap().inputs;
+        let means = Vec::<f64>::try_from(raw.mean_dim([0i64, 2, 3].as_slice(), false, Kind::Float)).unwrap();
+        for (c, mean) in means.into_iter().enumerate() {
+            let expected = (40.0 + 50.0 * c as f64) / 255.0;
+            assert!((mean - expected).abs() < 1e-6, "channel {c}: mean {mean}, expected {expected}");
+        }
+        // ToTensor alone: the uint8 pixels divided by 255.
+        let pixels = Tensor::from_slice(&split.images).view([8, 3, 32, 32]);
+        assert!(raw.equal(&(pixels.to_kind(Kind::Float) / 255.0)));
+    }
+
+    /// [`CIFAR_MEAN`] and [`CIFAR_STD`] as `[1, 3, 1, 1]` tensors.
+    fn statistics() -> (Tensor, Tensor) {
+        let per_channel = |v: [f64; 3]| Tensor::from_slice(&v).to_kind(Kind::Float).view([1, 3, 1, 1]);
+        (per_channel(CIFAR_MEAN), per_channel(CIFAR_STD))
+    }
+
+    /// Asserts that `inputs` are uint8 pixels scaled to [0, 1]: multiples of 1/255 in [0, 1].
+    fn assert_scaled_pixels(inputs: &Tensor, what: &str) {
+        let (lo, hi) = (inputs.min().double_value(&[]), inputs.max().double_value(&[]));
+        assert!(0.0 <= lo && hi <= 1.0, "{what}: values in [{lo}, {hi}]");
+        let levels = inputs * 255.0;
+        let off_grid = (&levels - levels.round()).abs().max().double_value(&[]);
+        assert!(off_grid < 1e-3, "{what}: {off_grid} off the 1/255 grid");
+    }
+
+    /// Asserts that `raw` batches are scaled pixels and `standardised` ones standardised scaled
+    /// pixels; when `paired`, that each standardised batch is its raw batch standardised.
+    fn assert_standardisation_of(raw: &[Batch], standardised: &[Batch], paired: bool) {
+        assert_eq!(raw.len(), standardised.len());
+        let (mean, std) = statistics();
+        for (k, (raw, standardised)) in raw.iter().zip(standardised).enumerate() {
+            assert_scaled_pixels(&raw.inputs, &format!("raw batch {k}"));
+            assert_scaled_pixels(&(&standardised.inputs * &std + &mean), &format!("standardised batch {k}"));
+            if paired {
+                assert!(raw.targets.equal(&standardised.targets), "batch {k}: different labels");
+                // Computed as x·1/(255·std) − mean/std: equal up to float rounding.
+                let expected = (&raw.inputs - &mean) / &std;
+                assert!(standardised.inputs.allclose(&expected, 1e-5, 1e-5, false), "batch {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_pipeline_standardises_or_not_the_same_images() {
+        let split = Arc::new(distinct_split(22));
+        let workers = Pipeline { workers: 2, ..Pipeline::default() };
+        let zero_copy = Pipeline { zero_copy: true, ..Pipeline::default() };
+        let device = Pipeline { device_augment: true, ..Pipeline::default() };
+        let device_zero_copy = Pipeline { zero_copy: true, ..device };
+        for pipeline in [Pipeline::default(), workers, zero_copy, device, device_zero_copy] {
+            let run =
+                |standardise| batches(&split, LoaderOptions { standardise, ..training_options(pipeline) }, 7);
+            // Device augmentation draws from libtorch's global generator, which tests running in
+            // parallel also draw from: its batches cannot be paired reliably.
+            assert_standardisation_of(&run(false), &run(true), !pipeline.device_augment);
+            let eval = |standardise| -> Vec<Batch> {
+                let options = LoaderOptions { batch_size: 8, standardise, ..training_options(pipeline) };
+                eval_batches(&split, options).map(Result::unwrap).collect()
+            };
+            assert_standardisation_of(&eval(false), &eval(true), true);
+        }
+    }
+
+    #[test]
     fn pinned_staging_buffers_need_a_cuda_device() {
         match ffi::empty_pinned_like(&Tensor::zeros([4, 3072], (Kind::Uint8, Device::Cpu))) {
             Ok(t) => {
@@ -892,6 +991,7 @@ mod tests {
             channels_last: false,
             pipeline: Pipeline::default(),
             seed: 0,
+            standardise: true,
         };
         let message = CifarLoader::new(Arc::new(CifarSplit::default()), options).unwrap_err().to_string();
         assert!(message.contains("batch size 64"), "{message}");

@@ -1,6 +1,11 @@
-//! Optimizers and learning-rate schedules.
+//! Optimizers, gradient clipping and learning-rate schedules.
+pub mod adam;
+pub mod clip;
+pub mod lamb;
+pub mod lars;
 pub mod schedule;
 pub mod sgd;
+mod update;
 
 use tch::Tensor;
 

@@ -347,8 +347,11 @@ fn batch_sweep(g: &Group) -> Vec<Figure> {
     let mut sweeps: BTreeMap<(TrickSet, u64), Vec<&Entry>> = BTreeMap::new();
     for e in &g.entries {
         let k = &e.cell.key;
-        let fits = e.cell.throughput.is_some() || matches!(e.cell.status, CellStatus::OutOfMemory { .. });
-        if k.kind == (CellKind::Throughput { phase: Phase::Train }) && fits {
+        let out_of_memory = matches!(e.cell.status, CellStatus::OutOfMemory { .. });
+        let measured = k.kind == (CellKind::Throughput { phase: Phase::Train })
+            && (e.cell.throughput.is_some() || out_of_memory);
+        // A memory probe that ran out of memory marks where the sweep ends.
+        if measured || (k.kind == CellKind::MemoryProbe && out_of_memory) {
             sweeps.entry((k.tricks.clone(), k.seed)).or_default().push(e);
         }
     }

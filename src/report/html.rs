@@ -221,6 +221,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         sections => Serde(sections(figures)),
         tricks => Serde(report.tricks()),
         tta => Serde(tta),
+        tta_summary => Serde(report.time_to_accuracy_rows()),
         cells => Serde(cells),
     };
     render(path, "report.html", ctx)

@@ -32,6 +32,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
         synthetic => Serde(report.synthetic()),
         runs => Serde(runs),
         headline => Serde(report.headline()),
+        tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures)),
         failures => Serde(failures),
     };

@@ -20,6 +20,27 @@ pub(crate) struct Report<'a> {
     pub groups: Vec<Group<'a>>,
 }
 
+/// One time-to-accuracy configuration over its seeds, as the report shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct TtaRow {
+    /// Workload, device and profile.
+    pub group: String,
+    /// Configuration and batch size.
+    pub configuration: String,
+    /// Metric and target.
+    pub target: String,
+    /// Seeds that reached the target, of those that finished ("2/3").
+    pub reached: String,
+    /// Median training time to the target.
+    pub median_time: String,
+    /// Median epochs to the target.
+    pub median_epochs: String,
+    /// Median best metric.
+    pub best: String,
+    /// Against the reference configuration.
+    pub versus: String,
+}
+
 /// One cell of one results file, with its comparison against the baseline if there is one.
 pub(crate) struct Entry<'a> {
     /// Index of the results file (0-based).
@@ -81,6 +102,40 @@ impl<'a> Report<'a> {
     /// Every cell of every group.
     pub fn entries(&self) -> impl Iterator<Item = (&Group<'a>, &Entry<'a>)> {
         self.groups.iter().flat_map(|g| g.entries.iter().map(move |e| (g, e)))
+    }
+
+    /// Time to accuracy per configuration over its seeds, against its reference.
+    pub fn time_to_accuracy_rows(&self) -> Vec<TtaRow> {
+        self.results
+            .iter()
+            .flat_map(|r| {
+                let device = device_name(r);
+                r.time_to_accuracy.iter().map(move |t| {
+                    let percent = t.metric.contains("accuracy");
+                    let value =
+                        |v: f64| if percent { format!("{:.1}%", v * 100.0) } else { format!("{v:.3}") };
+                    let median = |v: Option<f64>, unit: &str| {
+                        v.map_or_else(|| "not reached by most seeds".to_owned(), |v| format!("{v:.1}{unit}"))
+                    };
+                    TtaRow {
+                        group: format!("{} · {device} · {}", t.workload, r.run.profile),
+                        configuration: format!("{} · b{}", t.configuration, t.batch_size),
+                        target: format!("{} ≥ {}", t.metric.replace('_', " "), value(t.target)),
+                        reached: format!("{}/{}", t.reached, t.seeds),
+                        median_time: median(t.median_time_to_target_s, " s"),
+                        median_epochs: median(t.median_epochs_to_target, ""),
+                        best: value(t.median_best_metric),
+                        versus: match (&t.reference, t.speedup) {
+                            (Some(reference), Some(speedup)) => {
+                                format!("{speedup:.2}× sooner than {reference}")
+                            }
+                            (Some(reference), None) => format!("vs {reference}: no median to compare"),
+                            (None, _) => "—".to_owned(),
+                        },
+                    }
+                })
+            })
+            .collect()
     }
 
     /// The headline table: every trick cell that times throughput, best speed-up first per group.
@@ -410,6 +465,8 @@ pub(crate) struct TrickSection {
     pub colour: String,
     /// The cells of this trick alone, one line each.
     pub measured: Vec<HeadlineRow>,
+    /// Its time-to-accuracy configurations over their seeds, against their references.
+    pub time_to_accuracy: Vec<TtaRow>,
     /// Why it could not be measured, where it could not.
     pub not_applicable: Vec<String>,
 }
@@ -423,6 +480,15 @@ impl Report<'_> {
                 let mut measured = Vec::new();
                 let mut not_applicable = Vec::new();
                 for g in &self.groups {
+                    let alone = |e: &&Entry| single_trick(&e.cell.key.tricks) == Some(t);
+                    for e in g.time_to_accuracy().into_iter().filter(alone) {
+                        if let CellStatus::NotApplicable { reason } = &e.cell.status {
+                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id);
+                            if !not_applicable.contains(&line) {
+                                not_applicable.push(line);
+                            }
+                        }
+                    }
                     for e in g.trick_throughput() {
                         if single_trick(&e.cell.key.tricks) != Some(t) {
                             continue;
@@ -449,6 +515,13 @@ impl Report<'_> {
                     claim: claims::claim(t),
                     colour: format!("rgb({r}, {g}, {b})"),
                     measured,
+                    time_to_accuracy: self
+                        .time_to_accuracy_rows()
+                        .into_iter()
+                        .zip(self.results.iter().flat_map(|r| &r.time_to_accuracy))
+                        .filter(|(_, summary)| single_trick(&summary.tricks) == Some(t))
+                        .map(|(row, _)| row)
+                        .collect(),
                     not_applicable,
                 }
             })

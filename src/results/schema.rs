@@ -395,7 +395,8 @@ pub struct Memory {
     pub peak_allocated_bytes: Option<u64>,
     /// Peak bytes reserved by the caching allocator (CUDA only).
     pub peak_reserved_bytes: Option<u64>,
-    /// Peak resident set size of the process, bytes (everything: libtorch, data, tensors).
+    /// Peak resident set size of the process since the measurement began, bytes (everything
+    /// resident: libtorch, data, tensors; see [`crate::measure::memory::reset_peaks`]).
     pub peak_rss_bytes: Option<u64>,
 }
 

@@ -38,6 +38,11 @@ impl GradScaler {
         loss * &self.scale.to_kind(loss.kind())
     }
 
+    /// The current scale as a 1-element float tensor on the device (no host read).
+    pub fn factor(&self) -> Tensor {
+        self.scale.shallow_clone()
+    }
+
     /// The current scale (a host read).
     pub fn current_scale(&self) -> f64 {
         self.scale.double_value(&[0])

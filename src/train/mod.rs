@@ -2,7 +2,9 @@
 //! [`Workload`], with the tricks that change how a step runs.
 
 pub mod amp;
+pub mod checkpoint;
 pub mod metrics;
+pub mod recipe;
 
 use tch::{Kind, Tensor};
 
@@ -11,12 +13,14 @@ use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::flops::Precision;
-use crate::optim::sgd::{Sgd, SgdConfig};
+use crate::optim::clip::clip_grad_norm;
+use crate::optim::sgd::SgdConfig;
 use crate::optim::Optimizer;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::Workload;
 use amp::GradScaler;
 use metrics::MetricsLog;
+use recipe::{OptimizerChoice, Recipe};
 
 /// Steps between metric reads when `avoid-sync` is on.
 pub const LOG_INTERVAL_STEPS: usize = 50;
@@ -24,6 +28,43 @@ pub const LOG_INTERVAL_STEPS: usize = 50;
 /// Steps run on the side stream before a CUDA graph is captured (as in PyTorch's whole-network
 /// capture recipe): cuDNN autotuning, TorchScript profiling and lazy allocations happen in them.
 pub const GRAPH_WARMUP_STEPS: usize = 3;
+
+/// What a step does besides forward, backward and update: the optimizer, and the convergence and
+/// memory tricks that change the step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainOptions {
+    /// The optimizer (SGD's fused kernel is chosen by the `fused-optimizer` trick).
+    pub optimizer: OptimizerChoice,
+    /// Micro-batches per optimizer step, gradients accumulated (1: the whole batch at once).
+    pub micro_batches: usize,
+    /// Global gradient norm to clip to, on the device (`None`: no clipping).
+    pub clip_max_norm: Option<f64>,
+    /// Recompute segments in backward instead of keeping their activations.
+    pub checkpointing: bool,
+}
+
+impl From<SgdConfig> for TrainOptions {
+    /// Plain SGD with `config`: the whole batch at once, no clipping, no checkpointing.
+    fn from(config: SgdConfig) -> Self {
+        Self {
+            optimizer: OptimizerChoice::Sgd { config, fused: false },
+            micro_batches: 1,
+            clip_max_norm: None,
+            checkpointing: false,
+        }
+    }
+}
+
+impl From<&Recipe> for TrainOptions {
+    fn from(recipe: &Recipe) -> Self {
+        Self {
+            optimizer: recipe.optimizer,
+            micro_batches: recipe.micro_batches,
+            clip_max_norm: recipe.clip_max_norm,
+            checkpointing: recipe.checkpointing,
+        }
+    }
+}
 
 /// How a training step is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +119,10 @@ pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) -> Result<(),
 #[derive(Debug)]
 pub struct Trainer<W: Workload> {
     workload: W,
-    optimizer: Sgd,
+    optimizer: Box<dyn Optimizer>,
+    micro_batches: usize,
+    clip_max_norm: Option<f64>,
+    checkpointing: bool,
     scaler: Option<GradScaler>,
     autocast: Option<Kind>,
     device: DeviceSpec,
@@ -93,9 +137,14 @@ pub struct Trainer<W: Workload> {
 
 impl<W: Workload> Trainer<W> {
     /// Prepares `workload` for training on `device` with `tricks` (moving weights to channels_last
-    /// when asked), launching steps as the tricks say.
-    pub fn new(workload: W, tricks: &TrickSet, device: DeviceSpec, sgd: SgdConfig) -> Result<Self, Error> {
-        Self::with_launch(workload, tricks, device, sgd, StepLaunch::for_tricks(tricks))
+    /// when asked) and `options`, launching steps as the tricks say.
+    pub fn new(
+        workload: W,
+        tricks: &TrickSet,
+        device: DeviceSpec,
+        options: impl Into<TrainOptions>,
+    ) -> Result<Self, Error> {
+        Self::with_launch(workload, tricks, device, options, StepLaunch::for_tricks(tricks))
     }
 
     /// As [`Self::new`], with the step launched as `launch` says. A CUDA graph needs a CUDA device
@@ -104,9 +153,16 @@ impl<W: Workload> Trainer<W> {
         mut workload: W,
         tricks: &TrickSet,
         device: DeviceSpec,
-        sgd: SgdConfig,
+        options: impl Into<TrainOptions>,
         launch: StepLaunch,
     ) -> Result<Self, Error> {
+        let mut options = options.into();
+        if let OptimizerChoice::Sgd { fused, .. } = &mut options.optimizer {
+            *fused |= tricks.has(Trick::FusedOptimizer);
+        }
+        if options.micro_batches == 0 {
+            return Err(Error::Invalid("gradient accumulation needs at least one micro-batch".to_owned()));
+        }
         if tricks.has(Trick::ChannelsLast) {
             for (_, mut var) in workload.var_store_mut().variables() {
                 if var.dim() == 4 {
@@ -121,9 +177,7 @@ impl<W: Workload> Trainer<W> {
         } else {
             None
         };
-        let params = workload.var_store().trainable_variables();
-        let mut optimizer =
-            if tricks.has(Trick::FusedOptimizer) { Sgd::fused(params, sgd) } else { Sgd::new(params, sgd) };
+        let mut optimizer = options.optimizer.build(workload.var_store().trainable_variables());
         if launch != StepLaunch::Eager {
             optimizer.make_capturable();
         }
@@ -146,6 +200,9 @@ impl<W: Workload> Trainer<W> {
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             workload,
             optimizer,
+            micro_batches: options.micro_batches,
+            clip_max_norm: options.clip_max_norm,
+            checkpointing: options.checkpointing,
             autocast,
             device,
             tf32: tricks.has(Trick::Tf32) && device.is_cuda(),
@@ -179,33 +236,80 @@ impl<W: Workload> Trainer<W> {
         }
     }
 
-    /// Forward pass and loss in training mode (under autocast when on): the mean loss (fp32) and
-    /// the number of correct predictions, both on the device.
-    fn forward_loss(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
+    /// Sets the momentum of the next updates (1cycle cycles it): SGD's and LARS's momentum,
+    /// Adam's and LAMB's β₁.
+    pub fn set_momentum(&mut self, momentum: f64) {
+        self.optimizer.set_momentum(momentum);
+    }
+
+    /// Forward and backward over the batch, in micro-batches when accumulating, each checkpointed
+    /// when on, under autocast when on, with the loss multiplied by the fp16 loss scale (and
+    /// divided by the micro-batch count) before backward. Returns the batch's mean loss (fp32)
+    /// and number of correct predictions, on the device.
+    fn forward_backward(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
+        let k = self.micro_batches;
+        let (input_chunks, target_chunks) = if k > 1 {
+            if inputs.size()[0] % k as i64 != 0 {
+                return Err(Error::Invalid(format!(
+                    "grad-accumulation: a batch of {} samples does not split into {k} equal micro-batches",
+                    inputs.size()[0]
+                )));
+            }
+            (inputs.chunk(k as i64, 0), targets.chunk(k as i64, 0))
+        } else {
+            (vec![inputs.shallow_clone()], vec![targets.shallow_clone()])
+        };
+        let loss_scale = match (&self.scaler, k) {
+            (Some(scaler), 1) => Some(scaler.factor()),
+            (Some(scaler), _) => Some(scaler.factor() / k as f64),
+            (None, 1) => None,
+            (None, _) => Some(Tensor::from(1.0 / k as f64).to_device(inputs.device())),
+        };
         let _autocast =
             self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose()?;
-        let outputs = self.workload.forward(inputs, true);
-        let loss = self.workload.loss(&outputs.to_kind(Kind::Float), targets);
-        let correct = self.workload.correct(&outputs, targets);
-        Ok((loss, correct))
+        let (mut loss_sum, mut correct_sum) = (None::<Tensor>, None::<Tensor>);
+        for (x, y) in input_chunks.iter().zip(&target_chunks) {
+            let (loss, correct) = if self.checkpointing {
+                checkpoint::checkpointed_forward_backward(&self.workload, x, y, loss_scale.as_ref())?
+            } else {
+                let outputs = self.workload.forward(x, true);
+                let loss = self.workload.loss(&outputs.to_kind(Kind::Float), y);
+                let correct = self.workload.correct(&outputs, y);
+                match &loss_scale {
+                    Some(scale) => (&loss * scale).f_backward()?,
+                    None => loss.f_backward()?,
+                }
+                (loss.detach(), correct)
+            };
+            loss_sum = Some(loss_sum.map_or_else(|| loss.shallow_clone(), |sum| sum + &loss));
+            correct_sum = Some(correct_sum.map_or_else(|| correct.shallow_clone(), |sum| sum + &correct));
+        }
+        let loss = loss_sum.expect("at least one micro-batch") / k as f64;
+        Ok((loss, correct_sum.expect("at least one micro-batch")))
+    }
+
+    /// Clips the gradients to the global norm, on the device, when clipping is on.
+    fn clip(&self) -> Result<(), Error> {
+        if let Some(max_norm) = self.clip_max_norm {
+            let _total_norm = clip_grad_norm(self.optimizer.params(), max_norm)?;
+        }
+        Ok(())
     }
 
     /// The eager step, with the overflow check of fp16 loss scaling read on the host.
     fn eager_step(&mut self, inputs: &Tensor, targets: &Tensor, lr: f64) -> Result<(Tensor, Tensor), Error> {
         self.optimizer.zero_grad(self.set_grads_to_none);
-        let (loss, correct) = self.forward_loss(inputs, targets)?;
-        match &mut self.scaler {
-            Some(scaler) => {
-                scaler.scale(&loss).f_backward()?;
-                if !scaler.unscale(self.optimizer.params())? {
-                    self.optimizer.step(lr)?;
-                }
-                scaler.update();
-            }
-            None => {
-                loss.f_backward()?;
-                self.optimizer.step(lr)?;
-            }
+        let (loss, correct) = self.forward_backward(inputs, targets)?;
+        let overflow = match &mut self.scaler {
+            Some(scaler) => scaler.unscale(self.optimizer.params())?,
+            None => false,
+        };
+        if !overflow {
+            self.clip()?;
+            self.optimizer.step(lr)?;
+        }
+        if let Some(scaler) = &mut self.scaler {
+            scaler.update();
         }
         Ok((loss, correct))
     }
@@ -214,18 +318,15 @@ impl<W: Workload> Trainer<W> {
     /// graph captures.
     fn device_side_step(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
         self.optimizer.zero_grad(self.set_grads_to_none);
-        let (loss, correct) = self.forward_loss(inputs, targets)?;
-        match &mut self.scaler {
-            Some(scaler) => {
-                scaler.scale(&loss).f_backward()?;
-                let found_inf = scaler.unscale_on_device(self.optimizer.params())?.shallow_clone();
-                self.optimizer.update(Some(&found_inf))?;
-                scaler.update();
-            }
-            None => {
-                loss.f_backward()?;
-                self.optimizer.update(None)?;
-            }
+        let (loss, correct) = self.forward_backward(inputs, targets)?;
+        let found_inf = match &mut self.scaler {
+            Some(scaler) => Some(scaler.unscale_on_device(self.optimizer.params())?.shallow_clone()),
+            None => None,
+        };
+        self.clip()?;
+        self.optimizer.update(found_inf.as_ref())?;
+        if let Some(scaler) = &mut self.scaler {
+            scaler.update();
         }
         Ok((loss, correct))
     }

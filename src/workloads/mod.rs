@@ -89,6 +89,16 @@ pub trait Workload {
     /// statistics, dropout).
     fn forward(&self, inputs: &Tensor, train: bool) -> Tensor;
 
+    /// Number of consecutive segments the forward pass is cut into for activation checkpointing
+    /// (at least 1).
+    fn segments(&self) -> usize;
+
+    /// Runs segment `k` (below [`Self::segments`]) on `xs`: segment 0 takes the model's inputs,
+    /// each later one the previous segment's output, and the last one returns the outputs, so
+    /// running every segment in order is [`Self::forward`]. A segment must compute the same values
+    /// every time it runs on the same input (no random ops), as recomputation relies on.
+    fn forward_segment(&self, k: usize, xs: &Tensor, train: bool) -> Tensor;
+
     /// The training loss of `outputs` against `targets` (a scalar tensor).
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
 

@@ -7,6 +7,17 @@
 //! PyTorch's default uniform(±1/√fan_in) for biases, BatchNorm weight 1 and bias 0. (tch's own
 //! BatchNorm default draws the weight from U(0, 1), which is why every init is spelt out here.)
 //! Variable names match the PyTorch module's `state_dict` keys.
+//!
+//! Without BatchNorm (the `batch-norm` trick's "off" side) every convolution is a plain one with
+//! a bias, initialised as PyTorch's `nn.Conv2d` is by default (weight and bias U(±1/√fan_in), which
+//! is `kaiming_uniform_` with a = √5); the classifier keeps the initialisation above.
+//!
+//! For activation checkpointing the network is cut into [`Workload::segments`]: ⌈√B⌉ runs of
+//! consecutive basic blocks out of the B = 3n blocks, as even as possible (earlier segments take
+//! the extra block), the stem joining the first segment and the pooling and classifier the last.
+//! That is Chen et al.'s (2016) √n rule: the segment inputs kept and the activations of the one
+//! segment being recomputed both grow like √B. ResNet-8 has 2 segments, ResNet-20 3 (one per
+//! stage), ResNet-56 6 and ResNet-110 8.
 
 use tch::nn::{self, Init, Module};
 use tch::{Device, Tensor};
@@ -30,15 +41,24 @@ pub const RESIDUAL_EPILOGUE_FUNCTION: &str = "residual_relu";
 pub struct ResnetOptions {
     /// Basic blocks per stage (3 for ResNet-20, 9 for ResNet-56, 18 for ResNet-110).
     pub blocks_per_stage: i64,
-    /// Whether convolutions (all of which feed a BatchNorm) carry a bias: the `no-bias-before-bn`
-    /// trick turns this off.
+    /// Whether convolutions that feed a BatchNorm carry a bias: the `no-bias-before-bn` trick
+    /// turns this off. Without BatchNorm every convolution has a bias whatever this says.
     pub conv_bias: bool,
+    /// Whether every convolution is followed by a BatchNorm (the standard network); without, the
+    /// convolutions are plain, biased and PyTorch-default initialised (the `batch-norm` trick).
+    pub batch_norm: bool,
 }
 
 impl ResnetOptions {
-    /// The standard structure of a named CIFAR ResNet, with conv biases as chosen.
+    /// The standard structure of a named CIFAR ResNet (with BatchNorm), with conv biases as
+    /// chosen.
     pub fn for_workload(workload: WorkloadId, conv_bias: bool) -> Self {
-        Self { blocks_per_stage: workload.resnet_blocks_per_stage(), conv_bias }
+        Self { blocks_per_stage: workload.resnet_blocks_per_stage(), conv_bias, batch_norm: true }
+    }
+
+    /// The same structure with BatchNorm layers (`true`) or without any (`false`).
+    pub fn with_batch_norm(self, batch_norm: bool) -> Self {
+        Self { batch_norm, ..self }
     }
 }
 
@@ -49,39 +69,44 @@ const STAGE_CHANNELS: [i64; 3] = [16, 32, 64];
 /// Input image side, pixels.
 const IMAGE_SIDE: i64 = 32;
 
-/// A 3×3 convolution feeding a BatchNorm, with FLOPs bookkeeping.
+/// A 3×3 convolution feeding a BatchNorm, or a plain biased convolution in a network without
+/// BatchNorm.
 #[derive(Debug)]
 struct ConvBn {
     conv: nn::Conv2D,
-    bn: nn::BatchNorm,
+    bn: Option<nn::BatchNorm>,
 }
 
 impl ConvBn {
-    fn new(p: &nn::Path, name: &str, c_in: i64, c_out: i64, stride: i64, bias: bool) -> Self {
+    fn new(p: &nn::Path, name: &str, c_in: i64, c_out: i64, stride: i64, options: ResnetOptions) -> Self {
         let fan_in = (c_in * 9) as f64;
         let bound = 1.0 / fan_in.sqrt();
+        let default_uniform = Init::Uniform { lo: -bound, up: bound };
         let conv_cfg = nn::ConvConfig {
             stride,
             padding: 1,
-            bias,
-            ws_init: nn::init::DEFAULT_KAIMING_NORMAL,
-            bs_init: Init::Uniform { lo: -bound, up: bound },
+            bias: options.conv_bias || !options.batch_norm,
+            ws_init: if options.batch_norm { nn::init::DEFAULT_KAIMING_NORMAL } else { default_uniform },
+            bs_init: default_uniform,
             ..Default::default()
         };
-        let bn_cfg = nn::BatchNormConfig {
-            ws_init: Init::Const(1.0),
-            bs_init: Init::Const(0.0),
-            ..Default::default()
-        };
-        let bn_name = name.replace("conv", "bn");
-        Self {
-            conv: nn::conv2d(p / name, c_in, c_out, 3, conv_cfg),
-            bn: nn::batch_norm2d(p / bn_name.as_str(), c_out, bn_cfg),
-        }
+        let bn = options.batch_norm.then(|| {
+            let bn_cfg = nn::BatchNormConfig {
+                ws_init: Init::Const(1.0),
+                bs_init: Init::Const(0.0),
+                ..Default::default()
+            };
+            nn::batch_norm2d(p / name.replace("conv", "bn").as_str(), c_out, bn_cfg)
+        });
+        Self { conv: nn::conv2d(p / name, c_in, c_out, 3, conv_cfg), bn }
     }
 
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.conv.forward(xs).apply_t(&self.bn, train)
+        let ys = self.conv.forward(xs);
+        match &self.bn {
+            Some(bn) => ys.apply_t(bn, train),
+            None => ys,
+        }
     }
 }
 
@@ -127,6 +152,8 @@ pub struct CifarResnet {
     forward_flops_per_sample: f64,
     /// The TorchScript residual epilogue, when `jit-fusion` is on.
     epilogue: Option<JitFunction>,
+    /// Where each checkpointing segment's blocks start, plus the end of the last one.
+    segment_starts: Vec<usize>,
 }
 
 impl CifarResnet {
@@ -135,10 +162,9 @@ impl CifarResnet {
     pub fn new(options: ResnetOptions, device: Device) -> Self {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
-        let bias = options.conv_bias;
         let conv_flops = |c_in: i64, c_out: i64, side: i64| 2.0 * (c_in * 9 * c_out * side * side) as f64;
         let mut flops = conv_flops(3, STAGE_CHANNELS[0], IMAGE_SIDE);
-        let stem = ConvBn::new(&root, "conv1", 3, STAGE_CHANNELS[0], 1, bias);
+        let stem = ConvBn::new(&root, "conv1", 3, STAGE_CHANNELS[0], 1, options);
         let mut blocks = Vec::new();
         let mut c_in = STAGE_CHANNELS[0];
         let mut side = IMAGE_SIDE;
@@ -149,8 +175,8 @@ impl CifarResnet {
                 side /= stride;
                 flops += conv_flops(c_in, c_out, side) + conv_flops(c_out, c_out, side);
                 blocks.push(BasicBlock {
-                    first: ConvBn::new(&p, "conv1", c_in, c_out, stride, bias),
-                    second: ConvBn::new(&p, "conv2", c_out, c_out, 1, bias),
+                    first: ConvBn::new(&p, "conv1", c_in, c_out, stride, options),
+                    second: ConvBn::new(&p, "conv2", c_out, c_out, 1, options),
                     shortcut_pad_channels: (c_out - c_in) / 2,
                     stride,
                 });
@@ -170,7 +196,8 @@ impl CifarResnet {
             },
         );
         flops += 2.0 * (last * CLASSES) as f64;
-        Self { vs, stem, blocks, classifier, forward_flops_per_sample: flops, epilogue: None }
+        let segment_starts = segment_starts(blocks.len());
+        Self { vs, stem, blocks, classifier, forward_flops_per_sample: flops, epilogue: None, segment_starts }
     }
 
     /// Runs every residual epilogue through the TorchScript function compiled from
@@ -185,6 +212,28 @@ impl CifarResnet {
     pub fn trainable_parameters(&self) -> i64 {
         self.vs.trainable_variables().iter().map(Tensor::numel).sum::<usize>() as i64
     }
+
+    /// Runs `blocks` on `xs`.
+    fn run_blocks(&self, blocks: &[BasicBlock], xs: Tensor, train: bool) -> Tensor {
+        blocks.iter().fold(xs, |xs, block| block.forward_t(&xs, train, self.epilogue.as_ref()))
+    }
+
+    /// Global average pooling and the classifier.
+    fn head(&self, xs: &Tensor) -> Tensor {
+        xs.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.classifier)
+    }
+}
+
+/// The first block of each of the ⌈√blocks⌉ checkpointing segments, followed by `blocks`: runs as
+/// even as possible, the first `blocks mod segments` of them one block longer.
+fn segment_starts(blocks: usize) -> Vec<usize> {
+    let segments = (1..=blocks).find(|s| s * s >= blocks).unwrap_or(1);
+    let (base, extra) = (blocks / segments, blocks % segments);
+    let mut starts = vec![0];
+    for s in 0..segments {
+        starts.push(starts[s] + base + usize::from(s < extra));
+    }
+    starts
 }
 
 impl Workload for CifarResnet {
@@ -197,11 +246,24 @@ impl Workload for CifarResnet {
     }
 
     fn forward(&self, inputs: &Tensor, train: bool) -> Tensor {
-        let mut xs = self.stem.forward_t(inputs, train).relu();
-        for block in &self.blocks {
-            xs = block.forward_t(&xs, train, self.epilogue.as_ref());
+        let xs = self.stem.forward_t(inputs, train).relu();
+        self.head(&self.run_blocks(&self.blocks, xs, train))
+    }
+
+    fn segments(&self) -> usize {
+        self.segment_starts.len() - 1
+    }
+
+    fn forward_segment(&self, k: usize, xs: &Tensor, train: bool) -> Tensor {
+        let last = self.segments() - 1;
+        assert!(k <= last, "segment {k} of a network with {} segments", last + 1);
+        let xs = if k == 0 { self.stem.forward_t(xs, train).relu() } else { xs.shallow_clone() };
+        let xs = self.run_blocks(&self.blocks[self.segment_starts[k]..self.segment_starts[k + 1]], xs, train);
+        if k == last {
+            self.head(&xs)
+        } else {
+            xs
         }
-        xs.adaptive_avg_pool2d([1, 1]).flatten(1, -1).apply(&self.classifier)
     }
 
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor {
@@ -262,6 +324,81 @@ mod tests {
         assert!((std - (2.0f64 / 144.0).sqrt()).abs() < 0.01, "std {std}");
         let bias_bound = 1.0 / 144f64.sqrt();
         assert!(vars["layer1.0.conv1.bias"].abs().max().double_value(&[]) <= bias_bound);
+    }
+
+    fn build_without_batch_norm(workload: WorkloadId) -> CifarResnet {
+        tch::manual_seed(0);
+        CifarResnet::new(ResnetOptions::for_workload(workload, false).with_batch_norm(false), Device::Cpu)
+    }
+
+    #[test]
+    fn without_batch_norm_every_convolution_is_plain_biased_and_default_initialised() {
+        let net = build_without_batch_norm(WorkloadId::Resnet20);
+        let vars = net.var_store().variables();
+        assert!(vars.keys().all(|k| !k.contains("bn") && !k.contains("running")), "{:?}", vars.keys());
+        let conv_biases = vars.keys().filter(|k| k.contains("conv") && k.ends_with(".bias")).count();
+        assert_eq!(conv_biases, 19, "every convolution has a bias, even with conv_bias off");
+        assert_eq!(vars.len(), 2 * 19 + 2, "conv and linear weights and biases only");
+        // nn.Conv2d's default, kaiming_uniform_(a=√5): U(±1/√fan_in), std 1/√(3·fan_in).
+        let bound = 1.0 / 144f64.sqrt();
+        for name in ["layer1.0.conv1.weight", "layer1.0.conv1.bias"] {
+            assert!(vars[name].abs().max().double_value(&[]) <= bound, "{name}");
+        }
+        let std = vars["layer1.1.conv2.weight"].std(true).double_value(&[]);
+        assert!((std - bound / 3f64.sqrt()).abs() < 0.003, "std {std}");
+    }
+
+    #[test]
+    fn without_batch_norm_parameter_counts_trade_two_bn_parameters_for_one_bias_per_channel() {
+        // Output channels of all convolutions: 16 + n·2·(16 + 32 + 64); each loses a BatchNorm
+        // weight and bias and gains a conv bias.
+        for (workload, with_bn) in [
+            (WorkloadId::Resnet8, 75_290),
+            (WorkloadId::Resnet20, 269_722),
+            (WorkloadId::Resnet56, 853_018),
+            (WorkloadId::Resnet110, 1_727_962),
+        ] {
+            let channels = 16 + workload.resnet_blocks_per_stage() * 2 * 112;
+            let count = build_without_batch_norm(workload).trainable_parameters();
+            assert_eq!(count, with_bn - channels, "{workload}");
+        }
+        assert_eq!(build_without_batch_norm(WorkloadId::Resnet8).trainable_parameters(), 75_050);
+        assert_eq!(build_without_batch_norm(WorkloadId::Resnet20).trainable_parameters(), 269_034);
+        assert_eq!(build_without_batch_norm(WorkloadId::Resnet56).trainable_parameters(), 850_986);
+    }
+
+    #[test]
+    fn without_batch_norm_output_has_one_logit_per_class() {
+        let net = build_without_batch_norm(WorkloadId::Resnet8);
+        let xs = Tensor::randn([4, 3, 32, 32], (tch::Kind::Float, Device::Cpu));
+        assert_eq!(net.forward(&xs, true).size(), [4, 10]);
+        assert!(net.forward(&xs, true).equal(&net.forward(&xs, false)), "no train/eval difference");
+    }
+
+    #[test]
+    fn segments_split_the_blocks_by_the_square_root_rule() {
+        assert_eq!(segment_starts(3), [0, 2, 3]);
+        assert_eq!(segment_starts(9), [0, 3, 6, 9]);
+        assert_eq!(segment_starts(27), [0, 5, 10, 15, 19, 23, 27]);
+        assert_eq!(segment_starts(54), [0, 7, 14, 21, 28, 35, 42, 48, 54]);
+        let segments: Vec<_> = WorkloadId::ALL.iter().map(|&w| build(w, false).segments()).collect();
+        assert_eq!(segments, [2, 3, 6, 8]);
+    }
+
+    #[test]
+    fn running_the_segments_in_order_is_the_forward_pass() {
+        let xs = Tensor::randn([4, 3, 32, 32], (tch::Kind::Float, Device::Cpu));
+        for net in [build(WorkloadId::Resnet8, true), build(WorkloadId::Resnet56, false)] {
+            for train in [true, false] {
+                let segmented =
+                    (0..net.segments()).fold(xs.shallow_clone(), |ys, k| net.forward_segment(k, &ys, train));
+                assert!(
+                    segmented.equal(&net.forward(&xs, train)),
+                    "{} segments, train {train}",
+                    net.segments()
+                );
+            }
+        }
     }
 
     #[test]

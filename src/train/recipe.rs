@@ -1,0 +1,292 @@
+//! A cell's training recipe: the optimizer and its hyper-parameters, the learning-rate and
+//! momentum schedule, and the step options the convergence and memory tricks change. One function
+//! derives it from the cell's key, so every cell process and every test agrees on what a trick
+//! means.
+
+use tch::Tensor;
+
+use crate::bench::profile::TtaSettings;
+use crate::optim::adam::{Adam, AdamConfig};
+use crate::optim::lamb::{Lamb, LambConfig};
+use crate::optim::lars::{Lars, LarsConfig};
+use crate::optim::schedule::{OneCycle, StepSchedule};
+use crate::optim::sgd::{Sgd, SgdConfig};
+use crate::optim::Optimizer;
+use crate::results::schema::CellKey;
+use crate::tricks::Trick;
+
+/// The recipe's SGD: momentum 0.9, weight decay 5e-4 (He et al.).
+pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
+/// Micro-batches per optimizer step under `grad-accumulation`.
+pub const ACCUMULATION_MICRO_BATCHES: usize = 4;
+/// Global gradient norm `grad-clipping` clips to.
+pub const CLIP_MAX_NORM: f64 = 2.0;
+/// 1cycle's peak learning rate as a multiple of the step schedule's base rate.
+pub const ONE_CYCLE_PEAK_FACTOR: f64 = 4.0;
+/// Fraction of the planned steps over which a linearly scaled learning rate is warmed up from
+/// the base rate (Goyal et al. warm up over 5 of 90 epochs).
+pub const WARMUP_FRACTION: f64 = 0.05;
+/// Adam's and AdamW's learning rate at the time-to-accuracy batch (Adam's usual 1e-3).
+pub const ADAM_LR: f64 = 1e-3;
+/// Adam's L2 penalty: the recipe's 5e-4, added to the gradient.
+pub const ADAM_L2_WEIGHT_DECAY: f64 = 5e-4;
+/// AdamW's decoupled decay: 0.05, so that at lr 1e-3 it shrinks weights by 5e-5 per step, as the
+/// recipe's SGD (lr 0.1 × 5e-4) does.
+pub const ADAMW_WEIGHT_DECAY: f64 = 0.05;
+/// LARS's learning rate per 256 samples of batch (linear scaling; with the trust coefficient
+/// 0.001 a step moves each layer by about lr × 0.001 of its norm).
+pub const LARS_LR_PER_256: f64 = 2.0;
+/// LAMB's learning rate at a batch of 256 (scaled with the square root of the batch, as You et
+/// al. do; a step moves each layer by about lr of its norm).
+pub const LAMB_LR_AT_256: f64 = 0.01;
+
+/// Smith & Topin's super-convergence settings for ResNet-56 (arXiv:1708.07120, Table 1): a
+/// piecewise-constant schedule from 0.35, against 1cycle between 0.1 and 3.0; weight decay 1e-4.
+pub mod super_convergence {
+    /// The step schedule's base learning rate.
+    pub const STEP_LR: f64 = 0.35;
+    /// 1cycle's lowest learning rate.
+    pub const ONE_CYCLE_MIN_LR: f64 = 0.1;
+    /// 1cycle's peak learning rate.
+    pub const ONE_CYCLE_MAX_LR: f64 = 3.0;
+    /// Weight decay of both.
+    pub const WEIGHT_DECAY: f64 = 1e-4;
+}
+
+/// Which optimizer a cell trains with.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OptimizerChoice {
+    /// SGD with momentum (the recipe), per parameter or fused (`fused-optimizer`).
+    Sgd {
+        /// Momentum and weight decay.
+        config: SgdConfig,
+        /// The fused multi-tensor kernel instead of the per-parameter loop.
+        fused: bool,
+    },
+    /// Adam with L2 added to the gradient (`adamw`'s reference) or AdamW (`adamw`).
+    Adam {
+        /// β₁, β₂, ε and weight decay.
+        config: AdamConfig,
+        /// Decoupled weight decay (AdamW).
+        decoupled: bool,
+    },
+    /// LARS (`lars`).
+    Lars(LarsConfig),
+    /// LAMB (`lamb`).
+    Lamb(LambConfig),
+}
+
+impl OptimizerChoice {
+    /// The optimizer over `params`.
+    pub fn build(&self, params: Vec<Tensor>) -> Box<dyn Optimizer> {
+        match *self {
+            OptimizerChoice::Sgd { config, fused: true } => Box::new(Sgd::fused(params, config)),
+            OptimizerChoice::Sgd { config, fused: false } => Box::new(Sgd::new(params, config)),
+            OptimizerChoice::Adam { config, decoupled: true } => Box::new(Adam::adamw(params, config)),
+            OptimizerChoice::Adam { config, decoupled: false } => Box::new(Adam::new(params, config)),
+            OptimizerChoice::Lars(config) => Box::new(Lars::new(params, config)),
+            OptimizerChoice::Lamb(config) => Box::new(Lamb::new(params, config)),
+        }
+    }
+}
+
+/// The learning rate (and, for 1cycle, the momentum) at each optimizer step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    /// The step schedule from `peak_lr` (÷10 at 50% and 75%), reached by a linear warm-up from
+    /// `warmup_from_lr` over `warmup_steps` when the batch is larger than the recipe's.
+    Step {
+        /// The schedule after warm-up.
+        schedule: StepSchedule,
+        /// Where the warm-up starts.
+        warmup_from_lr: f64,
+        /// Steps of warm-up (0: none).
+        warmup_steps: usize,
+    },
+    /// 1cycle: learning rate up then down, momentum down then up.
+    OneCycle(OneCycle),
+}
+
+impl Schedule {
+    /// The learning rate of (0-based) step `step`.
+    pub fn lr(&self, step: usize) -> f64 {
+        match self {
+            Schedule::Step { schedule, warmup_from_lr, warmup_steps } if step < *warmup_steps => {
+                let done = step as f64 / *warmup_steps as f64;
+                warmup_from_lr + (schedule.base_lr - warmup_from_lr) * done
+            }
+            Schedule::Step { schedule, .. } => schedule.lr(step),
+            Schedule::OneCycle(cycle) => cycle.lr(step),
+        }
+    }
+
+    /// The momentum of step `step` when the schedule sets it (1cycle), else `None`.
+    pub fn momentum(&self, step: usize) -> Option<f64> {
+        match self {
+            Schedule::Step { .. } => None,
+            Schedule::OneCycle(cycle) => Some(cycle.momentum(step)),
+        }
+    }
+}
+
+/// How a cell trains: everything the tricks of its key change about the math of training.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recipe {
+    /// The optimizer.
+    pub optimizer: OptimizerChoice,
+    /// The learning-rate (and momentum) schedule.
+    pub schedule: Schedule,
+    /// Micro-batches per optimizer step (1: none).
+    pub micro_batches: usize,
+    /// Global gradient norm to clip to (`None`: no clipping).
+    pub clip_max_norm: Option<f64>,
+    /// Recompute segments in backward instead of storing their activations.
+    pub checkpointing: bool,
+    /// BatchNorm after every convolution (the recipe) or none.
+    pub batch_norm: bool,
+    /// Per-channel standardised inputs (the recipe) or raw pixels in [0, 1].
+    pub standardise_inputs: bool,
+}
+
+impl Recipe {
+    /// The recipe of the cell `key` trained for `total_steps` optimizer steps, with the
+    /// profile's time-to-accuracy settings `tta` (the base learning rate is SGD's at `tta`'s batch
+    /// and scales linearly with the cell's batch, warmed up when larger). `super_convergence`
+    /// applies Smith & Topin's settings instead of the profile's.
+    pub fn for_cell(key: &CellKey, tta: &TtaSettings, total_steps: usize, super_convergence: bool) -> Self {
+        let tricks = &key.tricks;
+        let batch_ratio = key.batch_size as f64 / tta.batch_size.max(1) as f64;
+        let sgd_weight_decay =
+            if super_convergence { super_convergence::WEIGHT_DECAY } else { RECIPE_SGD.weight_decay };
+        let (optimizer, base_lr) = if tricks.has(Trick::Lars) {
+            let lr = LARS_LR_PER_256 * key.batch_size as f64 / 256.0;
+            // Every layer adapted, as in the paper (excluded 1-d parameters would take plain SGD steps
+            // at this large rate).
+            let config =
+                LarsConfig { weight_decay: sgd_weight_decay, exclude_1d: false, ..LarsConfig::default() };
+            (OptimizerChoice::Lars(config), lr)
+        } else if tricks.has(Trick::Lamb) {
+            let lr = LAMB_LR_AT_256 * (key.batch_size as f64 / 256.0).sqrt();
+            (OptimizerChoice::Lamb(LambConfig::default()), lr)
+        } else if tricks.has(Trick::Adamw) || key.is_reference_for(Trick::Adamw) {
+            let decoupled = tricks.has(Trick::Adamw);
+            let weight_decay = if decoupled { ADAMW_WEIGHT_DECAY } else { ADAM_L2_WEIGHT_DECAY };
+            let config = AdamConfig { weight_decay, ..AdamConfig::default() };
+            (OptimizerChoice::Adam { config, decoupled }, ADAM_LR * batch_ratio)
+        } else {
+            let config = SgdConfig { weight_decay: sgd_weight_decay, ..RECIPE_SGD };
+            let fused = tricks.has(Trick::FusedOptimizer);
+            let lr = if super_convergence { super_convergence::STEP_LR } else { tta.base_lr * batch_ratio };
+            (OptimizerChoice::Sgd { config, fused }, lr)
+        };
+        let schedule = if tricks.has(Trick::OneCycle) {
+            let mut cycle = OneCycle::new(ONE_CYCLE_PEAK_FACTOR * base_lr, total_steps);
+            if super_convergence {
+                cycle.max_lr = super_convergence::ONE_CYCLE_MAX_LR;
+                cycle.div_factor = super_convergence::ONE_CYCLE_MAX_LR / super_convergence::ONE_CYCLE_MIN_LR;
+            }
+            Schedule::OneCycle(cycle)
+        } else {
+            let warmup_from_lr = base_lr / batch_ratio.max(1.0);
+            let warmup_steps =
+                if batch_ratio > 1.0 { (WARMUP_FRACTION * total_steps as f64).ceil() as usize } else { 0 };
+            Schedule::Step { schedule: StepSchedule { base_lr, total_steps }, warmup_from_lr, warmup_steps }
+        };
+        Recipe {
+            optimizer,
+            schedule,
+            micro_batches: if tricks.has(Trick::GradAccumulation) { ACCUMULATION_MICRO_BATCHES } else { 1 },
+            clip_max_norm: tricks.has(Trick::GradClipping).then_some(CLIP_MAX_NORM),
+            checkpointing: tricks.has(Trick::Checkpointing),
+            batch_norm: !key.is_reference_for(Trick::BatchNorm),
+            standardise_inputs: !key.is_reference_for(Trick::InputNorm),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::profile::ProfileName;
+    use crate::results::schema::CellKind;
+    use crate::tricks::TrickSet;
+    use crate::workloads::WorkloadId;
+
+    fn key(tricks: &[Trick], batch_size: usize, reference_for: Option<Trick>) -> CellKey {
+        CellKey {
+            workload: WorkloadId::Resnet8,
+            tricks: tricks.iter().copied().collect::<TrickSet>(),
+            batch_size,
+            seed: 0,
+            kind: CellKind::TimeToAccuracy,
+            reference_for,
+        }
+    }
+
+    fn recipe(tricks: &[Trick], batch_size: usize, reference_for: Option<Trick>) -> Recipe {
+        let tta = ProfileName::Quick.settings().tta;
+        Recipe::for_cell(&key(tricks, batch_size, reference_for), &tta, 1000, false)
+    }
+
+    #[test]
+    fn the_baseline_is_the_sgd_step_schedule_at_the_profile_rate() {
+        let r = recipe(&[], 64, None);
+        assert_eq!(r.optimizer, OptimizerChoice::Sgd { config: RECIPE_SGD, fused: false });
+        assert_eq!((r.schedule.lr(0), r.schedule.lr(499), r.schedule.lr(500)), (0.05, 0.05, 0.005));
+        assert_eq!(r.schedule.momentum(0), None);
+        assert_eq!((r.micro_batches, r.clip_max_norm, r.checkpointing), (1, None, false));
+        assert!(r.batch_norm && r.standardise_inputs);
+    }
+
+    #[test]
+    fn larger_batches_scale_the_rate_linearly_after_a_warm_up() {
+        let r = recipe(&[], 512, None);
+        // 8× the batch: 8× the rate, reached linearly over the first 5% (50 of 1000 steps).
+        assert!((r.schedule.lr(0) - 0.05).abs() < 1e-12);
+        assert!((r.schedule.lr(25) - (0.05 + 0.35 * 0.5)).abs() < 1e-12);
+        assert!((r.schedule.lr(50) - 0.4).abs() < 1e-12);
+        assert!((r.schedule.lr(800) - 0.004).abs() < 1e-12);
+    }
+
+    #[test]
+    fn tricks_choose_the_optimizer_schedule_and_step_options() {
+        let cycle = recipe(&[Trick::OneCycle], 64, None);
+        let Schedule::OneCycle(c) = cycle.schedule else { panic!("1cycle expected") };
+        assert!((c.max_lr - ONE_CYCLE_PEAK_FACTOR * 0.05).abs() < 1e-12);
+        assert_eq!(cycle.schedule.momentum(0), Some(0.95));
+        let adamw = recipe(&[Trick::Adamw], 64, None);
+        assert!(
+            matches!(adamw.optimizer, OptimizerChoice::Adam { decoupled: true, config } if config.weight_decay == ADAMW_WEIGHT_DECAY)
+        );
+        let adam_l2 = recipe(&[], 64, Some(Trick::Adamw));
+        assert!(
+            matches!(adam_l2.optimizer, OptimizerChoice::Adam { decoupled: false, config } if config.weight_decay == ADAM_L2_WEIGHT_DECAY)
+        );
+        assert!((adam_l2.schedule.lr(0) - ADAM_LR).abs() < 1e-15);
+        assert!(
+            matches!(recipe(&[Trick::Lars], 512, None).optimizer, OptimizerChoice::Lars(c) if !c.exclude_1d)
+        );
+        assert!(matches!(recipe(&[Trick::Lamb], 512, None).optimizer, OptimizerChoice::Lamb(_)));
+        assert_eq!(recipe(&[Trick::GradAccumulation], 64, None).micro_batches, ACCUMULATION_MICRO_BATCHES);
+        assert_eq!(recipe(&[Trick::GradClipping], 64, None).clip_max_norm, Some(CLIP_MAX_NORM));
+        assert!(recipe(&[Trick::Checkpointing], 64, None).checkpointing);
+        assert!(!recipe(&[], 64, Some(Trick::BatchNorm)).batch_norm);
+        assert!(!recipe(&[], 64, Some(Trick::InputNorm)).standardise_inputs);
+        assert!(matches!(
+            recipe(&[Trick::FusedOptimizer], 64, None).optimizer,
+            OptimizerChoice::Sgd { fused: true, .. }
+        ));
+    }
+
+    #[test]
+    fn super_convergence_uses_smith_and_topins_rates() {
+        let tta = ProfileName::Standard.settings().tta;
+        let step = Recipe::for_cell(&key(&[], 128, None), &tta, 1000, true);
+        assert_eq!(step.schedule.lr(0), super_convergence::STEP_LR);
+        let cycle = Recipe::for_cell(&key(&[Trick::OneCycle], 128, None), &tta, 1000, true);
+        assert!((cycle.schedule.lr(0) - super_convergence::ONE_CYCLE_MIN_LR).abs() < 1e-12);
+        assert!((cycle.schedule.lr(299) - super_convergence::ONE_CYCLE_MAX_LR).abs() < 1e-9);
+        let OptimizerChoice::Sgd { config, .. } = cycle.optimizer else { panic!("SGD expected") };
+        assert_eq!(config.weight_decay, super_convergence::WEIGHT_DECAY);
+    }
+}
