@@ -6,6 +6,9 @@ CARGO ?= cargo
 # Where `make data` looks for an ImageFolder tar of CIFAR-10 before trying to download it.
 CIFAR_TAR ?= ../shared/data/cifar10-jpeg.tar
 PROFILE ?= quick
+# `make run`'s tricks: those judged by throughput and memory (minutes on a CPU). The convergence
+# tricks train to accuracy, several minutes each: `make run TRICKS=all`.
+TRICKS ?= throughput,memory
 
 .PHONY: setup build data run test bench clean
 
@@ -24,7 +27,7 @@ data: build
 	  echo "make data: no CIFAR-10 available; the benchmark will use synthetic data"; fi
 
 run: data
-	./target/release/trickbench run --profile $(PROFILE)
+	./target/release/trickbench run --profile $(PROFILE) --tricks $(TRICKS)
 
 # Release mode: the tests train real (small) networks, and `make run` then reuses the same build.
 test: setup

@@ -6,7 +6,9 @@
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/jit.h>
 #include <torch/version.h>
@@ -17,6 +19,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +39,38 @@ int guarded(F f) {
 }
 
 at::DeviceType device_type(int is_cuda) { return is_cuda ? at::kCUDA : at::kCPU; }
+
+// Bytes held by live CPU tensors allocated through the counting allocator, and their peak.
+std::atomic<int64_t> cpu_live_bytes{0};
+std::atomic<int64_t> cpu_peak_bytes{0};
+// Each allocation starts with a header holding its size; 64 bytes keep the data 64-byte aligned.
+constexpr size_t kCpuHeaderBytes = 64;
+
+void counting_cpu_delete(void* data) {
+  if (data == nullptr) return;
+  auto* base = static_cast<char*>(data) - kCpuHeaderBytes;
+  cpu_live_bytes.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(base)));
+  c10::free_cpu(base);
+}
+
+// libtorch's CPU allocation (c10::alloc_cpu, as the default allocator), counting live bytes so a
+// CPU run has a tensor-memory peak like the CUDA caching allocator's.
+struct CountingCpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    auto* base = static_cast<char*>(c10::alloc_cpu(n + kCpuHeaderBytes));
+    *reinterpret_cast<size_t*>(base) = n;
+    const int64_t live = cpu_live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    int64_t peak = cpu_peak_bytes.load();
+    while (live > peak && !cpu_peak_bytes.compare_exchange_weak(peak, live)) {
+    }
+    void* data = base + kCpuHeaderBytes;
+    return {data, data, &counting_cpu_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counting_cpu_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
 }  // namespace
 
 extern "C" {
@@ -60,6 +95,31 @@ int tb_device_memory_stats(int device_index, int64_t* out) {
     out[4] = stats.num_ooms;
   });
 }
+
+// Makes libtorch allocate CPU tensors through the counting allocator (tensors that already exist
+// keep their own deleters). Idempotent.
+int tb_install_cpu_memory_counter() {
+  return guarded([&] {
+    static CountingCpuAllocator* installed = nullptr;
+    if (installed == nullptr) {
+      installed = new CountingCpuAllocator();
+      c10::SetCPUAllocator(installed, /*priority=*/1);
+    }
+    if (c10::GetCPUAllocator() != installed) {
+      throw std::runtime_error("another CPU allocator with a higher priority is installed");
+    }
+  });
+}
+
+// Bytes of CPU tensors from the counting allocator: out[0] live now, out[1] peak since the last
+// reset.
+void tb_cpu_memory_stats(int64_t* out) {
+  out[0] = cpu_live_bytes.load();
+  out[1] = cpu_peak_bytes.load();
+}
+
+// Resets the CPU peak to the bytes live now.
+void tb_reset_cpu_memory_peak() { cpu_peak_bytes.store(cpu_live_bytes.load()); }
 
 // Resets the peak statistics of accelerator `device_index`.
 int tb_reset_peak_memory_stats(int device_index) {

@@ -16,6 +16,9 @@ mod raw {
         pub fn tb_torch_version() -> *const c_char;
         pub fn tb_device_memory_stats(device_index: c_int, out: *mut i64) -> c_int;
         pub fn tb_reset_peak_memory_stats(device_index: c_int) -> c_int;
+        pub fn tb_install_cpu_memory_counter() -> c_int;
+        pub fn tb_cpu_memory_stats(out: *mut i64);
+        pub fn tb_reset_cpu_memory_peak();
         pub fn tb_empty_cache() -> c_int;
         pub fn tb_set_autocast(is_cuda: c_int, enabled: c_int, dtype: c_int) -> c_int;
         pub fn tb_autocast_enabled(is_cuda: c_int) -> c_int;
@@ -122,6 +125,29 @@ pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
         unsafe { raw::tb_reset_peak_memory_stats(device_index as c_int) },
         "resetting peak memory statistics",
     )
+}
+
+/// Makes libtorch allocate CPU tensors through the shim's counting allocator (the same
+/// `c10::alloc_cpu` the default one uses), so that [`cpu_memory_stats`] sees them. Tensors that
+/// exist already are not counted. Idempotent.
+pub fn install_cpu_memory_counter() -> Result<(), Error> {
+    // SAFETY: plain call, errors are caught in the shim.
+    check(unsafe { raw::tb_install_cpu_memory_counter() }, "installing the counting CPU allocator")
+}
+
+/// Bytes of CPU tensors allocated since [`install_cpu_memory_counter`]: (live now, peak since the
+/// last [`reset_cpu_memory_peak`]).
+pub fn cpu_memory_stats() -> (u64, u64) {
+    let mut out = [0i64; 2];
+    // SAFETY: `out` has the two slots the shim writes.
+    unsafe { raw::tb_cpu_memory_stats(out.as_mut_ptr()) };
+    (out[0].max(0) as u64, out[1].max(0) as u64)
+}
+
+/// Resets the CPU tensor peak to the bytes live now.
+pub fn reset_cpu_memory_peak() {
+    // SAFETY: plain call on the shim's counters.
+    unsafe { raw::tb_reset_cpu_memory_peak() }
 }
 
 /// Returns cached, unused accelerator memory to the driver.

@@ -48,11 +48,7 @@ pub fn summary_table(results: &Results) -> String {
                 || "median: not reached by most seeds".to_owned(),
                 |s| format!("median {s:.1} s ({:.2} epochs)", t.median_epochs_to_target.unwrap_or(f64::NAN)),
             );
-            let versus = match (&t.reference, t.speedup) {
-                (Some(reference), Some(speedup)) => format!(" · {speedup:.2}× sooner than {reference}"),
-                (Some(reference), None) => format!(" · vs {reference}: no median to compare"),
-                (None, _) => String::new(),
-            };
+            let versus = t.versus_text().map_or_else(String::new, |v| format!(" · {v}"));
             let _ = writeln!(
                 out,
                 "  {}/{}/b{}: {}/{} seeds reached {:.1}% · {median}{versus}",

@@ -151,3 +151,68 @@ fn data_import_and_synth_write_the_cifar_binary_layout() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(trickbench::data::cifar::is_synthetic_dir(&dir.path().join("synth")));
 }
+
+#[test]
+fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trickbench(
+        dir.path(),
+        &[
+            "run",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--design",
+            "batch-sweep",
+            "--memory-budget-mib",
+            "250",
+            "--no-time-to-accuracy",
+            "--data",
+            "no-such-dir",
+            "--out",
+            "sweep",
+        ],
+    );
+    assert!(out.status.success(), "run failed: {}", text(&out.stderr));
+    let results: Results = store::load(&dir.path().join("sweep/results.json")).unwrap();
+    assert_eq!(results.run.protocol.memory_budget_bytes, Some(250 << 20));
+    let probes: Vec<_> = results.cells.iter().filter(|c| c.key.kind == CellKind::MemoryProbe).collect();
+    // Doubling from 64; every probe fits until the one that exceeds the budget, which ends the probe
+    // as a result (ResNet-8 holds about 0.7 MB of tensors per image, so 512 needs about 340 MiB).
+    let (last, fitting) = probes.split_last().expect("probes ran");
+    for (i, probe) in probes.iter().enumerate() {
+        assert_eq!(probe.key.batch_size, 64 << i, "{}", probe.id);
+    }
+    assert!(!fitting.is_empty(), "batch 64 fits in 250 MiB: {:?}", last.status);
+    assert!(fitting.iter().all(|p| p.status == CellStatus::Ok), "{fitting:?}");
+    match &last.status {
+        CellStatus::OutOfMemory { error } => assert!(error.contains("memory budget of 250 MiB"), "{error}"),
+        other => panic!("the last probe must run out of memory, not {other:?}"),
+    }
+    // The sweep measures training throughput at every batch that fit, and at no other.
+    let mut swept: Vec<usize> = results
+        .cells
+        .iter()
+        .filter(|c| c.key.kind == (CellKind::Throughput { phase: Phase::Train }))
+        .map(|c| {
+            assert_eq!(c.status, CellStatus::Ok, "{}", c.id);
+            c.key.batch_size
+        })
+        .collect();
+    swept.sort_unstable();
+    assert_eq!(swept, fitting.iter().map(|p| p.key.batch_size).collect::<Vec<_>>());
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("OOM") && stdout.contains("memory budget"), "{stdout}");
+}
+
+#[test]
+fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trickbench(dir.path(), &["run", "--memory-budget-mib", "0", "--data", "no-such-dir"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--memory-budget-mib"));
+    let out = trickbench(dir.path(), &["run", "--seeds", "0", "--data", "no-such-dir"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--seeds"));
+    let out = trickbench(dir.path(), &["run", "--design", "sweep", "--data", "no-such-dir"]);
+    assert!(text(&out.stderr).contains("batch-sweep"), "{}", text(&out.stderr));
+}

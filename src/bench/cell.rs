@@ -57,6 +57,7 @@ pub const PROBE_STEPS: usize = 2;
 /// Runs one cell process and returns what it measured.
 pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
+    memory::count_cpu_tensors()?;
     let profile = job.profile.settings();
     let device = job.device;
     let tricks = &job.key.tricks;
@@ -249,7 +250,8 @@ fn load_data(job: &CellJob, profile: &Profile) -> Result<CellData, Error> {
     Ok(CellData { train, train_samples, test: test.pack()? })
 }
 
-/// Trains from scratch with `schedule`, evaluating every `eval_every_steps` on the test split,
+/// Trains from scratch with `schedule`, evaluating on the test split every `eval_every_steps` of the
+/// profile's time-to-accuracy batch (as many samples between evaluations at any batch size),
 /// until the target accuracy, the time budget or the planned epochs run out.
 fn train_to_target(
     trainer: &mut Trainer<CifarResnet>,
@@ -264,6 +266,8 @@ fn train_to_target(
         LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
     let mut loader = CifarLoader::new(data.train, loader_options)?;
     let total_steps = settings.planned_epochs * loader.batches_per_epoch();
+    let eval_every_steps =
+        (settings.eval_every_steps * settings.batch_size / loader_options.batch_size.max(1)).max(1);
     let wall = Instant::now();
     let mut result = TimeToAccuracy {
         metric: "test_accuracy".to_owned(),
@@ -285,7 +289,7 @@ fn train_to_target(
     );
     while result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s {
         let timer = SyncedTimer::start(device);
-        let segment_end = (step + settings.eval_every_steps).min(total_steps);
+        let segment_end = (step + eval_every_steps).min(total_steps);
         while step < segment_end {
             if let Some(momentum) = schedule.momentum(step) {
                 trainer.set_momentum(momentum);

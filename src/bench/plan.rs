@@ -598,6 +598,26 @@ mod tests {
     }
 
     #[test]
+    fn super_convergence_compares_the_step_schedule_with_one_cycle_per_seed() {
+        let r = PlanRequest {
+            workloads: vec![WorkloadId::Resnet56],
+            time_to_accuracy_seeds: 2,
+            ..request(vec![])
+        };
+        let ids: Vec<String> = Plan::super_convergence(&r).cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet56/baseline/b64/s0/tta",
+                "resnet56/baseline/b64/s1/tta",
+                "resnet56/one-cycle/b64/s0/tta",
+                "resnet56/one-cycle/b64/s1/tta"
+            ]
+        );
+        assert_eq!("super-convergence".parse::<Design>().unwrap(), Design::SuperConvergence);
+    }
+
+    #[test]
     fn stack_adds_tricks_in_ranking_order() {
         let r = request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::AvoidSync]);
         let plan = Plan::stack(&r, &[Trick::ZeroGradNone, Trick::ChannelsLast, Trick::AvoidSync]);

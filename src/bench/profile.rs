@@ -75,7 +75,7 @@ impl ProfileName {
                 cell_timeout_s: 300.0,
                 train_samples: None,
                 test_samples: Some(1_000),
-                cpu_memory_budget_mib: 3072,
+                cpu_memory_budget_mib: 2048,
                 tta: TtaSettings {
                     batch_size: 64,
                     target_accuracy: 0.60,
@@ -195,7 +195,8 @@ pub struct TtaSettings {
     pub budget_s: f64,
     /// Epochs the learning-rate schedule is planned over.
     pub planned_epochs: usize,
-    /// Optimizer steps between evaluations.
+    /// Optimizer steps between evaluations at `batch_size` (other batch sizes evaluate after as
+    /// many samples).
     pub eval_every_steps: usize,
     /// Learning rate of SGD at `batch_size` (scaled linearly for other batch sizes).
     pub base_lr: f64,

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use trickbench::report::{render_comparison, render_report, ReportFiles};
+use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::schema::Results;
 use trickbench::results::store;
 
@@ -39,8 +40,17 @@ pub fn write_run_report(results: &Results, out_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Loads results files, re-deriving the time-to-accuracy summaries from the cells (so files from
+/// earlier versions get today's summaries).
 fn load_all(paths: &[PathBuf]) -> Result<Vec<Results>> {
-    paths.iter().map(|p| store::load(p).map_err(anyhow::Error::from)).collect()
+    paths
+        .iter()
+        .map(|p| {
+            let mut results = store::load(p)?;
+            results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
+            Ok(results)
+        })
+        .collect()
 }
 
 fn print_files(files: &ReportFiles) {

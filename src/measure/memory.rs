@@ -1,4 +1,5 @@
-//! Peak memory: the CUDA caching allocator's peaks, or the process's peak resident set on CPU.
+//! Peak memory: the CUDA caching allocator's peaks; on CPU the bytes of live tensors (counted by the
+//! shim's allocator, once [`count_cpu_tensors`] installed it) and the process's peak resident set.
 
 use crate::device::DeviceSpec;
 use crate::error::Error;
@@ -12,6 +13,7 @@ use crate::results::schema::Memory;
 pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     // Best effort: an older or locked-down kernel only makes the resident peak less specific.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
+    ffi::reset_cpu_memory_peak();
     match device {
         DeviceSpec::Cuda(i) => ffi::reset_peak_memory_stats(i),
         DeviceSpec::Cpu | DeviceSpec::Auto => Ok(()),
@@ -31,9 +33,20 @@ pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
             }
         }
         DeviceSpec::Cpu | DeviceSpec::Auto => {
-            Memory { peak_allocated_bytes: None, peak_reserved_bytes: None, peak_rss_bytes: Some(rss) }
+            let counted = ffi::cpu_memory_stats().1;
+            Memory {
+                peak_allocated_bytes: (counted > 0).then_some(counted),
+                peak_reserved_bytes: None,
+                peak_rss_bytes: Some(rss),
+            }
         }
     })
+}
+
+/// Counts the bytes of CPU tensors from now on (see [`ffi::install_cpu_memory_counter`]): call it
+/// at the start of a cell process, before any tensor is made.
+pub fn count_cpu_tensors() -> Result<(), Error> {
+    ffi::install_cpu_memory_counter()
 }
 
 /// The peak resident set size of this process (`VmHWM` in /proc/self/status), bytes.
@@ -53,9 +66,9 @@ pub fn peak_rss_bytes() -> Result<u64, Error> {
 mod tests {
     use super::*;
 
-    /// One test, not two: the peak is per process and tests run in parallel threads.
+    /// One test, not three: the peaks are per process and tests run in parallel threads.
     #[test]
-    fn peak_rss_grows_with_a_large_allocation_and_resets() {
+    fn peaks_follow_large_allocations_and_reset() {
         let before = peak_rss_bytes().unwrap();
         let big = vec![1u8; 64 << 20];
         let after = peak_rss_bytes().unwrap();
@@ -71,5 +84,18 @@ mod tests {
         reset_peaks(DeviceSpec::Cpu).unwrap();
         let after = peak_rss_bytes().unwrap();
         assert!(after + (128 << 20) < before, "peak {before} after reset {after}");
+
+        count_cpu_tensors().unwrap();
+        count_cpu_tensors().unwrap();
+        let (live_before, _) = ffi::cpu_memory_stats();
+        let t = tch::Tensor::zeros([64, 1024, 1024], (tch::Kind::Float, tch::Device::Cpu));
+        let (live, peak) = ffi::cpu_memory_stats();
+        // Other tests allocate concurrently, so only bounds hold exactly: this tensor is 256 MiB.
+        assert!(live >= 256 << 20 && peak >= live, "live {live} (before {live_before}), peak {peak}");
+        reset_peaks(DeviceSpec::Cpu).unwrap();
+        let m = peaks(DeviceSpec::Cpu).unwrap();
+        assert!(m.peak_allocated_bytes.is_some_and(|p| p >= 256 << 20), "{m:?}");
+        assert_eq!(m.primary_bytes(), m.peak_allocated_bytes, "CPU comparisons use the tensor count");
+        drop(t);
     }
 }

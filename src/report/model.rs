@@ -160,10 +160,12 @@ impl Group<'_> {
 
     /// What memory comparisons use on this device.
     pub fn memory_label(&self) -> &'static str {
-        if self.device.is_cuda() {
-            "peak allocated device memory"
-        } else {
-            "peak resident memory (RSS)"
+        let tensors_counted =
+            self.entries.iter().any(|e| e.cell.memory.is_some_and(|m| m.peak_allocated_bytes.is_some()));
+        match (self.device.is_cuda(), tensors_counted) {
+            (true, _) => "peak allocated device memory",
+            (false, true) => "peak CPU tensor memory",
+            (false, false) => "peak resident memory (RSS)",
         }
     }
 

@@ -152,14 +152,20 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
     };
     for (i, (key, _)) in groups.iter().enumerate() {
         if let Some(r) = reference_of(key) {
-            let theirs = summaries[r].median_time_to_target_s;
-            let ours = summaries[i].median_time_to_target_s;
-            summaries[i].reference =
-                Some(format!("{} b{}", summaries[r].configuration, summaries[r].batch_size));
-            summaries[i].speedup = match (theirs, ours) {
+            let ratio = |theirs: Option<f64>, ours: Option<f64>| match (theirs, ours) {
                 (Some(theirs), Some(ours)) if ours > 0.0 => Some(theirs / ours),
                 _ => None,
             };
+            let (reference, ours) = (&summaries[r], &summaries[i]);
+            let speedup = ratio(reference.median_time_to_target_s, ours.median_time_to_target_s);
+            let epochs_speedup = ratio(reference.median_epochs_to_target, ours.median_epochs_to_target);
+            let reached = reference.median_time_to_target_s.is_some();
+            let label = format!("{} b{}", reference.configuration, reference.batch_size);
+            let ours = &mut summaries[i];
+            ours.reference = Some(label);
+            ours.speedup = speedup;
+            ours.epochs_speedup = epochs_speedup;
+            ours.reference_reached = Some(reached);
         }
     }
     summaries
@@ -190,6 +196,8 @@ fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
         median_best_metric: median(&runs.iter().map(|r| r.best_metric).collect::<Vec<_>>()).unwrap_or(0.0),
         reference: None,
         speedup: None,
+        epochs_speedup: None,
+        reference_reached: None,
     }
 }
 
@@ -237,7 +245,7 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 mod tests {
     use super::*;
     use crate::measure::power::Energy;
-    use crate::results::schema::{CellKey, CellKind, Phase};
+    use crate::results::schema::{CellKind, Phase};
     use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
 
@@ -352,5 +360,80 @@ mod tests {
         assert_eq!(cmp[1].baseline, cells[1].id, "a reduced set is compared with the full set");
         assert_eq!(cmp[1].speedup, 0.5);
         assert_eq!(comparisons(&cells, "ablation")[1].baseline, cells[0].id);
+    }
+
+    /// A finished time-to-accuracy cell of `tricks` (or `reference_for`'s reference) at `batch`
+    /// and `seed`, reaching the target after `seconds` (or never).
+    fn tta(
+        tricks: &[Trick],
+        reference_for: Option<Trick>,
+        batch: usize,
+        seed: u64,
+        seconds: Option<f64>,
+    ) -> CellResult {
+        let key = CellKey {
+            workload: WorkloadId::Resnet20,
+            tricks: tricks.iter().copied().collect(),
+            batch_size: batch,
+            seed,
+            kind: CellKind::TimeToAccuracy,
+            reference_for,
+        };
+        let mut c = CellResult::new(key, CellStatus::Ok);
+        c.time_to_accuracy = Some(TimeToAccuracy {
+            metric: "test_accuracy".to_owned(),
+            target: 0.9,
+            budget_s: 100.0,
+            time_to_target_s: seconds,
+            wall_time_to_target_s: seconds.map(|s| s + 1.0),
+            epochs_to_target: seconds.map(|s| s / 10.0),
+            best_metric: if seconds.is_some() { 0.91 } else { 0.8 },
+            curve: Vec::new(),
+        });
+        c
+    }
+
+    #[test]
+    fn time_to_accuracy_medians_count_unreached_seeds_as_infinitely_slow() {
+        let cells = vec![
+            tta(&[], None, 64, 0, Some(30.0)),
+            tta(&[], None, 64, 1, Some(50.0)),
+            tta(&[], None, 64, 2, Some(40.0)),
+            tta(&[Trick::OneCycle], None, 64, 0, Some(20.0)),
+            tta(&[Trick::OneCycle], None, 64, 1, None),
+            tta(&[Trick::OneCycle], None, 64, 2, Some(10.0)),
+            tta(&[Trick::GradClipping], None, 64, 0, None),
+            tta(&[Trick::GradClipping], None, 64, 1, None),
+            tta(&[Trick::GradClipping], None, 64, 2, Some(5.0)),
+            tta(&[], Some(Trick::Adamw), 64, 0, Some(80.0)),
+            tta(&[Trick::Adamw], None, 64, 0, Some(40.0)),
+            tta(&[], None, 512, 0, Some(10.0)),
+            tta(&[Trick::Lars], None, 512, 0, Some(20.0)),
+            tta(&[Trick::MaxBatch], None, 2048, 0, Some(60.0)),
+        ];
+        let summaries = time_to_accuracy_summaries(&cells);
+        let find = |label: &str, batch: usize| {
+            summaries.iter().find(|s| s.configuration == label && s.batch_size == batch).unwrap()
+        };
+        let baseline = find("baseline", 64);
+        assert_eq!((baseline.seeds, baseline.reached, baseline.median_time_to_target_s), (3, 3, Some(40.0)));
+        assert_eq!(baseline.median_wall_time_to_target_s, Some(41.0));
+        // Two of three seeds reached it: the median is the slower of the two.
+        let cycle = find("one-cycle", 64);
+        assert_eq!((cycle.reached, cycle.median_time_to_target_s), (2, Some(20.0)));
+        assert_eq!(cycle.reference.as_deref(), Some("baseline b64"));
+        assert_eq!(cycle.speedup, Some(2.0));
+        assert_eq!((cycle.epochs_speedup, cycle.reference_reached), (Some(2.0), Some(true)));
+        // One of three: no median, and no ratio.
+        let clipping = find("grad-clipping", 64);
+        assert_eq!((clipping.reached, clipping.median_time_to_target_s, clipping.speedup), (1, None, None));
+        // adamw against its own reference; lars against SGD at its batch; max-batch against the
+        // recipe's batch.
+        assert_eq!(find("adamw", 64).reference.as_deref(), Some("baseline+adam-l2 b64"));
+        assert_eq!(find("adamw", 64).speedup, Some(2.0));
+        assert_eq!(find("lars", 512).reference.as_deref(), Some("baseline b512"));
+        assert_eq!(find("lars", 512).speedup, Some(0.5));
+        assert_eq!(find("max-batch", 2048).reference.as_deref(), Some("baseline b64"));
+        assert_eq!(find("baseline+adam-l2", 64).reference, None);
     }
 }

@@ -32,6 +32,25 @@ pub struct Results {
     pub time_to_accuracy: Vec<TtaSummary>,
 }
 
+impl TtaSummary {
+    /// The comparison with the reference in words: "1.25× sooner (1.20× fewer epochs) than
+    /// baseline b64", or which side did not reach the target; `None` without a reference.
+    pub fn versus_text(&self) -> Option<String> {
+        let reference = self.reference.as_deref()?;
+        Some(match (self.speedup, self.epochs_speedup, self.median_time_to_target_s.is_some()) {
+            (Some(time), Some(epochs), _) => {
+                format!("{time:.2}× sooner ({epochs:.2}× fewer epochs) than {reference}")
+            }
+            (Some(time), None, _) => format!("{time:.2}× sooner than {reference}"),
+            (None, _, true) => format!("reached it; {reference} did not"),
+            (None, _, false) if self.reference_reached == Some(true) => {
+                format!("did not reach it; {reference} did")
+            }
+            (None, _, false) => format!("neither this nor {reference} reached it"),
+        })
+    }
+}
+
 /// One time-to-accuracy configuration (workload, tricks or reference, batch size) over its seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TtaSummary {
@@ -71,6 +90,13 @@ pub struct TtaSummary {
     /// The reference's median time to target ÷ this one's (>1: reaches the target sooner); `None`
     /// when either median is missing.
     pub speedup: Option<f64>,
+    /// The reference's median epochs to target ÷ this one's (>1: needs fewer epochs). Unlike
+    /// time, epochs do not depend on how busy the machine was.
+    #[serde(default)]
+    pub epochs_speedup: Option<f64>,
+    /// Whether the reference reached the target with a median (`None` without a reference).
+    #[serde(default)]
+    pub reference_reached: Option<bool>,
 }
 
 /// What was run, how and when.
@@ -388,10 +414,12 @@ pub struct ProcessMeasurement {
     pub energy_unavailable: Option<String>,
 }
 
-/// Peak memory. On CUDA the caching allocator's peaks; on CPU the process's peak resident set.
+/// Peak memory. On CUDA the caching allocator's peaks; on CPU the bytes of live tensors (counted by
+/// the shim's CPU allocator) and the process's peak resident set.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Memory {
-    /// Peak bytes held by live tensors on the device (CUDA only).
+    /// Peak bytes held by live tensors on the device (CUDA: the caching allocator's count; CPU: the
+    /// shim's counting allocator; `None` where nothing was counted).
     pub peak_allocated_bytes: Option<u64>,
     /// Peak bytes reserved by the caching allocator (CUDA only).
     pub peak_reserved_bytes: Option<u64>,
@@ -401,7 +429,8 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// The figure memory comparisons use: device peak allocated on CUDA, peak RSS on CPU.
+    /// The figure memory comparisons use: peak bytes of live tensors where counted (CUDA, and CPU
+    /// runs since tensor counting), else the peak resident set.
     pub fn primary_bytes(&self) -> Option<u64> {
         self.peak_allocated_bytes.or(self.peak_rss_bytes)
     }
