@@ -15,9 +15,17 @@ use trickbench::workloads::resnet::{
 };
 use trickbench::workloads::{Workload, WorkloadId};
 
+/// Runs `make` right after seeding libtorch's global generator, with no other test's draws in
+/// between (tests run in parallel threads and share that generator).
+fn seeded<T>(seed: i64, make: impl FnOnce() -> T) -> T {
+    static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _only_us = GENERATOR.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    tch::manual_seed(seed);
+    make()
+}
+
 fn resnet8(conv_bias: bool) -> CifarResnet {
-    tch::manual_seed(7);
-    CifarResnet::new(ResnetOptions::for_workload(WorkloadId::Resnet8, conv_bias), Device::Cpu)
+    seeded(7, || CifarResnet::new(ResnetOptions::for_workload(WorkloadId::Resnet8, conv_bias), Device::Cpu))
 }
 
 fn trainer(tricks: &[Trick]) -> Trainer<CifarResnet> {
@@ -30,11 +38,10 @@ fn trainer(tricks: &[Trick]) -> Trainer<CifarResnet> {
 }
 
 fn batch(n: i64) -> Batch {
-    tch::manual_seed(1);
-    Batch {
+    seeded(1, || Batch {
         inputs: Tensor::randn([n, 3, 32, 32], (Kind::Float, Device::Cpu)),
         targets: Tensor::randint(10, [n], (Kind::Int64, Device::Cpu)),
-    }
+    })
 }
 
 /// A trainer after `steps` training steps on the same batch at learning rate 0.05.
@@ -160,8 +167,7 @@ fn tf32_is_set_explicitly_off_for_the_baseline_and_on_for_the_trick() {
 fn jit_fused_epilogue_equals_eager_in_values_and_gradients() {
     let f = ffi::JitFunction::compile(RESIDUAL_EPILOGUE_TORCHSCRIPT, RESIDUAL_EPILOGUE_FUNCTION).unwrap();
     let leaf = |seed| {
-        tch::manual_seed(seed);
-        Tensor::randn([4, 16, 8, 8], (Kind::Float, Device::Cpu)).set_requires_grad(true)
+        seeded(seed, || Tensor::randn([4, 16, 8, 8], (Kind::Float, Device::Cpu)).set_requires_grad(true))
     };
     let (x, shortcut) = (leaf(3), leaf(4));
     let upstream = Tensor::randn([4, 16, 8, 8], (Kind::Float, Device::Cpu));
@@ -250,9 +256,8 @@ fn cuda_graphs_is_not_applicable_on_cpu_and_refuses_to_launch_there() {
 
 #[test]
 fn batch_norm_off_network_has_no_batchnorm_and_trains() {
-    tch::manual_seed(7);
     let options = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(false);
-    let net = CifarResnet::new(options, Device::Cpu);
+    let net = seeded(7, || CifarResnet::new(options, Device::Cpu));
     let names: Vec<String> = net.var_store().variables().into_keys().collect();
     assert!(names.iter().all(|n| !n.contains("bn") && !n.contains("running_")), "{names:?}");
     let mut t = Trainer::new(net, &TrickSet::baseline(), DeviceSpec::Cpu, RECIPE_SGD).unwrap();
@@ -307,12 +312,9 @@ fn assert_same_gradients(a: &[(String, Tensor)], b: &[(String, Tensor)], toleran
 
 #[test]
 fn checkpointing_gives_the_plain_backward_gradients_loss_and_accuracy() {
-    // ResNet-8 has 2 segments (one recomputed), ResNet-20 3 (two recomputed).
+    // ResNet-8 has 4 segments (three recomputed), ResNet-20 10.
     for workload in [WorkloadId::Resnet8, WorkloadId::Resnet20] {
-        let net = || {
-            tch::manual_seed(7);
-            CifarResnet::new(ResnetOptions::for_workload(workload, true), Device::Cpu)
-        };
+        let net = || seeded(7, || CifarResnet::new(ResnetOptions::for_workload(workload, true), Device::Cpu));
         let (plain, checkpointed) = (net(), net());
         let b = batch(6);
         let (loss, correct) = plain_forward_backward(&plain, &b, None);
@@ -385,11 +387,14 @@ fn flat_parameters(t: &Trainer<CifarResnet>) -> Tensor {
 
 /// One trainer step of a ResNet-8 (with or without BatchNorm) with `options` on a batch of 16.
 fn one_step(batch_norm: bool, options: TrainOptions) -> Trainer<CifarResnet> {
-    tch::manual_seed(7);
     let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(batch_norm);
-    let mut t =
-        Trainer::new(CifarResnet::new(net, Device::Cpu), &TrickSet::baseline(), DeviceSpec::Cpu, options)
-            .unwrap();
+    let mut t = Trainer::new(
+        seeded(7, || CifarResnet::new(net, Device::Cpu)),
+        &TrickSet::baseline(),
+        DeviceSpec::Cpu,
+        options,
+    )
+    .unwrap();
     t.train_step(&batch(16), 0.05).unwrap();
     t
 }
@@ -420,9 +425,9 @@ fn clipping_in_the_trainer_limits_the_update_to_the_global_norm() {
     // gradient, whose global norm is at most the limit.
     let sgd = trickbench::optim::sgd::SgdConfig { momentum: 0.0, weight_decay: 0.0 };
     let start = flat_parameters(&{
-        tch::manual_seed(7);
         let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true);
-        Trainer::new(CifarResnet::new(net, Device::Cpu), &TrickSet::baseline(), DeviceSpec::Cpu, sgd).unwrap()
+        let net = seeded(7, || CifarResnet::new(net, Device::Cpu));
+        Trainer::new(net, &TrickSet::baseline(), DeviceSpec::Cpu, sgd).unwrap()
     });
     let clipped = one_step(true, TrainOptions { clip_max_norm: Some(0.1), ..sgd.into() });
     let moved = (flat_parameters(&clipped) - &start).norm().double_value(&[]) / 0.05;
