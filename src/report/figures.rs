@@ -6,7 +6,7 @@ use crate::report::compare::Comparison;
 use crate::report::model::{self, Entry, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, LineChart, Rgb, Series};
 use crate::results::schema::{CellKind, CellStatus, Phase, TimeToAccuracy};
-use crate::tricks::TrickSet;
+use crate::tricks::{Trick, TrickSet};
 
 /// A figure: its chart and how the report presents it.
 pub(crate) struct Figure {
@@ -116,13 +116,15 @@ fn memory(g: &Group) -> Option<Figure> {
     })
 }
 
-/// A time-to-accuracy configuration: the cells of one trick set and batch size (one per seed).
-type Configurations<'e, 'a> = BTreeMap<(TrickSet, usize), Vec<&'e Entry<'a>>>;
+/// A time-to-accuracy configuration: the cells of one trick set (or a trick's reference) and batch
+/// size, one per seed.
+type Configurations<'e, 'a> = BTreeMap<(TrickSet, Option<Trick>, usize), Vec<&'e Entry<'a>>>;
 
 fn configurations<'e, 'a>(entries: &[&'e Entry<'a>]) -> Configurations<'e, 'a> {
     let mut map: Configurations = BTreeMap::new();
     for e in entries {
-        map.entry((e.cell.key.tricks.clone(), e.cell.key.batch_size)).or_default().push(e);
+        let k = &e.cell.key;
+        map.entry((k.tricks.clone(), k.reference_for, k.batch_size)).or_default().push(e);
     }
     map
 }
@@ -132,11 +134,28 @@ fn metric_axis(tta: &TimeToAccuracy) -> (String, bool) {
     (format!("{}{}", tta.metric.replace('_', " "), if percent { " (%)" } else { "" }), percent)
 }
 
-fn config_label(set: &TrickSet, batch: usize, batches: usize) -> String {
+fn config_label(set: &TrickSet, reference_for: Option<Trick>, batch: usize, batches: usize) -> String {
+    let label = match reference_for.and_then(Trick::reference_label) {
+        Some(reference) => format!("{}+{reference}", set.label()),
+        None => set.label(),
+    };
     if batches > 1 {
-        format!("{} · b{batch}", set.label())
+        format!("{label} · b{batch}")
     } else {
-        set.label()
+        label
+    }
+}
+
+/// The colour of a configuration: its tricks' colour, or for a trick's reference that trick's
+/// colour halfway to grey.
+fn config_colour(set: &TrickSet, reference_for: Option<Trick>) -> Rgb {
+    match reference_for {
+        Some(t) => {
+            let Rgb(r, g, b) = model::trick_colour(t);
+            let grey = |c: u8| ((u16::from(c) + 127) / 2) as u8;
+            Rgb(grey(r), grey(g), grey(b))
+        }
+        None => model::set_colour(set),
     }
 }
 
@@ -157,15 +176,15 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
         return Vec::new();
     };
     let configs = configurations(&entries);
-    let batches = configs.keys().map(|k| k.1).collect::<std::collections::BTreeSet<_>>().len();
+    let batches = configs.keys().map(|k| k.2).collect::<std::collections::BTreeSet<_>>().len();
     let (y_label, y_percent) = metric_axis(first);
     let target_text =
         if y_percent { format!("{:.1}%", first.target * 100.0) } else { format!("{}", first.target) };
     let mut series = Vec::new();
     let mut rows = Vec::new();
-    for ((set, batch), cells) in &configs {
-        let colour = model::set_colour(set);
-        let label = config_label(set, *batch, batches);
+    for ((set, reference_for, batch), cells) in &configs {
+        let colour = config_colour(set, *reference_for);
+        let label = config_label(set, *reference_for, *batch, batches);
         let curves: Vec<&TimeToAccuracy> =
             cells.iter().filter_map(|e| e.cell.time_to_accuracy.as_ref()).collect();
         for tta in &curves {

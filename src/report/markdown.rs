@@ -9,6 +9,7 @@ use crate::report::compare::Comparison;
 use crate::report::html::{comparison_rows, render, sections};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
+use crate::results::schema::CellKind;
 
 /// Renders `summary.md` of a report.
 pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
@@ -27,7 +28,12 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
             }
         })
         .collect();
-    let failures = report.entries().filter(|(_, e)| model::status_class(&e.cell.status) == "error").count();
+    // A memory probe that runs out of memory found the limit: a result, not a failure.
+    let failures = report
+        .entries()
+        .filter(|(_, e)| model::status_class(&e.cell.status) == "error")
+        .filter(|(_, e)| e.cell.key.kind != CellKind::MemoryProbe)
+        .count();
     let ctx = context! {
         synthetic => Serde(report.synthetic()),
         runs => Serde(runs),

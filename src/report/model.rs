@@ -114,24 +114,18 @@ impl<'a> Report<'a> {
                     let percent = t.metric.contains("accuracy");
                     let value =
                         |v: f64| if percent { format!("{:.1}%", v * 100.0) } else { format!("{v:.3}") };
-                    let median = |v: Option<f64>, unit: &str| {
-                        v.map_or_else(|| "not reached by most seeds".to_owned(), |v| format!("{v:.1}{unit}"))
+                    let median = |v: Option<f64>, unit: &str, decimals: usize| {
+                        v.map_or_else(|| "not reached".to_owned(), |v| format!("{v:.decimals$}{unit}"))
                     };
                     TtaRow {
                         group: format!("{} · {device} · {}", t.workload, r.run.profile),
                         configuration: format!("{} · b{}", t.configuration, t.batch_size),
                         target: format!("{} ≥ {}", t.metric.replace('_', " "), value(t.target)),
                         reached: format!("{}/{}", t.reached, t.seeds),
-                        median_time: median(t.median_time_to_target_s, " s"),
-                        median_epochs: median(t.median_epochs_to_target, ""),
+                        median_time: median(t.median_time_to_target_s, " s", 1),
+                        median_epochs: median(t.median_epochs_to_target, "", 2),
                         best: value(t.median_best_metric),
-                        versus: match (&t.reference, t.speedup) {
-                            (Some(reference), Some(speedup)) => {
-                                format!("{speedup:.2}× sooner than {reference}")
-                            }
-                            (Some(reference), None) => format!("vs {reference}: no median to compare"),
-                            (None, _) => "—".to_owned(),
-                        },
+                        versus: t.versus_text().unwrap_or_else(|| "—".to_owned()),
                     }
                 })
             })
