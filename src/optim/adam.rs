@@ -191,6 +191,8 @@ impl Optimizer for Adam {
 mod tests {
     use tch::Kind;
 
+    use crate::optim::update::assert_close;
+
     use super::*;
 
     /// The two parameters of the tests after updates at the given (learning rate, β₁, skip flag)
@@ -220,12 +222,6 @@ mod tests {
         let mut values = Vec::<f32>::try_from(&p.detach()).unwrap();
         values.extend(Vec::<f32>::try_from(&q.detach().flatten(0, -1)).unwrap());
         values
-    }
-
-    fn assert_close(got: &[f32], expected: &[f32], what: &str) {
-        for (g, e) in got.iter().zip(expected) {
-            assert!((g - e).abs() < 1e-6 * e.abs().max(1.0), "{what}: {got:?} vs {expected:?}");
-        }
     }
 
     /// Golden values from PyTorch 2.11, the learning rate and β₁ changing at each step:

@@ -129,6 +129,8 @@ impl Optimizer for Lamb {
 mod tests {
     use tch::Kind;
 
+    use crate::optim::update::assert_close;
+
     use super::*;
 
     /// A `[1, 2]` weight and a 1-d bias after updates at the given (learning rate, skip flag)
@@ -154,12 +156,6 @@ mod tests {
         let mut values = Vec::<f32>::try_from(&w.detach().flatten(0, -1)).unwrap();
         values.extend(Vec::<f32>::try_from(&b.detach()).unwrap());
         values
-    }
-
-    fn assert_close(got: &[f32], expected: &[f32], what: &str) {
-        for (g, e) in got.iter().zip(expected) {
-            assert!((g - e).abs() < 1e-6 * e.abs().max(1.0), "{what}: {got:?} vs {expected:?}");
-        }
     }
 
     /// Two steps (learning rates 0.1 and 0.2) at the default hyper-parameters, against

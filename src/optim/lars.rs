@@ -138,6 +138,8 @@ impl Optimizer for Lars {
 mod tests {
     use tch::Kind;
 
+    use crate::optim::update::assert_close;
+
     use super::*;
 
     /// A `[1, 2]` weight and a 1-d bias after updates at the given (learning rate, skip flag)
@@ -169,12 +171,6 @@ mod tests {
         let mut values = Vec::<f32>::try_from(&w.detach().flatten(0, -1)).unwrap();
         values.extend(Vec::<f32>::try_from(&b.detach()).unwrap());
         values
-    }
-
-    fn assert_close(got: &[f32], expected: &[f32], what: &str) {
-        for (g, e) in got.iter().zip(expected) {
-            assert!((g - e).abs() < 1e-6 * e.abs().max(1.0), "{what}: {got:?} vs {expected:?}");
-        }
     }
 
     const CONFIG: LarsConfig =

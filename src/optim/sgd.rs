@@ -4,6 +4,7 @@
 
 use tch::{Kind, Tensor};
 
+use super::update::zero_grads;
 use super::Optimizer;
 use crate::error::Error;
 use crate::ffi;
@@ -163,16 +164,7 @@ impl Optimizer for Sgd {
     }
 
     fn zero_grad(&mut self, set_to_none: bool) {
-        for p in &mut self.params {
-            if set_to_none {
-                ffi::set_grad_none(p);
-            } else {
-                let mut grad = p.grad();
-                if grad.defined() {
-                    let _ = grad.detach_().zero_();
-                }
-            }
-        }
+        zero_grads(&mut self.params, set_to_none);
     }
 
     fn params(&self) -> &[Tensor] {

@@ -159,3 +159,13 @@ pub(super) fn zero_grads(params: &mut [Tensor], set_to_none: bool) {
         }
     }
 }
+
+/// Asserts `got` equals `expected` within 1e-6, relative to magnitudes above 1 (the optimizers'
+/// golden-value tests).
+#[cfg(test)]
+pub(super) fn assert_close(got: &[f32], expected: &[f32], what: &str) {
+    assert_eq!(got.len(), expected.len(), "{what}: {got:?} vs {expected:?}");
+    for (g, e) in got.iter().zip(expected) {
+        assert!((g - e).abs() < 1e-6 * e.abs().max(1.0), "{what}: {got:?} vs {expected:?}");
+    }
+}
