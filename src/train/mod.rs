@@ -243,9 +243,11 @@ impl<W: Workload> Trainer<W> {
     }
 
     /// Forward and backward over the batch, in micro-batches when accumulating, each checkpointed
-    /// when on, under autocast when on, with the loss multiplied by the fp16 loss scale (and
-    /// divided by the micro-batch count) before backward. Returns the batch's mean loss (fp32)
-    /// and number of correct predictions, on the device.
+    /// when on, with the loss multiplied by the fp16 loss scale (and divided by the micro-batch
+    /// count) before backward. The forward runs under autocast when on and the backward outside
+    /// it, as PyTorch advises, except that a checkpointed segment is recomputed (and so
+    /// backpropagated) under autocast, as `torch.utils.checkpoint` recomputes. Returns the batch's
+    /// mean loss (fp32) and number of correct predictions, on the device.
     fn forward_backward(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
         let k = self.micro_batches;
         let (input_chunks, target_chunks) = if k > 1 {
@@ -265,16 +267,20 @@ impl<W: Workload> Trainer<W> {
             (None, 1) => None,
             (None, _) => Some(Tensor::from(1.0 / k as f64).to_device(inputs.device())),
         };
-        let _autocast =
-            self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose()?;
+        let autocast =
+            || self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose();
         let (mut loss_sum, mut correct_sum) = (None::<Tensor>, None::<Tensor>);
         for (x, y) in input_chunks.iter().zip(&target_chunks) {
             let (loss, correct) = if self.checkpointing {
+                let _autocast = autocast()?;
                 checkpoint::checkpointed_forward_backward(&self.workload, x, y, loss_scale.as_ref())?
             } else {
-                let outputs = self.workload.forward(x, true);
-                let loss = self.workload.loss(&outputs.to_kind(Kind::Float), y);
-                let correct = self.workload.correct(&outputs, y);
+                let (loss, correct) = {
+                    let _autocast = autocast()?;
+                    let outputs = self.workload.forward(x, true);
+                    let loss = self.workload.loss(&outputs.to_kind(Kind::Float), y);
+                    (loss, self.workload.correct(&outputs, y))
+                };
                 match &loss_scale {
                     Some(scale) => (&loss * scale).f_backward()?,
                     None => loss.f_backward()?,
