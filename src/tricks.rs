@@ -292,8 +292,9 @@ impl Trick {
             }
             // Convergence and memory tricks (#5)
             Trick::OneCycle => {
-                "1cycle: learning rate warmed up to its maximum over 30% of training, then cosine-annealed \
-                 to 1/25,000 of it, momentum cycled inversely between 0.95 and 0.85"
+                "1cycle: learning rate warmed up from 1/25 of its peak (4× the base rate) over 30% of \
+                 training, then cosine-annealed to 1/250,000 of the peak, momentum cycled inversely \
+                 between 0.95 and 0.85"
             }
             Trick::MaxBatch => {
                 "the largest batch that fits (probed in child processes, doubling until out of memory), \
