@@ -12,3 +12,16 @@ pub mod summary;
 pub mod train;
 pub mod tricks;
 pub mod workloads;
+
+/// Helpers shared by the unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// Runs `draw` right after seeding libtorch's global generator, with no other test's draws in
+    /// between (unit tests run in parallel threads and share that generator).
+    pub(crate) fn seeded<T>(seed: i64, draw: impl FnOnce() -> T) -> T {
+        static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _only_us = GENERATOR.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tch::manual_seed(seed);
+        draw()
+    }
+}

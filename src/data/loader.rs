@@ -674,6 +674,7 @@ pub fn crop_and_flip(src: &[u8], out: &mut [u8], dx: usize, dy: usize, flip: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::seeded;
 
     fn ramp_image() -> Vec<u8> {
         (0..IMAGE_BYTES).map(|i| (i % 251) as u8 + 1).collect()
@@ -817,9 +818,8 @@ mod tests {
         let mut host = HostBatch::default();
         host.fill(&split, &vec![0; n], Some(stream(11, 1))).unwrap();
         let host = Tensor::from_slice(&host.pixels).view([n as i64, 3, 32, 32]);
-        tch::manual_seed(11);
         let copies = Tensor::from_slice(&ramp).view([1, 3, 32, 32]).expand([n as i64, 3, 32, 32], false);
-        let device = random_crop_and_flip(&copies).unwrap();
+        let device = seeded(11, || random_crop_and_flip(&copies).unwrap());
         let zeros = |t: &Tensor| t.eq(0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
         let (zh, zd) = (zeros(&host), zeros(&device));
         assert!((zh - zd).abs() < 0.01, "padding fraction {zh} vs {zd}");
@@ -847,10 +847,7 @@ mod tests {
         );
         // Device augmentation: batches gathered from the split tensor.
         let device = Pipeline { device_augment: true, ..Pipeline::default() };
-        let run = |pipeline| {
-            tch::manual_seed(5);
-            batches(&split, training_options(pipeline), 7)
-        };
+        let run = |pipeline| seeded(5, || batches(&split, training_options(pipeline), 7));
         assert_same_batches(&run(device), &run(Pipeline { zero_copy: true, ..device }));
         // Evaluation: narrow views.
         let eval = |pipeline| -> Vec<Batch> {

@@ -270,10 +270,10 @@ impl Workload for CifarResnet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::seeded;
 
     fn build(workload: WorkloadId, conv_bias: bool) -> CifarResnet {
-        tch::manual_seed(0);
-        CifarResnet::new(ResnetOptions::for_workload(workload, conv_bias), Device::Cpu)
+        seeded(0, || CifarResnet::new(ResnetOptions::for_workload(workload, conv_bias), Device::Cpu))
     }
 
     #[test]
@@ -315,8 +315,8 @@ mod tests {
     }
 
     fn build_without_batch_norm(workload: WorkloadId) -> CifarResnet {
-        tch::manual_seed(0);
-        CifarResnet::new(ResnetOptions::for_workload(workload, false).with_batch_norm(false), Device::Cpu)
+        let options = ResnetOptions::for_workload(workload, false).with_batch_norm(false);
+        seeded(0, || CifarResnet::new(options, Device::Cpu))
     }
 
     #[test]
