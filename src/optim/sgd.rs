@@ -2,9 +2,9 @@
 //! parameter (the "per-parameter optimizer loop" of the guide), or as the fused multi-tensor kernel
 //! of `torch.optim.SGD(fused=True)` (the `fused-optimizer` trick).
 
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
-use super::update::zero_grads;
+use super::update::{keep_mask, unless_skipped, zero_grads, Hyper};
 use super::Optimizer;
 use crate::error::Error;
 use crate::ffi;
@@ -18,16 +18,6 @@ pub struct SgdConfig {
     pub weight_decay: f64,
 }
 
-/// Where the learning rate lives.
-#[derive(Debug)]
-enum LearningRate {
-    /// A host number, baked into each update's kernels (`torch.optim.SGD` with a float `lr`).
-    Host(f64),
-    /// A 0-d float tensor on the parameters' device, read by the kernels (so a captured CUDA graph
-    /// sees each step's value).
-    Device(Tensor),
-}
-
 /// SGD over a fixed list of parameters.
 #[derive(Debug)]
 pub struct Sgd {
@@ -35,7 +25,9 @@ pub struct Sgd {
     params: Vec<Tensor>,
     momentum_buffers: Vec<Option<Tensor>>,
     fused: bool,
-    lr: LearningRate,
+    /// A host number baked into each update's kernels (`torch.optim.SGD` with a float `lr`), or a
+    /// device tensor the kernels read (fused, or capturable).
+    lr: Hyper,
 }
 
 impl Sgd {
@@ -43,7 +35,7 @@ impl Sgd {
     /// one parameter at a time, several small kernels each.
     pub fn new(params: Vec<Tensor>, config: SgdConfig) -> Self {
         let momentum_buffers = params.iter().map(|_| None).collect();
-        Self { config, params, momentum_buffers, fused: false, lr: LearningRate::Host(0.0) }
+        Self { config, params, momentum_buffers, fused: false, lr: Hyper::Host(0.0) }
     }
 
     /// An optimizer over `params` that updates all of them in one multi-tensor launch
@@ -65,7 +57,7 @@ impl Sgd {
     /// `d = g + wd·p; buf = momentum·buf + d` (`buf = d` at the first step); `p -= lr·buf`.
     fn loop_update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         let SgdConfig { momentum, weight_decay } = self.config;
-        let keep_going = found_inf.map(|f| f.eq(0.0));
+        let keep = keep_mask(found_inf);
         let lr = &self.lr;
         tch::no_grad(|| {
             for (p, buf) in self.params.iter_mut().zip(&mut self.momentum_buffers) {
@@ -74,29 +66,20 @@ impl Sgd {
                     continue;
                 }
                 let d = if weight_decay == 0.0 { grad } else { grad + &*p * weight_decay };
-                let update = match (buf.as_mut(), &keep_going) {
-                    (Some(b), Some(ok)) => {
-                        let next = &*b * momentum + d;
-                        b.copy_(&next.where_self(ok, b));
+                let update = match buf.as_mut() {
+                    Some(b) => {
+                        unless_skipped(b, keep.as_ref(), |b| {
+                            let _ = b.g_mul_scalar_(momentum).g_add_(&d);
+                        });
                         b.shallow_clone()
                     }
-                    (Some(b), None) => {
-                        let _ = b.g_mul_scalar_(momentum).g_add_(&d);
-                        b.shallow_clone()
-                    }
-                    (None, _) if momentum != 0.0 => buf.insert(d.copy()).shallow_clone(),
-                    (None, _) => d,
+                    None if momentum != 0.0 => buf.insert(d.copy()).shallow_clone(),
+                    None => d,
                 };
-                let delta = match lr {
-                    LearningRate::Host(lr) => update * *lr,
-                    LearningRate::Device(lr) => update * lr,
-                };
-                match &keep_going {
-                    Some(ok) => p.copy_(&(&*p - delta).where_self(ok, p)),
-                    None => {
-                        let _ = p.g_sub_(&delta);
-                    }
-                }
+                let delta = lr.times(&update);
+                unless_skipped(p, keep.as_ref(), |p| {
+                    let _ = p.g_sub_(&delta);
+                });
             }
         });
         Ok(())
@@ -114,7 +97,7 @@ impl Sgd {
                 buffers.extend(buf.as_ref().map(Tensor::shallow_clone));
             }
         }
-        let LearningRate::Device(lr) = &self.lr else {
+        let Hyper::Device(lr) = &self.lr else {
             return Err(Error::Torch("fused SGD needs its learning rate on the device".to_owned()));
         };
         tch::no_grad(|| {
@@ -127,12 +110,7 @@ impl Optimizer for Sgd {
     /// Sets the learning rate (a tiny fill kernel when it lives on the device; call it outside a
     /// graph capture, before each replay).
     fn set_lr(&mut self, lr: f64) {
-        match &mut self.lr {
-            LearningRate::Host(value) => *value = lr,
-            LearningRate::Device(tensor) => {
-                let _ = tensor.fill_(lr);
-            }
-        }
+        self.lr.set(lr);
     }
 
     /// Sets the momentum factor. The recipe keeps it constant; 1cycle cycles it. It is passed to
@@ -158,9 +136,7 @@ impl Optimizer for Sgd {
                 buf.get_or_insert_with(|| p.detach().zeros_like());
             }
         }
-        if let LearningRate::Host(lr) = self.lr {
-            self.lr = LearningRate::Device(Tensor::full([], lr, (Kind::Float, device)));
-        }
+        self.lr.move_to(device);
     }
 
     fn zero_grad(&mut self, set_to_none: bool) {
@@ -174,6 +150,8 @@ impl Optimizer for Sgd {
 
 #[cfg(test)]
 mod tests {
+    use tch::Kind;
+
     use super::*;
 
     /// Golden values from PyTorch 2.11:

@@ -1,4 +1,4 @@
-//! Building blocks that the Adam, LARS and LAMB updates share: hyper-parameters that live on the
+//! Building blocks that the SGD, Adam, LARS and LAMB updates share: hyper-parameters that live on the
 //! host or in device tensors, the device-side overflow skip, and clearing gradients.
 
 use tch::{Device, Kind, Tensor};
