@@ -76,9 +76,10 @@ fn utilisation(
 /// largest set is compared with that largest set instead (below 1: the missing trick was helping).
 pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
-    cells
+    let measured: Vec<&CellResult> = cells.iter().filter(ok).collect();
+    measured
         .iter()
-        .filter(ok)
+        .copied()
         .filter(|c| !c.key.tricks.is_baseline() && c.key.reference_for.is_none())
         .filter_map(|cell| {
             let any_batch = cell.key.tricks.has(Trick::MaxBatch);
@@ -94,20 +95,10 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
             let leave_one_out = design == "leave-one-out"
                 && cell.key.tricks.len() + 1 == largest.key.tricks.len()
                 && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
-            let baseline = |reference_for: Option<Trick>| {
-                cells
-                    .iter()
-                    .filter(ok)
-                    .filter(same_setting)
-                    .filter(|c| c.key.tricks.is_baseline() && c.key.reference_for == reference_for)
-                    .min_by_key(|c| c.key.batch_size)
-            };
-            // A trick with its own reference is compared with it, when it was measured.
-            let own_reference = cell.key.tricks.iter().find(|t| t.reference_label().is_some());
             let reference = if leave_one_out {
                 Some(largest).filter(ok)
             } else {
-                own_reference.and_then(|t| baseline(Some(t))).or_else(|| baseline(None))
+                reference_index(&cell.key, measured.iter().map(|c| &c.key)).map(|i| measured[i])
             };
             compare(cell, reference?)
         })
@@ -128,30 +119,12 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
     }
     let mut summaries: Vec<TtaSummary> =
         groups.iter().map(|(key, members)| summarise_seeds(key, members)).collect();
-    let reference_of = |key: &CellKey| -> Option<usize> {
-        if key.tricks.is_baseline() {
-            return None;
-        }
-        let same = |k: &CellKey| k.workload == key.workload;
-        let own = key.tricks.iter().find(|t| t.reference_label().is_some());
-        let find = |reference_for: Option<Trick>, any_batch: bool| {
-            groups
-                .iter()
-                .enumerate()
-                .filter(|(_, (k, _))| {
-                    same(k)
-                        && k.tricks.is_baseline()
-                        && k.reference_for == reference_for
-                        && (any_batch || k.batch_size == key.batch_size)
-                })
-                .min_by_key(|(_, (k, _))| k.batch_size)
-                .map(|(i, _)| i)
-        };
-        let any_batch = key.tricks.has(Trick::MaxBatch);
-        own.and_then(|t| find(Some(t), any_batch)).or_else(|| find(None, any_batch))
-    };
     for (i, (key, _)) in groups.iter().enumerate() {
-        if let Some(r) = reference_of(key) {
+        if key.tricks.is_baseline() {
+            continue;
+        }
+        // Group keys all carry seed 0, so any seed's reference matches.
+        if let Some(r) = reference_index(key, groups.iter().map(|(k, _)| k)) {
             let ratio = |theirs: Option<f64>, ours: Option<f64>| match (theirs, ours) {
                 (Some(theirs), Some(ours)) if ours > 0.0 => Some(theirs / ours),
                 _ => None,
@@ -169,6 +142,32 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
         }
     }
     summaries
+}
+
+/// The position among `candidates` of the reference of the trick configuration `key`: the trick's
+/// own reference configuration where it has one and it was measured, else the baseline; with the
+/// same workload, seed and kind, and the same batch size (`max-batch`: the smallest batch, the
+/// recipe's).
+fn reference_index<'k>(
+    key: &CellKey,
+    candidates: impl Iterator<Item = &'k CellKey> + Clone,
+) -> Option<usize> {
+    let any_batch = key.tricks.has(Trick::MaxBatch);
+    let find = |reference_for: Option<Trick>| {
+        candidates
+            .clone()
+            .enumerate()
+            .filter(|(_, c)| {
+                (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
+                    && (any_batch || c.batch_size == key.batch_size)
+                    && c.tricks.is_baseline()
+                    && c.reference_for == reference_for
+            })
+            .min_by_key(|(_, c)| c.batch_size)
+            .map(|(i, _)| i)
+    };
+    let own = key.tricks.iter().find(|t| t.reference_label().is_some());
+    own.and_then(|t| find(Some(t))).or_else(|| find(None))
 }
 
 /// One configuration's seeds: medians with unreached seeds counted as infinitely slow.
