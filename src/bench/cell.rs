@@ -16,7 +16,9 @@ use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
 use crate::measure::{memory, timer::SyncedTimer};
-use crate::results::schema::{CellKey, CellKind, CurvePoint, Phase, ProcessMeasurement, TimeToAccuracy};
+use crate::results::schema::{
+    CellKey, CellKind, CurvePoint, Memory, Phase, ProcessMeasurement, TimeToAccuracy,
+};
 use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
 use crate::tricks::Trick;
@@ -149,24 +151,24 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             let lr = recipe.schedule.lr(0);
             for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
                 trainer.train_step(&loader.next_batch()?, lr)?;
-                within_budget(device, job.memory_budget_bytes)?;
+                within_budget(&memory::peaks(device)?, job.memory_budget_bytes)?;
             }
             trainer.metrics_mut().flush();
             measurement.last_loss = trainer.metrics_mut().last_mean_loss();
         }
     }
     measurement.memory = memory::peaks(device)?;
-    within_budget(device, job.memory_budget_bytes)?;
+    within_budget(&measurement.memory, job.memory_budget_bytes)?;
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
 }
 
-/// Fails with [`Error::OutOfMemory`] when the peak memory so far exceeds `budget_bytes`.
-fn within_budget(device: DeviceSpec, budget_bytes: Option<u64>) -> Result<(), Error> {
+/// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`.
+fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
         return Ok(());
     };
-    let peak = memory::peaks(device)?.primary_bytes().unwrap_or(0);
+    let peak = memory.primary_bytes().unwrap_or(0);
     if peak > budget {
         return Err(Error::OutOfMemory(format!(
             "peak memory {:.0} MiB exceeds the memory budget of {:.0} MiB (--memory-budget-mib)",
@@ -265,7 +267,7 @@ fn train_to_target(
     let eval_options =
         LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
     let mut loader = CifarLoader::new(data.train, loader_options)?;
-    let total_steps = settings.planned_epochs * loader.batches_per_epoch();
+    let total_steps = schedule.total_steps();
     let eval_every_steps =
         (settings.eval_every_steps * settings.batch_size / loader_options.batch_size.max(1)).max(1);
     let wall = Instant::now();

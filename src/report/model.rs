@@ -470,6 +470,7 @@ pub(crate) struct TrickSection {
 impl Report<'_> {
     /// Every trick in the catalogue, with its claim and its measured effects.
     pub fn tricks(&self) -> Vec<TrickSection> {
+        let tta_rows = self.time_to_accuracy_rows();
         Trick::ALL
             .into_iter()
             .map(|t| {
@@ -511,12 +512,11 @@ impl Report<'_> {
                     claim: claims::claim(t),
                     colour: format!("rgb({r}, {g}, {b})"),
                     measured,
-                    time_to_accuracy: self
-                        .time_to_accuracy_rows()
-                        .into_iter()
+                    time_to_accuracy: tta_rows
+                        .iter()
                         .zip(self.results.iter().flat_map(|r| &r.time_to_accuracy))
                         .filter(|(_, summary)| single_trick(&summary.tricks) == Some(t))
-                        .map(|(row, _)| row)
+                        .map(|(row, _)| row.clone())
                         .collect(),
                     not_applicable,
                 }

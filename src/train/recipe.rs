@@ -120,6 +120,14 @@ impl Schedule {
         }
     }
 
+    /// The optimizer steps the schedule is planned over.
+    pub fn total_steps(&self) -> usize {
+        match self {
+            Schedule::Step { schedule, .. } => schedule.total_steps,
+            Schedule::OneCycle(cycle) => cycle.total_steps,
+        }
+    }
+
     /// The momentum of step `step` when the schedule sets it (1cycle), else `None`.
     pub fn momentum(&self, step: usize) -> Option<f64> {
         match self {
@@ -234,6 +242,7 @@ mod tests {
         assert_eq!(r.optimizer, OptimizerChoice::Sgd { config: RECIPE_SGD, fused: false });
         assert_eq!((r.schedule.lr(0), r.schedule.lr(499), r.schedule.lr(500)), (0.05, 0.05, 0.005));
         assert_eq!(r.schedule.momentum(0), None);
+        assert_eq!(r.schedule.total_steps(), 1000);
         assert_eq!((r.micro_batches, r.clip_max_norm, r.checkpointing), (1, None, false));
         assert!(r.batch_norm && r.standardise_inputs);
     }
@@ -254,6 +263,7 @@ mod tests {
         let Schedule::OneCycle(c) = cycle.schedule else { panic!("1cycle expected") };
         assert!((c.max_lr - ONE_CYCLE_PEAK_FACTOR * 0.05).abs() < 1e-12);
         assert_eq!(cycle.schedule.momentum(0), Some(0.95));
+        assert_eq!(cycle.schedule.total_steps(), 1000);
         let adamw = recipe(&[Trick::Adamw], 64, None);
         assert!(
             matches!(adamw.optimizer, OptimizerChoice::Adam { decoupled: true, config } if config.weight_decay == ADAMW_WEIGHT_DECAY)
