@@ -150,7 +150,7 @@ impl Plan {
                     let without: TrickSet = all.iter().filter(|&t| t != trick).collect();
                     let cell = planned(request, workload, without, throughput(Phase::Train));
                     // Without `debug-off`, debugging stays on: that is what leaving it out means.
-                    cells.push(if trick == Trick::DebugOff { debug_apis_on(cell) } else { cell });
+                    cells.push(if trick == Trick::DebugOff { with_reference(cell, trick) } else { cell });
                 }
             }
             plan.extend(cells);
@@ -313,11 +313,6 @@ fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
     cell
 }
 
-/// The same cell with autograd anomaly detection left on (the "off" side of `debug-off`).
-fn debug_apis_on(cell: PlannedCell) -> PlannedCell {
-    with_reference(cell, Trick::DebugOff)
-}
-
 /// The baselines of `workload`: training throughput, evaluation throughput when an evaluation
 /// trick is asked for, and time-to-accuracy per seed.
 fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
@@ -373,25 +368,21 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
             cells.push(planned(request, workload, only, kind));
         }
         Metric::TimeToAccuracy => {
-            let Some(tta_batch) = request.time_to_accuracy_batch_size else {
-                let mut cell = planned(request, workload, only, CellKind::TimeToAccuracy);
-                cell.not_applicable.get_or_insert_with(|| {
-                    format!("{trick}: judged by time-to-accuracy, which --no-time-to-accuracy switched off")
-                });
-                return vec![cell];
+            // The one cell of a trick that cannot be measured here, with the reason.
+            let unmeasurable = |why: &str| {
+                let mut cell = planned(request, workload, only.clone(), CellKind::TimeToAccuracy);
+                cell.not_applicable.get_or_insert_with(|| format!("{trick}: {why}"));
+                vec![cell]
             };
-            let batch = match trick {
-                Trick::Lars | Trick::Lamb => request.large_batch_size,
-                Trick::MaxBatch => match request.max_batch_size {
-                    Some(b) => b,
-                    None => {
-                        let mut cell = planned(request, workload, only, CellKind::TimeToAccuracy);
-                        cell.not_applicable.get_or_insert_with(|| {
-                            format!("{trick}: no batch size was probed (the probe found none that fits)")
-                        });
-                        return vec![cell];
-                    }
-                },
+            let Some(tta_batch) = request.time_to_accuracy_batch_size else {
+                return unmeasurable("judged by time-to-accuracy, which --no-time-to-accuracy switched off");
+            };
+            let batch = match (trick, request.max_batch_size) {
+                (Trick::Lars | Trick::Lamb, _) => request.large_batch_size,
+                (Trick::MaxBatch, Some(b)) => b,
+                (Trick::MaxBatch, None) => {
+                    return unmeasurable("no batch size was probed (the probe found none that fits)")
+                }
                 _ => tta_batch,
             };
             if trick.reference_label().is_some() {
