@@ -9,9 +9,7 @@
 //! still yield exactly the batches the training thread would.
 
 use std::marker::PhantomData;
-use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
@@ -20,6 +18,8 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data::cifar::{CifarSplit, IMAGE_BYTES};
 use crate::data::import::EncodedSplit;
+use crate::data::transfer;
+use crate::data::workers::WorkerPool;
 use crate::error::Error;
 use crate::ffi;
 use crate::tricks::{Trick, TrickSet};
@@ -33,26 +33,25 @@ pub const CIFAR_STD: [f64; 3] = [0.2470, 0.2435, 0.2616];
 pub const CROP_PADDING_PX: usize = 4;
 /// Image side, pixels.
 const SIDE_PX: usize = 32;
-/// Batches each loader worker may hold ready ahead of the training thread.
-const PREFETCH_PER_WORKER: usize = 2;
 
-/// A batch on the training device.
+/// A batch on the training device: images and their labels, or token windows and their next
+/// tokens.
 #[derive(Debug)]
 pub struct Batch {
     /// Images, `[n, 3, 32, 32]` float: standardised, or scaled to [0, 1] without
-    /// [`LoaderOptions::standardise`].
+    /// [`LoaderOptions::standardise`]; or token ids, `[n, T]` int64.
     pub inputs: Tensor,
-    /// Class labels, `[n]` int64.
+    /// Class labels, `[n]` int64; or the next token after each input token, `[n, T]` int64.
     pub targets: Tensor,
 }
 
 impl Batch {
-    /// Number of samples.
+    /// Number of predictions, `targets.numel()`: images for CIFAR, tokens (`n × T`) for text.
     pub fn len(&self) -> usize {
-        self.targets.size()[0] as usize
+        self.targets.numel()
     }
 
-    /// Whether the batch has no samples.
+    /// Whether the batch has no predictions.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -67,11 +66,12 @@ pub struct Pipeline {
     /// Stage host batches in pinned memory and copy them to the device without blocking
     /// (`pin-memory`).
     pub pinned: bool,
-    /// Wrap host pixel memory as tensors instead of copying it into new ones, and gather
-    /// unaugmented batches straight from the packed split as one tensor (`zero-copy`).
+    /// Wrap host pixel (or token) memory as tensors instead of copying it into new ones, and
+    /// gather unaugmented image batches straight from the packed split as one tensor
+    /// (`zero-copy`).
     pub zero_copy: bool,
     /// Crop and flip whole batches on the device instead of image by image on the host
-    /// (`gpu-augment`).
+    /// (`gpu-augment`); images only.
     pub device_augment: bool,
 }
 
@@ -222,7 +222,7 @@ impl Schedule {
 }
 
 /// ChaCha8 stream `n` of `seed`.
-fn stream(seed: u64, n: u64) -> ChaCha8Rng {
+pub(crate) fn stream(seed: u64, n: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(n);
     rng
@@ -288,70 +288,6 @@ impl HostBatch {
     }
 }
 
-/// Worker threads assembling host batches ahead of the training thread. Worker `w` makes
-/// batches `w`, `w + N`, `w + 2N`, … into its own bounded queue, and the training thread takes
-/// batch `k` from worker `k mod N`: the sequence is the training thread's own, whatever the timing.
-#[derive(Debug)]
-struct WorkerPool {
-    ready: Vec<Receiver<Result<HostBatch, Error>>>,
-    spare: Vec<SyncSender<HostBatch>>,
-    handles: Vec<JoinHandle<()>>,
-    next: u64,
-}
-
-impl WorkerPool {
-    fn start(images: ImageSource, schedule: Schedule, workers: usize) -> Self {
-        let mut pool = WorkerPool { ready: Vec::new(), spare: Vec::new(), handles: Vec::new(), next: 0 };
-        for w in 0..workers {
-            let (ready_tx, ready_rx) = mpsc::sync_channel(PREFETCH_PER_WORKER);
-            // Used buffers come back to their worker, so it does not allocate one per batch.
-            let (spare_tx, spare_rx) = mpsc::sync_channel::<HostBatch>(PREFETCH_PER_WORKER + 1);
-            let images = images.clone();
-            pool.handles.push(std::thread::spawn(move || {
-                let mut cursor = Cursor::new(schedule);
-                for k in (w as u64..).step_by(workers) {
-                    let mut host = spare_rx.try_recv().unwrap_or_default();
-                    let made = host.fill(&images, cursor.indices(k), schedule.augment_rng(k)).map(|()| host);
-                    let failed = made.is_err();
-                    // A closed queue means the loader was dropped: stop.
-                    if ready_tx.send(made).is_err() || failed {
-                        return;
-                    }
-                }
-            }));
-            pool.ready.push(ready_rx);
-            pool.spare.push(spare_tx);
-        }
-        pool
-    }
-
-    /// The next host batch in sequence, and the worker it came from.
-    fn next(&mut self) -> Result<(HostBatch, usize), Error> {
-        let w = (self.next % self.ready.len() as u64) as usize;
-        self.next += 1;
-        let made = self.ready[w].recv().map_err(|_| {
-            Error::Torch(format!("loader worker {w} stopped without producing batch {}", self.next - 1))
-        })?;
-        Ok((made?, w))
-    }
-
-    /// Hands a used buffer back to worker `w` (dropped when its spare queue is full).
-    fn recycle(&self, host: HostBatch, w: usize) {
-        let _ = self.spare[w].try_send(host);
-    }
-}
-
-impl Drop for WorkerPool {
-    fn drop(&mut self) {
-        // Closing the queues makes every worker's next send fail, so each one returns.
-        self.ready.clear();
-        self.spare.clear();
-        for handle in self.handles.drain(..) {
-            let _ = handle.join();
-        }
-    }
-}
-
 /// A packed split viewed as one uint8 tensor `[N, 3, 32, 32]` over its bytes (no copy), plus its
 /// labels as one int64 tensor made once.
 #[derive(Debug)]
@@ -386,7 +322,7 @@ enum Producer {
     /// Assemble the host batch itself, into one reused buffer.
     Inline { images: ImageSource, cursor: Cursor, host: HostBatch },
     /// Take host batches from worker threads.
-    Workers(WorkerPool),
+    Workers(WorkerPool<HostBatch>),
     /// Nothing on the host: gather the batch from the packed split's tensor (`zero-copy`
     /// without host augmentation).
     Gather {
@@ -432,7 +368,13 @@ impl CifarLoader {
                 Producer::Gather { cursor, index: Vec::new(), tensor, _split: split }
             }
             images if options.pipeline.workers > 0 => {
-                Producer::Workers(WorkerPool::start(images, schedule, options.pipeline.workers))
+                Producer::Workers(WorkerPool::start(options.pipeline.workers, |_| {
+                    let images = images.clone();
+                    let mut cursor = Cursor::new(schedule);
+                    move |k, host: &mut HostBatch| {
+                        host.fill(&images, cursor.indices(k), schedule.augment_rng(k))
+                    }
+                }))
             }
             images => Producer::Inline { images, cursor, host: HostBatch::default() },
         };
@@ -590,20 +532,9 @@ impl Uploader {
         Ok(Batch { inputs, targets: self.transfer(labels)? })
     }
 
-    /// `t` on the training device: a blocking copy from pageable memory (the baseline), or with
-    /// `pin-memory` a staging copy into pinned memory and a non-blocking copy from there. Pinned
-    /// buffers come from libtorch's caching host allocator, which reuses them once the copies
-    /// that read them have finished.
+    /// `t` on the training device, staged through pinned memory with `pin-memory`.
     fn transfer(&self, t: &Tensor) -> Result<Tensor, Error> {
-        if self.device == Device::Cpu {
-            return Ok(t.shallow_clone());
-        }
-        if self.pinned {
-            let mut staged = ffi::empty_pinned_like(t)?;
-            staged.f_copy_(t)?;
-            return Ok(staged.f_to_device_(self.device, t.kind(), true, false)?);
-        }
-        Ok(t.f_to_device(self.device)?)
+        transfer::to_device(t, self.device, self.pinned)
     }
 }
 
