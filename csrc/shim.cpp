@@ -20,6 +20,7 @@
 #endif
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,36 @@ int guarded(F f) {
 }
 
 at::DeviceType device_type(int is_cuda) { return is_cuda ? at::kCUDA : at::kCPU; }
+
+// The tensors behind `n` pointers, as a list for a multi-tensor kernel.
+std::vector<at::Tensor> tensor_list(at::Tensor** ts, int n) {
+  std::vector<at::Tensor> v;
+  v.reserve(n);
+  for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
+  return v;
+}
+
+// The device of a default random generator: type 0 CPU, 1 CUDA (index -1: the current device).
+at::Device rng_device(int type, int index) {
+  if (type != 0 && type != 1) {
+    throw std::runtime_error("random generators: the device type must be 0 (CPU) or 1 (CUDA)");
+  }
+  return type == 0 ? at::Device(at::kCPU) : at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+// One Adam update through `kernel` (at::_fused_adam_ or at::_fused_adamw_, whose Tensor-lr overloads
+// share a signature): no AMSGrad, no maximize, no grad_scale.
+template <typename Kernel>
+int fused_adam_launch(Kernel kernel, at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avgs,
+                      at::Tensor** exp_avg_sqs, at::Tensor** steps, int n, const at::Tensor* lr, double beta1,
+                      double beta2, double weight_decay, double eps, const at::Tensor* found_inf) {
+  return guarded([&] {
+    kernel(tensor_list(params, n), tensor_list(grads, n), tensor_list(exp_avgs, n), tensor_list(exp_avg_sqs, n),
+           /*max_exp_avg_sqs=*/std::vector<at::Tensor>{}, tensor_list(steps, n), *lr, beta1, beta2, weight_decay,
+           eps, /*amsgrad=*/false, /*maximize=*/false, /*grad_scale=*/std::nullopt,
+           found_inf == nullptr ? std::nullopt : std::optional<at::Tensor>(*found_inf));
+  });
+}
 
 // Bytes held by live CPU tensors allocated through the counting allocator, and their peak.
 std::atomic<int64_t> cpu_live_bytes{0};
@@ -204,10 +235,7 @@ void tb_set_grad_none(at::Tensor* t) { t->mutable_grad().reset(); }
 // any of them holds an inf or NaN (GradScaler.unscale_).
 int tb_amp_unscale(at::Tensor** grads, int n, at::Tensor* found_inf, const at::Tensor* inv_scale) {
   return guarded([&] {
-    std::vector<at::Tensor> list;
-    list.reserve(n);
-    for (int i = 0; i < n; ++i) list.push_back(*grads[i]);
-    at::_amp_foreach_non_finite_check_and_unscale_(list, *found_inf, *inv_scale);
+    at::_amp_foreach_non_finite_check_and_unscale_(tensor_list(grads, n), *found_inf, *inv_scale);
   });
 }
 
@@ -230,17 +258,53 @@ int tb_empty_pinned_like(const at::Tensor* t, at::Tensor** out) {
 int tb_fused_sgd(at::Tensor** params, at::Tensor** grads, at::Tensor** bufs, int n, double weight_decay,
                  double momentum, const at::Tensor* lr, const at::Tensor* found_inf) {
   return guarded([&] {
-    const auto list = [n](at::Tensor** ts) {
-      std::vector<at::Tensor> v;
-      if (ts == nullptr) return v;
-      v.reserve(n);
-      for (int i = 0; i < n; ++i) v.push_back(*ts[i]);
-      return v;
-    };
-    at::_fused_sgd_(list(params), list(grads), momentum == 0.0 ? std::vector<at::Tensor>{} : list(bufs),
+    at::_fused_sgd_(tensor_list(params, n), tensor_list(grads, n),
+                    momentum == 0.0 ? std::vector<at::Tensor>{} : tensor_list(bufs, n),
                     weight_decay, momentum, *lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
                     /*is_first_step=*/false, /*grad_scale=*/std::nullopt,
                     found_inf == nullptr ? std::nullopt : std::optional<at::Tensor>(*found_inf));
+  });
+}
+
+// One AdamW update of `n` parameters in a single multi-tensor launch (`torch.optim.AdamW(fused=True)`,
+// no AMSGrad), with the learning rate read from the 0-d tensor `lr`. `exp_avgs`, `exp_avg_sqs` and
+// `steps` (float step counts, already counting this step) are the `n` parameters' state. With
+// `found_inf` (may be null) the kernel skips the whole update when it holds 1, deciding on the device.
+int tb_fused_adamw(at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avgs, at::Tensor** exp_avg_sqs,
+                   at::Tensor** steps, int n, const at::Tensor* lr, double beta1, double beta2, double weight_decay,
+                   double eps, const at::Tensor* found_inf) {
+  const auto kernel = [](auto&&... args) { at::_fused_adamw_(args...); };
+  return fused_adam_launch(kernel, params, grads, exp_avgs, exp_avg_sqs, steps, n, lr, beta1, beta2, weight_decay,
+                           eps, found_inf);
+}
+
+// As tb_fused_adamw, with the weight decay as an L2 penalty on the gradient
+// (`torch.optim.Adam(fused=True)`).
+int tb_fused_adam(at::Tensor** params, at::Tensor** grads, at::Tensor** exp_avgs, at::Tensor** exp_avg_sqs,
+                  at::Tensor** steps, int n, const at::Tensor* lr, double beta1, double beta2, double weight_decay,
+                  double eps, const at::Tensor* found_inf) {
+  const auto kernel = [](auto&&... args) { at::_fused_adam_(args...); };
+  return fused_adam_launch(kernel, params, grads, exp_avgs, exp_avg_sqs, steps, n, lr, beta1, beta2, weight_decay,
+                           eps, found_inf);
+}
+
+// The state of the default random generator of device `device_type` (0 CPU, 1 CUDA) number
+// `device_index` (-1: the current CUDA device), a new CPU byte tensor handed over in `out`.
+int tb_rng_get_state(int device_type, int device_index, at::Tensor** out) {
+  return guarded([&] {
+    auto gen = at::globalContext().defaultGenerator(rng_device(device_type, device_index));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    *out = new at::Tensor(gen.get_state());
+  });
+}
+
+// Restores the default random generator of device `device_type` number `device_index` to `state`
+// (from tb_rng_get_state on the same device).
+int tb_rng_set_state(int device_type, int device_index, const at::Tensor* state) {
+  return guarded([&] {
+    auto gen = at::globalContext().defaultGenerator(rng_device(device_type, device_index));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*state);
   });
 }
 

@@ -3,7 +3,7 @@
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_void};
 
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
 
 use crate::error::Error;
@@ -50,6 +50,36 @@ mod raw {
             lr: *const C_tensor,
             found_inf: *const C_tensor,
         ) -> c_int;
+        pub fn tb_fused_adamw(
+            params: *mut *mut C_tensor,
+            grads: *mut *mut C_tensor,
+            exp_avgs: *mut *mut C_tensor,
+            exp_avg_sqs: *mut *mut C_tensor,
+            steps: *mut *mut C_tensor,
+            n: c_int,
+            lr: *const C_tensor,
+            beta1: f64,
+            beta2: f64,
+            weight_decay: f64,
+            eps: f64,
+            found_inf: *const C_tensor,
+        ) -> c_int;
+        pub fn tb_fused_adam(
+            params: *mut *mut C_tensor,
+            grads: *mut *mut C_tensor,
+            exp_avgs: *mut *mut C_tensor,
+            exp_avg_sqs: *mut *mut C_tensor,
+            steps: *mut *mut C_tensor,
+            n: c_int,
+            lr: *const C_tensor,
+            beta1: f64,
+            beta2: f64,
+            weight_decay: f64,
+            eps: f64,
+            found_inf: *const C_tensor,
+        ) -> c_int;
+        pub fn tb_rng_get_state(device_type: c_int, device_index: c_int, out: *mut *mut C_tensor) -> c_int;
+        pub fn tb_rng_set_state(device_type: c_int, device_index: c_int, state: *const C_tensor) -> c_int;
         pub fn tb_set_autocast_cache_enabled(enabled: c_int);
         pub fn tb_cuda_graphs_compiled() -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
@@ -345,6 +375,168 @@ pub fn fused_sgd(
     )
 }
 
+/// The state one fused Adam launch updates: parallel lists, entry `i` of each belonging to
+/// parameter `i`.
+#[derive(Debug)]
+pub struct AdamLists<'a> {
+    /// The parameters, updated in place.
+    pub params: &'a mut [Tensor],
+    /// Their gradients.
+    pub grads: &'a mut [Tensor],
+    /// First-moment estimates, updated in place.
+    pub exp_avgs: &'a mut [Tensor],
+    /// Second-moment estimates, updated in place.
+    pub exp_avg_sqs: &'a mut [Tensor],
+    /// 0-d float step counts, already counting this step (the kernel reads them for the bias
+    /// corrections and does not change them).
+    pub steps: &'a mut [Tensor],
+}
+
+/// The hyper-parameters of one fused Adam launch.
+#[derive(Debug, Clone, Copy)]
+pub struct AdamHyper<'a> {
+    /// The learning rate, a 0-d float tensor (on the parameters' device, or on the CPU).
+    pub lr: &'a Tensor,
+    /// Decay rate of the first moment.
+    pub beta1: f64,
+    /// Decay rate of the second moment.
+    pub beta2: f64,
+    /// AdamW's decoupled decay rate per unit of learning rate, or Adam's L2 penalty.
+    pub weight_decay: f64,
+    /// Added to the root of the second moment.
+    pub eps: f64,
+}
+
+/// The C signature `tb_fused_adamw` and `tb_fused_adam` share.
+type FusedAdamKernel = unsafe extern "C" fn(
+    *mut *mut C_tensor,
+    *mut *mut C_tensor,
+    *mut *mut C_tensor,
+    *mut *mut C_tensor,
+    *mut *mut C_tensor,
+    c_int,
+    *const C_tensor,
+    f64,
+    f64,
+    f64,
+    f64,
+    *const C_tensor,
+) -> c_int;
+
+/// One AdamW step over `lists.params` in a single multi-tensor launch (`at::_fused_adamw_`, the
+/// kernel of `torch.optim.AdamW(fused=True)`), without AMSGrad. The kernel does not count steps:
+/// add 1 to `lists.steps` before the call (and, with `found_inf`, subtract `found_inf` after it), as
+/// PyTorch's Python wrapper does. With `found_inf` (a 1-element float tensor on the device) the
+/// kernel skips the whole update when it holds 1, without a host read. Call under no-grad: it
+/// updates leaf parameters in place.
+pub fn fused_adamw(
+    lists: AdamLists<'_>,
+    hyper: AdamHyper<'_>,
+    found_inf: Option<&Tensor>,
+) -> Result<(), Error> {
+    fused_adam_launch(raw::tb_fused_adamw, "fused AdamW step", lists, hyper, found_inf)
+}
+
+/// As [`fused_adamw`], with the weight decay as an L2 penalty on the gradient (`at::_fused_adam_`,
+/// the kernel of `torch.optim.Adam(fused=True)`).
+pub fn fused_adam(
+    lists: AdamLists<'_>,
+    hyper: AdamHyper<'_>,
+    found_inf: Option<&Tensor>,
+) -> Result<(), Error> {
+    fused_adam_launch(raw::tb_fused_adam, "fused Adam step", lists, hyper, found_inf)
+}
+
+/// Checks that the lists are parallel and calls `kernel` on them.
+fn fused_adam_launch(
+    kernel: FusedAdamKernel,
+    what: &str,
+    lists: AdamLists<'_>,
+    hyper: AdamHyper<'_>,
+    found_inf: Option<&Tensor>,
+) -> Result<(), Error> {
+    let AdamLists { params, grads, exp_avgs, exp_avg_sqs, steps } = lists;
+    let n = params.len();
+    if [grads.len(), exp_avgs.len(), exp_avg_sqs.len(), steps.len()].iter().any(|&len| len != n) {
+        return Err(Error::Torch(format!(
+            "{what}: {n} parameters, {} gradients, {} first moments, {} second moments, {} step counts",
+            grads.len(),
+            exp_avgs.len(),
+            exp_avg_sqs.len(),
+            steps.len()
+        )));
+    }
+    let ptrs = |ts: &mut [Tensor]| ts.iter_mut().map(Tensor::as_mut_ptr).collect::<Vec<_>>();
+    let (mut p, mut g, mut m, mut v, mut s) =
+        (ptrs(params), ptrs(grads), ptrs(exp_avgs), ptrs(exp_avg_sqs), ptrs(steps));
+    // SAFETY: every pointer is a live tensor borrowed for the duration of the call, and the five
+    // lists have `n` entries each (checked above).
+    check(
+        unsafe {
+            kernel(
+                p.as_mut_ptr(),
+                g.as_mut_ptr(),
+                m.as_mut_ptr(),
+                v.as_mut_ptr(),
+                s.as_mut_ptr(),
+                n as c_int,
+                hyper.lr.as_ptr(),
+                hyper.beta1,
+                hyper.beta2,
+                hyper.weight_decay,
+                hyper.eps,
+                found_inf.map_or(std::ptr::null(), Tensor::as_ptr),
+            )
+        },
+        what,
+    )
+}
+
+/// A saved state of a device's default random generator (`torch.get_rng_state()`, or
+/// `torch.cuda.get_rng_state(i)`), to draw the same random numbers again after [`Self::restore`].
+#[derive(Debug)]
+pub struct RngState {
+    device: Device,
+    state: Tensor,
+}
+
+impl RngState {
+    /// The current state of `device`'s default generator (CPU or CUDA).
+    pub fn save(device: Device) -> Result<Self, Error> {
+        let (device_type, device_index) = rng_device(device)?;
+        let mut out: *mut C_tensor = std::ptr::null_mut();
+        // SAFETY: plain call; on success the shim hands over a new heap tensor.
+        check(
+            unsafe { raw::tb_rng_get_state(device_type, device_index, &mut out) },
+            &format!("saving the random generator state of {device:?}"),
+        )?;
+        // SAFETY: `out` is the new tensor the shim allocated.
+        Ok(Self { device, state: unsafe { Tensor::from_ptr(out) } })
+    }
+
+    /// Puts the generator of the device it was saved from back into this state (it can be
+    /// restored any number of times).
+    pub fn restore(&self) -> Result<(), Error> {
+        let (device_type, device_index) = rng_device(self.device)?;
+        // SAFETY: `state` is a live tensor the shim only reads.
+        check(
+            unsafe { raw::tb_rng_set_state(device_type, device_index, self.state.as_ptr()) },
+            &format!("restoring the random generator state of {:?}", self.device),
+        )
+    }
+}
+
+/// The shim's code for `device`'s generator: (0 CPU or 1 CUDA, device index).
+fn rng_device(device: Device) -> Result<(c_int, c_int), Error> {
+    match device {
+        Device::Cpu => Ok((0, 0)),
+        Device::Cuda(index) => Ok((1, index as c_int)),
+        other => {
+            Err(Error::Torch(format!("random generator state: only CPU and CUDA devices, not {other:?}")))
+        }
+    }
+}
+
 /// Turns autocast's cache of casted weights on or off (off while a CUDA
 /// graph is captured, so the casts become part of the graph).
 pub fn set_autocast_cache_enabled(enabled: bool) {
@@ -459,5 +651,28 @@ impl Drop for JitFunction {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from tb_jit_compile and is freed exactly once.
         unsafe { raw::tb_jit_free(self.ptr) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_support::seeded;
+
+    use super::*;
+
+    #[test]
+    fn a_restored_generator_draws_the_same_numbers_again() {
+        seeded(5, || {
+            let draw = || Tensor::rand([6], (Kind::Float, Device::Cpu));
+            let state = RngState::save(Device::Cpu).unwrap();
+            let (first, second) = (draw(), draw());
+            assert!(!first.equal(&second));
+            for _ in 0..2 {
+                state.restore().unwrap();
+                assert!(draw().equal(&first));
+                assert!(draw().equal(&second));
+            }
+        });
+        assert!(RngState::save(Device::Mps).is_err());
     }
 }

@@ -235,7 +235,9 @@ impl Trick {
             Trick::PackedDataset => {
                 "with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"
             }
-            Trick::FusedOptimizer => "SGD updates each parameter in turn (several small kernels each)",
+            Trick::FusedOptimizer => {
+                "SGD or AdamW updates each parameter in turn (several small kernels each)"
+            }
             Trick::Tf32 => "full fp32 matmuls and convolutions (TF32 forbidden in cuBLAS and cuDNN)",
             Trick::JitFusion => "residual epilogue as eager ops: add, then ReLU (a kernel each)",
             Trick::DebugOff => "autograd anomaly detection left on (a separate debug-apis-on reference cell)",
@@ -281,7 +283,7 @@ impl Trick {
             }
             Trick::GpuAugment => "random crop and flip of the whole batch on the training device",
             Trick::PackedDataset => "the images decoded once and packed in memory",
-            Trick::FusedOptimizer => "SGD updates every parameter in one fused multi-tensor kernel",
+            Trick::FusedOptimizer => "SGD or AdamW updates every parameter in one fused multi-tensor kernel",
             Trick::Tf32 => "TF32 tensor-core math allowed in cuBLAS matmuls and cuDNN convolutions",
             Trick::JitFusion => "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
             Trick::DebugOff => "anomaly detection off, as in the plain recipe",
@@ -479,12 +481,20 @@ impl TrickSet {
     }
 
     /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
-    /// optimizer.
+    /// optimizer, and `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS or LAMB).
     pub fn conflict_reason(&self) -> Option<String> {
         let optimizers: Vec<&str> =
             Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
-        (optimizers.len() > 1)
-            .then(|| format!("{} each replace the optimizer; only one can be on", optimizers.join(" and ")))
+        if optimizers.len() > 1 {
+            return Some(format!(
+                "{} each replace the optimizer; only one can be on",
+                optimizers.join(" and ")
+            ));
+        }
+        let unfused = [Trick::Lars, Trick::Lamb].into_iter().find(|&t| self.has(t));
+        unfused.filter(|_| self.has(Trick::FusedOptimizer)).map(|t| {
+            format!("{}: there is no fused kernel for {t}, only for SGD and AdamW", Trick::FusedOptimizer)
+        })
     }
 
     /// Why this set cannot run with the data sources at hand, if it cannot: `packed-dataset` is
@@ -574,6 +584,21 @@ mod tests {
         assert!(both.conflict_reason().unwrap().contains("adamw and lars"));
         assert!(TrickSet::only(Trick::Lamb).conflict_reason().is_none());
         assert!(both.not_applicable_reason(WorkloadId::Resnet8, DeviceSpec::Cpu).is_some());
+    }
+
+    #[test]
+    fn fused_optimizer_goes_with_sgd_and_adamw_but_not_lars_or_lamb() {
+        for optimizer in [Trick::Lars, Trick::Lamb] {
+            let set: TrickSet = [Trick::FusedOptimizer, optimizer].into_iter().collect();
+            let reason = set.conflict_reason().unwrap();
+            assert_eq!(
+                reason,
+                format!("fused-optimizer: there is no fused kernel for {optimizer}, only for SGD and AdamW")
+            );
+        }
+        assert!(TrickSet::only(Trick::FusedOptimizer).conflict_reason().is_none());
+        let adamw: TrickSet = [Trick::FusedOptimizer, Trick::Adamw].into_iter().collect();
+        assert!(adamw.conflict_reason().is_none());
     }
 
     #[test]

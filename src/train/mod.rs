@@ -33,7 +33,7 @@ pub const GRAPH_WARMUP_STEPS: usize = 3;
 /// memory tricks that change the step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrainOptions {
-    /// The optimizer (SGD's fused kernel is chosen by the `fused-optimizer` trick).
+    /// The optimizer (SGD's and Adam's fused kernels are chosen by the `fused-optimizer` trick).
     pub optimizer: OptimizerChoice,
     /// Micro-batches per optimizer step, gradients accumulated (1: the whole batch at once).
     pub micro_batches: usize,
@@ -157,7 +157,9 @@ impl<W: Workload> Trainer<W> {
         launch: StepLaunch,
     ) -> Result<Self, Error> {
         let mut options = options.into();
-        if let OptimizerChoice::Sgd { fused, .. } = &mut options.optimizer {
+        if let OptimizerChoice::Sgd { fused, .. } | OptimizerChoice::Adam { fused, .. } =
+            &mut options.optimizer
+        {
             *fused |= tricks.has(Trick::FusedOptimizer);
         }
         if options.micro_batches == 0 {

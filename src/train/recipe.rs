@@ -63,12 +63,15 @@ pub enum OptimizerChoice {
         /// The fused multi-tensor kernel instead of the per-parameter loop.
         fused: bool,
     },
-    /// Adam with L2 added to the gradient (`adamw`'s reference) or AdamW (`adamw`).
+    /// Adam with L2 added to the gradient (`adamw`'s reference) or AdamW (`adamw`), per parameter or
+    /// fused (`fused-optimizer`).
     Adam {
         /// β₁, β₂, ε and weight decay.
         config: AdamConfig,
         /// Decoupled weight decay (AdamW).
         decoupled: bool,
+        /// The fused multi-tensor kernel instead of the per-parameter loop.
+        fused: bool,
     },
     /// LARS (`lars`).
     Lars(LarsConfig),
@@ -82,8 +85,18 @@ impl OptimizerChoice {
         match *self {
             OptimizerChoice::Sgd { config, fused: true } => Box::new(Sgd::fused(params, config)),
             OptimizerChoice::Sgd { config, fused: false } => Box::new(Sgd::new(params, config)),
-            OptimizerChoice::Adam { config, decoupled: true } => Box::new(Adam::adamw(params, config)),
-            OptimizerChoice::Adam { config, decoupled: false } => Box::new(Adam::new(params, config)),
+            OptimizerChoice::Adam { config, decoupled: true, fused: true } => {
+                Box::new(Adam::fused_adamw(params, config))
+            }
+            OptimizerChoice::Adam { config, decoupled: true, fused: false } => {
+                Box::new(Adam::adamw(params, config))
+            }
+            OptimizerChoice::Adam { config, decoupled: false, fused: true } => {
+                Box::new(Adam::fused(params, config))
+            }
+            OptimizerChoice::Adam { config, decoupled: false, fused: false } => {
+                Box::new(Adam::new(params, config))
+            }
             OptimizerChoice::Lars(config) => Box::new(Lars::new(params, config)),
             OptimizerChoice::Lamb(config) => Box::new(Lamb::new(params, config)),
         }
@@ -180,7 +193,8 @@ impl Recipe {
             let decoupled = tricks.has(Trick::Adamw);
             let weight_decay = if decoupled { ADAMW_WEIGHT_DECAY } else { ADAM_L2_WEIGHT_DECAY };
             let config = AdamConfig { weight_decay, ..AdamConfig::default() };
-            (OptimizerChoice::Adam { config, decoupled }, ADAM_LR * batch_ratio)
+            let fused = tricks.has(Trick::FusedOptimizer);
+            (OptimizerChoice::Adam { config, decoupled, fused }, ADAM_LR * batch_ratio)
         } else {
             let config = SgdConfig { weight_decay: sgd_weight_decay, ..RECIPE_SGD };
             let fused = tricks.has(Trick::FusedOptimizer);
@@ -266,11 +280,11 @@ mod tests {
         assert_eq!(cycle.schedule.total_steps(), 1000);
         let adamw = recipe(&[Trick::Adamw], 64, None);
         assert!(
-            matches!(adamw.optimizer, OptimizerChoice::Adam { decoupled: true, config } if config.weight_decay == ADAMW_WEIGHT_DECAY)
+            matches!(adamw.optimizer, OptimizerChoice::Adam { decoupled: true, fused: false, config } if config.weight_decay == ADAMW_WEIGHT_DECAY)
         );
         let adam_l2 = recipe(&[], 64, Some(Trick::Adamw));
         assert!(
-            matches!(adam_l2.optimizer, OptimizerChoice::Adam { decoupled: false, config } if config.weight_decay == ADAM_L2_WEIGHT_DECAY)
+            matches!(adam_l2.optimizer, OptimizerChoice::Adam { decoupled: false, fused: false, config } if config.weight_decay == ADAM_L2_WEIGHT_DECAY)
         );
         assert!((adam_l2.schedule.lr(0) - ADAM_LR).abs() < 1e-15);
         assert!(
@@ -285,6 +299,10 @@ mod tests {
         assert!(matches!(
             recipe(&[Trick::FusedOptimizer], 64, None).optimizer,
             OptimizerChoice::Sgd { fused: true, .. }
+        ));
+        assert!(matches!(
+            recipe(&[Trick::Adamw, Trick::FusedOptimizer], 64, None).optimizer,
+            OptimizerChoice::Adam { decoupled: true, fused: true, .. }
         ));
     }
 

@@ -96,8 +96,18 @@ pub trait Workload {
     /// Runs segment `k` (below [`Self::segments`]) on `xs`: segment 0 takes the model's inputs,
     /// each later one the previous segment's output, and the last one returns the outputs, so
     /// running every segment in order is [`Self::forward`]. A segment must compute the same values
-    /// every time it runs on the same input (no random ops), as recomputation relies on.
+    /// every time it runs on the same input with the random generator in the same state, as
+    /// recomputation relies on: it may draw random numbers (dropout) from the default generator
+    /// of its input's device when [`Self::draws_random_numbers`] says so.
     fn forward_segment(&self, k: usize, xs: &Tensor, train: bool) -> Tensor;
+
+    /// Whether a forward pass in training (`_train` true) or evaluation mode draws random numbers
+    /// (dropout, say). Activation checkpointing then saves the random generator's state before
+    /// each segment and restores it when the segment is recomputed, so the recomputation draws the
+    /// same numbers. The default is no random numbers.
+    fn draws_random_numbers(&self, _train: bool) -> bool {
+        false
+    }
 
     /// The training loss of `outputs` against `targets` (a scalar tensor).
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
