@@ -1,6 +1,7 @@
 //! Reference workloads: a model, its loss and metric, behind one small trait that the training
 //! loop is generic over.
 
+pub mod gpt;
 pub mod resnet;
 
 use std::fmt;

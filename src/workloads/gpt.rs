@@ -1,0 +1,583 @@
+//! A character-level GPT after Karpathy's nanoGPT (`model.py`): token and learned position
+//! embeddings, a stack of pre-LayerNorm decoder blocks (causal self-attention, then a GELU MLP of
+//! four times the width, each added to the residual stream), a final LayerNorm and a language-model
+//! head tied to the token embedding (logits = x · wteᵀ). No linear layer or LayerNorm has a bias;
+//! LayerNorm ε is 1e-5. Weights are initialised as nanoGPT does: every linear and embedding weight
+//! from N(0, 0.02), the two residual projections of each block (`c_proj`) from
+//! N(0, 0.02/√(2·layers)), LayerNorm weights 1. Variable names are nanoGPT's `state_dict` keys
+//! (`transformer.h.0.attn.c_attn.weight`, …), linear weights in PyTorch's [out, in] layout.
+//!
+//! Dropout (training only) follows nanoGPT: after the embedding sum, on the attention weights, and
+//! on each residual branch (after the attention's and the MLP's output projection).
+//!
+//! Attention is computed one of two ways ([`AttentionKernel`], the `flash-attention` trick):
+//! written out op by op, softmax(QKᵀ/√d, causal mask)·V with a lower-triangular mask made once at
+//! construction, or as one `scaled_dot_product_attention` call with `is_causal`, which dispatches
+//! to a fused (flash or memory-efficient) kernel where one applies. Both compute the same function.
+//!
+//! With `jit_fusion` ([`GptOptions`], the `jit-fusion` trick) the pointwise chains run as
+//! TorchScript functions, which the fuser can turn into single kernels: the MLP's exact GELU
+//! written out with `erf` ([`GELU_TORCHSCRIPT`]) and, in training with dropout, each residual
+//! branch's dropout-add ([`residual_dropout_torchscript`]). The math is that of the eager ops.
+//!
+//! For activation checkpointing the model is cut into one segment per block: segment 0 also
+//! embeds the tokens, and the last segment also applies the final LayerNorm and the head. Dropout
+//! draws new masks each time a segment runs, so the recomputation that checkpointing does only
+//! reproduces a segment's forward pass with dropout off (see [`Workload::forward_segment`]).
+//!
+//! A sample is one token (one next-token prediction). Its forward FLOPs use nanoGPT's estimate
+//! (`estimate_mfu`, after PaLM, Chowdhery et al. 2022, appendix B): training costs
+//! 6·N + 12·layers·width·context FLOPs per token, N the parameters without the position
+//! embeddings (the matrix multiplies by the weights, forward and backward, plus attention's
+//! QKᵀ and ·V over the full context); the forward pass is one third of that,
+//! 2·N + 4·layers·width·context.
+
+use tch::nn::{self, Init};
+use tch::{Device, Kind, Tensor};
+
+use super::Workload;
+use crate::error::Error;
+use crate::ffi::JitFunction;
+
+/// The MLP's exact GELU in TorchScript, for the `jit-fusion` trick: the same math as the eager
+/// `gelu("none")`, 0.5·x·(1 + erf(x/√2)), written as a pointwise chain the fuser can compile into
+/// one kernel.
+pub const GELU_TORCHSCRIPT: &str = "
+def gelu(x: Tensor) -> Tensor:
+    return x * 0.5 * (1.0 + torch.erf(x * 0.7071067811865476))
+";
+
+/// The name of the function in [`GELU_TORCHSCRIPT`].
+pub const GELU_FUNCTION: &str = "gelu";
+
+/// The name of the function in [`residual_dropout_torchscript`].
+pub const RESIDUAL_DROPOUT_FUNCTION: &str = "residual_dropout";
+
+/// A residual branch's training-mode dropout-add in TorchScript, for the `jit-fusion` trick:
+/// `residual + dropout(x, p)`, as the eager `residual + x.dropout(p, true)`. A called function
+/// takes tensors only, so the probability `p` is written into the source text.
+pub fn residual_dropout_torchscript(p: f64) -> String {
+    format!(
+        "
+def {RESIDUAL_DROPOUT_FUNCTION}(residual: Tensor, x: Tensor) -> Tensor:
+    return residual + torch.dropout(x, {p:?}, True)
+"
+    )
+}
+
+/// LayerNorm ε, PyTorch's default.
+const LAYER_NORM_EPS: f64 = 1e-5;
+/// Standard deviation of the initial linear and embedding weights.
+const INIT_STD: f64 = 0.02;
+
+/// Shape of a GPT.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GptConfig {
+    /// Number of distinct tokens (characters).
+    pub vocab_size: i64,
+    /// Longest sequence the model reads (nanoGPT's `block_size`).
+    pub context: i64,
+    /// Number of decoder blocks.
+    pub layers: i64,
+    /// Attention heads per block; they divide the width.
+    pub heads: i64,
+    /// Width of the residual stream (nanoGPT's `n_embd`).
+    pub width: i64,
+    /// Dropout probability in training.
+    pub dropout: f64,
+}
+
+impl GptConfig {
+    /// nanoGPT's shakespeare-char: 6 layers, 6 heads, width 384, context 256, dropout 0.2.
+    pub fn shakespeare(vocab_size: i64) -> Self {
+        Self { vocab_size, context: 256, layers: 6, heads: 6, width: 384, dropout: 0.2 }
+    }
+
+    /// The CPU-sized variant for the quick profile: 2 layers, 4 heads, width 128, context 64,
+    /// dropout 0.0.
+    pub fn mini(vocab_size: i64) -> Self {
+        Self { vocab_size, context: 64, layers: 2, heads: 4, width: 128, dropout: 0.0 }
+    }
+
+    /// Checks that every size is positive, the heads divide the width and the dropout is a
+    /// probability below 1.
+    fn validate(&self) -> Result<(), Error> {
+        let sizes = [self.vocab_size, self.context, self.layers, self.heads, self.width];
+        if sizes.iter().any(|&s| s <= 0) {
+            return Err(Error::Invalid(format!("GPT sizes must be positive: {self:?}")));
+        }
+        if self.width % self.heads != 0 {
+            return Err(Error::Invalid(format!(
+                "GPT width {} is not divisible into {} heads",
+                self.width, self.heads
+            )));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::Invalid(format!("GPT dropout {} is not in [0, 1)", self.dropout)));
+        }
+        Ok(())
+    }
+}
+
+/// How attention is computed (the `flash-attention` trick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// softmax(QKᵀ/√d + causal mask)·V written out op by op.
+    Explicit,
+    /// One fused `scaled_dot_product_attention` call with `is_causal`.
+    ScaledDotProduct,
+}
+
+/// Options that change how the model computes, not what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GptOptions {
+    /// How attention is computed.
+    pub attention: AttentionKernel,
+    /// Whether the pointwise chains (GELU, residual dropout-add) run as TorchScript functions.
+    pub jit_fusion: bool,
+}
+
+/// The TorchScript functions of the `jit-fusion` trick.
+#[derive(Debug)]
+struct Fusion {
+    gelu: JitFunction,
+    /// The training-mode residual dropout-add; absent when the dropout is 0, where the branch is a
+    /// plain add.
+    residual_dropout: Option<JitFunction>,
+}
+
+/// Calls a compiled TorchScript function. Forward has no error path (like tch's plain ops, which
+/// panic): a failing call of a function that compiled is a libtorch bug, reported with its message.
+fn call(f: &JitFunction, inputs: &[&Tensor]) -> Tensor {
+    f.call(inputs).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One decoder block's weights.
+#[derive(Debug)]
+struct Block {
+    ln_1: Tensor,
+    /// Query, key and value projections stacked: [3·width, width].
+    c_attn: Tensor,
+    attn_proj: Tensor,
+    ln_2: Tensor,
+    c_fc: Tensor,
+    mlp_proj: Tensor,
+}
+
+/// A GPT language model.
+#[derive(Debug)]
+pub struct Gpt {
+    vs: nn::VarStore,
+    config: GptConfig,
+    options: GptOptions,
+    wte: Tensor,
+    wpe: Tensor,
+    blocks: Vec<Block>,
+    ln_f: Tensor,
+    /// [context, context] bool, true where a query may attend to a key (key ≤ query); used by
+    /// the explicit attention path, not a variable.
+    causal_mask: Tensor,
+    fusion: Option<Fusion>,
+}
+
+impl Gpt {
+    /// Builds the model on `device` with freshly initialised weights (seed tch's RNG first for
+    /// reproducible weights), compiling the TorchScript functions when `jit_fusion` is on.
+    pub fn new(config: GptConfig, options: GptOptions, device: Device) -> Result<Self, Error> {
+        config.validate()?;
+        let vs = nn::VarStore::new(device);
+        let transformer = vs.root() / "transformer";
+        let normal = |stdev: f64| Init::Randn { mean: 0.0, stdev };
+        let proj_std = INIT_STD / ((2 * config.layers) as f64).sqrt();
+        let (v, c, w) = (config.vocab_size, config.context, config.width);
+        let wte = (&transformer / "wte").f_var("weight", &[v, w], normal(INIT_STD))?;
+        let wpe = (&transformer / "wpe").f_var("weight", &[c, w], normal(INIT_STD))?;
+        let mut blocks = Vec::new();
+        for i in 0..config.layers {
+            let p = &transformer / "h" / i;
+            let (attn, mlp) = (&p / "attn", &p / "mlp");
+            blocks.push(Block {
+                ln_1: (&p / "ln_1").f_var("weight", &[w], Init::Const(1.0))?,
+                c_attn: (&attn / "c_attn").f_var("weight", &[3 * w, w], normal(INIT_STD))?,
+                attn_proj: (&attn / "c_proj").f_var("weight", &[w, w], normal(proj_std))?,
+                ln_2: (&p / "ln_2").f_var("weight", &[w], Init::Const(1.0))?,
+                c_fc: (&mlp / "c_fc").f_var("weight", &[4 * w, w], normal(INIT_STD))?,
+                mlp_proj: (&mlp / "c_proj").f_var("weight", &[w, 4 * w], normal(proj_std))?,
+            });
+        }
+        let ln_f = (&transformer / "ln_f").f_var("weight", &[w], Init::Const(1.0))?;
+        let causal_mask = Tensor::f_ones([c, c], (Kind::Bool, device))?.f_tril(0)?;
+        let fusion = if options.jit_fusion {
+            let residual_dropout = if config.dropout > 0.0 {
+                let source = residual_dropout_torchscript(config.dropout);
+                Some(JitFunction::compile(&source, RESIDUAL_DROPOUT_FUNCTION)?)
+            } else {
+                None
+            };
+            Some(Fusion { gelu: JitFunction::compile(GELU_TORCHSCRIPT, GELU_FUNCTION)?, residual_dropout })
+        } else {
+            None
+        };
+        Ok(Self { vs, config, options, wte, wpe, blocks, ln_f, causal_mask, fusion })
+    }
+
+    /// The model's shape.
+    pub fn config(&self) -> &GptConfig {
+        &self.config
+    }
+
+    /// Parameters not counting the position embeddings (nanoGPT's `get_num_params()`; the token
+    /// embedding counts once, as the head shares it).
+    pub fn parameters_without_positions(&self) -> i64 {
+        let all: usize = self.vs.trainable_variables().iter().map(Tensor::numel).sum();
+        (all - self.wpe.numel()) as i64
+    }
+
+    /// Dropout with the configured probability in training, the identity otherwise.
+    fn dropout(&self, xs: Tensor, train: bool) -> Tensor {
+        if train && self.config.dropout > 0.0 {
+            xs.dropout(self.config.dropout, true)
+        } else {
+            xs
+        }
+    }
+
+    /// Token plus position embeddings of `inputs` [B, T], then dropout: [B, T, width].
+    fn embed(&self, inputs: &Tensor, train: bool) -> Tensor {
+        let t = inputs.size().last().copied().unwrap_or(0);
+        assert!(
+            t <= self.config.context,
+            "GPT input of {t} tokens is longer than the context of {}",
+            self.config.context
+        );
+        let positions = Tensor::arange(t, (Kind::Int64, inputs.device()));
+        let tokens = Tensor::embedding(&self.wte, inputs, -1, false, false);
+        self.dropout(tokens + Tensor::embedding(&self.wpe, &positions, -1, false, false), train)
+    }
+
+    /// LayerNorm over the last dimension with `weight` and no bias.
+    fn layer_norm(&self, xs: &Tensor, weight: &Tensor) -> Tensor {
+        xs.layer_norm([self.config.width], Some(weight), None::<&Tensor>, LAYER_NORM_EPS, true)
+    }
+
+    /// `residual + dropout(branch)`, the end of each residual branch.
+    fn residual_add(&self, residual: &Tensor, branch: &Tensor, train: bool) -> Tensor {
+        if !train || self.config.dropout == 0.0 {
+            return residual + branch;
+        }
+        match self.fusion.as_ref().and_then(|f| f.residual_dropout.as_ref()) {
+            Some(f) => call(f, &[residual, branch]),
+            None => residual + branch.dropout(self.config.dropout, true),
+        }
+    }
+
+    /// Causal self-attention of `xs` [B, T, width] (already normalised), before its output
+    /// projection: [B, T, width].
+    fn attention(&self, block: &Block, xs: &Tensor, train: bool) -> Tensor {
+        let (b, t, w) = (xs.size()[0], xs.size()[1], self.config.width);
+        let heads = self.config.heads;
+        let head_dim = w / heads;
+        let qkv = xs.linear(&block.c_attn, None::<Tensor>).split(w, 2);
+        let [q, k, v] = [&qkv[0], &qkv[1], &qkv[2]].map(|m| m.view([b, t, heads, head_dim]).transpose(1, 2));
+        let p = if train { self.config.dropout } else { 0.0 };
+        let ys = match self.options.attention {
+            AttentionKernel::Explicit => {
+                let scores = q.matmul(&k.transpose(-2, -1)) * (1.0 / (head_dim as f64).sqrt());
+                let allowed = self.causal_mask.slice(0, 0, t, 1).slice(1, 0, t, 1);
+                let scores = scores.masked_fill(&allowed.logical_not(), f64::NEG_INFINITY);
+                let weights = scores.softmax(-1, Kind::Float).to_kind(q.kind());
+                self.dropout(weights, train).matmul(&v)
+            }
+            AttentionKernel::ScaledDotProduct => {
+                Tensor::scaled_dot_product_attention(&q, &k, &v, None::<Tensor>, p, true, None, false)
+            }
+        };
+        ys.transpose(1, 2).contiguous().view([b, t, w])
+    }
+
+    /// One decoder block: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`, each branch with residual
+    /// dropout.
+    fn block(&self, block: &Block, xs: &Tensor, train: bool) -> Tensor {
+        let attended = self.attention(block, &self.layer_norm(xs, &block.ln_1), train);
+        let xs = self.residual_add(xs, &attended.linear(&block.attn_proj, None::<Tensor>), train);
+        let hidden = self.layer_norm(&xs, &block.ln_2).linear(&block.c_fc, None::<Tensor>);
+        let hidden = match &self.fusion {
+            Some(f) => call(&f.gelu, &[&hidden]),
+            None => hidden.gelu("none"),
+        };
+        self.residual_add(&xs, &hidden.linear(&block.mlp_proj, None::<Tensor>), train)
+    }
+
+    /// The final LayerNorm and the tied head: logits [B, T, vocab].
+    fn head(&self, xs: &Tensor) -> Tensor {
+        self.layer_norm(xs, &self.ln_f).linear(&self.wte, None::<Tensor>)
+    }
+}
+
+impl Workload for Gpt {
+    fn var_store(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    fn var_store_mut(&mut self) -> &mut nn::VarStore {
+        &mut self.vs
+    }
+
+    /// Logits [B, T, vocab] of token ids `inputs` [B, T] (int64, T at most the context; longer
+    /// inputs panic).
+    fn forward(&self, inputs: &Tensor, train: bool) -> Tensor {
+        let xs = self.blocks.iter().fold(self.embed(inputs, train), |xs, b| self.block(b, &xs, train));
+        self.head(&xs)
+    }
+
+    /// One segment per block.
+    fn segments(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Block `k`, preceded by the embeddings for `k = 0` and followed by the final LayerNorm and
+    /// the head for the last block.
+    fn forward_segment(&self, k: usize, xs: &Tensor, train: bool) -> Tensor {
+        let last = self.segments() - 1;
+        assert!(k <= last, "segment {k} of a GPT with {} segments", last + 1);
+        let xs = match k {
+            0 => self.block(&self.blocks[0], &self.embed(xs, train), train),
+            _ => self.block(&self.blocks[k], xs, train),
+        };
+        if k == last {
+            self.head(&xs)
+        } else {
+            xs
+        }
+    }
+
+    /// Mean cross-entropy over every position of `outputs` [B, T, vocab] against `targets` [B, T].
+    fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor {
+        outputs.reshape([-1, self.config.vocab_size]).cross_entropy_for_logits(&targets.reshape([-1]))
+    }
+
+    /// Number of positions whose most likely next token is the target.
+    fn correct(&self, outputs: &Tensor, targets: &Tensor) -> Tensor {
+        outputs.argmax(-1, false).reshape([-1]).eq_tensor(&targets.reshape([-1])).sum(Kind::Int64)
+    }
+
+    /// Forward FLOPs per token, 2·N + 4·layers·width·context (one third of nanoGPT's and PaLM's
+    /// training estimate 6·N + 12·layers·width·context, N = [`Gpt::parameters_without_positions`]).
+    fn forward_flops_per_sample(&self) -> f64 {
+        let c = &self.config;
+        2.0 * self.parameters_without_positions() as f64 + 4.0 * (c.layers * c.width * c.context) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::adam::{Adam, AdamConfig};
+    use crate::optim::Optimizer;
+    use crate::test_support::seeded;
+    use crate::train::checkpoint::checkpointed_forward_backward;
+
+    /// A small config for the comparison tests.
+    fn small(layers: i64, dropout: f64) -> GptConfig {
+        GptConfig { vocab_size: 11, context: 16, layers, heads: 4, width: 32, dropout }
+    }
+
+    fn options(attention: AttentionKernel, jit_fusion: bool) -> GptOptions {
+        GptOptions { attention, jit_fusion }
+    }
+
+    /// A model built right after seeding (equal seeds give equal weights) and random token ids
+    /// [batch, t] drawn after it.
+    fn build(config: GptConfig, options: GptOptions, batch: i64, t: i64) -> (Gpt, Tensor) {
+        seeded(0, || {
+            let model = Gpt::new(config, options, Device::Cpu).unwrap();
+            let inputs = Tensor::randint(config.vocab_size, [batch, t], (Kind::Int64, Device::Cpu));
+            (model, inputs)
+        })
+    }
+
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+        (a - b).abs().max().double_value(&[])
+    }
+
+    #[test]
+    fn shakespeare_has_nanogpts_parameter_count() {
+        let model = seeded(0, || {
+            Gpt::new(GptConfig::shakespeare(65), options(AttentionKernel::Explicit, false), Device::Cpu)
+        })
+        .unwrap();
+        // nanoGPT prints "number of parameters: 10.65M" for shakespeare-char.
+        assert_eq!(model.parameters_without_positions(), 10_646_784);
+        let vars = model.var_store().variables();
+        assert_eq!(vars["transformer.wpe.weight"].size(), [256, 384]);
+        assert_eq!(vars.len(), 2 + 6 * 6 + 1, "wte, wpe, six weights per block, ln_f");
+        assert!(!vars.contains_key("lm_head.weight"), "the head is tied to wte");
+        let flops = model.forward_flops_per_sample();
+        assert_eq!(flops, 2.0 * 10_646_784.0 + 4.0 * 6.0 * 384.0 * 256.0);
+    }
+
+    #[test]
+    fn initialisation_follows_nanogpt() {
+        let (model, _) = build(small(4, 0.0), options(AttentionKernel::Explicit, false), 1, 1);
+        let vars = model.var_store().variables();
+        let std = |name: &str| vars[name].std(true).double_value(&[]);
+        assert!((std("transformer.h.1.mlp.c_fc.weight") - 0.02).abs() < 0.002);
+        let proj = 0.02 / 8f64.sqrt();
+        assert!((std("transformer.h.3.mlp.c_proj.weight") - proj).abs() < 0.0005);
+        assert!((std("transformer.h.0.attn.c_proj.weight") - proj).abs() < 0.001);
+        assert!(vars["transformer.ln_f.weight"].eq(1.0).all().int64_value(&[]) == 1);
+        assert_eq!(vars["transformer.h.2.attn.c_attn.weight"].size(), [96, 32]);
+    }
+
+    #[test]
+    fn both_attention_paths_agree() {
+        let config = small(2, 0.0);
+        let (explicit, inputs) = build(config, options(AttentionKernel::Explicit, false), 3, 16);
+        let (fused, _) = build(config, options(AttentionKernel::ScaledDotProduct, false), 3, 16);
+        for train in [false, true] {
+            let (a, b) = (explicit.forward(&inputs, train), fused.forward(&inputs, train));
+            assert_eq!(a.size(), [3, 16, 11]);
+            assert!(max_abs_diff(&a, &b) < 1e-5, "train {train}: {}", max_abs_diff(&a, &b));
+        }
+        // A shorter sequence uses a corner of the mask.
+        let short = inputs.slice(1, 0, 5, 1);
+        assert!(max_abs_diff(&explicit.forward(&short, false), &fused.forward(&short, false)) < 1e-5);
+    }
+
+    #[test]
+    fn no_position_sees_the_future() {
+        for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
+            let (model, inputs) = build(small(2, 0.0), options(attention, false), 2, 16);
+            let logits = model.forward(&inputs, false);
+            for t in [1, 7, 15] {
+                let changed = inputs.copy();
+                changed.slice(1, t, 16, 1).copy_(&((inputs.slice(1, t, 16, 1) + 1).remainder(11)));
+                assert!(!changed.equal(&inputs));
+                let other = model.forward(&changed, false);
+                let past = |l: &Tensor| l.slice(1, 0, t, 1);
+                assert!(max_abs_diff(&past(&logits), &past(&other)) < 1e-6, "{attention:?} t {t}");
+                assert!(max_abs_diff(&logits.slice(1, t, 16, 1), &other.slice(1, t, 16, 1)) > 1e-4);
+            }
+        }
+    }
+
+    #[test]
+    fn running_the_segments_in_order_is_the_forward_pass() {
+        for layers in [1, 3] {
+            let (model, inputs) = build(small(layers, 0.0), options(AttentionKernel::Explicit, false), 2, 9);
+            assert_eq!(model.segments(), layers as usize);
+            for train in [false, true] {
+                let segmented = (0..model.segments())
+                    .fold(inputs.shallow_clone(), |xs, k| model.forward_segment(k, &xs, train));
+                assert!(segmented.equal(&model.forward(&inputs, train)), "{layers} layers, train {train}");
+            }
+        }
+    }
+
+    #[test]
+    fn checkpointed_gradients_equal_plain_ones() {
+        let config = small(3, 0.0);
+        let gradients = |checkpointed: bool| {
+            let (model, inputs) = build(config, options(AttentionKernel::ScaledDotProduct, false), 2, 12);
+            let targets = inputs.roll([-1], [1]);
+            let loss = if checkpointed {
+                checkpointed_forward_backward(&model, &inputs, &targets, None).unwrap().0
+            } else {
+                let loss = model.loss(&model.forward(&inputs, true), &targets);
+                loss.backward();
+                loss
+            };
+            let mut grads: Vec<_> =
+                model.var_store().variables().into_iter().map(|(k, v)| (k, v.grad())).collect();
+            grads.sort_by(|a, b| a.0.cmp(&b.0));
+            (loss.double_value(&[]), grads)
+        };
+        let (plain_loss, plain) = gradients(false);
+        let (checkpointed_loss, checkpointed) = gradients(true);
+        assert!((plain_loss - checkpointed_loss).abs() < 1e-6);
+        assert_eq!(plain.len(), 2 + 3 * 6 + 1);
+        for ((name, a), (_, b)) in plain.iter().zip(&checkpointed) {
+            assert!(a.defined() && b.defined(), "{name} has no gradient");
+            let scale = a.abs().max().double_value(&[]);
+            assert!(scale > 0.0, "{name}");
+            assert!(max_abs_diff(a, b) <= 1e-5 * scale, "{name}: {} of {scale}", max_abs_diff(a, b));
+        }
+    }
+
+    #[test]
+    fn jit_fusion_computes_the_eager_math() {
+        for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
+            let (eager, inputs) = build(small(2, 0.0), options(attention, false), 2, 10);
+            let (fused, _) = build(small(2, 0.0), options(attention, true), 2, 10);
+            for train in [false, true] {
+                let (a, b) = (eager.forward(&inputs, train), fused.forward(&inputs, train));
+                assert!(max_abs_diff(&a, &b) < 1e-5, "{attention:?} train {train}: {}", max_abs_diff(&a, &b));
+            }
+        }
+    }
+
+    #[test]
+    fn jit_residual_dropout_draws_the_eager_masks() {
+        let (eager, inputs) = build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, false), 2, 10);
+        let (fused, _) = build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, true), 2, 10);
+        let a = seeded(1, || eager.forward(&inputs, true));
+        let b = seeded(1, || fused.forward(&inputs, true));
+        assert!(max_abs_diff(&a, &b) < 1e-5, "{}", max_abs_diff(&a, &b));
+        let c = seeded(2, || fused.forward(&inputs, true));
+        assert!(max_abs_diff(&a, &c) > 1e-3, "other masks, other logits");
+        assert!(fused.forward(&inputs, false).equal(&fused.forward(&inputs, false)), "no dropout in eval");
+    }
+
+    #[test]
+    fn overfits_a_short_text() {
+        let text = "The quick brown fox jumps over the lazy dog while the small cat sleeps by the \
+                    warm fire. A bird sings on the old oak tree, and the river runs slowly to the \
+                    sea. Every morning the baker bakes fresh bread, and the children walk to school \
+                    along the narrow lane, laughing and telling stories about dragons and kings.";
+        let mut vocab: Vec<char> = text.chars().collect();
+        vocab.sort_unstable();
+        vocab.dedup();
+        let ids: Vec<i64> = text.chars().map(|c| vocab.binary_search(&c).unwrap() as i64).collect();
+        let n = ids.len() as f64;
+        let entropy: f64 = vocab
+            .iter()
+            .map(|&c| text.chars().filter(|&x| x == c).count() as f64 / n)
+            .map(|p| -p * p.ln())
+            .sum();
+        let config = GptConfig {
+            vocab_size: vocab.len() as i64,
+            context: 32,
+            layers: 2,
+            heads: 4,
+            width: 64,
+            dropout: 0.0,
+        };
+        let (steps, batch) = (200, 16);
+        let (model, starts) = seeded(0, || {
+            let model =
+                Gpt::new(config, options(AttentionKernel::ScaledDotProduct, false), Device::Cpu).unwrap();
+            let starts = Tensor::randint(
+                ids.len() as i64 - config.context,
+                [steps, batch, 1],
+                (Kind::Int64, Device::Cpu),
+            );
+            (model, starts)
+        });
+        let data = Tensor::from_slice(&ids);
+        let offsets = Tensor::arange(config.context + 1, (Kind::Int64, Device::Cpu));
+        let mut optimizer = Adam::adamw(model.var_store().trainable_variables(), AdamConfig::default());
+        let mut loss = f64::INFINITY;
+        for step in 0..steps {
+            let windows =
+                data.index_select(0, &(starts.get(step) + &offsets).reshape([-1])).view([batch, -1]);
+            let inputs = windows.slice(1, 0, config.context, 1);
+            let targets = windows.slice(1, 1, config.context + 1, 1);
+            optimizer.zero_grad(true);
+            let l = model.loss(&model.forward(&inputs, true), &targets);
+            l.backward();
+            optimizer.step(3e-3).unwrap();
+            loss = l.double_value(&[]);
+        }
+        assert!(loss < 0.5 * entropy, "final loss {loss}, unigram entropy {entropy}");
+    }
+}
