@@ -5,6 +5,8 @@
 CARGO ?= cargo
 # Where `make data` looks for an ImageFolder tar of CIFAR-10 before trying to download it.
 CIFAR_TAR ?= ../shared/data/cifar10-jpeg.tar
+# Where `make data` looks for tiny Shakespeare before trying to download it.
+SHAKESPEARE_TXT ?= ../shared/data/tinyshakespeare.txt
 PROFILE ?= quick
 # `make run`'s tricks: those judged by throughput and memory (minutes on a CPU). The convergence
 # tricks train to accuracy, several minutes each: `make run TRICKS=all`.
@@ -25,6 +27,10 @@ data: build
 	elif [ -f "$(CIFAR_TAR)" ]; then ./target/release/trickbench data import "$(CIFAR_TAR)" --out data/cifar10; \
 	else ./target/release/trickbench data fetch cifar10 --out data/cifar10 || \
 	  echo "make data: no CIFAR-10 available; the benchmark will use synthetic data"; fi
+	@if [ -f data/shakespeare/tinyshakespeare.txt ]; then true; \
+	elif [ -f "$(SHAKESPEARE_TXT)" ]; then mkdir -p data/shakespeare && cp "$(SHAKESPEARE_TXT)" data/shakespeare/; \
+	else ./target/release/trickbench data fetch shakespeare --out data/shakespeare || \
+	  echo "make data: no tiny Shakespeare available; the GPT cells will be not applicable"; fi
 
 run: data
 	./target/release/trickbench run --profile $(PROFILE) --tricks $(TRICKS)

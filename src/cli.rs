@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a benchmark plan, writing results.json after every cell, then a summary.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Re-render plots, HTML, Markdown and CSV from results files.
     Report(ReportArgs),
     /// Compare the same workloads across GPUs or machines (one results file each).
@@ -37,7 +37,9 @@ pub enum Command {
 /// Options of `trickbench run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Workload: resnet20, resnet56, resnet110, or all (the profile's default set).
+    /// Workload: resnet8, resnet20, resnet56, resnet110, gpt-mini, gpt-shakespeare; resnet or gpt
+    /// (the profile's member of the family: ResNet-8 and the 2-layer GPT in smoke and quick,
+    /// ResNet-56 and the shakespeare-char GPT in standard and full); or all (both families).
     #[arg(long, default_value = "all")]
     pub workload: String,
     /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
@@ -81,6 +83,11 @@ pub struct RunArgs {
     /// them once. Without it packed-dataset is not applicable.
     #[arg(long)]
     pub images: Option<PathBuf>,
+    /// UTF-8 text file the GPT workloads train on (character-level; the first 90% trains, the
+    /// last 10% validates). `trickbench data fetch shakespeare --out data/shakespeare` (or `make
+    /// data`) writes the default.
+    #[arg(long, default_value = "data/shakespeare/tinyshakespeare.txt")]
+    pub text: PathBuf,
     /// Output directory (default: reports/runs/<run id>).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -2,23 +2,29 @@
 
 use std::fmt::Write;
 
+use crate::results::quality;
 use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, Results, Verdict};
 
 /// A plain-text table of every cell: status, throughput with its interval, speed-up against the
 /// baseline with its interval and verdict, peak memory, and time-to-accuracy.
 pub fn summary_table(results: &Results) -> String {
     let mut out = String::new();
-    let data = if results.run.data.synthetic { "SYNTHETIC data (not CIFAR-10)" } else { "CIFAR-10" };
+    let data: Vec<String> = results
+        .run
+        .datasets()
+        .map(|d| {
+            let name = if d.synthetic { "SYNTHETIC data (not CIFAR-10)" } else { d.name.as_str() };
+            format!("{name} ({} train / {} held-out {})", d.train_samples, d.test_samples, d.sample_unit)
+        })
+        .collect();
     let _ = writeln!(
         out,
-        "{} · {} · {} profile · {} design · {} ({} train / {} test images)",
+        "{} · {} · {} profile · {} design · {}",
         results.run.id,
         results.run.device,
         results.run.profile,
         results.run.design,
-        data,
-        results.run.data.train_samples,
-        results.run.data.test_samples
+        data.join(" · ")
     );
     let width = results.cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
@@ -51,13 +57,13 @@ pub fn summary_table(results: &Results) -> String {
             let versus = t.versus_text().map_or_else(String::new, |v| format!(" · {v}"));
             let _ = writeln!(
                 out,
-                "  {}/{}/b{}: {}/{} seeds reached {:.1}% · {median}{versus}",
+                "  {}/{}/b{}: {}/{} seeds reached {} · {median}{versus}",
                 t.workload,
                 t.configuration,
                 t.batch_size,
                 t.reached,
                 t.seeds,
-                t.target * 100.0
+                quality::target_text(&t.metric, t.target)
             );
         }
     }
@@ -116,20 +122,29 @@ fn status_detail(cell: &CellResult) -> Option<String> {
         CellStatus::Failed { error, .. } => Some(format!("failed: {error}")),
         CellStatus::OutOfMemory { error } => Some(format!("out of memory: {error}")),
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
-        CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| match tta.time_to_target_s {
-            Some(s) => format!(
-                "reached test accuracy {:.1}% (target {:.1}%) after {s:.1} s of training ({:.2} epochs; best {:.1}%)",
-                tta.curve.iter().find(|p| p.metric >= tta.target).map_or(0.0, |p| p.metric * 100.0),
-                tta.target * 100.0,
-                tta.epochs_to_target.unwrap_or(f64::NAN),
-                tta.best_metric * 100.0
-            ),
-            None => format!(
-                "did NOT reach test accuracy {:.1}% within the {:.0} s budget (best {:.1}%)",
-                tta.target * 100.0,
-                tta.budget_s,
-                tta.best_metric * 100.0
-            ),
+        CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| {
+            let value = |v: f64| quality::value_text(&tta.metric, v);
+            let target = quality::target_text(&tta.metric, tta.target);
+            match tta.time_to_target_s {
+                Some(s) => format!(
+                    "reached {} after {s:.1} s of training ({:.2} epochs; target {target}; best {})",
+                    tta.curve
+                        .iter()
+                        .find(|p| quality::reaches(&tta.metric, p.metric, tta.target))
+                        .map_or_else(String::new, |p| format!(
+                            "{} {}",
+                            quality::metric_words(&tta.metric),
+                            value(p.metric)
+                        )),
+                    tta.epochs_to_target.unwrap_or(f64::NAN),
+                    value(tta.best_metric)
+                ),
+                None => format!(
+                    "did NOT reach {target} within the {:.0} s budget (best {})",
+                    tta.budget_s,
+                    value(tta.best_metric)
+                ),
+            }
         }),
     }
 }

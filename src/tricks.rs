@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
-use crate::workloads::WorkloadId;
+use crate::workloads::{Family, WorkloadId};
 
 /// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -75,6 +75,9 @@ pub enum Trick {
     InputNorm,
     /// BatchNorm after every convolution instead of a plainly initialised net without it.
     BatchNorm,
+    // Transformer tricks (#6)
+    /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
+    FlashAttention,
 }
 
 /// What a trick is judged by.
@@ -114,7 +117,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 28] = [
+    pub const ALL: [Trick; 29] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -146,6 +149,8 @@ impl Trick {
         Trick::GradClipping,
         Trick::InputNorm,
         Trick::BatchNorm,
+        // Transformer tricks (#6)
+        Trick::FlashAttention,
     ];
 
     /// The tricks that choose the optimizer; at most one can be on.
@@ -183,6 +188,7 @@ impl Trick {
             Trick::GradClipping => "grad-clipping",
             Trick::InputNorm => "input-norm",
             Trick::BatchNorm => "batch-norm",
+            Trick::FlashAttention => "flash-attention",
         }
     }
 
@@ -214,11 +220,53 @@ impl Trick {
             Trick::GradAccumulation => Some(9),
             Trick::GradClipping => Some(14),
             Trick::InputNorm | Trick::BatchNorm => Some(17),
+            Trick::FlashAttention => None,
         }
     }
 
-    /// What the baseline ("off") does.
-    pub fn off(self) -> &'static str {
+    /// What the baseline ("off") does for a workload of `family`.
+    pub fn off(self, family: Family) -> &'static str {
+        match (self, family) {
+            (Trick::OneCycle, Family::CharGpt) => {
+                "the recipe's schedule: linear warm-up over 100 steps to 1e-3, cosine decay to 1e-4"
+            }
+            (Trick::JitFusion, Family::CharGpt) => {
+                "GELU and the residual dropout-add as eager ops (a kernel each)"
+            }
+            (Trick::ZeroCopy, Family::CharGpt) => "each batch's tokens copied into a new tensor",
+            (Trick::LoaderWorkers, Family::CharGpt) => {
+                "batches of random windows assembled on the training thread"
+            }
+            _ => self.cnn_off(),
+        }
+    }
+
+    /// What the trick ("on") does for a workload of `family`.
+    pub fn on(self, family: Family) -> &'static str {
+        match (self, family) {
+            (Trick::OneCycle, Family::CharGpt) => {
+                "1cycle at the same peak of 1e-3: warmed up from 1/25 of it over 30% of training, then \
+                 cosine-annealed to 1/250,000 of it, β₁ cycled inversely between 0.95 and 0.85"
+            }
+            (Trick::JitFusion, Family::CharGpt) => {
+                "GELU and the residual dropout-add as TorchScript-compiled functions the fuser can run \
+                 as one kernel each"
+            }
+            (Trick::GradClipping, Family::CharGpt) => {
+                "gradients clipped to global norm 1.0 (the recipe's), computed on the device without a \
+                 host read"
+            }
+            (Trick::ZeroCopy, Family::CharGpt) => "the host batch wrapped as a tensor without a copy",
+            (Trick::LoaderWorkers, Family::CharGpt) => {
+                "one worker thread per core (at least 2) assembles batches into a bounded prefetch \
+                 queue; the same batches in the same order"
+            }
+            _ => self.cnn_on(),
+        }
+    }
+
+    /// What "off" means in the CIFAR ResNet recipe (and wherever the GPT's does not differ).
+    fn cnn_off(self) -> &'static str {
         match self {
             Trick::Amp | Trick::AmpBf16 => "fp32 everywhere",
             Trick::CudnnBenchmark => "cuDNN picks convolution algorithms by heuristics",
@@ -257,11 +305,15 @@ impl Trick {
                 "no BatchNorm: plainly initialised convolutions with biases (a separate \
                  no-batch-norm reference cell)"
             }
+            Trick::FlashAttention => {
+                "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for \
+                 backward"
+            }
         }
     }
 
-    /// What the trick ("on") does.
-    pub fn on(self) -> &'static str {
+    /// What "on" means in the CIFAR ResNet recipe (and wherever the GPT's does not differ).
+    fn cnn_on(self) -> &'static str {
         match self {
             Trick::Amp => "autocast to fp16 with dynamic loss scaling",
             Trick::AmpBf16 => "autocast to bf16, no loss scaling",
@@ -312,6 +364,10 @@ impl Trick {
             }
             Trick::InputNorm => "per-channel standardised inputs, as in the recipe",
             Trick::BatchNorm => "BatchNorm after every convolution, as in the recipe",
+            Trick::FlashAttention => {
+                "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
+                 memory-efficient attention on a GPU) that never stores the T×T weights"
+            }
         }
     }
 
@@ -361,6 +417,9 @@ impl Trick {
             Trick::AmpBf16 => {
                 needs_cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")
             }
+            Trick::CudnnBenchmark if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} has no convolutions, whose algorithms are what cuDNN autotunes"
+            )),
             Trick::CudnnBenchmark => needs_cuda("cuDNN is NVIDIA's GPU library"),
             Trick::Tf32 => needs_cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs"),
             Trick::CudaGraphs if !device.is_cuda() => {
@@ -372,18 +431,23 @@ impl Trick {
                     .to_owned(),
             ),
             Trick::CudaGraphs => Applicability::Applies,
-            Trick::NoBiasBeforeBn | Trick::ChannelsLast | Trick::JitFusion if !workload.is_cnn() => {
-                Applicability::NotApplicable(format!("{workload} has no convolutions"))
+            Trick::ChannelsLast if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} has no convolutions: channels_last is a layout of 4-d image activations"
+            )),
+            Trick::NoBiasBeforeBn if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} has no BatchNorm (it uses LayerNorm, and its linear layers have no biases)"
+            )),
+            Trick::GpuAugment if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} reads text windows, which are not augmented"
+            )),
+            Trick::PackedDataset if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} reads one text file, held in memory as tokens: there are no image files \
+                 to decode"
+            )),
+            Trick::FlashAttention if workload.is_cnn() => {
+                Applicability::NotApplicable(format!("{workload} has no attention"))
             }
-            Trick::LoaderWorkers
-            | Trick::PinMemory
-            | Trick::ZeroCopy
-            | Trick::GpuAugment
-            | Trick::PackedDataset
-                if !workload.is_cnn() =>
-            {
-                Applicability::NotApplicable(format!("{workload} does not read CIFAR images"))
-            }
+            Trick::FlashAttention => Applicability::Applies,
             Trick::PinMemory => needs_cuda("pinned memory speeds host-to-GPU copies; there is no GPU"),
             Trick::AvoidSync
             | Trick::NoBiasBeforeBn
@@ -395,9 +459,24 @@ impl Trick {
             | Trick::GpuAugment
             | Trick::PackedDataset => Applicability::Applies,
             Trick::FusedOptimizer | Trick::JitFusion | Trick::DebugOff => Applicability::Applies,
-            Trick::Checkpointing | Trick::InputNorm | Trick::BatchNorm if !workload.is_cnn() => {
-                Applicability::NotApplicable(format!("{workload} is not a CIFAR ResNet"))
-            }
+            Trick::InputNorm if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} reads token ids, which are embedded, not standardised"
+            )),
+            Trick::BatchNorm if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's"
+            )),
+            Trick::MaxBatch if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload}'s recipe fixes 64 windows per batch; the batch-size study is the CIFAR \
+                 ResNet's (--design batch-sweep)"
+            )),
+            Trick::Adamw if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side \
+                 to compare"
+            )),
+            Trick::Lars | Trick::Lamb if !workload.is_cnn() => Applicability::NotApplicable(format!(
+                "{workload}'s recipe is AdamW at 64 windows per batch; the large-batch optimizers are \
+                 measured on the CIFAR ResNet at its large batch"
+            )),
             Trick::OneCycle
             | Trick::MaxBatch
             | Trick::Adamw
@@ -478,6 +557,18 @@ impl TrickSet {
                 Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
             })
             .or_else(|| self.conflict_reason())
+            .or_else(|| {
+                (workload.trains_with_dropout()
+                    && self.has(Trick::CudaGraphs)
+                    && self.has(Trick::Checkpointing))
+                .then(|| {
+                    format!(
+                        "{}: checkpointing replays {workload}'s dropout from a saved generator state, \
+                             which cannot be read while a CUDA graph is captured",
+                        Trick::CudaGraphs
+                    )
+                })
+            })
     }
 
     /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
@@ -489,6 +580,13 @@ impl TrickSet {
             return Some(format!(
                 "{} each replace the optimizer; only one can be on",
                 optimizers.join(" and ")
+            ));
+        }
+        if self.has(Trick::CudaGraphs) && self.has(Trick::OneCycle) {
+            return Some(format!(
+                "{}: 1cycle changes the momentum every step, and the SGD and fused kernels take it \
+                 as a number, which a captured graph would freeze",
+                Trick::CudaGraphs
             ));
         }
         let unfused = [Trick::Lars, Trick::Lamb].into_iter().find(|&t| self.has(t));
@@ -584,6 +682,8 @@ mod tests {
         assert!(both.conflict_reason().unwrap().contains("adamw and lars"));
         assert!(TrickSet::only(Trick::Lamb).conflict_reason().is_none());
         assert!(both.not_applicable_reason(WorkloadId::Resnet8, DeviceSpec::Cpu).is_some());
+        let graphed_cycle: TrickSet = [Trick::CudaGraphs, Trick::OneCycle].into_iter().collect();
+        assert!(graphed_cycle.conflict_reason().unwrap().contains("momentum"));
     }
 
     #[test]
@@ -648,5 +748,72 @@ mod tests {
         assert_eq!(TrickSet::baseline().label(), "baseline");
         let set: TrickSet = [Trick::ZeroGradNone, Trick::Amp].into_iter().collect();
         assert_eq!(set.label(), "amp+zero-grad-none");
+    }
+
+    #[test]
+    fn the_gpt_runs_the_issue_list_and_reports_the_cnn_only_tricks_with_reasons() {
+        let on_gpu = |t: Trick| t.applicability(WorkloadId::GptShakespeare, DeviceSpec::Cuda(0));
+        let gpt_tricks = [
+            Trick::Amp,
+            Trick::AmpBf16,
+            Trick::Tf32,
+            Trick::FlashAttention,
+            Trick::FusedOptimizer,
+            Trick::GradClipping,
+            Trick::Checkpointing,
+            Trick::GradAccumulation,
+            Trick::JitFusion,
+            Trick::ZeroGradNone,
+            Trick::AvoidSync,
+            Trick::NoGradEval,
+            Trick::DebugOff,
+            Trick::LoaderWorkers,
+            Trick::PinMemory,
+            Trick::OneCycle,
+        ];
+        for t in gpt_tricks {
+            assert_eq!(on_gpu(t), Applicability::Applies, "{t}");
+        }
+        let cnn_only = [
+            (Trick::CudnnBenchmark, "convolutions"),
+            (Trick::NoBiasBeforeBn, "BatchNorm"),
+            (Trick::ChannelsLast, "convolutions"),
+            (Trick::GpuAugment, "not augmented"),
+            (Trick::PackedDataset, "text file"),
+            (Trick::MaxBatch, "batch-sweep"),
+            (Trick::Adamw, "AdamW in every cell"),
+            (Trick::Lars, "large-batch"),
+            (Trick::Lamb, "large-batch"),
+            (Trick::InputNorm, "token ids"),
+            (Trick::BatchNorm, "LayerNorm"),
+        ];
+        for (t, why) in cnn_only {
+            match on_gpu(t) {
+                Applicability::NotApplicable(reason) => {
+                    assert!(reason.starts_with("gpt-shakespeare") && reason.contains(why), "{t}: {reason}")
+                }
+                Applicability::Applies => panic!("{t} must not apply to the GPT"),
+            }
+        }
+        match Trick::FlashAttention.applicability(WorkloadId::Resnet56, DeviceSpec::Cuda(0)) {
+            Applicability::NotApplicable(reason) => assert_eq!(reason, "resnet56 has no attention"),
+            Applicability::Applies => panic!("flash-attention must not apply to a ResNet"),
+        }
+        // Checkpointing replays dropout from a saved generator state, which a capture forbids.
+        let both: TrickSet = [Trick::CudaGraphs, Trick::Checkpointing].into_iter().collect();
+        if ffi::cuda_graphs_compiled() {
+            let reason = both.not_applicable_reason(WorkloadId::GptShakespeare, DeviceSpec::Cuda(0)).unwrap();
+            assert!(reason.contains("dropout"), "{reason}");
+            assert!(both.not_applicable_reason(WorkloadId::GptMini, DeviceSpec::Cuda(0)).is_none());
+        }
+    }
+
+    #[test]
+    fn off_and_on_read_in_the_workload_family_s_terms() {
+        assert!(Trick::OneCycle.off(Family::CharGpt).contains("cosine"));
+        assert!(Trick::OneCycle.off(Family::CifarResnet).contains("step schedule"));
+        assert!(Trick::GradClipping.on(Family::CharGpt).contains("1.0"));
+        assert!(Trick::JitFusion.on(Family::CharGpt).contains("GELU"));
+        assert_eq!(Trick::Amp.on(Family::CharGpt), Trick::Amp.on(Family::CifarResnet));
     }
 }

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
 use trickbench::results::store;
+use trickbench::workloads::Family;
 
 fn trickbench(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_trickbench"))
@@ -26,7 +27,7 @@ fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
     let stdout = text(&out.stdout);
     for trick in trickbench::tricks::Trick::ALL {
         assert!(stdout.contains(trick.id()), "{trick} missing from:\n{stdout}");
-        assert!(stdout.contains(trick.on()), "{trick}'s on-description missing");
+        assert!(stdout.contains(trick.on(Family::CifarResnet)), "{trick}'s on-description missing");
     }
     assert!(stdout.contains("guide #4") && stdout.contains("guide #16"));
     assert!(stdout.contains("not applicable to resnet8 on cpu: needs a CUDA GPU"));
@@ -63,6 +64,8 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
             "run",
             "--profile",
             "smoke",
+            "--workload",
+            "resnet",
             "--device",
             "cpu",
             "--tricks",
@@ -126,6 +129,139 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         &["run", "--profile", "smoke", "--device", "cpu", "--data", "no-such-dir", "--out", "run"],
     );
     assert!(!again.status.success() && text(&again.stderr).contains("--resume"));
+}
+
+/// A small corpus with a learnable structure: made-up sentences from a few words, in an order
+/// drawn from a fixed linear congruential sequence.
+/// Returns the size of its vocabulary.
+fn write_corpus(path: &Path, chars: usize) -> usize {
+    let words = [
+        "The", "king", "speaks,", "and", "Queen", "Mab", "answers:", "joy", "to", "her", "lord!", "Why?",
+        "Fie;", "exit", "vex", "zeal",
+    ];
+    let mut state: u64 = 7;
+    let mut text = String::new();
+    while text.len() < chars {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        text.push_str(words[(state >> 33) as usize % words.len()]);
+        text.push(if (state >> 20).is_multiple_of(7) { '\n' } else { ' ' });
+    }
+    std::fs::write(path, &text).unwrap();
+    text.chars().collect::<std::collections::BTreeSet<_>>().len()
+}
+
+#[test]
+fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let vocabulary = write_corpus(&dir.path().join("corpus.txt"), 40_000);
+    assert!(vocabulary > 30, "an untrained model's loss, ln {vocabulary}, must lie above the target 3.0");
+    let out = trickbench(
+        dir.path(),
+        &[
+            "run",
+            "--profile",
+            "smoke",
+            "--workload",
+            "all",
+            "--device",
+            "cpu",
+            "--tricks",
+            "flash-attention,channels-last,jit-fusion",
+            "--data",
+            "no-such-dir",
+            "--text",
+            "corpus.txt",
+            "--out",
+            "run",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let text_data = results.run.more_data.first().expect("the text is the run's second dataset");
+    assert_eq!((text_data.name.as_str(), text_data.sample_unit.as_str()), ("corpus.txt", "tokens"));
+    let characters = std::fs::read_to_string(dir.path().join("corpus.txt")).unwrap().chars().count();
+    assert_eq!(text_data.train_samples, characters * 9 / 10, "the first 90% of the characters train");
+    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("{id} missing"));
+    let na = |id: &str| match &cell(id).status {
+        CellStatus::NotApplicable { reason } => reason.clone(),
+        other => panic!("{id} should be not applicable: {other:?}"),
+    };
+    assert!(na("resnet8/flash-attention/b32/s0/train").contains("no attention"));
+    assert!(na("gpt-mini/channels-last/b8/s0/train").contains("no convolutions"));
+    for id in [
+        "gpt-mini/baseline/b8/s0/train",
+        "gpt-mini/flash-attention/b8/s0/train",
+        "gpt-mini/jit-fusion/b8/s0/train",
+    ] {
+        assert_eq!(cell(id).status, CellStatus::Ok, "{id}");
+        // A window of 64 tokens is 64 samples: throughput counts tokens.
+        assert!(cell(id).processes.iter().all(|p| p.timed_samples.is_multiple_of(64) && p.timed_samples > 0));
+    }
+    let tta = cell("gpt-mini/baseline/b8/s0/tta").time_to_accuracy.clone().unwrap();
+    assert_eq!(tta.metric, "validation_loss");
+    let untrained = tta.curve[0].metric;
+    let uniform = (vocabulary as f64).ln();
+    assert!((untrained - uniform).abs() < 0.5, "an untrained GPT is near uniform: {untrained} vs {uniform}");
+    assert!(tta.best_metric < untrained && tta.time_to_target_s.is_some(), "{tta:?}");
+    assert!(results.comparisons.iter().any(|c| c.cell == "gpt-mini/flash-attention/b8/s0/train"));
+
+    let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
+    let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
+    assert!(page.contains("gpt-mini") && page.contains("resnet8"), "both workloads in one report");
+    assert!(page.contains("validation loss ≤ 3.000") && page.contains("tokens/s"));
+    assert!(
+        page.contains(&format!("{} training and", characters * 9 / 10)) && page.contains("held-out tokens")
+    );
+}
+
+#[test]
+fn gpt_text_problems_name_the_file_and_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpt_run = |text_file: &str| {
+        trickbench(
+            dir.path(),
+            &["run", "--profile", "smoke", "--workload", "gpt", "--device", "cpu", "--text", text_file],
+        )
+    };
+    let missing = gpt_run("absent.txt");
+    let stderr = text(&missing.stderr);
+    assert!(
+        !missing.status.success() && stderr.contains("--text") && stderr.contains("absent.txt"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("data fetch shakespeare"), "{stderr}");
+    std::fs::write(dir.path().join("latin1.txt"), b"caf\xe9 au lait").unwrap();
+    let bad = gpt_run("latin1.txt");
+    let stderr = text(&bad.stderr);
+    assert!(!bad.status.success() && stderr.contains("latin1.txt") && stderr.contains("UTF-8"), "{stderr}");
+
+    // Under --workload all a missing text makes the GPT cells not applicable, with the reason.
+    let all = trickbench(
+        dir.path(),
+        &[
+            "run",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--tricks",
+            "channels-last",
+            "--no-time-to-accuracy",
+            "--data",
+            "no-such-dir",
+            "--text",
+            "absent.txt",
+            "--out",
+            "run",
+        ],
+    );
+    assert!(all.status.success(), "{}", text(&all.stderr));
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let gpt = results.cells.iter().find(|c| c.id == "gpt-mini/baseline/b8/s0/train").unwrap();
+    assert!(
+        matches!(&gpt.status, CellStatus::NotApplicable { reason } if reason.contains("no text file at absent.txt"))
+    );
 }
 
 #[test]

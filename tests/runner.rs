@@ -63,6 +63,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         time_to_accuracy_seeds: 1,
         large_batch_size: 128,
         max_batch_size: None,
+        missing_text: None,
         has_images: false,
     };
     RunSpec {
@@ -82,7 +83,9 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
                 synthetic: true,
                 train_samples: 0,
                 test_samples: 0,
+                sample_unit: "images".to_owned(),
             },
+            more_data: Vec::new(),
             protocol: Protocol {
                 warmup_steps: 1,
                 windows_per_process: 4,
@@ -98,6 +101,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         system: SystemInfo::collect(DeviceSpec::Cpu),
         plan: Plan::ablation(&request),
         images: None,
+        text: None,
         data_dir: PathBuf::from("unused"),
         out_dir: out_dir.to_path_buf(),
         resume: false,
@@ -254,6 +258,7 @@ fn job() -> CellJob {
         data_dir: PathBuf::from("unused"),
         round: 0,
         images: None,
+        text: None,
         memory_budget_bytes: None,
         super_convergence: false,
     }

@@ -25,7 +25,9 @@ fn seeded<T>(seed: i64, make: impl FnOnce() -> T) -> T {
 }
 
 fn resnet8(conv_bias: bool) -> CifarResnet {
-    seeded(7, || CifarResnet::new(ResnetOptions::for_workload(WorkloadId::Resnet8, conv_bias), Device::Cpu))
+    seeded(7, || {
+        CifarResnet::new(ResnetOptions::for_workload(WorkloadId::Resnet8, conv_bias).unwrap(), Device::Cpu)
+    })
 }
 
 fn trainer(tricks: &[Trick]) -> Trainer<CifarResnet> {
@@ -256,7 +258,7 @@ fn cuda_graphs_is_not_applicable_on_cpu_and_refuses_to_launch_there() {
 
 #[test]
 fn batch_norm_off_network_has_no_batchnorm_and_trains() {
-    let options = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(false);
+    let options = ResnetOptions::for_workload(WorkloadId::Resnet8, true).unwrap().with_batch_norm(false);
     let net = seeded(7, || CifarResnet::new(options, Device::Cpu));
     let names: Vec<String> = net.var_store().variables().into_keys().collect();
     assert!(names.iter().all(|n| !n.contains("bn") && !n.contains("running_")), "{names:?}");
@@ -314,7 +316,9 @@ fn assert_same_gradients(a: &[(String, Tensor)], b: &[(String, Tensor)], toleran
 fn checkpointing_gives_the_plain_backward_gradients_loss_and_accuracy() {
     // ResNet-8 has 4 segments (three recomputed), ResNet-20 10.
     for workload in [WorkloadId::Resnet8, WorkloadId::Resnet20] {
-        let net = || seeded(7, || CifarResnet::new(ResnetOptions::for_workload(workload, true), Device::Cpu));
+        let net = || {
+            seeded(7, || CifarResnet::new(ResnetOptions::for_workload(workload, true).unwrap(), Device::Cpu))
+        };
         let (plain, checkpointed) = (net(), net());
         let b = batch(6);
         let (loss, correct) = plain_forward_backward(&plain, &b, None);
@@ -387,7 +391,7 @@ fn flat_parameters(t: &Trainer<CifarResnet>) -> Tensor {
 
 /// One trainer step of a ResNet-8 (with or without BatchNorm) with `options` on a batch of 16.
 fn one_step(batch_norm: bool, options: TrainOptions) -> Trainer<CifarResnet> {
-    let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true).with_batch_norm(batch_norm);
+    let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true).unwrap().with_batch_norm(batch_norm);
     let mut t = Trainer::new(
         seeded(7, || CifarResnet::new(net, Device::Cpu)),
         &TrickSet::baseline(),
@@ -425,7 +429,7 @@ fn clipping_in_the_trainer_limits_the_update_to_the_global_norm() {
     // gradient, whose global norm is at most the limit.
     let sgd = trickbench::optim::sgd::SgdConfig { momentum: 0.0, weight_decay: 0.0 };
     let start = flat_parameters(&{
-        let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true);
+        let net = ResnetOptions::for_workload(WorkloadId::Resnet8, true).unwrap();
         let net = seeded(7, || CifarResnet::new(net, Device::Cpu));
         Trainer::new(net, &TrickSet::baseline(), DeviceSpec::Cpu, sgd).unwrap()
     });

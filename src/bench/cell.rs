@@ -1,5 +1,5 @@
 //! What one cell process does: build the workload with its tricks, then measure throughput over
-//! timed windows or train to a target accuracy. Runs inside the child process.
+//! timed windows or train to a target on the held-out set. Runs inside the child process.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,20 +10,23 @@ use serde::{Deserialize, Serialize};
 use crate::bench::profile::{Profile, ProfileName};
 use crate::data::cifar::{self, CifarSplit};
 use crate::data::import;
-use crate::data::loader::{eval_batches, CifarLoader, ImageSource, LoaderOptions, Pipeline};
+use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
+use crate::data::text::{eval_windows, TextCorpus, TextLoader, TextLoaderOptions};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
 use crate::measure::{memory, timer::SyncedTimer};
+use crate::results::quality;
 use crate::results::schema::{
     CellKey, CellKind, CurvePoint, Memory, Phase, ProcessMeasurement, TimeToAccuracy,
 };
 use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
 use crate::tricks::Trick;
+use crate::workloads::gpt::{AttentionKernel, Gpt, GptConfig, GptOptions};
 use crate::workloads::resnet::{CifarResnet, ResnetOptions};
-use crate::workloads::Workload;
+use crate::workloads::{Family, QualityMetric, Workload, WorkloadId};
 
 /// Everything a cell process needs to know, handed over as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +45,9 @@ pub struct CellJob {
     /// (`run --images`): decoded for every batch unless `packed-dataset` is on.
     #[serde(default)]
     pub images: Option<PathBuf>,
+    /// The UTF-8 text file the GPT workloads train on (`run --text`).
+    #[serde(default)]
+    pub text: Option<PathBuf>,
     /// Peak memory the cell may use, bytes ([`crate::results::schema::Memory::primary_bytes`]: device peak allocated on
     /// CUDA, peak resident set on CPU); beyond it the cell ends out of memory (`run
     /// --memory-budget-mib`, which makes batch-size probing testable on a CPU).
@@ -60,33 +66,69 @@ pub const PROBE_STEPS: usize = 2;
 pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
     memory::count_cpu_tensors()?;
-    let profile = job.profile.settings();
+    let profile = job.profile.settings(job.key.workload.family());
     let device = job.device;
     let tricks = &job.key.tricks;
     apply_process_tricks(tricks, device)?;
     // The "off" side of debug-off: debugging left on for the whole process.
     ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
-    let data = load_data(job, &profile)?;
-    let total_steps = profile.tta.planned_epochs * (data.train_samples / job.key.batch_size.max(1)).max(1);
+    let data = CellData::load(job, &profile)?;
+    let total_steps = match profile.tta.planned_steps {
+        Some(steps) => steps,
+        None => profile.tta.planned_epochs * data.steps_per_epoch(job.key.batch_size),
+    };
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
     tch::manual_seed(job.key.seed as i64);
-    let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn))
-        .with_batch_norm(recipe.batch_norm);
-    let mut model = CifarResnet::new(options, device.tch());
-    if tricks.has(Trick::JitFusion) {
-        model.use_jit_epilogue()?;
-    }
-    let mut trainer = Trainer::new(model, tricks, device, &recipe)?;
-    let loader_options = LoaderOptions {
-        batch_size: job.key.batch_size,
-        device: device.tch(),
-        augment: true,
-        channels_last: tricks.has(Trick::ChannelsLast),
-        pipeline: Pipeline::for_tricks(tricks),
-        // Each round draws its own batches; the weights are the same in every round.
-        seed: job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64),
-        standardise: recipe.standardise_inputs,
+    let mut measurement = match &data {
+        CellData::Images { .. } => {
+            let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn))?
+                .with_batch_norm(recipe.batch_norm);
+            let mut model = CifarResnet::new(options, device.tch());
+            if tricks.has(Trick::JitFusion) {
+                model.use_jit_epilogue()?;
+            }
+            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+        }
+        CellData::Text { corpus, .. } => {
+            let config = gpt_config(job.key.workload, corpus.vocab_size() as i64)?;
+            let options = GptOptions {
+                attention: if tricks.has(Trick::FlashAttention) {
+                    AttentionKernel::ScaledDotProduct
+                } else {
+                    AttentionKernel::Explicit
+                },
+                jit_fusion: tricks.has(Trick::JitFusion),
+            };
+            let model = Gpt::new(config, options, device.tch())?;
+            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+        }
     };
+    measurement.wall_s = started.elapsed().as_secs_f64();
+    Ok(measurement)
+}
+
+/// The shape of a GPT workload for a vocabulary of `vocab_size` characters.
+pub fn gpt_config(workload: WorkloadId, vocab_size: i64) -> Result<GptConfig, Error> {
+    match workload {
+        WorkloadId::GptMini => Ok(GptConfig::mini(vocab_size)),
+        WorkloadId::GptShakespeare => Ok(GptConfig::shakespeare(vocab_size)),
+        other => Err(Error::Invalid(format!("{other} is not a GPT"))),
+    }
+}
+
+/// Measures what the cell's kind asks for with `trainer` on `data`.
+fn measure<W: Workload>(
+    job: &CellJob,
+    profile: &Profile,
+    recipe: &Recipe,
+    mut trainer: Trainer<W>,
+    data: &CellData,
+) -> Result<ProcessMeasurement, Error> {
+    let device = job.device;
+    let tricks = &job.key.tricks;
+    // Each round draws its own batches; the weights are the same in every round.
+    let seed = job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64);
+    let inputs = InputOptions { batch_size: job.key.batch_size, seed, recipe, job };
     memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {
@@ -110,13 +152,13 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     };
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
-            let mut loader = CifarLoader::new(data.train, loader_options)?;
+            let mut loader = data.training(&inputs)?;
             let lr = recipe.schedule.lr(0);
             for _ in 0..profile.warmup_steps.max(trainer.steps_before_steady_state()) {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();
-            time_windows(&profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, || {
                 let batch = loader.next_batch()?;
                 trainer.train_step(&batch, lr)?;
                 Ok(batch.len())
@@ -127,13 +169,12 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
         }
         CellKind::Throughput { phase: Phase::Eval } => {
             let no_grad = tricks.has(Trick::NoGradEval);
-            let options = LoaderOptions { augment: false, ..loader_options };
-            // Evaluation batches drawn endlessly from the test split (order is irrelevant to speed).
-            let mut batches = CifarLoader::new(Arc::new(data.test), options)?;
+            // Evaluation batches drawn endlessly from the held-out split (order is irrelevant to speed).
+            let mut batches = data.held_out_endless(&inputs)?;
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
-            time_windows(&profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, || {
                 let batch = batches.next_batch()?;
                 // The count of correct predictions stays on the device: no host read per batch.
                 let _correct = trainer.eval_batch(&batch, no_grad)?;
@@ -141,13 +182,12 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
             })?;
         }
         CellKind::TimeToAccuracy => {
-            let tta =
-                train_to_target(&mut trainer, data, loader_options, device, &profile, &recipe.schedule)?;
+            let tta = train_to_target(&mut trainer, data, &inputs, profile, &recipe.schedule)?;
             measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
             measurement.time_to_accuracy = Some(tta);
         }
         CellKind::MemoryProbe => {
-            let mut loader = CifarLoader::new(data.train, loader_options)?;
+            let mut loader = data.training(&inputs)?;
             let lr = recipe.schedule.lr(0);
             for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
                 trainer.train_step(&loader.next_batch()?, lr)?;
@@ -159,10 +199,8 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     }
     measurement.memory = memory::peaks(device)?;
     within_budget(&measurement.memory, job.memory_budget_bytes)?;
-    measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
 }
-
 /// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`.
 fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
@@ -210,84 +248,224 @@ fn record_energy(measurement: &mut ProcessMeasurement, sampler: Result<PowerSamp
     }
 }
 
-/// The data of a cell: where training images come from, and the packed test split.
-struct CellData {
-    train: ImageSource,
-    train_samples: usize,
-    test: CifarSplit,
+/// Endless batches from a loader, whatever the workload reads.
+trait BatchSource {
+    /// The next batch.
+    fn next_batch(&mut self) -> Result<Batch, Error>;
+    /// Passes over the training split so far (fractional).
+    fn epochs(&self) -> f64;
 }
 
-/// Loads the dataset, cut to the profile's subset sizes: the packed CIFAR-10 files of `data_dir`,
-/// or with `images` the image files, packed once when `packed-dataset` is on and otherwise left
-/// encoded so that every batch decodes them (the test split is always packed once).
-fn load_data(job: &CellJob, profile: &Profile) -> Result<CellData, Error> {
-    let cut = |split: CifarSplit, n: Option<usize>| match n {
-        Some(n) => split.subset(n),
-        None => split,
-    };
-    let Some(images) = &job.images else {
-        let full = cifar::load_dir(&job.data_dir)?;
-        let train = cut(full.train, profile.train_samples);
-        return Ok(CellData {
-            train_samples: train.len(),
-            train: Arc::new(train).into(),
-            test: cut(full.test, profile.test_samples),
-        });
-    };
-    let (train, test) = import::read_encoded(images)?;
-    let train = match profile.train_samples {
-        Some(n) => train.subset(n),
-        None => train,
-    };
-    let test = match profile.test_samples {
-        Some(n) => test.subset(n),
-        None => test,
-    };
-    let train_samples = train.len();
-    let train = if job.key.tricks.has(Trick::PackedDataset) {
-        ImageSource::Packed(Arc::new(train.pack()?))
-    } else {
-        ImageSource::Encoded(Arc::new(train))
-    };
-    Ok(CellData { train, train_samples, test: test.pack()? })
+impl BatchSource for CifarLoader {
+    fn next_batch(&mut self) -> Result<Batch, Error> {
+        CifarLoader::next_batch(self)
+    }
+
+    fn epochs(&self) -> f64 {
+        CifarLoader::epochs(self)
+    }
 }
 
-/// Trains from scratch with `schedule`, evaluating on the test split every `eval_every_steps` of the
-/// profile's time-to-accuracy batch (as many samples between evaluations at any batch size),
-/// until the target accuracy, the time budget or the planned epochs run out.
-fn train_to_target(
-    trainer: &mut Trainer<CifarResnet>,
-    data: CellData,
-    loader_options: LoaderOptions,
-    device: DeviceSpec,
+impl BatchSource for TextLoader {
+    fn next_batch(&mut self) -> Result<Batch, Error> {
+        TextLoader::next_batch(self)
+    }
+
+    fn epochs(&self) -> f64 {
+        TextLoader::epochs(self)
+    }
+}
+
+/// What a cell's loaders are built from besides the data.
+struct InputOptions<'a> {
+    batch_size: usize,
+    seed: u64,
+    recipe: &'a Recipe,
+    job: &'a CellJob,
+}
+
+/// The data of a cell.
+enum CellData {
+    /// CIFAR images: where training images come from, and the packed test split.
+    Images { train: ImageSource, train_samples: usize, test: CifarSplit },
+    /// A text corpus, split into training and validation tokens, read in windows of `context`
+    /// tokens.
+    Text { corpus: TextCorpus, context: usize },
+}
+
+impl CellData {
+    /// Loads the dataset the cell's workload reads, cut to the profile's subset sizes: for a
+    /// ResNet the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
+    /// once when `packed-dataset` is on, otherwise left encoded so that every batch decodes them;
+    /// the test split is always packed once); for a GPT the text file.
+    fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
+        if job.key.workload.family() == Family::CharGpt {
+            let path = job.text.as_ref().ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} trains on a text file, and none was given (--text)",
+                    job.key.workload
+                ))
+            })?;
+            let context = gpt_config(job.key.workload, 1)?.context as usize;
+            return Ok(CellData::Text { corpus: TextCorpus::from_file(path)?, context });
+        }
+        let cut = |split: CifarSplit, n: Option<usize>| match n {
+            Some(n) => split.subset(n),
+            None => split,
+        };
+        let Some(images) = &job.images else {
+            let full = cifar::load_dir(&job.data_dir)?;
+            let train = cut(full.train, profile.train_samples);
+            return Ok(CellData::Images {
+                train_samples: train.len(),
+                train: Arc::new(train).into(),
+                test: cut(full.test, profile.test_samples),
+            });
+        };
+        let (train, test) = import::read_encoded(images)?;
+        let train = match profile.train_samples {
+            Some(n) => train.subset(n),
+            None => train,
+        };
+        let test = match profile.test_samples {
+            Some(n) => test.subset(n),
+            None => test,
+        };
+        let train_samples = train.len();
+        let train = if job.key.tricks.has(Trick::PackedDataset) {
+            ImageSource::Packed(Arc::new(train.pack()?))
+        } else {
+            ImageSource::Encoded(Arc::new(train))
+        };
+        Ok(CellData::Images { train, train_samples, test: test.pack()? })
+    }
+
+    /// Optimizer steps in one pass over the training split at `batch_size` samples per step
+    /// (images, or windows).
+    fn steps_per_epoch(&self, batch_size: usize) -> usize {
+        let samples = match self {
+            CellData::Images { train_samples, .. } => *train_samples,
+            CellData::Text { corpus, context } => corpus.train.len() / (*context).max(1),
+        };
+        (samples / batch_size.max(1)).max(1)
+    }
+
+    /// The CIFAR loader options of a cell.
+    fn image_options(inputs: &InputOptions, augment: bool) -> LoaderOptions {
+        let tricks = &inputs.job.key.tricks;
+        LoaderOptions {
+            batch_size: inputs.batch_size,
+            device: inputs.job.device.tch(),
+            augment,
+            channels_last: tricks.has(Trick::ChannelsLast),
+            pipeline: Pipeline::for_tricks(tricks),
+            seed: inputs.seed,
+            standardise: inputs.recipe.standardise_inputs,
+        }
+    }
+
+    /// The text loader options of a cell reading windows of `context` tokens.
+    fn text_options(inputs: &InputOptions, context: usize) -> TextLoaderOptions {
+        TextLoaderOptions {
+            batch_size: inputs.batch_size,
+            context,
+            device: inputs.job.device.tch(),
+            seed: inputs.seed,
+            pipeline: Pipeline::for_tricks(&inputs.job.key.tricks),
+        }
+    }
+
+    /// Endless training batches: augmented images, or random windows of the training split.
+    fn training(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+        Ok(match self {
+            CellData::Images { train, .. } => {
+                Box::new(CifarLoader::new(train.clone(), Self::image_options(inputs, true))?)
+            }
+            CellData::Text { corpus, context } => {
+                Box::new(TextLoader::new(corpus.train.clone(), Self::text_options(inputs, *context))?)
+            }
+        })
+    }
+
+    /// Endless batches of held-out data, for evaluation throughput: unaugmented test images, or
+    /// random windows of the validation split.
+    fn held_out_endless(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+        Ok(match self {
+            CellData::Images { test, .. } => {
+                Box::new(CifarLoader::new(Arc::new(test.clone()), Self::image_options(inputs, false))?)
+            }
+            CellData::Text { corpus, context } => {
+                Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
+            }
+        })
+    }
+
+    /// Every held-out sample once, in batches: the test images, or the profile's number of
+    /// validation windows.
+    fn held_out<'a>(
+        &'a self,
+        inputs: &InputOptions,
+        profile: &Profile,
+    ) -> Result<Box<dyn Iterator<Item = Result<Batch, Error>> + 'a>, Error> {
+        Ok(match self {
+            CellData::Images { test, .. } => Box::new(eval_batches(test, Self::image_options(inputs, false))),
+            CellData::Text { corpus, context } => {
+                let options = Self::text_options(inputs, *context);
+                Box::new(eval_windows(
+                    &corpus.validation,
+                    *context,
+                    options.batch_size,
+                    profile.test_samples,
+                    options.device,
+                    options.pipeline,
+                ))
+            }
+        })
+    }
+}
+
+/// Trains from scratch with `schedule`, evaluating on the held-out set every `eval_every_steps`
+/// of the profile's time-to-target batch (as many samples between evaluations at any batch size),
+/// until the target, the time budget or the planned steps run out.
+fn train_to_target<W: Workload>(
+    trainer: &mut Trainer<W>,
+    data: &CellData,
+    inputs: &InputOptions,
     profile: &Profile,
     schedule: &Schedule,
 ) -> Result<TimeToAccuracy, Error> {
     let settings = profile.tta;
-    let eval_options =
-        LoaderOptions { augment: false, channels_last: loader_options.channels_last, ..loader_options };
-    let mut loader = CifarLoader::new(data.train, loader_options)?;
+    let device = inputs.job.device;
+    let metric = inputs.job.key.workload.family().quality_metric();
+    let mut loader = data.training(inputs)?;
     let total_steps = schedule.total_steps();
     let eval_every_steps =
-        (settings.eval_every_steps * settings.batch_size / loader_options.batch_size.max(1)).max(1);
+        (settings.eval_every_steps * settings.batch_size / inputs.batch_size.max(1)).max(1);
+    let evaluate = |trainer: &Trainer<W>| -> Result<f64, Error> {
+        let evaluation = trainer.evaluate(data.held_out(inputs, profile)?, true)?;
+        Ok(match metric {
+            QualityMetric::TestAccuracy => evaluation.accuracy,
+            QualityMetric::ValidationLoss => evaluation.mean_loss,
+        })
+    };
     let wall = Instant::now();
     let mut result = TimeToAccuracy {
-        metric: "test_accuracy".to_owned(),
-        target: settings.target_accuracy,
+        metric: metric.id().to_owned(),
+        target: settings.target,
         budget_s: settings.budget_s,
         time_to_target_s: None,
         wall_time_to_target_s: None,
         epochs_to_target: None,
-        best_metric: 0.0,
+        best_metric: quality::worst(metric.id()),
         curve: Vec::new(),
     };
     let mut train_s = 0.0;
     let mut step = 0;
     // The curve starts with the untrained network (time 0), then one point per segment.
-    let accuracy = trainer.evaluate(eval_batches(&data.test, eval_options), true)?;
+    let untrained = evaluate(trainer)?;
     record_point(
         &mut result,
-        CurvePoint { step, epoch: 0.0, train_s, wall_s: 0.0, metric: accuracy, train_loss: None },
+        CurvePoint { step, epoch: 0.0, train_s, wall_s: 0.0, metric: untrained, train_loss: None },
     );
     while result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s {
         let timer = SyncedTimer::start(device);
@@ -301,20 +479,20 @@ fn train_to_target(
         }
         trainer.metrics_mut().flush();
         train_s += timer.stop();
-        let accuracy = trainer.evaluate(eval_batches(&data.test, eval_options), true)?;
         let point = CurvePoint {
             step,
             epoch: loader.epochs(),
             train_s,
+            metric: evaluate(trainer)?,
             wall_s: wall.elapsed().as_secs_f64(),
-            metric: accuracy,
             train_loss: trainer.metrics_mut().last_mean_loss(),
         };
         eprintln!(
-            "step {step:>6}  epoch {:>5.2}  train {train_s:>7.1} s  loss {:.3}  test accuracy {:.4}",
+            "step {step:>6}  epoch {:>5.2}  train {train_s:>7.1} s  loss {:.3}  {} {}",
             point.epoch,
             point.train_loss.unwrap_or(f64::NAN),
-            point.metric
+            quality::metric_words(&result.metric),
+            quality::value_text(&result.metric, point.metric)
         );
         record_point(&mut result, point);
     }
@@ -324,8 +502,8 @@ fn train_to_target(
 /// Adds an evaluation to the curve and marks the first time the target is reached.
 fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
     result.curve.push(point);
-    result.best_metric = result.best_metric.max(point.metric);
-    if point.metric >= result.target && result.time_to_target_s.is_none() {
+    result.best_metric = quality::better(&result.metric, result.best_metric, point.metric);
+    if quality::reaches(&result.metric, point.metric, result.target) && result.time_to_target_s.is_none() {
         result.time_to_target_s = Some(point.train_s);
         result.wall_time_to_target_s = Some(point.wall_s);
         result.epochs_to_target = Some(point.epoch);

@@ -7,7 +7,7 @@ use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Metric, Trick, TrickSet};
-use crate::workloads::WorkloadId;
+use crate::workloads::{Family, WorkloadId};
 
 /// An experimental design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +103,9 @@ pub struct PlanRequest {
     pub large_batch_size: usize,
     /// The largest batch that fit, when it has been probed (`max-batch` needs it).
     pub max_batch_size: Option<usize>,
+    /// Why the GPT workloads cannot run, when their text file is missing (their cells are then
+    /// not applicable).
+    pub missing_text: Option<String>,
 }
 
 impl Plan {
@@ -284,9 +287,10 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         CellKind::Throughput { .. } | CellKind::MemoryProbe => request.batch_size,
     };
     let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind, reference_for: None };
-    let not_applicable = key
-        .tricks
-        .not_applicable_reason(workload, request.device)
+    let missing_text = request.missing_text.as_ref().filter(|_| workload.family() == Family::CharGpt);
+    let not_applicable = missing_text
+        .cloned()
+        .or_else(|| key.tricks.not_applicable_reason(workload, request.device))
         .or_else(|| key.tricks.missing_source_reason(request.has_images));
     PlannedCell { key, not_applicable }
 }
@@ -423,6 +427,7 @@ mod tests {
             time_to_accuracy_seeds: 1,
             large_batch_size: 512,
             max_batch_size: None,
+            missing_text: None,
             has_images: false,
         }
     }

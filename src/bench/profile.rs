@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::workloads::WorkloadId;
+use crate::workloads::{Family, WorkloadId};
 
 /// A named profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -15,11 +15,14 @@ pub enum ProfileName {
     /// Seconds: checks the whole pipeline end to end with tiny measurements; its numbers are not
     /// meant to be read.
     Smoke,
-    /// Minutes on a 2-core CPU: ResNet-8, a test subset, a modest accuracy target.
+    /// Minutes on a 2-core CPU: ResNet-8 with a test subset and a modest accuracy target; the
+    /// 2-layer GPT with a modest validation-loss target.
     Quick,
-    /// The GPU default: ResNet-56 on full CIFAR-10, one time-to-accuracy seed.
+    /// The GPU default: ResNet-56 on full CIFAR-10 and nanoGPT's shakespeare-char GPT, one
+    /// time-to-target seed.
     Standard,
-    /// The GPU reference: ResNet-56 on full CIFAR-10 to 93% test accuracy, three seeds.
+    /// The GPU reference: ResNet-56 to 93% test accuracy and the GPT to validation loss 1.47,
+    /// three seeds.
     Full,
 }
 
@@ -38,12 +41,34 @@ impl ProfileName {
         }
     }
 
-    /// The settings of this profile.
-    pub fn settings(self) -> Profile {
+    /// The settings of this profile for workloads of `family`.
+    pub fn settings(self, family: Family) -> Profile {
+        match family {
+            Family::CifarResnet => self.cifar_resnet(),
+            Family::CharGpt => self.char_gpt(),
+        }
+    }
+
+    /// The profile's member of `family` (what `--workload resnet` or `--workload gpt` runs).
+    pub fn workload(self, family: Family) -> WorkloadId {
+        match (family, self) {
+            (Family::CifarResnet, ProfileName::Smoke | ProfileName::Quick) => WorkloadId::Resnet8,
+            (Family::CifarResnet, ProfileName::Standard | ProfileName::Full) => WorkloadId::Resnet56,
+            (Family::CharGpt, ProfileName::Smoke | ProfileName::Quick) => WorkloadId::GptMini,
+            (Family::CharGpt, ProfileName::Standard | ProfileName::Full) => WorkloadId::GptShakespeare,
+        }
+    }
+
+    /// The workloads `--workload all` runs: the profile's ResNet, then its GPT.
+    pub fn workloads(self) -> Vec<WorkloadId> {
+        vec![self.workload(Family::CifarResnet), self.workload(Family::CharGpt)]
+    }
+
+    /// The CIFAR ResNet settings.
+    fn cifar_resnet(self) -> Profile {
         match self {
             ProfileName::Smoke => Profile {
                 name: self,
-                workloads: vec![WorkloadId::Resnet8],
                 batch_size: 32,
                 warmup_steps: 1,
                 windows_per_process: 2,
@@ -55,7 +80,8 @@ impl ProfileName {
                 cpu_memory_budget_mib: 1536,
                 tta: TtaSettings {
                     batch_size: 32,
-                    target_accuracy: 0.25,
+                    target: 0.25,
+                    planned_steps: None,
                     budget_s: 60.0,
                     planned_epochs: 3,
                     eval_every_steps: 20,
@@ -66,7 +92,6 @@ impl ProfileName {
             },
             ProfileName::Quick => Profile {
                 name: self,
-                workloads: vec![WorkloadId::Resnet8],
                 batch_size: 128,
                 warmup_steps: 3,
                 windows_per_process: 5,
@@ -78,7 +103,8 @@ impl ProfileName {
                 cpu_memory_budget_mib: 2048,
                 tta: TtaSettings {
                     batch_size: 64,
-                    target_accuracy: 0.60,
+                    target: 0.60,
+                    planned_steps: None,
                     budget_s: 240.0,
                     planned_epochs: 3,
                     eval_every_steps: 100,
@@ -89,7 +115,6 @@ impl ProfileName {
             },
             ProfileName::Standard => Profile {
                 name: self,
-                workloads: vec![WorkloadId::Resnet56],
                 batch_size: 128,
                 warmup_steps: 20,
                 windows_per_process: 10,
@@ -101,7 +126,8 @@ impl ProfileName {
                 cpu_memory_budget_mib: 16384,
                 tta: TtaSettings {
                     batch_size: 128,
-                    target_accuracy: 0.90,
+                    target: 0.90,
+                    planned_steps: None,
                     budget_s: 1800.0,
                     planned_epochs: 40,
                     eval_every_steps: 390,
@@ -113,18 +139,102 @@ impl ProfileName {
             ProfileName::Full => {
                 // The standard profile, measured longer and trained to He et al.'s accuracy with
                 // their schedule: 64k iterations at batch 128 (164 epochs), ÷10 at 50% and 75%.
-                let standard = ProfileName::Standard.settings();
+                let standard = ProfileName::Standard.cifar_resnet();
                 Profile {
                     name: self,
                     rounds: 5,
                     cell_timeout_s: 4200.0,
                     tta: TtaSettings {
-                        target_accuracy: 0.93,
+                        target: 0.93,
                         budget_s: 3600.0,
                         planned_epochs: 164,
                         seeds: 3,
                         ..standard.tta
                     },
+                    ..standard
+                }
+            }
+        }
+    }
+
+    /// The character-level GPT settings (nanoGPT's shakespeare-char recipe: 64 windows per step,
+    /// AdamW at 1e-3 with 100 warm-up steps and cosine decay over 5,000 steps, evaluated every
+    /// 250). A sample is a token: a window of the context length holds that many predictions.
+    fn char_gpt(self) -> Profile {
+        let tta = TtaSettings {
+            batch_size: 64,
+            target: 1.60,
+            planned_epochs: 0,
+            planned_steps: Some(5_000),
+            budget_s: 1800.0,
+            eval_every_steps: 250,
+            base_lr: 1e-3,
+            seeds: 1,
+            large_batch_size: 64,
+        };
+        match self {
+            ProfileName::Smoke => Profile {
+                name: self,
+                batch_size: 8,
+                warmup_steps: 1,
+                windows_per_process: 2,
+                steps_per_window: 1,
+                rounds: 2,
+                cell_timeout_s: 120.0,
+                train_samples: None,
+                test_samples: Some(16),
+                cpu_memory_budget_mib: 1536,
+                tta: TtaSettings {
+                    batch_size: 8,
+                    target: 3.0,
+                    planned_steps: Some(100),
+                    budget_s: 60.0,
+                    eval_every_steps: 20,
+                    ..tta
+                },
+            },
+            ProfileName::Quick => Profile {
+                name: self,
+                batch_size: 32,
+                warmup_steps: 3,
+                windows_per_process: 5,
+                steps_per_window: 3,
+                rounds: 3,
+                cell_timeout_s: 300.0,
+                train_samples: None,
+                test_samples: Some(128),
+                cpu_memory_budget_mib: 2048,
+                tta: TtaSettings {
+                    batch_size: 32,
+                    target: QUICK_GPT_TARGET_LOSS,
+                    planned_steps: Some(1_500),
+                    budget_s: 240.0,
+                    eval_every_steps: 100,
+                    ..tta
+                },
+            },
+            ProfileName::Standard => Profile {
+                name: self,
+                batch_size: 64,
+                warmup_steps: 20,
+                windows_per_process: 10,
+                steps_per_window: 20,
+                rounds: 3,
+                cell_timeout_s: 600.0,
+                train_samples: None,
+                // nanoGPT estimates the validation loss on 200 batches of 64 random windows; 400
+                // fixed windows (102,400 of the split's 111,540 tokens) cover nearly all of it.
+                test_samples: Some(400),
+                cpu_memory_budget_mib: 16384,
+                tta,
+            },
+            ProfileName::Full => {
+                let standard = ProfileName::Standard.char_gpt();
+                Profile {
+                    name: self,
+                    rounds: 5,
+                    cell_timeout_s: 4200.0,
+                    tta: TtaSettings { target: 1.47, budget_s: 3600.0, seeds: 3, ..standard.tta },
                     ..standard
                 }
             }
@@ -153,9 +263,8 @@ impl FromStr for ProfileName {
 pub struct Profile {
     /// Which profile this is.
     pub name: ProfileName,
-    /// Workloads run by `--workload all`.
-    pub workloads: Vec<WorkloadId>,
-    /// Samples per step (the recipe's 128).
+    /// Samples per step: images (the ResNet recipe's 128), or windows of the context length for
+    /// the GPT (its recipe's 64).
     pub batch_size: usize,
     /// Untimed steps before the first window.
     pub warmup_steps: usize,
@@ -167,9 +276,10 @@ pub struct Profile {
     pub rounds: usize,
     /// Wall-clock limit per cell process, seconds.
     pub cell_timeout_s: f64,
-    /// Training images used (`None`: all).
+    /// Training images used (`None`: all; the GPT always trains on the whole training split).
     pub train_samples: Option<usize>,
-    /// Test images used for evaluation (`None`: all).
+    /// Held-out samples used for evaluation: test images, or validation windows of the context
+    /// length (`None`: all).
     pub test_samples: Option<usize>,
     /// Peak memory a cell may use on a CPU, MiB (`run --memory-budget-mib` overrides it, on any
     /// device): the limit batch-size probing runs into there, below what the machine has.
@@ -178,13 +288,22 @@ pub struct Profile {
     pub tta: TtaSettings,
 }
 
+/// The validation loss (nats per token) the quick profile's 2-layer GPT trains to: on tiny
+/// Shakespeare its baseline reaches 1.859 after 1,100 and 1.835 after 1,200 of its 1,500 planned
+/// steps, ending at 1.793 (seed 0; 1cycle ends at 1.804, clipping at 1.795).
+pub const QUICK_GPT_TARGET_LOSS: f64 = 1.85;
+
 /// How a time-to-accuracy cell trains and when it stops.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TtaSettings {
-    /// Samples per step of time-to-accuracy training.
+    /// Samples per step of time-to-target training (images, or windows for the GPT).
     pub batch_size: usize,
-    /// Test accuracy to reach (fraction).
-    pub target_accuracy: f64,
+    /// The held-out metric to reach: test accuracy (a fraction, reached from below) for the
+    /// ResNets, validation loss (nats per token, reached from above) for the GPT.
+    pub target: f64,
+    /// Optimizer steps the schedule is planned over, when set (the GPT's); otherwise
+    /// `planned_epochs` epochs of the training split.
+    pub planned_steps: Option<usize>,
     /// Training time allowed, seconds (evaluation excluded).
     pub budget_s: f64,
     /// Epochs the learning-rate schedule is planned over.
@@ -192,7 +311,8 @@ pub struct TtaSettings {
     /// Optimizer steps between evaluations at `batch_size` (other batch sizes evaluate after as
     /// many samples).
     pub eval_every_steps: usize,
-    /// Learning rate of SGD at `batch_size` (scaled linearly for other batch sizes).
+    /// Learning rate at `batch_size`: SGD's for the ResNets (scaled linearly for other batch
+    /// sizes), AdamW's peak for the GPT.
     pub base_lr: f64,
     /// Seeds per time-to-accuracy configuration.
     pub seeds: usize,

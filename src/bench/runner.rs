@@ -65,6 +65,8 @@ pub struct RunSpec {
     /// ImageFolder directory or tar of JPEG/PNG files to train on instead (`run --images`),
     /// handed to each cell.
     pub images: Option<PathBuf>,
+    /// The text file the GPT workloads train on, handed to each cell.
+    pub text: Option<PathBuf>,
     /// Directory of the results file.
     pub out_dir: PathBuf,
     /// Continue from an existing results file in `out_dir`.
@@ -101,6 +103,7 @@ pub fn run(
             data_dir: spec.data_dir.clone(),
             round,
             images: spec.images.clone(),
+            text: spec.text.clone(),
             memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
             super_convergence: spec.info.design == "super-convergence",
         };

@@ -5,23 +5,34 @@ use anyhow::Result;
 use trickbench::device::DeviceSpec;
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::tricks::{Applicability, Trick};
-use trickbench::workloads::WorkloadId;
+use trickbench::workloads::{Family, WorkloadId};
 
 use crate::cli::ListArgs;
 
 /// Prints the trick catalogue with applicability on the chosen device.
 pub fn list(args: &ListArgs) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
-    println!("Tricks (applicability for the CIFAR ResNets on {device}):\n");
+    println!("Tricks (what off and on mean in each family's recipe, and where they apply on {device}):\n");
     for trick in Trick::ALL {
         let guide = trick.guide_number().map_or("new".to_owned(), |n| format!("#{n}"));
         println!("{:<18} guide {guide:<4} metric: {}", trick.id(), trick.metric().label());
-        println!("    off: {}", trick.off());
-        println!("    on:  {}", trick.on());
-        for workload in WorkloadId::ALL {
-            if let Applicability::NotApplicable(reason) = trick.applicability(workload, device) {
-                println!("    not applicable to {workload} on {device}: {reason}");
-                break;
+        let (cnn, gpt) = (Family::CifarResnet, Family::CharGpt);
+        if (trick.off(cnn), trick.on(cnn)) == (trick.off(gpt), trick.on(gpt)) {
+            println!("    off: {}", trick.off(cnn));
+            println!("    on:  {}", trick.on(cnn));
+        } else {
+            println!("    off (ResNet): {}", trick.off(cnn));
+            println!("    on  (ResNet): {}", trick.on(cnn));
+            println!("    off (GPT):    {}", trick.off(gpt));
+            println!("    on  (GPT):    {}", trick.on(gpt));
+        }
+        // One line per family: the first member's reason stands for the family.
+        for family in [cnn, gpt] {
+            let first = WorkloadId::ALL.into_iter().find(|w| w.family() == family);
+            if let Some(workload) = first {
+                if let Applicability::NotApplicable(reason) = trick.applicability(workload, device) {
+                    println!("    not applicable to {workload} on {device}: {reason}");
+                }
             }
         }
         println!();

@@ -10,6 +10,7 @@ use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
 use trickbench::data::cifar;
+use trickbench::data::text::TextCorpus;
 use trickbench::device::DeviceSpec;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use trickbench::results::schema::{
@@ -18,7 +19,7 @@ use trickbench::results::schema::{
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::summary::summary_table;
 use trickbench::tricks::{parse_trick_list, Metric, Trick, TrickSet};
-use trickbench::workloads::WorkloadId;
+use trickbench::workloads::{Family, WorkloadId};
 
 use crate::cli::RunArgs;
 
@@ -33,17 +34,13 @@ const PROBE_MAX_BATCH: usize = 65_536;
 /// Runs the plan the flags describe.
 pub fn run(args: &RunArgs) -> Result<()> {
     let profile_name: ProfileName = args.profile.parse().context("--profile")?;
-    let profile = profile_name.settings();
     let design: Design = args.design.parse().context("--design")?;
     let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
     let tricks = parse_trick_list(&args.tricks)?;
-    let workloads = match (args.workload.as_str(), design) {
-        ("all", Design::SuperConvergence) => vec![WorkloadId::Resnet56],
-        ("all", _) => profile.workloads.clone(),
-        (one, _) => vec![one.parse::<WorkloadId>().context("--workload")?],
-    };
-    let batch_size = args.batch_size.unwrap_or(profile.batch_size);
-    if batch_size == 0 {
+    let workloads = resolve_workloads(&args.workload, profile_name, design)?;
+    // The run-wide protocol (the same in every family's settings of a profile).
+    let profile = profile_name.settings(workloads[0].family());
+    if args.batch_size == Some(0) {
         anyhow::bail!("--batch-size must be at least 1");
     }
     let seeds = args.seeds.unwrap_or(profile.tta.seeds);
@@ -56,20 +53,48 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None if !device.is_cuda() => Some(profile.cpu_memory_budget_mib << 20),
         None => None,
     };
-    let (data_dir, data) = resolve_data(&args.data, profile.train_samples, profile.test_samples)?;
-    let train_samples = data.train_samples;
-    let request = PlanRequest {
-        workloads,
-        tricks,
-        device,
-        batch_size,
-        seed: args.seed,
-        time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(profile.tta.batch_size),
-        time_to_accuracy_seeds: seeds,
-        large_batch_size: profile.tta.large_batch_size,
-        max_batch_size: None,
-        has_images: args.images.is_some(),
+    let mut datasets = Vec::new();
+    let cifar = profile_name.settings(Family::CifarResnet);
+    let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
+        let (dir, info) = resolve_data(&args.data, cifar.train_samples, cifar.test_samples)?;
+        datasets.push(info);
+        dir
+    } else {
+        args.data.clone()
     };
+    let gpts: Vec<WorkloadId> = workloads.iter().copied().filter(|w| w.family() == Family::CharGpt).collect();
+    let text = if gpts.is_empty() {
+        TextSource::NotNeeded
+    } else {
+        resolve_text(&args.text, &args.workload, profile_name, &gpts)?
+    };
+    if let TextSource::Found { info, .. } = &text {
+        datasets.push(info.clone());
+    }
+    let mut datasets = datasets.into_iter();
+    let data = datasets.next().context("no dataset to describe")?;
+    let requests: Vec<PlanRequest> = workloads
+        .iter()
+        .map(|&workload| {
+            let settings = profile_name.settings(workload.family());
+            PlanRequest {
+                workloads: vec![workload],
+                tricks: tricks.clone(),
+                device,
+                batch_size: args.batch_size.unwrap_or(settings.batch_size),
+                seed: args.seed,
+                time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(settings.tta.batch_size),
+                time_to_accuracy_seeds: seeds,
+                large_batch_size: settings.tta.large_batch_size,
+                max_batch_size: None,
+                has_images: args.images.is_some(),
+                missing_text: match &text {
+                    TextSource::Missing(reason) => Some(reason.clone()),
+                    TextSource::Found { .. } | TextSource::NotNeeded => None,
+                },
+            }
+        })
+        .collect();
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
     let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
@@ -84,6 +109,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         design: design.to_string(),
         device,
         data,
+        more_data: datasets.collect(),
         protocol: Protocol {
             warmup_steps: profile.warmup_steps,
             windows_per_process: profile.windows_per_process,
@@ -102,6 +128,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
         plan: Plan { cells: Vec::new() },
         data_dir,
         images: args.images.clone(),
+        text: match &text {
+            TextSource::Found { path, .. } => Some(path.clone()),
+            TextSource::Missing(_) | TextSource::NotNeeded => None,
+        },
         out_dir: out_dir.clone(),
         resume: args.resume,
     };
@@ -114,39 +144,51 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let executor = ProcessExecutor::new(program, out_dir.join(".cells"))
         .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))));
     let mut session = Session { spec, executor, progress: Progress { bar: bar.clone() }, results: None };
-    let probe_cap = train_samples.min(PROBE_MAX_BATCH);
-    match design {
-        Design::BatchSweep => {
-            for &workload in &request.workloads {
-                let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
-                session.run(Plan::batch_sweep(&request, workload, &probe.fitting))?;
-            }
-        }
-        Design::SuperConvergence => session.run(Plan::super_convergence(&request))?,
-        Design::Ablation | Design::Stack | Design::LeaveOneOut => {
-            let mut request = request.clone();
-            if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some() {
-                for &workload in &request.workloads.clone() {
-                    let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
-                    if request.tricks.contains(&Trick::Checkpointing) {
-                        // How much larger a batch checkpointing lets fit.
-                        session.probe(&request, workload, TrickSet::only(Trick::Checkpointing), probe_cap)?;
-                    }
-                    request.max_batch_size = probe.fitting.last().copied();
+    for request in &requests {
+        // The probe doubles the batch up to what the training split can fill.
+        let probe_cap = match request.workloads[0].family() {
+            Family::CifarResnet => session.spec.info.data.train_samples.min(PROBE_MAX_BATCH),
+            Family::CharGpt => PROBE_MAX_BATCH,
+        };
+        match design {
+            Design::BatchSweep => {
+                for &workload in &request.workloads {
+                    let probe = session.probe(request, workload, TrickSet::baseline(), probe_cap)?;
+                    session.run(Plan::batch_sweep(request, workload, &probe.fitting))?;
                 }
             }
-            session.run(match design {
-                Design::LeaveOneOut => Plan::leave_one_out(&request),
-                _ => Plan::ablation(&request),
-            })?;
-            if design == Design::Stack {
-                // Second half: add the tricks cumulatively, best measured first.
-                let ranking = stack_ranking(session.results()?);
-                bar.println(format!(
-                    "stacking tricks, best first: {}",
-                    ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
-                ));
-                session.run(Plan::stack(&request, &ranking))?;
+            Design::SuperConvergence => session.run(Plan::super_convergence(request))?,
+            Design::Ablation | Design::Stack | Design::LeaveOneOut => {
+                let mut request = request.clone();
+                if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some()
+                {
+                    for &workload in &request.workloads.clone() {
+                        let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
+                        if request.tricks.contains(&Trick::Checkpointing) {
+                            // How much larger a batch checkpointing lets fit.
+                            session.probe(
+                                &request,
+                                workload,
+                                TrickSet::only(Trick::Checkpointing),
+                                probe_cap,
+                            )?;
+                        }
+                        request.max_batch_size = probe.fitting.last().copied();
+                    }
+                }
+                session.run(match design {
+                    Design::LeaveOneOut => Plan::leave_one_out(&request),
+                    _ => Plan::ablation(&request),
+                })?;
+                if design == Design::Stack {
+                    // Second half: add the tricks cumulatively, best measured first.
+                    let ranking = stack_ranking(session.results()?, request.workloads[0]);
+                    bar.println(format!(
+                        "stacking tricks, best first: {}",
+                        ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
+                    ));
+                    session.run(Plan::stack(&request, &ranking))?;
+                }
             }
         }
     }
@@ -230,6 +272,78 @@ impl Session {
     }
 }
 
+/// The workloads `--workload` names: one by id, the profile's member of a family (`resnet`,
+/// `gpt`), or `all` (the profile's ResNet and GPT; ResNet-56 alone for the super-convergence
+/// design, which is about it).
+fn resolve_workloads(flag: &str, profile: ProfileName, design: Design) -> Result<Vec<WorkloadId>> {
+    Ok(match (flag, design) {
+        ("all", Design::SuperConvergence) => vec![WorkloadId::Resnet56],
+        ("all", _) => profile.workloads(),
+        ("resnet", _) => vec![profile.workload(Family::CifarResnet)],
+        ("gpt", _) => vec![profile.workload(Family::CharGpt)],
+        (one, _) => vec![one.parse::<WorkloadId>().context("--workload")?],
+    })
+}
+
+/// Where the GPT workloads' text comes from.
+enum TextSource {
+    /// No GPT runs.
+    NotNeeded,
+    /// The text file and its description.
+    Found {
+        /// The file.
+        path: PathBuf,
+        /// Its description in the results.
+        info: DataInfo,
+    },
+    /// `--workload all` without a text file: the GPT cells are not applicable, for this reason.
+    Missing(String),
+}
+
+/// The text the GPT workloads `gpts` train on: `path` read and checked now (so that a bad file
+/// fails before anything runs), described with its split sizes. A missing file is an error when
+/// a GPT was asked for by name, and makes the GPT cells not applicable under `--workload all`.
+fn resolve_text(
+    path: &Path,
+    workload_flag: &str,
+    profile: ProfileName,
+    gpts: &[WorkloadId],
+) -> Result<TextSource> {
+    if !path.is_file() {
+        let reason = format!(
+            "no text file at {} (run `trickbench data fetch shakespeare --out {}`, or pass --text PATH \
+             with any UTF-8 text)",
+            path.display(),
+            path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).display()
+        );
+        if workload_flag == "all" {
+            eprintln!("note: {reason}; the GPT cells are not applicable");
+            return Ok(TextSource::Missing(reason));
+        }
+        anyhow::bail!("--text: {reason}");
+    }
+    let corpus = TextCorpus::from_file(path).context("--text")?;
+    let settings = profile.settings(Family::CharGpt);
+    let context = gpts
+        .iter()
+        .map(|&w| trickbench::bench::cell::gpt_config(w, 1).map(|c| c.context as usize))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .max()
+        .unwrap_or(1);
+    let windows = corpus.validation.len().saturating_sub(1) / context;
+    let held_out_windows = settings.test_samples.map_or(windows, |n| n.min(windows));
+    let info = DataInfo {
+        name: path.file_name().map_or_else(|| "text".to_owned(), |n| n.to_string_lossy().into_owned()),
+        path: path.display().to_string(),
+        synthetic: false,
+        train_samples: corpus.train.len(),
+        test_samples: held_out_windows * context,
+        sample_unit: "tokens".to_owned(),
+    };
+    Ok(TextSource::Found { path: path.to_path_buf(), info })
+}
+
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,
 /// otherwise synthetic data generated once under `data/synthetic-cifar10` (said loudly).
 fn resolve_data(
@@ -266,17 +380,19 @@ fn resolve_data(
         synthetic,
         train_samples: train_samples.map_or(train_total, |n| n.min(train_total)),
         test_samples: test_samples.map_or(test_total, |n| n.min(test_total)),
+        sample_unit: "images".to_owned(),
     };
     Ok((dir, info))
 }
 
-/// The tricks whose ablation cells measured training throughput, fastest first.
-fn stack_ranking(results: &Results) -> Vec<Trick> {
+/// The tricks whose ablation cells of `workload` measured training throughput, fastest first.
+fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
     let mut ranked: Vec<(Trick, f64)> = results
         .comparisons
         .iter()
         .filter_map(|c| {
-            let cell = results.cells.iter().find(|cell| cell.id == c.cell)?;
+            let cell =
+                results.cells.iter().find(|cell| cell.id == c.cell && cell.key.workload == workload)?;
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
                 // The stack starts from the plain recipe, in which debugging is already off.
@@ -307,7 +423,8 @@ impl RunObserver for Progress {
 
     fn process_finished(&mut self, cell: &CellResult) {
         if let Some(t) = &cell.throughput {
-            self.bar.println(format!("  {:<44} {:>8.0} samples/s", cell.id, t.median_samples_per_s));
+            let unit = cell.key.workload.family().sample_unit();
+            self.bar.println(format!("  {:<44} {:>8.0} {unit}/s", cell.id, t.median_samples_per_s));
         } else if cell.status != CellStatus::Ok {
             self.bar.println(format!("  {:<44} {:?}", cell.id, cell.status));
         }

@@ -24,6 +24,36 @@ impl StepSchedule {
     }
 }
 
+/// nanoGPT's schedule (its `get_lr`): a linear warm-up to `peak_lr` over `warmup_steps`, then
+/// half a cosine down to `min_lr` at `decay_steps`, and `min_lr` after that. During the warm-up
+/// step `s` (0-based) uses `peak_lr · (s + 1) / (warmup_steps + 1)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WarmupCosine {
+    /// Learning rate at the end of the warm-up.
+    pub peak_lr: f64,
+    /// Learning rate at the end of the decay, and after it.
+    pub min_lr: f64,
+    /// Steps of linear warm-up.
+    pub warmup_steps: usize,
+    /// The step at which the decay ends (the planned length of the run).
+    pub decay_steps: usize,
+}
+
+impl WarmupCosine {
+    /// The learning rate for (0-based) step `step`.
+    pub fn lr(&self, step: usize) -> f64 {
+        if step < self.warmup_steps {
+            return self.peak_lr * (step + 1) as f64 / (self.warmup_steps + 1) as f64;
+        }
+        if step >= self.decay_steps {
+            return self.min_lr;
+        }
+        let span = (self.decay_steps - self.warmup_steps).max(1) as f64;
+        let progress = (step - self.warmup_steps) as f64 / span;
+        Anneal::Cos.between(self.peak_lr, self.min_lr, progress)
+    }
+}
+
 /// How [`OneCycle`] moves from one end point of a phase to the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Anneal {
@@ -121,6 +151,28 @@ impl OneCycle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nanoGPT's shakespeare-char schedule (`get_lr` in train.py with learning_rate=1e-3,
+    /// min_lr=1e-4, warmup_iters=100, lr_decay_iters=5000), evaluated in Python:
+    /// `[get_lr(it) for it in (0, 99, 100, 2550, 5000, 6000)]` gives 9.90e-6, 9.90e-4, 1e-3,
+    /// 5.5e-4, 1e-4, 1e-4 (and 1.0000009e-4 at 4999).
+    #[test]
+    fn warmup_cosine_matches_nanogpt_get_lr() {
+        let s = WarmupCosine { peak_lr: 1e-3, min_lr: 1e-4, warmup_steps: 100, decay_steps: 5000 };
+        let expected = [
+            (0, 1e-3 / 101.0),
+            (99, 1e-3 * 100.0 / 101.0),
+            (100, 1e-3),
+            (2550, 5.5e-4),
+            (5000, 1e-4),
+            (6000, 1e-4),
+        ];
+        for (step, lr) in expected {
+            assert!((s.lr(step) - lr).abs() < 1e-12, "step {step}: {} vs {lr}", s.lr(step));
+        }
+        assert!(s.lr(4999) > 1e-4 && s.lr(4999) < 1.0001e-4);
+        assert!((101..6000).all(|t| s.lr(t) <= s.lr(t - 1)), "decays monotonically after the warm-up");
+    }
 
     #[test]
     fn divides_by_ten_at_half_and_three_quarters() {

@@ -140,6 +140,12 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
             "Guide #17 (Ioffe & Szegedy): BatchNorm allows much higher learning rates and less care \
              with initialisation; it reached Inception's accuracy in 14 times fewer steps."
         }
+        Trick::FlashAttention => {
+            "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
+             one kernel, without writing the T×T attention matrix to GPU memory, gives 2–4× faster \
+             attention and memory linear instead of quadratic in the sequence length; PyTorch 2 \
+             exposes it as scaled_dot_product_attention."
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use crate::report::compare::Comparison;
 use crate::report::model::{self, Entry, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, LineChart, Rgb, Series};
+use crate::results::quality;
 use crate::results::schema::{CellKind, CellStatus, Phase, TimeToAccuracy};
 use crate::tricks::{Trick, TrickSet};
 
@@ -130,8 +131,8 @@ fn configurations<'e, 'a>(entries: &[&'e Entry<'a>]) -> Configurations<'e, 'a> {
 }
 
 fn metric_axis(tta: &TimeToAccuracy) -> (String, bool) {
-    let percent = tta.metric.contains("accuracy");
-    (format!("{}{}", tta.metric.replace('_', " "), if percent { " (%)" } else { "" }), percent)
+    let percent = quality::is_fraction(&tta.metric);
+    (format!("{}{}", quality::metric_words(&tta.metric), if percent { " (%)" } else { "" }), percent)
 }
 
 fn config_label(set: &TrickSet, reference_for: Option<Trick>, batch: usize, batches: usize) -> String {
@@ -178,8 +179,7 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
     let configs = configurations(&entries);
     let batches = configs.keys().map(|k| k.2).collect::<std::collections::BTreeSet<_>>().len();
     let (y_label, y_percent) = metric_axis(first);
-    let target_text =
-        if y_percent { format!("{:.1}%", first.target * 100.0) } else { format!("{}", first.target) };
+    let target_text = quality::value_text(&first.metric, first.target);
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for ((set, reference_for, batch), cells) in &configs {
@@ -216,7 +216,10 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
         }
         let reached: Vec<f64> = curves.iter().filter_map(|t| t.time_to_target_s).collect();
         let failed = cells.iter().find(|e| e.cell.status != CellStatus::Ok);
-        let best = curves.iter().map(|t| t.best_metric).fold(f64::NEG_INFINITY, f64::max);
+        let best = curves
+            .iter()
+            .map(|t| t.best_metric)
+            .fold(quality::worst(&first.metric), |a, b| quality::better(&first.metric, a, b));
         let note = if !reached.is_empty() {
             format!(
                 "{:.1} s ({}/{} seeds reached the target)",
@@ -227,7 +230,7 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
         } else if let Some(e) = failed {
             model::status_summary(&e.cell.status)
         } else if best.is_finite() {
-            let best = if y_percent { format!("{:.1}%", best * 100.0) } else { format!("{best:.3}") };
+            let best = quality::value_text(&first.metric, best);
             format!("target not reached (best {best})")
         } else {
             "target not reached".to_owned()
@@ -325,6 +328,7 @@ fn stack_chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
 fn stack(g: &Group) -> Option<Figure> {
     let chain = stack_chain(g)?;
     let throughput = |e: &Entry| e.cell.throughput.map_or(0.0, |t| t.median_samples_per_s);
+    let unit = g.workload.family().sample_unit();
     let base = throughput(chain[0]);
     let mut previous: Option<&TrickSet> = None;
     let mut prev_value = 0.0;
@@ -340,7 +344,7 @@ fn stack(g: &Group) -> Option<Figure> {
             value: Some(value),
             ci: t.map(|t| (t.ci_low_samples_per_s, t.ci_high_samples_per_s)),
             colour: added.map_or(model::set_colour(set), model::trick_colour),
-            note: format!("{} samples/s (×{:.2} over baseline)", value.round(), value / base),
+            note: format!("{} {unit}/s (×{:.2} over baseline)", value.round(), value / base),
             separator: false,
         });
         previous = Some(set);
@@ -355,7 +359,7 @@ fn stack(g: &Group) -> Option<Figure> {
             .to_owned(),
         chart: Chart::Bars(BarChart {
             title: format!("Stacked tricks: cumulative throughput — {}", g.title()),
-            x_label: "training throughput (samples/s)".to_owned(),
+            x_label: format!("training throughput ({unit}/s)"),
             reference: None,
             rows,
         }),
@@ -431,7 +435,7 @@ fn batch_sweep(g: &Group) -> Vec<Figure> {
                 .to_owned(),
             chart: Chart::Lines(line(
                 format!("Throughput vs batch size — {}", g.title()),
-                "training throughput (samples/s)".to_owned(),
+                format!("training throughput ({}/s)", g.workload.family().sample_unit()),
                 throughput,
             )),
         },

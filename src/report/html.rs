@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::report::compare::{self, Comparison};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
+use crate::results::quality;
 use crate::results::schema::{Protocol, Results};
 
 /// The templates, embedded in the binary.
@@ -170,8 +171,11 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                 || "—".to_owned(),
                 |t| {
                     format!(
-                        "{:.1} [{:.1}, {:.1}] samples/s",
-                        t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s
+                        "{:.1} [{:.1}, {:.1}] {}/s",
+                        t.median_samples_per_s,
+                        t.ci_low_samples_per_s,
+                        t.ci_high_samples_per_s,
+                        g.workload.family().sample_unit()
                     )
                 },
             ),
@@ -195,14 +199,13 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
             ),
         });
         if let Some(t) = &c.time_to_accuracy {
-            let percent = t.metric.contains("accuracy");
-            let value = |v: f64| if percent { format!("{:.1}%", v * 100.0) } else { format!("{v:.3}") };
+            let value = |v: f64| quality::value_text(&t.metric, v);
             tta.push(TtaView {
                 anchor: model::anchor(e),
                 id: c.id.clone(),
                 group: g.title(),
                 status: model::status_label(&c.status),
-                target: format!("{} ≥ {}", t.metric, value(t.target)),
+                target: quality::target_text(&t.metric, t.target),
                 time_to_target: t
                     .time_to_target_s
                     .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),

@@ -120,26 +120,44 @@ pub struct RunInfo {
     pub design: String,
     /// The device measured (`cpu`, `cuda:0`).
     pub device: DeviceSpec,
-    /// The data every cell trained on.
+    /// The data the cells trained on: the run's first dataset (CIFAR-10 when a ResNet ran).
     pub data: DataInfo,
+    /// Further datasets, when workloads of several families ran (the GPT's text beside CIFAR-10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_data: Vec<DataInfo>,
     /// The measurement protocol in force.
     pub protocol: Protocol,
+}
+
+impl RunInfo {
+    /// Every dataset of the run, the first one first.
+    pub fn datasets(&self) -> impl Iterator<Item = &DataInfo> {
+        std::iter::once(&self.data).chain(&self.more_data)
+    }
 }
 
 /// The dataset the run used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataInfo {
-    /// Dataset name (`cifar10`).
+    /// Dataset name (`cifar10`, or the text file's name).
     pub name: String,
     /// Directory it was read from.
     pub path: String,
     /// True when the data is the synthetic stand-in, not real CIFAR-10: every figure of the run is
     /// then about synthetic data.
     pub synthetic: bool,
-    /// Training images used.
+    /// Training samples used: images, or tokens of the training split.
     pub train_samples: usize,
-    /// Held-out images used for evaluation.
+    /// Held-out samples used for evaluation: test images, or validation tokens.
     pub test_samples: usize,
+    /// What a sample is (`images`, `tokens`).
+    #[serde(default = "images")]
+    pub sample_unit: String,
+}
+
+/// The sample unit of results written before the GPT existed.
+fn images() -> String {
+    "images".to_owned()
 }
 
 /// How throughput and time-to-accuracy are measured.
@@ -465,7 +483,8 @@ pub struct Throughput {
 /// A time-to-accuracy run: the learning curve and when it crossed the target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimeToAccuracy {
-    /// The metric (`test_accuracy`, a fraction in [0, 1]).
+    /// The metric: `test_accuracy` (a fraction in [0, 1], higher is better) or `validation_loss`
+    /// (nats per token, lower is better); see [`crate::results::quality`].
     pub metric: String,
     /// The target value of the metric.
     pub target: f64,
@@ -478,7 +497,7 @@ pub struct TimeToAccuracy {
     pub wall_time_to_target_s: Option<f64>,
     /// Epochs trained when the target was first reached.
     pub epochs_to_target: Option<f64>,
-    /// Best metric value seen.
+    /// Best metric value seen (the highest accuracy, or the lowest loss).
     pub best_metric: f64,
     /// The curve, one point per evaluation.
     pub curve: Vec<CurvePoint>,

@@ -66,6 +66,17 @@ impl From<&Recipe> for TrainOptions {
     }
 }
 
+/// The quality of a model on a held-out set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evaluation {
+    /// Fraction of predictions that were right (images classified, or next tokens predicted).
+    pub accuracy: f64,
+    /// Mean cross-entropy per prediction, nats.
+    pub mean_loss: f64,
+    /// Predictions evaluated (images, or tokens).
+    pub predictions: usize,
+}
+
 /// How a training step is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepLaunch {
@@ -402,20 +413,34 @@ impl<W: Workload> Trainer<W> {
         Ok(self.workload.correct(&outputs, &batch.targets))
     }
 
-    /// Accuracy over `batches` (one host read at the end).
+    /// Accuracy and mean loss over every prediction of `batches`, under no-grad or not (see
+    /// [`Self::eval_outputs`]); sums stay on the device, with one host read at the end.
     pub fn evaluate(
         &self,
         batches: impl Iterator<Item = Result<Batch, Error>>,
         no_grad: bool,
-    ) -> Result<f64, Error> {
-        let mut correct = Tensor::zeros([], (Kind::Int64, self.device.tch()));
-        let mut samples = 0usize;
+    ) -> Result<Evaluation, Error> {
+        let device = self.device.tch();
+        let mut correct = Tensor::zeros([], (Kind::Int64, device));
+        let mut loss_sum = Tensor::zeros([], (Kind::Double, device));
+        let mut predictions = 0usize;
         for batch in batches {
             let batch = batch?;
-            correct += self.eval_batch(&batch, no_grad)?;
-            samples += batch.len();
+            let outputs = self.eval_outputs(&batch.inputs, no_grad)?;
+            correct += self.workload.correct(&outputs, &batch.targets);
+            let mean_loss = self.workload.loss(&outputs.to_kind(Kind::Float), &batch.targets);
+            loss_sum += mean_loss.detach().to_kind(Kind::Double) * batch.len() as f64;
+            predictions += batch.len();
         }
-        Ok(if samples == 0 { 0.0 } else { correct.int64_value(&[]) as f64 / samples as f64 })
+        if predictions == 0 {
+            return Err(Error::Invalid("evaluation: the held-out set yielded no batch".to_owned()));
+        }
+        let n = predictions as f64;
+        Ok(Evaluation {
+            accuracy: correct.int64_value(&[]) as f64 / n,
+            mean_loss: loss_sum.double_value(&[]) / n,
+            predictions,
+        })
     }
 
     /// The arithmetic matmuls and convolutions run in: half precision under autocast, TF32 when

@@ -9,11 +9,12 @@ use crate::bench::profile::TtaSettings;
 use crate::optim::adam::{Adam, AdamConfig};
 use crate::optim::lamb::{Lamb, LambConfig};
 use crate::optim::lars::{Lars, LarsConfig};
-use crate::optim::schedule::{OneCycle, StepSchedule};
+use crate::optim::schedule::{OneCycle, StepSchedule, WarmupCosine};
 use crate::optim::sgd::{Sgd, SgdConfig};
 use crate::optim::Optimizer;
 use crate::results::schema::CellKey;
 use crate::tricks::Trick;
+use crate::workloads::Family;
 
 /// The recipe's SGD: momentum 0.9, weight decay 5e-4 (He et al.).
 pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
@@ -39,6 +40,23 @@ pub const LARS_LR_PER_256: f64 = 2.0;
 /// LAMB's learning rate at a batch of 256 (scaled with the square root of the batch, as You et
 /// al. do; a step moves each layer by about lr of its norm).
 pub const LAMB_LR_AT_256: f64 = 0.01;
+
+/// nanoGPT's shakespeare-char recipe for the character-level GPT (`config/train_shakespeare_char.py`
+/// over `train.py`'s defaults).
+pub mod gpt {
+    use crate::optim::adam::AdamConfig;
+
+    /// AdamW with β₂ = 0.99 (small batches of tokens) and decoupled weight decay 0.1. nanoGPT
+    /// decays only the 2-d weights; here every parameter decays, which adds 0.1·lr shrinkage to
+    /// the LayerNorm gains (a few hundred of the 10.6M parameters).
+    pub const ADAMW: AdamConfig = AdamConfig { beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.1 };
+    /// The learning rate at the end of the cosine decay (the peak is the profile's base rate).
+    pub const MIN_LR: f64 = 1e-4;
+    /// Steps of linear warm-up.
+    pub const WARMUP_STEPS: usize = 100;
+    /// Global gradient norm `grad-clipping` clips to (the recipe's).
+    pub const CLIP_MAX_NORM: f64 = 1.0;
+}
 
 /// Smith & Topin's super-convergence settings for ResNet-56 (arXiv:1708.07120, Table 1): a
 /// piecewise-constant schedule from 0.35, against 1cycle between 0.1 and 3.0; weight decay 1e-4.
@@ -118,6 +136,8 @@ pub enum Schedule {
     },
     /// 1cycle: learning rate up then down, momentum down then up.
     OneCycle(OneCycle),
+    /// Linear warm-up, then cosine decay (the GPT's recipe).
+    WarmupCosine(WarmupCosine),
 }
 
 impl Schedule {
@@ -130,6 +150,7 @@ impl Schedule {
             }
             Schedule::Step { schedule, .. } => schedule.lr(step),
             Schedule::OneCycle(cycle) => cycle.lr(step),
+            Schedule::WarmupCosine(schedule) => schedule.lr(step),
         }
     }
 
@@ -138,13 +159,14 @@ impl Schedule {
         match self {
             Schedule::Step { schedule, .. } => schedule.total_steps,
             Schedule::OneCycle(cycle) => cycle.total_steps,
+            Schedule::WarmupCosine(schedule) => schedule.decay_steps,
         }
     }
 
     /// The momentum of step `step` when the schedule sets it (1cycle), else `None`.
     pub fn momentum(&self, step: usize) -> Option<f64> {
         match self {
-            Schedule::Step { .. } => None,
+            Schedule::Step { .. } | Schedule::WarmupCosine(_) => None,
             Schedule::OneCycle(cycle) => Some(cycle.momentum(step)),
         }
     }
@@ -175,6 +197,9 @@ impl Recipe {
     /// and scales linearly with the cell's batch, warmed up when larger). `super_convergence`
     /// applies Smith & Topin's settings instead of the profile's.
     pub fn for_cell(key: &CellKey, tta: &TtaSettings, total_steps: usize, super_convergence: bool) -> Self {
+        if key.workload.family() == Family::CharGpt {
+            return Self::for_gpt_cell(key, tta, total_steps);
+        }
         let tricks = &key.tricks;
         let batch_ratio = key.batch_size as f64 / tta.batch_size.max(1) as f64;
         let sgd_weight_decay =
@@ -224,6 +249,36 @@ impl Recipe {
             standardise_inputs: !key.is_reference_for(Trick::InputNorm),
         }
     }
+
+    /// The GPT's recipe (nanoGPT's shakespeare-char): AdamW at the profile's peak rate with a
+    /// warm-up and cosine decay (or, with `one-cycle`, 1cycle at the same peak), no BatchNorm or
+    /// input statistics to change, and the step tricks as for the ResNets.
+    fn for_gpt_cell(key: &CellKey, tta: &TtaSettings, total_steps: usize) -> Self {
+        let tricks = &key.tricks;
+        let schedule = if tricks.has(Trick::OneCycle) {
+            Schedule::OneCycle(OneCycle::new(tta.base_lr, total_steps))
+        } else {
+            Schedule::WarmupCosine(WarmupCosine {
+                peak_lr: tta.base_lr,
+                min_lr: gpt::MIN_LR,
+                warmup_steps: gpt::WARMUP_STEPS.min(total_steps / 2),
+                decay_steps: total_steps,
+            })
+        };
+        Recipe {
+            optimizer: OptimizerChoice::Adam {
+                config: gpt::ADAMW,
+                decoupled: true,
+                fused: tricks.has(Trick::FusedOptimizer),
+            },
+            schedule,
+            micro_batches: if tricks.has(Trick::GradAccumulation) { ACCUMULATION_MICRO_BATCHES } else { 1 },
+            clip_max_norm: tricks.has(Trick::GradClipping).then_some(gpt::CLIP_MAX_NORM),
+            checkpointing: tricks.has(Trick::Checkpointing),
+            batch_norm: true,
+            standardise_inputs: true,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,7 +301,7 @@ mod tests {
     }
 
     fn recipe(tricks: &[Trick], batch_size: usize, reference_for: Option<Trick>) -> Recipe {
-        let tta = ProfileName::Quick.settings().tta;
+        let tta = ProfileName::Quick.settings(Family::CifarResnet).tta;
         Recipe::for_cell(&key(tricks, batch_size, reference_for), &tta, 1000, false)
     }
 
@@ -308,7 +363,7 @@ mod tests {
 
     #[test]
     fn super_convergence_uses_smith_and_topins_rates() {
-        let tta = ProfileName::Standard.settings().tta;
+        let tta = ProfileName::Standard.settings(Family::CifarResnet).tta;
         let step = Recipe::for_cell(&key(&[], 128, None), &tta, 1000, true);
         assert_eq!(step.schedule.lr(0), super_convergence::STEP_LR);
         let cycle = Recipe::for_cell(&key(&[Trick::OneCycle], 128, None), &tta, 1000, true);
@@ -316,5 +371,29 @@ mod tests {
         assert!((cycle.schedule.lr(299) - super_convergence::ONE_CYCLE_MAX_LR).abs() < 1e-9);
         let OptimizerChoice::Sgd { config, .. } = cycle.optimizer else { panic!("SGD expected") };
         assert_eq!(config.weight_decay, super_convergence::WEIGHT_DECAY);
+    }
+
+    #[test]
+    fn the_gpt_trains_with_nanogpts_adamw_and_cosine_schedule() {
+        let tta = ProfileName::Standard.settings(Family::CharGpt).tta;
+        let gpt_key =
+            |tricks: &[Trick]| CellKey { workload: WorkloadId::GptShakespeare, ..key(tricks, 64, None) };
+        let base = Recipe::for_cell(&gpt_key(&[]), &tta, 5000, false);
+        assert!(matches!(
+            base.optimizer,
+            OptimizerChoice::Adam { decoupled: true, fused: false, config } if config == gpt::ADAMW
+        ));
+        let fused = Recipe::for_cell(&gpt_key(&[Trick::FusedOptimizer]), &tta, 5000, false);
+        assert!(matches!(fused.optimizer, OptimizerChoice::Adam { fused: true, .. }));
+        assert_eq!(base.schedule.lr(100), 1e-3);
+        assert_eq!(base.schedule.lr(4999).max(base.schedule.lr(5000)), base.schedule.lr(4999));
+        assert_eq!(base.schedule.lr(5000), gpt::MIN_LR);
+        assert_eq!((base.clip_max_norm, base.schedule.momentum(0)), (None, None));
+        let clipped = Recipe::for_cell(&gpt_key(&[Trick::GradClipping]), &tta, 5000, false);
+        assert_eq!(clipped.clip_max_norm, Some(gpt::CLIP_MAX_NORM));
+        // 1cycle at the cosine schedule's peak, with β₁ cycled.
+        let cycle = Recipe::for_cell(&gpt_key(&[Trick::OneCycle]), &tta, 5000, false);
+        let Schedule::OneCycle(c) = cycle.schedule else { panic!("1cycle expected") };
+        assert_eq!((c.max_lr, cycle.schedule.momentum(0)), (1e-3, Some(0.95)));
     }
 }

@@ -21,9 +21,9 @@
 //! branch's dropout-add ([`residual_dropout_torchscript`]). The math is that of the eager ops.
 //!
 //! For activation checkpointing the model is cut into one segment per block: segment 0 also
-//! embeds the tokens, and the last segment also applies the final LayerNorm and the head. Dropout
-//! draws new masks each time a segment runs, so the recomputation that checkpointing does only
-//! reproduces a segment's forward pass with dropout off (see [`Workload::forward_segment`]).
+//! embeds the tokens, and the last segment also applies the final LayerNorm and the head. With
+//! dropout on, the model says it draws random numbers ([`Workload::draws_random_numbers`]), and
+//! checkpointing replays each segment's masks from the generator state saved before it first ran.
 //!
 //! A sample is one token (one next-token prediction). Its forward FLOPs use nanoGPT's estimate
 //! (`estimate_mfu`, after PaLM, Chowdhery et al. 2022, appendix B): training costs
@@ -323,6 +323,11 @@ impl Workload for Gpt {
         &mut self.vs
     }
 
+    /// Dropout draws masks in training when its rate is above 0.
+    fn draws_random_numbers(&self, train: bool) -> bool {
+        train && self.config.dropout > 0.0
+    }
+
     /// Logits [B, T, vocab] of token ids `inputs` [B, T] (int64, T at most the context; longer
     /// inputs panic).
     fn forward(&self, inputs: &Tensor, train: bool) -> Tensor {
@@ -476,17 +481,29 @@ mod tests {
 
     #[test]
     fn checkpointed_gradients_equal_plain_ones() {
-        let config = small(3, 0.0);
+        // With dropout off, and with dropout on: checkpointing replays the saved generator state,
+        // so the recomputed segments draw the masks of the first forward pass.
+        for (dropout, attention) in
+            [(0.0, AttentionKernel::ScaledDotProduct), (0.2, AttentionKernel::Explicit)]
+        {
+            checkpointed_gradients_equal_plain_ones_with(small(3, dropout), attention);
+        }
+    }
+
+    fn checkpointed_gradients_equal_plain_ones_with(config: GptConfig, attention: AttentionKernel) {
         let gradients = |checkpointed: bool| {
-            let (model, inputs) = build(config, options(AttentionKernel::ScaledDotProduct, false), 2, 12);
+            let (model, inputs) = build(config, options(attention, false), 2, 12);
+            assert_eq!(model.draws_random_numbers(true), config.dropout > 0.0);
             let targets = inputs.roll([-1], [1]);
-            let loss = if checkpointed {
-                checkpointed_forward_backward(&model, &inputs, &targets, None).unwrap().0
-            } else {
-                let loss = model.loss(&model.forward(&inputs, true), &targets);
-                loss.backward();
-                loss
-            };
+            let loss = seeded(3, || {
+                if checkpointed {
+                    checkpointed_forward_backward(&model, &inputs, &targets, None).unwrap().0
+                } else {
+                    let loss = model.loss(&model.forward(&inputs, true), &targets);
+                    loss.backward();
+                    loss
+                }
+            });
             let mut grads: Vec<_> =
                 model.var_store().variables().into_iter().map(|(k, v)| (k, v.grad())).collect();
             grads.sort_by(|a, b| a.0.cmp(&b.0));
@@ -494,7 +511,7 @@ mod tests {
         };
         let (plain_loss, plain) = gradients(false);
         let (checkpointed_loss, checkpointed) = gradients(true);
-        assert!((plain_loss - checkpointed_loss).abs() < 1e-6);
+        assert!((plain_loss - checkpointed_loss).abs() < 1e-6, "dropout {}", config.dropout);
         assert_eq!(plain.len(), 2 + 3 * 6 + 1);
         for ((name, a), (_, b)) in plain.iter().zip(&checkpointed) {
             assert!(a.defined() && b.defined(), "{name} has no gradient");

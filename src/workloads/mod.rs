@@ -25,12 +25,75 @@ pub enum WorkloadId {
     Resnet56,
     /// CIFAR ResNet-110 (3 stages × 18 basic blocks).
     Resnet110,
+    /// A 2-layer character-level GPT (width 128, context 64): the CPU-sized GPT of the quick
+    /// profile.
+    GptMini,
+    /// nanoGPT's shakespeare-char GPT (6 layers, 6 heads, width 384, context 256, dropout 0.2).
+    GptShakespeare,
+}
+
+/// The family a workload belongs to: what it reads, how it is judged, what a sample is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// CIFAR ResNets: images in, class out; judged by test accuracy (higher is better).
+    CifarResnet,
+    /// Character-level GPTs: tokens in, next token out; judged by validation loss (lower is
+    /// better).
+    CharGpt,
+}
+
+impl Family {
+    /// What one sample (one prediction) is, plural: the unit of throughput.
+    pub fn sample_unit(self) -> &'static str {
+        match self {
+            Family::CifarResnet => "images",
+            Family::CharGpt => "tokens",
+        }
+    }
+
+    /// The held-out metric a time-to-target cell trains towards.
+    pub fn quality_metric(self) -> QualityMetric {
+        match self {
+            Family::CifarResnet => QualityMetric::TestAccuracy,
+            Family::CharGpt => QualityMetric::ValidationLoss,
+        }
+    }
+}
+
+/// A held-out quality metric and which way is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QualityMetric {
+    /// Fraction of test images classified correctly (higher is better).
+    TestAccuracy,
+    /// Mean cross-entropy per token on the validation split, nats (lower is better).
+    ValidationLoss,
+}
+
+impl QualityMetric {
+    /// The name recorded in results.
+    pub fn id(self) -> &'static str {
+        match self {
+            QualityMetric::TestAccuracy => "test_accuracy",
+            QualityMetric::ValidationLoss => "validation_loss",
+        }
+    }
+
+    /// Whether a lower value is better.
+    pub fn lower_is_better(self) -> bool {
+        matches!(self, QualityMetric::ValidationLoss)
+    }
 }
 
 impl WorkloadId {
     /// Every workload, in report order.
-    pub const ALL: [WorkloadId; 4] =
-        [WorkloadId::Resnet8, WorkloadId::Resnet20, WorkloadId::Resnet56, WorkloadId::Resnet110];
+    pub const ALL: [WorkloadId; 6] = [
+        WorkloadId::Resnet8,
+        WorkloadId::Resnet20,
+        WorkloadId::Resnet56,
+        WorkloadId::Resnet110,
+        WorkloadId::GptMini,
+        WorkloadId::GptShakespeare,
+    ];
 
     /// The id used on the command line and in results.
     pub fn id(self) -> &'static str {
@@ -39,24 +102,39 @@ impl WorkloadId {
             WorkloadId::Resnet20 => "resnet20",
             WorkloadId::Resnet56 => "resnet56",
             WorkloadId::Resnet110 => "resnet110",
+            WorkloadId::GptMini => "gpt-mini",
+            WorkloadId::GptShakespeare => "gpt-shakespeare",
         }
+    }
+
+    /// The family the workload belongs to.
+    pub fn family(self) -> Family {
+        match self {
+            WorkloadId::Resnet8 | WorkloadId::Resnet20 | WorkloadId::Resnet56 | WorkloadId::Resnet110 => {
+                Family::CifarResnet
+            }
+            WorkloadId::GptMini | WorkloadId::GptShakespeare => Family::CharGpt,
+        }
+    }
+
+    /// Whether training draws random numbers inside the model (dropout).
+    pub fn trains_with_dropout(self) -> bool {
+        self == WorkloadId::GptShakespeare
     }
 
     /// Whether the model is a convolutional network (CNN-only tricks apply).
     pub fn is_cnn(self) -> bool {
-        matches!(
-            self,
-            WorkloadId::Resnet8 | WorkloadId::Resnet20 | WorkloadId::Resnet56 | WorkloadId::Resnet110
-        )
+        self.family() == Family::CifarResnet
     }
 
-    /// Basic blocks per stage, for the CIFAR ResNets (depth = 6n + 2).
-    pub fn resnet_blocks_per_stage(self) -> i64 {
+    /// Basic blocks per stage, for the CIFAR ResNets (depth = 6n + 2); `None` for other models.
+    pub fn resnet_blocks_per_stage(self) -> Option<i64> {
         match self {
-            WorkloadId::Resnet8 => 1,
-            WorkloadId::Resnet20 => 3,
-            WorkloadId::Resnet56 => 9,
-            WorkloadId::Resnet110 => 18,
+            WorkloadId::Resnet8 => Some(1),
+            WorkloadId::Resnet20 => Some(3),
+            WorkloadId::Resnet56 => Some(9),
+            WorkloadId::Resnet110 => Some(18),
+            WorkloadId::GptMini | WorkloadId::GptShakespeare => None,
         }
     }
 }
@@ -73,7 +151,11 @@ impl FromStr for WorkloadId {
     fn from_str(s: &str) -> Result<Self, Error> {
         WorkloadId::ALL.into_iter().find(|w| w.id() == s).ok_or_else(|| {
             let valid: Vec<_> = WorkloadId::ALL.iter().map(|w| w.id()).collect();
-            Error::Invalid(format!("unknown workload '{s}'; valid workloads: {}, all", valid.join(", ")))
+            Error::Invalid(format!(
+                "unknown workload '{s}'; valid workloads: {}, resnet and gpt (the profile's member of \
+                 each family), all",
+                valid.join(", ")
+            ))
         })
     }
 }
@@ -113,9 +195,11 @@ pub trait Workload {
     /// The training loss of `outputs` against `targets` (a scalar tensor).
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
 
-    /// How many predictions in the batch are correct (a scalar tensor on the device).
+    /// How many predictions in the batch are correct (a scalar tensor on the device): images
+    /// classified, or tokens predicted.
     fn correct(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
 
-    /// Analytic forward-pass FLOPs for one sample (a multiply-add counts as 2).
+    /// Analytic forward-pass FLOPs for one sample, that is one prediction: an image, or a token
+    /// (a multiply-add counts as 2).
     fn forward_flops_per_sample(&self) -> f64;
 }

@@ -36,7 +36,9 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
                 synthetic,
                 train_samples: 5000,
                 test_samples: 1000,
+                sample_unit: "images".to_owned(),
             },
+            more_data: Vec::new(),
             protocol: Protocol {
                 warmup_steps: 5,
                 windows_per_process: 5,
