@@ -6,7 +6,7 @@ use std::str::FromStr;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
-use crate::tricks::{Metric, Trick, TrickSet};
+use crate::tricks::{Applicability, Metric, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
 
 /// An experimental design.
@@ -362,6 +362,14 @@ fn time_to_accuracy_seeds(
 /// compared with when those are not the plain baselines.
 fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec<PlannedCell> {
     let only = TrickSet::only(trick);
+    if let Applicability::NotApplicable(_) = trick.applicability(workload, request.device) {
+        // One cell says why; no reference or comparison cell is trained for a trick that cannot run.
+        let kind = match trick.metric() {
+            Metric::TimeToAccuracy => CellKind::TimeToAccuracy,
+            Metric::Throughput | Metric::EvalThroughput | Metric::Memory => throughput(phase_of(trick)),
+        };
+        return vec![planned(request, workload, only, kind)];
+    }
     let mut cells = Vec::new();
     match trick.metric() {
         Metric::Throughput | Metric::EvalThroughput | Metric::Memory => {
@@ -627,5 +635,28 @@ mod tests {
         let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::Amp]));
         // cells: 0 baseline train, 1 tta, 2 channels-last, 3 amp (n/a on CPU)
         assert_eq!(plan.schedule(2), [(0, 0), (2, 0), (2, 1), (0, 1), (1, 0)]);
+    }
+
+    #[test]
+    fn tricks_that_cannot_apply_get_one_cell_with_the_reason_and_no_reference_cells() {
+        let mut gpt =
+            request(vec![Trick::Adamw, Trick::Lars, Trick::InputNorm, Trick::MaxBatch, Trick::OneCycle]);
+        gpt.workloads = vec![WorkloadId::GptMini];
+        let plan = Plan::ablation(&gpt);
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        assert_eq!(
+            ids,
+            [
+                "gpt-mini/baseline/b128/s0/train",
+                "gpt-mini/baseline/b64/s0/tta",
+                "gpt-mini/adamw/b64/s0/tta",
+                "gpt-mini/lars/b64/s0/tta",
+                "gpt-mini/input-norm/b64/s0/tta",
+                "gpt-mini/max-batch/b64/s0/tta",
+                "gpt-mini/one-cycle/b64/s0/tta",
+            ]
+        );
+        let reasons: Vec<bool> = plan.cells.iter().map(|c| c.not_applicable.is_some()).collect();
+        assert_eq!(reasons, [false, false, true, true, true, true, false]);
     }
 }

@@ -18,7 +18,7 @@ use trickbench::results::schema::{
 };
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::summary::summary_table;
-use trickbench::tricks::{parse_trick_list, Metric, Trick, TrickSet};
+use trickbench::tricks::{parse_trick_list, Applicability, Metric, Trick, TrickSet};
 use trickbench::workloads::{Family, WorkloadId};
 
 use crate::cli::RunArgs;
@@ -162,7 +162,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
                 let mut request = request.clone();
                 if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some()
                 {
-                    for &workload in &request.workloads.clone() {
+                    // Only where max-batch applies (not for the GPT, whose recipe fixes the batch).
+                    let probed = request.workloads.clone().into_iter().filter(|&workload| {
+                        Trick::MaxBatch.applicability(workload, device) == Applicability::Applies
+                    });
+                    for workload in probed {
                         let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
                         if request.tricks.contains(&Trick::Checkpointing) {
                             // How much larger a batch checkpointing lets fit.

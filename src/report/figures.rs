@@ -250,7 +250,7 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
         Figure {
             section: "tta",
             slug: format!("tta-curves-{}", g.slug()),
-            title: format!("Time-to-accuracy curves — {}", g.title()),
+            title: format!("Time-to-target curves — {}", g.title()),
             caption: format!(
                 "{} on the held-out set against training time (evaluation excluded), one line per \
                  configuration; with several seeds, thin lines are seeds and the bold line their median. \
@@ -258,7 +258,7 @@ fn time_to_accuracy(g: &Group) -> Vec<Figure> {
                 first.metric.replace('_', " ")
             ),
             chart: Chart::Lines(LineChart {
-                title: format!("Time to accuracy — {}", g.title()),
+                title: format!("Time to target — {}", g.title()),
                 x_label: "training time, evaluation excluded (s)".to_owned(),
                 y_label,
                 x_log2: false,
