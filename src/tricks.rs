@@ -466,16 +466,16 @@ impl Trick {
                 "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's"
             )),
             Trick::MaxBatch if !workload.is_cnn() => Applicability::NotApplicable(format!(
-                "{workload}'s recipe fixes 64 windows per batch; the batch-size study is the CIFAR \
-                 ResNet's (--design batch-sweep)"
+                "{workload}'s recipe keeps nanoGPT's fixed batch of windows; the batch-size study is \
+                 the CIFAR ResNet's (--design batch-sweep)"
             )),
             Trick::Adamw if !workload.is_cnn() => Applicability::NotApplicable(format!(
                 "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side \
                  to compare"
             )),
             Trick::Lars | Trick::Lamb if !workload.is_cnn() => Applicability::NotApplicable(format!(
-                "{workload}'s recipe is AdamW at 64 windows per batch; the large-batch optimizers are \
-                 measured on the CIFAR ResNet at its large batch"
+                "{workload}'s recipe is AdamW at a fixed batch of windows; the large-batch optimizers \
+                 are measured on the CIFAR ResNet at its large batch"
             )),
             Trick::OneCycle
             | Trick::MaxBatch

@@ -84,6 +84,9 @@ fn report_renders_every_cell_plot_and_table() {
             .flat_map(|kind| ["png", "svg"].map(|ext| format!("{kind}-{slug}.{ext}")))
             .collect();
     assert_eq!(file_names(&files), expected);
+    // The stack starts at the plain baseline, not at debug-off's slower reference (same trick set).
+    let stack = std::fs::read_to_string(out.join("plots").join(format!("stack-{slug}.svg"))).unwrap();
+    assert!(stack.contains("410 images/s") && !stack.contains("37 images/s"), "stack foot: {stack}");
 
     assert!(
         doc.select(&Selector::parse("#synthetic-banner").unwrap()).next().is_some(),

@@ -294,6 +294,7 @@ fn train_cells<'e, 'a>(g: &'e Group<'a>, batch: usize, seed: u64) -> BTreeMap<&'
             k.kind == (CellKind::Throughput { phase: Phase::Train })
                 && k.batch_size == batch
                 && k.seed == seed
+                && k.reference_for.is_none()
                 && e.cell.throughput.is_some()
         })
         .map(|e| (&e.cell.key.tricks, e))
@@ -302,22 +303,38 @@ fn train_cells<'e, 'a>(g: &'e Group<'a>, batch: usize, seed: u64) -> BTreeMap<&'
 
 /// The stack design's chain baseline ⊂ {t1} ⊂ {t1, t2} ⊂ …, each step adding one trick, ending at
 /// the largest trick set measured; `None` unless such a chain of at least two steps exists.
+/// Where several subsets were measured (the ablation's single tricks), the chain follows the
+/// stack's order, best ablation speed-up first. Reference cells (the baseline with debugging on,
+/// say) share the baseline's trick set but are never links of the chain.
 fn stack_chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
     let largest = g
         .entries
         .iter()
         .filter(|e| {
-            e.cell.key.kind == (CellKind::Throughput { phase: Phase::Train }) && e.cell.throughput.is_some()
+            let k = &e.cell.key;
+            k.kind == (CellKind::Throughput { phase: Phase::Train })
+                && k.reference_for.is_none()
+                && e.cell.throughput.is_some()
         })
         .max_by_key(|e| e.cell.key.tricks.iter().count())?;
     let cells = train_cells(g, largest.cell.key.batch_size, largest.cell.key.seed);
     let mut chain = vec![largest];
     let mut current = &largest.cell.key.tricks;
+    // The stack adds tricks in the order of their ablation speed-ups, so going down the chain the
+    // trick removed at each step is the one whose own speed-up is the lowest.
+    let alone = |t: Trick| {
+        cells.get(&&TrickSet::only(t)).and_then(|e| e.comparison).map_or(f64::INFINITY, |c| c.speedup)
+    };
     while !current.is_baseline() {
         let size = current.iter().count();
         let (set, entry) = cells
             .iter()
-            .find(|(set, _)| set.iter().count() + 1 == size && set.iter().all(|t| current.has(t)))?;
+            .filter(|(set, _)| set.iter().count() + 1 == size && set.iter().all(|t| current.has(t)))
+            .min_by(|(a, _), (b, _)| {
+                let removed =
+                    |set: &TrickSet| current.iter().find(|&t| !set.has(t)).map_or(f64::INFINITY, alone);
+                removed(a).total_cmp(&removed(b))
+            })?;
         chain.push(entry);
         current = set;
     }

@@ -419,6 +419,11 @@ mod tests {
         assert!(!vars.contains_key("lm_head.weight"), "the head is tied to wte");
         let flops = model.forward_flops_per_sample();
         assert_eq!(flops, 2.0 * 10_646_784.0 + 4.0 * 6.0 * 384.0 * 256.0);
+        // The quick profile's GPT: 2 × (12·128² + 2·128) + 128 + 65·128.
+        let mini = seeded(0, || {
+            Gpt::new(GptConfig::mini(65), options(AttentionKernel::Explicit, false), Device::Cpu)
+        });
+        assert_eq!(mini.unwrap().parameters_without_positions(), 402_176);
     }
 
     #[test]

@@ -207,6 +207,13 @@ pub fn cpu_run() -> Results {
         let id = add(&mut r, key(tricks, 128, 0, TRAIN), CellStatus::Ok, Some(410.0 * speedup), Some(mib));
         compare(&mut r, &id, &base, speedup, spread, Some(mib as f64 / 900.0));
     }
+    // debug-off's reference: the baseline's (empty) trick set with debugging on, much slower; it
+    // must not stand in for the baseline at the foot of the stack.
+    let mut debugging_on = key(&[], 128, 0, TRAIN);
+    debugging_on.reference_for = Some(DebugOff);
+    let reference = add(&mut r, debugging_on, CellStatus::Ok, Some(37.0), Some(900));
+    let debug_off = add(&mut r, key(&[DebugOff], 128, 0, TRAIN), CellStatus::Ok, Some(412.0), Some(900));
+    compare(&mut r, &debug_off, &reference, 11.1, 0.3, Some(1.0));
     for t in [Amp, AmpBf16, CudnnBenchmark] {
         let reason = format!("{t}: needs a CUDA GPU (test fixture)");
         add(&mut r, key(&[t], 128, 0, TRAIN), CellStatus::NotApplicable { reason }, None, None);
