@@ -26,6 +26,7 @@ pub fn summary_table(results: &Results) -> String {
         results.run.design,
         data.join(" · ")
     );
+    let target = results.run.protocol.target_ci_half_width;
     let width = results.cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
         out,
@@ -46,6 +47,21 @@ pub fn summary_table(results: &Results) -> String {
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");
         }
+        if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
+            let _ = writeln!(out, "    {warning}");
+        }
+    }
+    let noisy =
+        results.cells.iter().filter(|c| c.throughput.and_then(|t| t.noise_warning(target)).is_some()).count();
+    if noisy > 0 {
+        let _ = writeln!(
+            out,
+            "\nwarning: {noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
+             busy or too variable for that precision (close other work, or use more rounds); treat their \
+             verdicts with care",
+            results.cells.iter().filter(|c| c.throughput.is_some()).count(),
+            target.unwrap_or(0.0) * 100.0
+        );
     }
     if !results.time_to_accuracy.is_empty() {
         let _ = writeln!(out, "\ntime to accuracy, per configuration over its seeds:");

@@ -84,6 +84,16 @@ fn report_renders_every_cell_plot_and_table() {
             .flat_map(|kind| ["png", "svg"].map(|ext| format!("{kind}-{slug}.{ext}")))
             .collect();
     assert_eq!(file_names(&files), expected);
+    // Noise: every measured cell shows its spread, and the one wider than asked is flagged.
+    assert!(page.contains("CV 2.0%, 0 of 10 windows outliers"));
+    assert!(page.contains(
+        "noisy: the median's interval is ±8.0%, wider than the ±5.0% asked; windows vary by 11.0% \
+         (coefficient of variation), 2 of 10 are outliers"
+    ));
+    let words = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains(
+        "and more, up to 5, while the bootstrap interval of that process's median is wider than ±5.0%"
+    ));
     // The stack starts at the plain baseline, not at debug-off's slower reference (same trick set).
     let stack = std::fs::read_to_string(out.join("plots").join(format!("stack-{slug}.svg"))).unwrap();
     assert!(stack.contains("410 images/s") && !stack.contains("37 images/s"), "stack foot: {stack}");

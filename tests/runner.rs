@@ -96,6 +96,8 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
                 cell_timeout_s: 10.0,
                 time_to_accuracy_seeds: 1,
                 memory_budget_bytes: None,
+                target_ci_half_width: None,
+                max_windows_per_process: None,
             },
         },
         system: SystemInfo::collect(DeviceSpec::Cpu),

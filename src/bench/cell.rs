@@ -16,6 +16,7 @@ use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
+use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::{memory, timer::SyncedTimer};
 use crate::results::quality;
 use crate::results::schema::{
@@ -219,7 +220,9 @@ fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error
 
 /// Runs the profile's timed windows of `step` (which processes one batch and returns its sample
 /// count), with the device synchronised at each window's edges and GPU power sampled throughout,
-/// recording samples per second per window, the samples timed and the energy.
+/// recording samples per second per window, the samples timed and the energy. After the
+/// profile's `windows_per_process` windows it adds windows while the interval of this process's
+/// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
 fn time_windows(
     profile: &Profile,
     device: DeviceSpec,
@@ -227,7 +230,7 @@ fn time_windows(
     mut step: impl FnMut() -> Result<usize, Error>,
 ) -> Result<(), Error> {
     let power = PowerSampler::start(device);
-    for _ in 0..profile.windows_per_process {
+    while wants_another_window(profile, &measurement.window_samples_per_s) {
         let timer = SyncedTimer::start(device);
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
@@ -238,6 +241,15 @@ fn time_windows(
     }
     record_energy(measurement, power);
     Ok(())
+}
+
+/// Whether a process that has timed `windows` (samples/s each) times another: until the profile's
+/// `windows_per_process`, then while its median's interval is wider than `target_ci_half_width`,
+/// up to `max_windows_per_process`.
+fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
+    windows.len() < profile.windows_per_process
+        || (windows.len() < profile.max_windows_per_process
+            && median_ci(windows).is_none_or(|e| relative_half_width(&e) > profile.target_ci_half_width))
 }
 
 /// Stops the power sampler (if one could start) and records its energy or why there is none.
@@ -507,5 +519,23 @@ fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
         result.time_to_target_s = Some(point.train_s);
         result.wall_time_to_target_s = Some(point.wall_s);
         result.epochs_to_target = Some(point.epoch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workloads::Family;
+
+    #[test]
+    fn a_process_adds_windows_while_its_interval_is_wider_than_asked() {
+        let quick = ProfileName::Quick.settings(Family::CifarResnet);
+        assert_eq!((quick.windows_per_process, quick.max_windows_per_process), (5, 10));
+        assert!(wants_another_window(&quick, &[100.0; 4]), "fewer than the minimum");
+        assert!(!wants_another_window(&quick, &[100.0, 100.5, 99.5, 100.2, 99.8]), "precise enough");
+        let noisy = [100.0, 60.0, 140.0, 90.0, 110.0, 70.0, 130.0, 85.0, 115.0];
+        assert!(wants_another_window(&quick, &noisy[..5]), "±3% not reached");
+        assert!(wants_another_window(&quick, &noisy), "still below the maximum");
+        assert!(!wants_another_window(&quick, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
     }
 }

@@ -72,6 +72,8 @@ impl ProfileName {
                 batch_size: 32,
                 warmup_steps: 1,
                 windows_per_process: 2,
+                max_windows_per_process: 2,
+                target_ci_half_width: 0.10,
                 steps_per_window: 1,
                 rounds: 2,
                 cell_timeout_s: 120.0,
@@ -95,6 +97,8 @@ impl ProfileName {
                 batch_size: 128,
                 warmup_steps: 3,
                 windows_per_process: 5,
+                max_windows_per_process: 10,
+                target_ci_half_width: 0.03,
                 steps_per_window: 3,
                 rounds: 3,
                 cell_timeout_s: 300.0,
@@ -118,6 +122,8 @@ impl ProfileName {
                 batch_size: 128,
                 warmup_steps: 20,
                 windows_per_process: 10,
+                max_windows_per_process: 30,
+                target_ci_half_width: 0.01,
                 steps_per_window: 20,
                 rounds: 3,
                 cell_timeout_s: 600.0,
@@ -178,6 +184,8 @@ impl ProfileName {
                 batch_size: 8,
                 warmup_steps: 1,
                 windows_per_process: 2,
+                max_windows_per_process: 2,
+                target_ci_half_width: 0.10,
                 steps_per_window: 1,
                 rounds: 2,
                 cell_timeout_s: 120.0,
@@ -198,6 +206,8 @@ impl ProfileName {
                 batch_size: 32,
                 warmup_steps: 3,
                 windows_per_process: 5,
+                max_windows_per_process: 10,
+                target_ci_half_width: 0.03,
                 steps_per_window: 3,
                 rounds: 3,
                 cell_timeout_s: 300.0,
@@ -218,6 +228,8 @@ impl ProfileName {
                 batch_size: 64,
                 warmup_steps: 20,
                 windows_per_process: 10,
+                max_windows_per_process: 30,
+                target_ci_half_width: 0.01,
                 steps_per_window: 20,
                 rounds: 3,
                 cell_timeout_s: 600.0,
@@ -270,6 +282,11 @@ pub struct Profile {
     pub warmup_steps: usize,
     /// Timed windows per cell process.
     pub windows_per_process: usize,
+    /// The most timed windows per cell process: while its median's interval is wider than
+    /// `target_ci_half_width`, a process adds windows up to this many.
+    pub max_windows_per_process: usize,
+    /// The precision asked of a median throughput: half its interval's width as a fraction of it.
+    pub target_ci_half_width: f64,
     /// Steps per timed window.
     pub steps_per_window: usize,
     /// Processes per throughput cell (rounds of the interleaved schedule).

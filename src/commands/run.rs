@@ -120,6 +120,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
             cell_timeout_s: profile.cell_timeout_s,
             time_to_accuracy_seeds: seeds,
             memory_budget_bytes,
+            target_ci_half_width: Some(profile.target_ci_half_width),
+            max_windows_per_process: Some(profile.max_windows_per_process),
         },
     };
     let spec = RunSpec {

@@ -1,5 +1,6 @@
 //! Robust statistics: medians and percentile-bootstrap confidence intervals, seeded so that a
-//! report re-rendered from the same windows gives the same intervals.
+//! report re-rendered from the same windows gives the same intervals, and the measures of noise a
+//! cell reports (coefficient of variation, outliers by median absolute deviation).
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -51,24 +52,73 @@ pub fn median_ci(xs: &[f64]) -> Option<Estimate> {
 /// The ratio of medians `median(treatment) / median(control)` with a percentile-bootstrap interval.
 ///
 /// Both inputs are grouped by round (`treatment[r]` and `control[r]` were measured in the same
-/// round, close in time). Resampling draws windows with replacement within each round of each
-/// side, so every resample keeps the round structure of the experiment: drift between rounds
-/// cannot masquerade as an effect. `None` when either side has no windows.
+/// round, each in its own process, close in time). Each resample is two-level, as the experiment
+/// is: it draws rounds with replacement, the same rounds for both sides (so drift between rounds
+/// cannot masquerade as an effect), then windows with replacement within each drawn round of each
+/// side. Drawing rounds carries the variation between processes (a process that happened to run
+/// slow, a different memory layout) into the interval, which resampling windows alone misses;
+/// with one round only windows are drawn. `None` when either side has no windows.
 pub fn paired_ratio_ci(treatment: &[Vec<f64>], control: &[Vec<f64>]) -> Option<Estimate> {
     let flat = |groups: &[Vec<f64>]| groups.iter().flatten().copied().collect::<Vec<_>>();
     let point = median(&flat(treatment))? / median(&flat(control))?;
+    let rounds = treatment.len().max(control.len());
     let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
-    let mut draw = |groups: &[Vec<f64>]| -> f64 {
-        let pooled: Vec<f64> = groups
+    let draw = |groups: &[Vec<f64>], picked: &[usize], rng: &mut ChaCha8Rng| -> f64 {
+        let pooled: Vec<f64> = picked
             .iter()
-            .filter(|g| !g.is_empty())
+            .filter_map(|&r| groups.get(r).filter(|g| !g.is_empty()))
             .flat_map(|g| (0..g.len()).map(|_| g[rng.random_range(0..g.len())]).collect::<Vec<_>>())
             .collect();
         median(&pooled).unwrap_or(f64::NAN)
     };
-    let stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES).map(|_| draw(treatment) / draw(control)).collect();
+    let stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            let picked: Vec<usize> =
+                if rounds > 1 { (0..rounds).map(|_| rng.random_range(0..rounds)).collect() } else { vec![0] };
+            draw(treatment, &picked, &mut rng) / draw(control, &picked, &mut rng)
+        })
+        .collect();
     let (low, high) = percentile_interval(stats);
     Some(Estimate { point, low, high })
+}
+
+/// The coefficient of variation of `xs`: sample standard deviation ÷ mean; `None` for fewer than
+/// two values or a zero mean.
+pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    if mean == 0.0 {
+        return None;
+    }
+    let variance = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
+    Some(variance.sqrt() / mean.abs())
+}
+
+/// Modified z-score beyond which a value is an outlier (Iglewicz & Hoaglin 1993).
+pub const OUTLIER_Z: f64 = 3.5;
+
+/// The indices of the outliers of `xs` by median absolute deviation: values whose modified
+/// z-score `0.6745 · |x − median| / MAD` exceeds [`OUTLIER_Z`]. With a MAD of zero (most values
+/// equal) every value off the median is an outlier.
+pub fn mad_outliers(xs: &[f64]) -> Vec<usize> {
+    let Some(centre) = median(xs) else {
+        return Vec::new();
+    };
+    let deviations: Vec<f64> = xs.iter().map(|x| (x - centre).abs()).collect();
+    let mad = median(&deviations).unwrap_or(0.0);
+    deviations
+        .iter()
+        .enumerate()
+        .filter(|(_, &d)| if mad > 0.0 { 0.6745 * d / mad > OUTLIER_Z } else { d > 0.0 })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Half the width of `estimate`'s interval relative to its point: ±this fraction.
+pub fn relative_half_width(estimate: &Estimate) -> f64 {
+    (estimate.high - estimate.low) / 2.0 / estimate.point.abs()
 }
 
 /// The central [`CONFIDENCE_LEVEL`] interval of bootstrap statistics.
@@ -114,5 +164,31 @@ mod tests {
         let r = paired_ratio_ci(&same, &control).unwrap();
         assert!(r.low < 1.0 && r.high > 1.0, "{r:?}");
         assert!(paired_ratio_ci(&[], &control).is_none());
+    }
+
+    #[test]
+    fn rounds_that_disagree_widen_the_interval_that_windows_alone_keep_narrow() {
+        // Each round is tight, but the trick looked 1.2× faster in one process and 0.9× in the
+        // other: the resampled rounds must carry that into the interval.
+        let control = vec![vec![100.0, 100.5, 99.5, 100.2], vec![100.0, 99.8, 100.3, 100.1]];
+        let split = vec![vec![120.0, 120.5, 119.5, 120.2], vec![90.0, 89.8, 90.3, 90.1]];
+        let r = paired_ratio_ci(&split, &control).unwrap();
+        assert!(r.low < 0.95 && r.high > 1.15, "{r:?}");
+        // One round: only windows are drawn, as before.
+        let r = paired_ratio_ci(&split[..1], &control[..1]).unwrap();
+        assert!(r.low > 1.18 && r.high < 1.22, "{r:?}");
+    }
+
+    #[test]
+    fn noise_measures_flag_the_stray_window() {
+        let xs = [100.0, 101.0, 99.0, 100.5, 99.5, 60.0];
+        assert_eq!(mad_outliers(&xs), [5]);
+        assert!(mad_outliers(&[100.0, 101.0, 99.0, 100.5]).is_empty());
+        assert_eq!(mad_outliers(&[5.0, 5.0, 5.0, 6.0]), [3]);
+        let cv = coefficient_of_variation(&[90.0, 100.0, 110.0]).unwrap();
+        assert!((cv - 0.1).abs() < 1e-12, "{cv}");
+        assert_eq!(coefficient_of_variation(&[1.0]), None);
+        let e = Estimate { point: 100.0, low: 95.0, high: 107.0 };
+        assert!((relative_half_width(&e) - 0.06).abs() < 1e-12);
     }
 }

@@ -134,6 +134,10 @@ struct CellView {
     detail: String,
     stderr_tail: String,
     throughput: String,
+    /// The windows' coefficient of variation and outliers ("" without a throughput).
+    noise: String,
+    /// Set when the interval is wider than the protocol's target precision.
+    noise_warning: String,
     memory: String,
     speedup: String,
     compute: String,
@@ -179,6 +183,16 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                     )
                 },
             ),
+            noise: c.throughput.map_or_else(String::new, |t| {
+                let cv = t
+                    .coefficient_of_variation
+                    .map_or_else(|| "—".to_owned(), |cv| format!("{:.1}%", cv * 100.0));
+                format!("CV {cv}, {} of {} windows outliers", t.outlier_windows, t.windows)
+            }),
+            noise_warning: c
+                .throughput
+                .and_then(|t| t.noise_warning(report.results[e.file].run.protocol.target_ci_half_width))
+                .unwrap_or_default(),
             memory: c
                 .memory
                 .and_then(|m| m.primary_bytes())

@@ -1,7 +1,7 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
 use crate::measure::flops::{peak_flops_per_s, Precision};
-use crate::measure::stats::{median, median_ci, paired_ratio_ci};
+use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
 use crate::results::schema::{
     CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
     TimeToAccuracy, TtaSummary, Utilisation, Verdict,
@@ -9,8 +9,8 @@ use crate::results::schema::{
 use crate::results::system::SystemInfo;
 use crate::tricks::Trick;
 
-/// Recomputes a cell's aggregates (throughput, memory, time-to-accuracy, energy, utilisation)
-/// from its processes; `system` supplies the GPU whose peak MFU is measured against.
+/// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
+/// utilisation) from its processes; `system` supplies the GPU whose peak MFU is measured against.
 pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
     let windows: Vec<f64> =
         cell.processes.iter().flat_map(|p| p.window_samples_per_s.iter().copied()).collect();
@@ -19,6 +19,8 @@ pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
         ci_low_samples_per_s: e.low,
         ci_high_samples_per_s: e.high,
         windows: windows.len(),
+        coefficient_of_variation: coefficient_of_variation(&windows),
+        outlier_windows: mad_outliers(&windows).len(),
     });
     cell.memory = cell.processes.iter().map(|p| p.memory).reduce(Memory::max);
     cell.time_to_accuracy = cell.processes.iter().find_map(|p| p.time_to_accuracy.clone());

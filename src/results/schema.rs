@@ -185,6 +185,15 @@ pub struct Protocol {
     /// own limit).
     #[serde(default)]
     pub memory_budget_bytes: Option<u64>,
+    /// The precision asked of a cell's median throughput: half the width of its interval as a
+    /// fraction of the median (0.03: ±3%). A process adds windows beyond `windows_per_process`
+    /// until its own interval is this narrow or `max_windows_per_process` is reached, and a cell
+    /// whose interval stays wider carries a noise warning.
+    #[serde(default)]
+    pub target_ci_half_width: Option<f64>,
+    /// The most timed windows a process runs while its interval is wider than asked.
+    #[serde(default)]
+    pub max_windows_per_process: Option<usize>,
 }
 
 /// The default of [`Protocol::time_to_accuracy_seeds`] for results written before it existed.
@@ -478,6 +487,38 @@ pub struct Throughput {
     pub ci_high_samples_per_s: f64,
     /// Number of windows behind the estimate.
     pub windows: usize,
+    /// Sample standard deviation ÷ mean of the window throughputs (`None` for one window).
+    #[serde(default)]
+    pub coefficient_of_variation: Option<f64>,
+    /// Windows whose throughput is an outlier by median absolute deviation (modified z-score
+    /// above 3.5); they stay in the estimate, which is a median.
+    #[serde(default)]
+    pub outlier_windows: usize,
+}
+
+impl Throughput {
+    /// Half the width of the interval as a fraction of the median (0.03: ±3%).
+    pub fn relative_half_width(&self) -> f64 {
+        (self.ci_high_samples_per_s - self.ci_low_samples_per_s) / 2.0 / self.median_samples_per_s.abs()
+    }
+
+    /// A warning, in words, when the interval is wider than `target_half_width` (the protocol's
+    /// precision): the machine was too noisy for the precision asked.
+    pub fn noise_warning(&self, target_half_width: Option<f64>) -> Option<String> {
+        let target = target_half_width?;
+        let half_width = self.relative_half_width();
+        (half_width > target).then(|| {
+            format!(
+                "noisy: the median's interval is ±{:.1}%, wider than the ±{:.1}% asked; windows vary by \
+                 {:.1}% (coefficient of variation), {} of {} are outliers",
+                half_width * 100.0,
+                target * 100.0,
+                self.coefficient_of_variation.unwrap_or(0.0) * 100.0,
+                self.outlier_windows,
+                self.windows
+            )
+        })
+    }
 }
 
 /// A time-to-accuracy run: the learning curve and when it crossed the target.
