@@ -167,7 +167,7 @@ impl ProfileName {
     /// AdamW at 1e-3 with 100 warm-up steps and cosine decay over 5,000 steps, evaluated every
     /// 250). A sample is a token: a window of the context length holds that many predictions.
     fn char_gpt(self) -> Profile {
-        let tta = TtaSettings {
+        let nanogpt = TtaSettings {
             batch_size: 64,
             target: 1.60,
             planned_epochs: 0,
@@ -178,78 +178,46 @@ impl ProfileName {
             seeds: 1,
             large_batch_size: 64,
         };
-        match self {
-            ProfileName::Smoke => Profile {
-                name: self,
-                batch_size: 8,
-                warmup_steps: 1,
-                windows_per_process: 2,
-                max_windows_per_process: 2,
-                target_ci_half_width: 0.10,
-                steps_per_window: 1,
-                rounds: 2,
-                cell_timeout_s: 120.0,
-                train_samples: None,
-                test_samples: Some(16),
-                cpu_memory_budget_mib: 1536,
-                tta: TtaSettings {
+        // Windows per step, validation windows evaluated, and the time-to-target settings. nanoGPT
+        // estimates the validation loss on 200 batches of 64 random windows; 400 fixed windows
+        // (102,400 of the split's 111,540 tokens) cover nearly all of it.
+        let (batch_size, validation_windows, tta) = match self {
+            ProfileName::Smoke => (
+                8,
+                16,
+                TtaSettings {
                     batch_size: 8,
                     target: 3.0,
                     planned_steps: Some(100),
                     budget_s: 60.0,
                     eval_every_steps: 20,
-                    ..tta
+                    ..nanogpt
                 },
-            },
-            ProfileName::Quick => Profile {
-                name: self,
-                batch_size: 32,
-                warmup_steps: 3,
-                windows_per_process: 5,
-                max_windows_per_process: 10,
-                target_ci_half_width: 0.03,
-                steps_per_window: 3,
-                rounds: 3,
-                cell_timeout_s: 300.0,
-                train_samples: None,
-                test_samples: Some(128),
-                cpu_memory_budget_mib: 2048,
-                tta: TtaSettings {
+            ),
+            ProfileName::Quick => (
+                32,
+                128,
+                TtaSettings {
                     batch_size: 32,
                     target: QUICK_GPT_TARGET_LOSS,
                     planned_steps: Some(1_500),
                     budget_s: 240.0,
                     eval_every_steps: 100,
-                    ..tta
+                    ..nanogpt
                 },
-            },
-            ProfileName::Standard => Profile {
-                name: self,
-                batch_size: 64,
-                warmup_steps: 20,
-                windows_per_process: 10,
-                max_windows_per_process: 30,
-                target_ci_half_width: 0.01,
-                steps_per_window: 20,
-                rounds: 3,
-                cell_timeout_s: 600.0,
-                train_samples: None,
-                // nanoGPT estimates the validation loss on 200 batches of 64 random windows; 400
-                // fixed windows (102,400 of the split's 111,540 tokens) cover nearly all of it.
-                test_samples: Some(400),
-                cpu_memory_budget_mib: 16384,
-                tta,
-            },
+            ),
+            ProfileName::Standard => (64, 400, nanogpt),
             ProfileName::Full => {
-                let standard = ProfileName::Standard.char_gpt();
-                Profile {
-                    name: self,
-                    rounds: 5,
-                    cell_timeout_s: 4200.0,
-                    tta: TtaSettings { target: 1.47, budget_s: 3600.0, seeds: 3, ..standard.tta },
-                    ..standard
-                }
+                (64, 400, TtaSettings { target: 1.47, budget_s: 3600.0, seeds: 3, ..nanogpt })
             }
+        };
+        // The measurement protocol is the ResNet's: a run records one protocol for every cell.
+        Profile {
+            batch_size,
+            train_samples: None,
+            test_samples: Some(validation_windows),
+            tta,
+            ..self.cifar_resnet()
         }
     }
 }
@@ -335,4 +303,36 @@ pub struct TtaSettings {
     pub seeds: usize,
     /// The large batch at which `lars` and `lamb` are measured, against SGD at the same batch.
     pub large_batch_size: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_families_share_the_profile_s_measurement_protocol() {
+        for name in ProfileName::ALL {
+            let (resnet, gpt) = (name.settings(Family::CifarResnet), name.settings(Family::CharGpt));
+            let protocol = |p: &Profile| {
+                (
+                    p.warmup_steps,
+                    p.windows_per_process,
+                    p.max_windows_per_process,
+                    p.steps_per_window,
+                    p.rounds,
+                    p.cell_timeout_s,
+                    p.cpu_memory_budget_mib,
+                    p.target_ci_half_width.to_bits(),
+                )
+            };
+            assert_eq!(protocol(&resnet), protocol(&gpt), "{name}");
+            assert_eq!(resnet.tta.seeds, gpt.tta.seeds, "{name}");
+            assert_eq!(
+                name.workloads(),
+                [name.workload(Family::CifarResnet), name.workload(Family::CharGpt)]
+            );
+        }
+        let full = ProfileName::Full.settings(Family::CharGpt);
+        assert_eq!((full.batch_size, full.tta.target, full.tta.planned_steps), (64, 1.47, Some(5_000)));
+    }
 }
