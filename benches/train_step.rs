@@ -25,7 +25,7 @@ use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throug
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use trickbench::bench::cell::gpt_config;
+use trickbench::bench::cell::{gpt_config, gpt_for, resnet_for};
 use trickbench::bench::profile::{Profile, ProfileName};
 use trickbench::data::cifar::CifarSplit;
 use trickbench::data::loader::{Batch, CifarLoader, LoaderOptions, Pipeline};
@@ -39,8 +39,6 @@ use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::recipe::Recipe;
 use trickbench::train::{apply_process_tricks, Trainer};
 use trickbench::tricks::{Applicability, Metric, Trick, TrickSet};
-use trickbench::workloads::gpt::{AttentionKernel, Gpt, GptOptions};
-use trickbench::workloads::resnet::{CifarResnet, ResnetOptions};
 use trickbench::workloads::{Family, Workload, WorkloadId};
 
 /// Images per ResNet-8 step.
@@ -180,13 +178,7 @@ impl Stepper {
         tch::manual_seed(SEED as i64);
         let step = match data {
             Data::Images(train) => {
-                let options = ResnetOptions::for_workload(workload, !tricks.has(Trick::NoBiasBeforeBn))
-                    .expect("ResNet options")
-                    .with_batch_norm(recipe.batch_norm);
-                let mut model = CifarResnet::new(options, device.tch());
-                if tricks.has(Trick::JitFusion) {
-                    model.use_jit_epilogue().expect("compiling the TorchScript residual epilogue");
-                }
+                let model = resnet_for(&key, &recipe, device.tch()).expect("building the ResNet");
                 let loader_options = LoaderOptions {
                     batch_size: key.batch_size,
                     device: device.tch(),
@@ -200,15 +192,6 @@ impl Stepper {
                 warmed_up(model, tricks, device, &recipe, profile, lr, move || loader.next_batch())
             }
             Data::Text { corpus, context } => {
-                let config = gpt_config(workload, corpus.vocab_size() as i64).expect("GPT config");
-                let options = GptOptions {
-                    attention: if tricks.has(Trick::FlashAttention) {
-                        AttentionKernel::ScaledDotProduct
-                    } else {
-                        AttentionKernel::Explicit
-                    },
-                    jit_fusion: tricks.has(Trick::JitFusion),
-                };
                 let loader_options = TextLoaderOptions {
                     batch_size: key.batch_size,
                     context: *context,
@@ -216,7 +199,7 @@ impl Stepper {
                     seed: SEED,
                     pipeline,
                 };
-                let model = Gpt::new(config, options, device.tch()).expect("GPT model");
+                let model = gpt_for(&key, corpus.vocab_size(), device.tch()).expect("building the GPT");
                 let mut loader = TextLoader::new(corpus.train.clone(), loader_options).expect("text loader");
                 warmed_up(model, tricks, device, &recipe, profile, lr, move || loader.next_batch())
             }

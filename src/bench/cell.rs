@@ -82,30 +82,42 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     tch::manual_seed(job.key.seed as i64);
     let mut measurement = match &data {
         CellData::Images { .. } => {
-            let options = ResnetOptions::for_workload(job.key.workload, !tricks.has(Trick::NoBiasBeforeBn))?
-                .with_batch_norm(recipe.batch_norm);
-            let mut model = CifarResnet::new(options, device.tch());
-            if tricks.has(Trick::JitFusion) {
-                model.use_jit_epilogue()?;
-            }
+            let model = resnet_for(&job.key, &recipe, device.tch())?;
             measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
         }
         CellData::Text { corpus, .. } => {
-            let config = gpt_config(job.key.workload, corpus.vocab_size() as i64)?;
-            let options = GptOptions {
-                attention: if tricks.has(Trick::FlashAttention) {
-                    AttentionKernel::ScaledDotProduct
-                } else {
-                    AttentionKernel::Explicit
-                },
-                jit_fusion: tricks.has(Trick::JitFusion),
-            };
-            let model = Gpt::new(config, options, device.tch())?;
+            let model = gpt_for(&job.key, corpus.vocab_size(), device.tch())?;
             measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
         }
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// The CIFAR ResNet of the cell `key` on `device`: its depth from the workload, conv biases and
+/// BatchNorm as the tricks and `recipe` say, and the TorchScript epilogue with `jit-fusion`.
+pub fn resnet_for(key: &CellKey, recipe: &Recipe, device: tch::Device) -> Result<CifarResnet, Error> {
+    let options = ResnetOptions::for_workload(key.workload, !key.tricks.has(Trick::NoBiasBeforeBn))?
+        .with_batch_norm(recipe.batch_norm);
+    let mut model = CifarResnet::new(options, device);
+    if key.tricks.has(Trick::JitFusion) {
+        model.use_jit_epilogue()?;
+    }
+    Ok(model)
+}
+
+/// The GPT of the cell `key` on `device` for a vocabulary of `vocab_size` characters, with fused
+/// attention under `flash-attention` and TorchScript pointwise chains under `jit-fusion`.
+pub fn gpt_for(key: &CellKey, vocab_size: usize, device: tch::Device) -> Result<Gpt, Error> {
+    let options = GptOptions {
+        attention: if key.tricks.has(Trick::FlashAttention) {
+            AttentionKernel::ScaledDotProduct
+        } else {
+            AttentionKernel::Explicit
+        },
+        jit_fusion: key.tricks.has(Trick::JitFusion),
+    };
+    Gpt::new(gpt_config(key.workload, vocab_size as i64)?, options, device)
 }
 
 /// The shape of a GPT workload for a vocabulary of `vocab_size` characters.
