@@ -24,4 +24,13 @@ pub(crate) mod test_support {
         tch::manual_seed(seed);
         draw()
     }
+
+    /// Asserts that two sequences of batches are equal, batch by batch, inputs and targets.
+    pub(crate) fn assert_same_batches(a: &[crate::data::loader::Batch], b: &[crate::data::loader::Batch]) {
+        assert_eq!(a.len(), b.len());
+        for (k, (a, b)) in a.iter().zip(b).enumerate() {
+            assert!(a.inputs.equal(&b.inputs), "batch {k}: different inputs");
+            assert!(a.targets.equal(&b.targets), "batch {k}: different targets");
+        }
+    }
 }

@@ -27,6 +27,8 @@ pub fn summary_table(results: &Results) -> String {
         data.join(" · ")
     );
     let target = results.run.protocol.target_ci_half_width;
+    // Cells whose interval is wider than the precision asked.
+    let mut noisy = 0;
     let width = results.cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
         out,
@@ -49,10 +51,9 @@ pub fn summary_table(results: &Results) -> String {
         }
         if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
             let _ = writeln!(out, "    {warning}");
+            noisy += 1;
         }
     }
-    let noisy =
-        results.cells.iter().filter(|c| c.throughput.and_then(|t| t.noise_warning(target)).is_some()).count();
     if noisy > 0 {
         let _ = writeln!(
             out,

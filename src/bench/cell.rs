@@ -129,6 +129,11 @@ pub fn gpt_config(workload: WorkloadId, vocab_size: i64) -> Result<GptConfig, Er
     }
 }
 
+/// The context length (tokens per window) of a GPT workload, whatever its vocabulary.
+pub fn gpt_context(workload: WorkloadId) -> Result<usize, Error> {
+    Ok(gpt_config(workload, 1)?.context as usize)
+}
+
 /// Measures what the cell's kind asks for with `trainer` on `data`.
 fn measure<W: Workload>(
     job: &CellJob,
@@ -311,7 +316,7 @@ struct InputOptions<'a> {
 /// The data of a cell.
 enum CellData {
     /// CIFAR images: where training images come from, and the packed test split.
-    Images { train: ImageSource, train_samples: usize, test: CifarSplit },
+    Images { train: ImageSource, train_samples: usize, test: Arc<CifarSplit> },
     /// A text corpus, split into training and validation tokens, read in windows of `context`
     /// tokens.
     Text { corpus: TextCorpus, context: usize },
@@ -330,7 +335,7 @@ impl CellData {
                     job.key.workload
                 ))
             })?;
-            let context = gpt_config(job.key.workload, 1)?.context as usize;
+            let context = gpt_context(job.key.workload)?;
             return Ok(CellData::Text { corpus: TextCorpus::from_file(path)?, context });
         }
         let cut = |split: CifarSplit, n: Option<usize>| match n {
@@ -343,7 +348,7 @@ impl CellData {
             return Ok(CellData::Images {
                 train_samples: train.len(),
                 train: Arc::new(train).into(),
-                test: cut(full.test, profile.test_samples),
+                test: Arc::new(cut(full.test, profile.test_samples)),
             });
         };
         let (train, test) = import::read_encoded(images)?;
@@ -361,7 +366,7 @@ impl CellData {
         } else {
             ImageSource::Encoded(Arc::new(train))
         };
-        Ok(CellData::Images { train, train_samples, test: test.pack()? })
+        Ok(CellData::Images { train, train_samples, test: Arc::new(test.pack()?) })
     }
 
     /// Optimizer steps in one pass over the training split at `batch_size` samples per step
@@ -416,7 +421,7 @@ impl CellData {
     fn held_out_endless(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
         Ok(match self {
             CellData::Images { test, .. } => {
-                Box::new(CifarLoader::new(Arc::new(test.clone()), Self::image_options(inputs, false))?)
+                Box::new(CifarLoader::new(test.clone(), Self::image_options(inputs, false))?)
             }
             CellData::Text { corpus, context } => {
                 Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use trickbench::bench::cell::gpt_context;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
@@ -330,13 +331,8 @@ fn resolve_text(
     }
     let corpus = TextCorpus::from_file(path).context("--text")?;
     let settings = profile.settings(Family::CharGpt);
-    let context = gpts
-        .iter()
-        .map(|&w| trickbench::bench::cell::gpt_config(w, 1).map(|c| c.context as usize))
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .max()
-        .unwrap_or(1);
+    let context =
+        gpts.iter().copied().map(gpt_context).collect::<Result<Vec<_>, _>>()?.into_iter().max().unwrap_or(1);
     let windows = corpus.validation.len().saturating_sub(1) / context;
     let held_out_windows = settings.test_samples.map_or(windows, |n| n.min(windows));
     let info = DataInfo {

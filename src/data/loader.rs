@@ -605,7 +605,7 @@ pub fn crop_and_flip(src: &[u8], out: &mut [u8], dx: usize, dy: usize, flip: boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::seeded;
+    use crate::test_support::{assert_same_batches, seeded};
 
     fn ramp_image() -> Vec<u8> {
         (0..IMAGE_BYTES).map(|i| (i % 251) as u8 + 1).collect()
@@ -689,14 +689,6 @@ mod tests {
     fn batches(split: &Arc<CifarSplit>, options: LoaderOptions, count: usize) -> Vec<Batch> {
         let mut loader = CifarLoader::new(split.clone(), options).unwrap();
         (0..count).map(|_| loader.next_batch().unwrap()).collect()
-    }
-
-    fn assert_same_batches(a: &[Batch], b: &[Batch]) {
-        assert_eq!(a.len(), b.len());
-        for (k, (a, b)) in a.iter().zip(b).enumerate() {
-            assert!(a.inputs.equal(&b.inputs), "batch {k}: different images");
-            assert!(a.targets.equal(&b.targets), "batch {k}: different labels");
-        }
     }
 
     #[test]

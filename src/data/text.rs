@@ -294,6 +294,7 @@ fn own(view: &Tensor, device: Device, pinned: bool) -> Result<Tensor, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::assert_same_batches;
 
     /// Tokens `0, 1, …, n − 1`: a window's first token is its start.
     fn ramp(n: u16) -> Arc<[u16]> {
@@ -311,14 +312,6 @@ mod tests {
 
     fn rows(t: &Tensor) -> Vec<Vec<i64>> {
         Vec::<Vec<i64>>::try_from(t).unwrap()
-    }
-
-    fn assert_same_batches(a: &[Batch], b: &[Batch]) {
-        assert_eq!(a.len(), b.len());
-        for (k, (a, b)) in a.iter().zip(b).enumerate() {
-            assert!(a.inputs.equal(&b.inputs), "batch {k}: different inputs");
-            assert!(a.targets.equal(&b.targets), "batch {k}: different targets");
-        }
     }
 
     #[test]

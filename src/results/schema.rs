@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::power::Energy;
+use crate::measure::stats;
 use crate::results::system::SystemInfo;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::WorkloadId;
@@ -499,7 +500,11 @@ pub struct Throughput {
 impl Throughput {
     /// Half the width of the interval as a fraction of the median (0.03: ±3%).
     pub fn relative_half_width(&self) -> f64 {
-        (self.ci_high_samples_per_s - self.ci_low_samples_per_s) / 2.0 / self.median_samples_per_s.abs()
+        stats::relative_half_width(&stats::Estimate {
+            point: self.median_samples_per_s,
+            low: self.ci_low_samples_per_s,
+            high: self.ci_high_samples_per_s,
+        })
     }
 
     /// A warning, in words, when the interval is wider than `target_half_width` (the protocol's
