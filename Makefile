@@ -12,7 +12,7 @@ PROFILE ?= quick
 # tricks train to accuracy, several minutes each: `make run TRICKS=all`.
 TRICKS ?= throughput,memory
 
-.PHONY: setup build data run test bench clean
+.PHONY: setup build data run test bench parity clean
 
 setup:
 	scripts/setup-libtorch
@@ -34,6 +34,11 @@ data: build
 
 run: data
 	./target/release/trickbench run --profile $(PROFILE) --tricks $(TRICKS)
+
+# trickbench against eager PyTorch (the set-up's .venv/bin/python) on the profile's ResNet and GPT:
+# the loss of every step, and the step time in interleaved processes (`trickbench parity --help`).
+parity: data
+	./target/release/trickbench parity --profile $(PROFILE)
 
 # Release mode: the tests train real (small) networks, and `make run` then reuses the same build.
 test: setup

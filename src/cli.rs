@@ -26,12 +26,19 @@ pub enum Command {
     List(ListArgs),
     /// Show the libtorch, CUDA, cuDNN, GPU, CPU and memory a report would record.
     Env,
+    /// Train the same network, weights and batches in trickbench and in eager PyTorch: do the
+    /// losses agree, and how fast is each step.
+    Parity(ParityArgs),
     /// Prepare datasets.
     #[command(subcommand)]
     Data(DataCommand),
     /// Run one cell (used internally: `run` starts one such process per cell).
     #[command(hide = true)]
     Cell(CellArgs),
+    /// Run trickbench's side of a parity case (used internally: `parity` starts these processes,
+    /// with the same options as the PyTorch script's).
+    #[command(hide = true)]
+    ParitySide(ParitySideArgs),
 }
 
 /// Options of `trickbench run`.
@@ -187,4 +194,76 @@ pub struct CellArgs {
     /// Where to write the measurement (JSON).
     #[arg(long)]
     pub output: PathBuf,
+}
+
+/// Options of `trickbench parity`.
+#[derive(Debug, Args)]
+pub struct ParityArgs {
+    /// Comma-separated workloads: ids (resnet8, gpt-mini, …), resnet or gpt (the profile's member
+    /// of the family), or all (both).
+    #[arg(long, default_value = "all")]
+    pub workload: String,
+    /// Profile whose baseline cell (recipe, batch size, data subset) is compared.
+    #[arg(long, default_value = "quick")]
+    pub profile: String,
+    /// Device: auto, cpu, cuda or cuda:N (both sides run on it).
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Seed of weights, data order and augmentation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Samples per step (default: the profile's).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Training steps whose losses are compared (one exported batch each).
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// Timing rounds, each one trickbench process and one PyTorch process in alternating order
+    /// (0: compare losses only).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Untimed steps at the start of each timing process.
+    #[arg(long, default_value_t = 3)]
+    pub warmup_steps: usize,
+    /// Timed windows per timing process.
+    #[arg(long, default_value_t = 3)]
+    pub windows: usize,
+    /// Training steps per timed window.
+    #[arg(long, default_value_t = 10)]
+    pub steps_per_window: usize,
+    /// Python interpreter with PyTorch (default: .venv/bin/python when present, else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
+    #[arg(long, default_value = "data/cifar10")]
+    pub data: PathBuf,
+    /// UTF-8 text file the GPT workloads train on.
+    #[arg(long, default_value = "data/shakespeare/tinyshakespeare.txt")]
+    pub text: PathBuf,
+    /// Output directory (default: reports/runs/<time>-parity).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of the internal `trickbench parity-side` (the PyTorch script takes the same).
+#[derive(Debug, Args)]
+pub struct ParitySideArgs {
+    /// Directory of an exported parity case.
+    #[arg(long)]
+    pub case: PathBuf,
+    /// losses (one step per batch, each loss recorded) or time (windows of timed steps).
+    #[arg(long)]
+    pub mode: String,
+    /// JSON file to write.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Untimed steps first (mode time).
+    #[arg(long, default_value_t = 3)]
+    pub warmup_steps: usize,
+    /// Timed windows (mode time).
+    #[arg(long, default_value_t = 3)]
+    pub windows: usize,
+    /// Steps per window (mode time).
+    #[arg(long, default_value_t = 10)]
+    pub steps_per_window: usize,
 }

@@ -6,6 +6,7 @@ pub mod error;
 pub mod ffi;
 pub mod measure;
 pub mod optim;
+pub mod parity;
 pub mod report;
 pub mod results;
 pub mod summary;

@@ -74,10 +74,7 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     // The "off" side of debug-off: debugging left on for the whole process.
     ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
     let data = CellData::load(job, &profile)?;
-    let total_steps = match profile.tta.planned_steps {
-        Some(steps) => steps,
-        None => profile.tta.planned_epochs * data.steps_per_epoch(job.key.batch_size),
-    };
+    let total_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
     tch::manual_seed(job.key.seed as i64);
     let mut measurement = match &data {
@@ -92,6 +89,53 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// What a cell trains on, for code that replays its training steps outside a cell process
+/// (`trickbench parity`).
+#[derive(Debug)]
+pub struct TrainingInputs {
+    /// The recipe the cell trains with.
+    pub recipe: Recipe,
+    /// The optimizer steps the recipe's schedule is planned over.
+    pub planned_steps: usize,
+    /// Characters in the GPT's vocabulary (`None` for a ResNet).
+    pub vocab_size: Option<usize>,
+    /// The first batches the cell's training loader yields in the job's round, in order, on the
+    /// job's device.
+    pub batches: Vec<Batch>,
+}
+
+/// The recipe of the cell `job` and the first `count` training batches its process would train
+/// on (the same data, subset, augmentation and seed as [`run`]).
+pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Error> {
+    let profile = job.profile.settings(job.key.workload.family());
+    let data = CellData::load(job, &profile)?;
+    let planned_steps = planned_steps(&profile, &data, job.key.batch_size);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, planned_steps, job.super_convergence);
+    let inputs = InputOptions { batch_size: job.key.batch_size, seed: round_seed(job), recipe: &recipe, job };
+    let mut loader = data.training(&inputs)?;
+    let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
+    let vocab_size = match &data {
+        CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
+        CellData::Images { .. } => None,
+    };
+    Ok(TrainingInputs { recipe, planned_steps, vocab_size, batches })
+}
+
+/// The optimizer steps a cell's schedule is planned over: the profile's fixed count, or its
+/// epochs of `data` at `batch_size`.
+fn planned_steps(profile: &Profile, data: &CellData, batch_size: usize) -> usize {
+    match profile.tta.planned_steps {
+        Some(steps) => steps,
+        None => profile.tta.planned_epochs * data.steps_per_epoch(batch_size),
+    }
+}
+
+/// The seed of a cell process's batches: each round draws its own batches, while the weights are
+/// the same in every round.
+fn round_seed(job: &CellJob) -> u64 {
+    job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64)
 }
 
 /// The CIFAR ResNet of the cell `key` on `device`: its depth from the workload, conv biases and
@@ -144,9 +188,7 @@ fn measure<W: Workload>(
 ) -> Result<ProcessMeasurement, Error> {
     let device = job.device;
     let tricks = &job.key.tricks;
-    // Each round draws its own batches; the weights are the same in every round.
-    let seed = job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64);
-    let inputs = InputOptions { batch_size: job.key.batch_size, seed, recipe, job };
+    let inputs = InputOptions { batch_size: job.key.batch_size, seed: round_seed(job), recipe, job };
     memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {

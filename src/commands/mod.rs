@@ -2,6 +2,7 @@
 mod catalogue;
 mod cell;
 mod data;
+mod parity;
 mod report;
 mod run;
 
@@ -21,5 +22,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Data(DataCommand::Import(args)) => data::import(&args),
         Command::Data(DataCommand::Synth(args)) => data::synth(&args),
         Command::Cell(args) => cell::cell(&args),
+        Command::Parity(args) => parity::parity(&args),
+        Command::ParitySide(args) => parity::side(&args),
     }
 }

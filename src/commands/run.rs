@@ -348,7 +348,7 @@ fn resolve_text(
 
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,
 /// otherwise synthetic data generated once under `data/synthetic-cifar10` (said loudly).
-fn resolve_data(
+pub(super) fn resolve_data(
     dir: &Path,
     train_samples: Option<usize>,
     test_samples: Option<usize>,

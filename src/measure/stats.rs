@@ -24,7 +24,7 @@ pub fn median(xs: &[f64]) -> Option<f64> {
 }
 
 /// A point estimate with a confidence interval.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Estimate {
     /// The estimate from the data as measured.
     pub point: f64,

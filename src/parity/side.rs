@@ -1,0 +1,158 @@
+//! trickbench's side of a parity case: the cell's model and trainer, loaded with the case's
+//! weights, trained on the case's batches for the loss comparison or timed in windows.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tch::Kind;
+
+use crate::data::loader::Batch;
+use crate::error::Error;
+use crate::measure::timer::SyncedTimer;
+use crate::parity::case::{self, ParityCase};
+use crate::train::{apply_process_tricks, Trainer};
+use crate::workloads::{Family, Workload};
+
+/// How a side times training steps (both sides take the same numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimingPlan {
+    /// Untimed steps first (allocations, autotuning, caches).
+    pub warmup_steps: usize,
+    /// Timed windows.
+    pub windows: usize,
+    /// Steps per window.
+    pub steps_per_window: usize,
+}
+
+/// What a side does with a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideMode {
+    /// One step per exported batch, recording each step's loss, with the weights and the
+    /// floating-point inputs in float64: the two sides then differ only by float64 rounding, far
+    /// below the float32 loss each step reports, so what the comparison sees is the math (a
+    /// float32 run's rounding differences, near 1e-7, grow by about half an order of magnitude per
+    /// step in a freshly initialised ResNet and would hide a small difference in the recipe).
+    Losses,
+    /// Steps cycling through the batches, timed in windows.
+    Time(TimingPlan),
+}
+
+/// What one side reports: the same JSON from trickbench and from the PyTorch script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideOutput {
+    /// `trickbench` or `pytorch`.
+    pub implementation: String,
+    /// The implementation's version (trickbench's crate version, or `torch.__version__`).
+    pub version: String,
+    /// Intra-op threads the side's libtorch used.
+    pub threads: i64,
+    /// The training loss of each step (mode losses), nats.
+    #[serde(default)]
+    pub losses: Vec<f64>,
+    /// Training samples per second of each timed window (mode time): images, or tokens.
+    #[serde(default)]
+    pub window_samples_per_s: Vec<f64>,
+}
+
+/// Runs trickbench's side of the case in `dir`: the cell's model built as its process builds it,
+/// its weights replaced by the case's (in float64 for [`SideMode::Losses`]), trained with the
+/// cell's trainer and recipe on the case's batches at the case's learning rates.
+pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
+    let (case, mut batches) = case::load(dir)?;
+    let kind = match mode {
+        SideMode::Losses => Kind::Double,
+        SideMode::Time(_) => Kind::Float,
+    };
+    for batch in &mut batches {
+        if batch.inputs.is_floating_point() {
+            batch.inputs = batch.inputs.to_kind(kind);
+        }
+    }
+    let recipe = case::recipe(&case);
+    let device = case.device;
+    apply_process_tricks(&case.key.tricks, device)?;
+    let mut output = SideOutput {
+        implementation: "trickbench".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        threads: i64::from(tch::get_num_threads()),
+        losses: Vec::new(),
+        window_samples_per_s: Vec::new(),
+    };
+    match case.key.workload.family() {
+        Family::CifarResnet => {
+            let mut model = crate::bench::cell::resnet_for(&case.key, &recipe, device.tch())?;
+            case::load_weights(&model, &case, dir)?;
+            model.var_store_mut().set_kind(kind);
+            let trainer = Trainer::new(model, &case.key.tricks, device, &recipe)?;
+            replay(trainer, &case, &batches, mode, &mut output)?;
+        }
+        Family::CharGpt => {
+            let vocab_size = match case.model {
+                case::ModelSpec::Gpt { vocab_size, .. } => vocab_size as usize,
+                case::ModelSpec::CifarResnet { .. } => {
+                    return Err(Error::Invalid(format!(
+                        "{}: {} is a GPT but the case describes a ResNet",
+                        dir.join(case::CASE_FILE).display(),
+                        case.key.workload
+                    )))
+                }
+            };
+            let mut model = crate::bench::cell::gpt_for(&case.key, vocab_size, device.tch())?;
+            case::load_weights(&model, &case, dir)?;
+            model.var_store_mut().set_kind(kind);
+            let trainer = Trainer::new(model, &case.key.tricks, device, &recipe)?;
+            replay(trainer, &case, &batches, mode, &mut output)?;
+        }
+    }
+    Ok(output)
+}
+
+/// Trains or times `trainer` on the case's batches, filling `output`.
+fn replay<W: Workload>(
+    mut trainer: Trainer<W>,
+    case: &ParityCase,
+    batches: &[Batch],
+    mode: SideMode,
+    output: &mut SideOutput,
+) -> Result<(), Error> {
+    if batches.is_empty() || case.learning_rates.is_empty() {
+        return Err(Error::Invalid("parity: the case has no steps".to_owned()));
+    }
+    // Seeded right before the first step, as the script does, so that both sides draw the same
+    // dropout masks whatever building the model drew.
+    tch::manual_seed(case.seed as i64);
+    let step = |k: usize, trainer: &mut Trainer<W>| -> Result<usize, Error> {
+        let batch = &batches[k % batches.len()];
+        trainer.train_step(batch, case.learning_rates[k % case.learning_rates.len()])?;
+        Ok(batch.len())
+    };
+    match mode {
+        SideMode::Losses => {
+            for k in 0..batches.len() {
+                step(k, &mut trainer)?;
+                let metrics = trainer.metrics_mut();
+                metrics.flush();
+                let loss = metrics
+                    .last_mean_loss()
+                    .ok_or_else(|| Error::Torch(format!("parity: step {k} recorded no loss")))?;
+                output.losses.push(loss);
+            }
+        }
+        SideMode::Time(plan) => {
+            for k in 0..plan.warmup_steps {
+                step(k, &mut trainer)?;
+            }
+            let mut k = plan.warmup_steps;
+            for _ in 0..plan.windows {
+                let timer = SyncedTimer::start(case.device);
+                let mut samples = 0;
+                for _ in 0..plan.steps_per_window {
+                    samples += step(k, &mut trainer)?;
+                    k += 1;
+                }
+                output.window_samples_per_s.push(samples as f64 / timer.stop());
+            }
+        }
+    }
+    Ok(())
+}

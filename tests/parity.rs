@@ -1,0 +1,220 @@
+//! `trickbench parity` end to end against the real PyTorch (the set-up's `.venv/bin/python`):
+//! both workloads agree step by step and are timed in alternating processes, a recipe difference
+//! on one side is caught at the step where it first shows, and bad input gets a clear error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use trickbench::bench::profile::ProfileName;
+use trickbench::device::DeviceSpec;
+use trickbench::parity::case::{self, ExportRequest, OptimizerSpec, ParityCase};
+use trickbench::parity::compare::{LossAgreement, ParityReport, LOSS_RELATIVE_TOLERANCE};
+use trickbench::parity::side::{self, SideMode, SideOutput};
+use trickbench::workloads::WorkloadId;
+
+/// The Python with PyTorch that `make setup` links into the checkout.
+fn python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run `make setup` first", python.display());
+    python
+}
+
+fn trickbench(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trickbench"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("trickbench runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A small CIFAR-layout dataset and a text file in `dir`.
+fn write_data(dir: &Path) {
+    let out = trickbench(dir, &["data", "synth", "--train", "256", "--test", "64", "--out", "cifar"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let verse = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate.\n";
+    std::fs::write(dir.join("verse.txt"), verse.repeat(200)).unwrap();
+}
+
+/// Runs the PyTorch script's loss mode on the case in `case_dir`, from a copy in `dir`.
+fn pytorch_losses(dir: &Path, case_dir: &Path) -> SideOutput {
+    let output = dir.join("pytorch.json");
+    let script = dir.join("parity.py");
+    std::fs::write(&script, trickbench::parity::PYTORCH_SCRIPT).unwrap();
+    let run = Command::new(python())
+        .arg(&script)
+        .arg("--case")
+        .arg(case_dir)
+        .args(["--mode", "losses", "--output"])
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    serde_json::from_slice(&std::fs::read(&output).unwrap()).unwrap()
+}
+
+#[test]
+fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    let python = python();
+    let out = trickbench(
+        dir.path(),
+        &[
+            "parity",
+            "--profile",
+            "smoke",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "8",
+            "--steps",
+            "4",
+            "--rounds",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--windows",
+            "2",
+            "--steps-per-window",
+            "2",
+            "--data",
+            "cifar",
+            "--text",
+            "verse.txt",
+            "--python",
+            python.to_str().unwrap(),
+            "--out",
+            "parity",
+        ],
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("trickbench ÷ PyTorch") && stdout.contains("agree"), "{stdout}");
+    let bytes = std::fs::read(dir.path().join("parity/parity.json")).unwrap();
+    let report: ParityReport = serde_json::from_slice(&bytes).unwrap();
+    let workloads: Vec<WorkloadId> = report.workloads.iter().map(|w| w.workload).collect();
+    assert_eq!(workloads, [WorkloadId::Resnet8, WorkloadId::GptMini]);
+    for w in &report.workloads {
+        assert!(w.losses.agrees(), "{:?}", w.losses);
+        assert_eq!(w.losses.trickbench_losses.len(), 4);
+        assert!(w.pytorch_version.starts_with("2."), "{}", w.pytorch_version);
+        let speed = w.speed.as_ref().expect("timed");
+        let order: Vec<bool> = speed.rounds.iter().map(|r| r.trickbench_first).collect();
+        assert_eq!(order, [true, false], "rounds alternate which side runs first");
+        for round in &speed.rounds {
+            assert_eq!(round.trickbench_window_samples_per_s.len(), 2);
+            assert_eq!(round.pytorch_window_samples_per_s.len(), 2);
+        }
+        let ratio = speed.speed_ratio;
+        assert!(ratio.point > 0.0 && ratio.low <= ratio.point && ratio.point <= ratio.high, "{ratio:?}");
+        assert!(dir.path().join("parity").join(&w.case_dir).join(case::WEIGHTS_FILE).is_file());
+    }
+    assert!(dir.path().join("parity/parity.py").is_file(), "the PyTorch side is kept beside the results");
+}
+
+#[test]
+fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    let case_dir = dir.path().join("case");
+    let request = ExportRequest {
+        workload: WorkloadId::Resnet8,
+        profile: ProfileName::Smoke,
+        batch_size: 8,
+        seed: 3,
+        device: DeviceSpec::Cpu,
+        data_dir: dir.path().join("cifar"),
+        text: None,
+        steps: 4,
+    };
+    let exported = case::export(&request, &case_dir).unwrap();
+    let trickbench_side = side::run(&case_dir, SideMode::Losses).unwrap();
+
+    // The PyTorch side reads the optimizer from case.json; trickbench's follows the recipe.
+    let mut changed: ParityCase = exported.clone();
+    let OptimizerSpec::Sgd { momentum, weight_decay } = exported.optimizer else {
+        panic!("the ResNet recipe is SGD: {:?}", exported.optimizer)
+    };
+    assert_eq!((momentum, weight_decay), (0.9, 5e-4));
+    changed.optimizer = OptimizerSpec::Sgd { momentum: 0.8, weight_decay };
+    std::fs::write(case_dir.join(case::CASE_FILE), serde_json::to_vec(&changed).unwrap()).unwrap();
+    let pytorch_side = pytorch_losses(dir.path(), &case_dir);
+
+    let agreement =
+        LossAgreement::compare(trickbench_side.losses, pytorch_side.losses, LOSS_RELATIVE_TOLERANCE).unwrap();
+    // Step 0's loss comes before any update and the first update starts the momentum buffer
+    // from the gradient alone, so momentum first changes the loss of step 2.
+    assert_eq!(agreement.first_disagreeing_step, Some(2), "{agreement:?}");
+    assert!(agreement.trickbench_losses[..2] == agreement.pytorch_losses[..2], "{agreement:?}");
+}
+
+#[test]
+fn parity_errors_name_the_flag_or_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = trickbench(dir.path(), &["parity", "--workload", "gpt", "--text", "nowhere.txt"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--text nowhere.txt: no such file"), "{}", text(&out.stderr));
+
+    let out = trickbench(dir.path(), &["parity", "--steps", "0"]);
+    assert!(text(&out.stderr).contains("--steps must be at least 1"), "{}", text(&out.stderr));
+
+    write_data(dir.path());
+    let args = [
+        "parity",
+        "--workload",
+        "resnet8",
+        "--profile",
+        "smoke",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "4",
+        "--steps",
+        "1",
+        "--data",
+        "cifar",
+        "--python",
+        "/no/such/python",
+        "--out",
+        "p",
+    ];
+    let out = trickbench(dir.path(), &args);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("/no/such/python") && stderr.contains("--python"), "{stderr}");
+
+    let out = trickbench(
+        dir.path(),
+        &["parity-side", "--case", "absent", "--mode", "losses", "--output", "o.json"],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("absent/case.json"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn dropout_masks_line_up_so_a_gpt_with_dropout_agrees_too() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    let case_dir = dir.path().join("case");
+    let request = ExportRequest {
+        workload: WorkloadId::GptShakespeare,
+        profile: ProfileName::Smoke,
+        batch_size: 1,
+        seed: 5,
+        device: DeviceSpec::Cpu,
+        data_dir: dir.path().join("cifar"),
+        text: Some(dir.path().join("verse.txt")),
+        steps: 2,
+    };
+    let exported = case::export(&request, &case_dir).unwrap();
+    assert!(matches!(exported.model, case::ModelSpec::Gpt { dropout, .. } if dropout == 0.2));
+    let trickbench_side = side::run(&case_dir, SideMode::Losses).unwrap();
+    let pytorch_side = pytorch_losses(dir.path(), &case_dir);
+    let agreement =
+        LossAgreement::compare(trickbench_side.losses, pytorch_side.losses, LOSS_RELATIVE_TOLERANCE).unwrap();
+    assert!(agreement.agrees(), "{agreement:?}");
+}
