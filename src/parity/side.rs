@@ -30,7 +30,7 @@ pub enum SideMode {
     /// One step per exported batch, recording each step's loss, with the weights and the
     /// floating-point inputs in float64: the two sides then differ only by float64 rounding, far
     /// below the float32 loss each step reports, so what the comparison sees is the math (a
-    /// float32 run's rounding differences, near 1e-7, grow by about half an order of magnitude per
+    /// float32 run's rounding differences, near 1e-7, grow by about 1.7× per
     /// step in a freshly initialised ResNet and would hide a small difference in the recipe).
     Losses,
     /// Steps cycling through the batches, timed in windows.
