@@ -349,3 +349,14 @@ fn a_shard_resumes_only_as_the_same_shard() {
     let message = runner::run(&other, &mut Mock::default(), &mut Silent).unwrap_err().to_string();
     assert!(message.contains("shard differ"), "{message}");
 }
+
+#[test]
+fn results_written_before_sharding_still_load_and_are_not_shards() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/cpu-xeon-2core-20261130-quick/results.json");
+    let results = store::load(&path).unwrap();
+    assert_eq!(results.schema_version, SCHEMA_VERSION);
+    assert_eq!((&results.run.shard, &results.run.merged), (&None, &None));
+    let message = shard_error(vec![ShardResults { path: path.clone(), results }]);
+    assert!(message.contains("cpu-xeon-2core-20261130-quick/results.json: not a shard"), "{message}");
+}
