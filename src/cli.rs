@@ -20,6 +20,8 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Re-render plots, HTML, Markdown and CSV from results files.
     Report(ReportArgs),
+    /// Merge the shards of a sharded sweep (`run --shard I/N`) into one results file and report.
+    Merge(MergeArgs),
     /// Compare the same workloads across GPUs or machines (one results file each).
     Compare(CompareArgs),
     /// List the trick catalogue: id, guide number, off/on, metric, applicability.
@@ -78,6 +80,11 @@ pub struct RunArgs {
     /// Seeds per time-to-accuracy configuration (default: the profile's).
     #[arg(long)]
     pub seeds: Option<usize>,
+    /// Run only shard I of N (0 ≤ I < N) of the plan, for a sweep spread over machines (e.g. a
+    /// Slurm job array); `trickbench merge` joins the shards' results. Each workload's throughput
+    /// cells stay together in one shard; time-to-accuracy cells are spread round-robin.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<trickbench::bench::shard::Shard>,
     /// Peak memory a cell may use, MiB, beyond which it ends out of memory (default: on a CPU the
     /// profile's budget, on a GPU the device's own memory).
     #[arg(long)]
@@ -112,6 +119,22 @@ pub struct ReportArgs {
     /// Output directory (default: the directory of the first results file).
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// Options of `trickbench merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' results.json files, or directories holding one (or holding one directory per
+    /// shard, each with its results.json).
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Output directory of the merged results.json and its report.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Write the merge even when shards are absent or did not finish (they are listed as warnings
+    /// and in the merged file); without it such a merge is refused.
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 /// Options of `trickbench compare`.

@@ -352,3 +352,60 @@ fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
     let out = trickbench(dir.path(), &["run", "--design", "sweep", "--data", "no-such-dir"]);
     assert!(text(&out.stderr).contains("batch-sweep"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn shards_run_apart_and_merge_into_one_results_file_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["3/2", "0/0", "abc"] {
+        let out = trickbench(dir.path(), &["run", "--shard", bad]);
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("--shard") && stderr.contains(bad), "{stderr}");
+    }
+    let synth =
+        trickbench(dir.path(), &["data", "synth", "--out", "synth", "--train", "2000", "--test", "500"]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    // Two units: the ResNet's throughput cells, and the GPT's (not applicable without a text
+    // file, so nothing trains); a third shard has nothing to do.
+    let shard = |i: &str| {
+        let run = ["run", "--profile", "smoke", "--device", "cpu", "--no-time-to-accuracy"];
+        let args = ["--tricks", "channels-last", "--data", "synth", "--text", "none.txt", "--shard", i];
+        let out_dir = format!("sweep/shard-{}", &i[..1]);
+        let out = trickbench(dir.path(), &[&run[..], &args[..], &["--out", &out_dir]].concat());
+        assert!(out.status.success(), "shard {i}: {}", text(&out.stderr));
+        store::load(&dir.path().join(out_dir).join("results.json")).unwrap()
+    };
+    let ids = |r: &Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    let resnet = ["resnet8/baseline/b32/s0/train", "resnet8/channels-last/b32/s0/train"];
+    let gpt = ["gpt-mini/baseline/b8/s0/train", "gpt-mini/channels-last/b8/s0/train"];
+    assert_eq!(ids(&shard("0/3")), resnet);
+    assert_eq!(ids(&shard("2/3")), Vec::<String>::new());
+
+    let merge =
+        |extra: &[&str]| trickbench(dir.path(), &[&["merge", "sweep", "--out", "merged"], extra].concat());
+    let refused = merge(&[]);
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("shard 1/3 is missing (units: gpt-mini/throughput)"), "{stderr}");
+    let partial = merge(&["--allow-missing"]);
+    assert!(partial.status.success(), "{}", text(&partial.stderr));
+    assert!(text(&partial.stderr).contains("warning: shard 1/3 is missing"));
+
+    assert_eq!(ids(&shard("1/3")), gpt);
+    let merged = merge(&[]);
+    assert!(merged.status.success(), "{}", text(&merged.stderr));
+    let results = store::load(&dir.path().join("merged/results.json")).unwrap();
+    assert_eq!(ids(&results), [&resnet[..], &gpt[..]].concat(), "the unsharded plan's order");
+    assert_eq!(results.comparisons.len(), 1);
+    assert_eq!(results.run.merged.as_ref().unwrap().shards, [0, 1, 2]);
+    assert!(text(&merged.stdout).contains("speed-up [95% CI]"));
+    assert!(dir.path().join("merged/index.html").is_file());
+
+    // A shard given twice is refused with both files named.
+    let twice = trickbench(
+        dir.path(),
+        &["merge", "sweep/shard-0/results.json", "sweep/shard-0", "sweep/shard-1", "--out", "again"],
+    );
+    let stderr = text(&twice.stderr);
+    assert!(!twice.status.success() && stderr.contains("are both shard 0/3"), "{stderr}");
+    assert!(stderr.contains("sweep/shard-0/results.json and sweep/shard-0/results.json"), "{stderr}");
+}

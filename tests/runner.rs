@@ -99,6 +99,8 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
                 target_ci_half_width: None,
                 max_windows_per_process: None,
             },
+            shard: None,
+            merged: None,
         },
         system: SystemInfo::collect(DeviceSpec::Cpu),
         plan: Plan::ablation(&request),

@@ -73,13 +73,23 @@ pub struct RunSpec {
     pub resume: bool,
 }
 
-/// Runs the plan and returns the final results (also written to `out_dir/results.json`).
+/// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
+/// final results (also written to `out_dir/results.json`).
 pub fn run(
     spec: &RunSpec,
     executor: &mut dyn CellExecutor,
     observer: &mut dyn RunObserver,
 ) -> Result<Results, Error> {
     let path = spec.out_dir.join(RESULTS_FILE);
+    let this_shard;
+    let spec = match &spec.info.shard {
+        Some(record) => {
+            this_shard =
+                RunSpec { plan: record.part_of(&spec.plan, spec.info.design.parse()?), ..spec.clone() };
+            &this_shard
+        }
+        None => spec,
+    };
     let mut results = initial_results(spec, &path)?;
     let rounds = spec.info.protocol.rounds;
     let timeout = Duration::from_secs_f64(spec.info.protocol.cell_timeout_s);
@@ -139,11 +149,12 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         let same = existing.run.profile == spec.info.profile
             && existing.run.design == spec.info.design
             && existing.run.device == spec.info.device
-            && existing.run.protocol == spec.info.protocol;
+            && existing.run.protocol == spec.info.protocol
+            && existing.run.shard == spec.info.shard;
         if !same {
             return Err(Error::Invalid(format!(
-                "--resume: {} was written by a different run (profile, design, device or protocol \
-                 differ); use the same flags as the original run or a new --out",
+                "--resume: {} was written by a different run (profile, design, device, protocol or \
+                 shard differ); use the same flags as the original run or a new --out",
                 path.display()
             )));
         }

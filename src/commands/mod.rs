@@ -2,6 +2,7 @@
 mod catalogue;
 mod cell;
 mod data;
+mod merge;
 mod parity;
 mod report;
 mod run;
@@ -15,6 +16,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Report(args) => report::report(&args),
+        Command::Merge(args) => merge::merge(&args),
         Command::Compare(args) => report::compare(&args),
         Command::List(args) => catalogue::list(&args),
         Command::Env => catalogue::env(),

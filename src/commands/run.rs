@@ -10,6 +10,7 @@ use trickbench::bench::cell::gpt_context;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
+use trickbench::bench::shard::shard_record;
 use trickbench::data::cifar;
 use trickbench::data::text::TextCorpus;
 use trickbench::device::DeviceSpec;
@@ -99,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
     let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
-    let info = RunInfo {
+    let mut info = RunInfo {
         id: out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned()),
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         finished_at: None,
@@ -124,7 +125,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
             target_ci_half_width: Some(profile.target_ci_half_width),
             max_windows_per_process: Some(profile.max_windows_per_process),
         },
+        shard: None,
+        merged: None,
     };
+    if let Some(shard) = args.shard {
+        let record = shard_record(shard, &info, &workloads, &known_plan(design, &requests))?;
+        let units = record.units_of(shard.index).len();
+        eprintln!(
+            "note: shard {shard} holds {units} of the plan's {} units (plan fingerprint {})",
+            record.units.len(),
+            &record.fingerprint[..12]
+        );
+        info.shard = Some(record);
+    }
     let spec = RunSpec {
         info,
         system: SystemInfo::collect(device),
@@ -187,9 +200,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
                     Design::LeaveOneOut => Plan::leave_one_out(&request),
                     _ => Plan::ablation(&request),
                 })?;
-                if design == Design::Stack {
-                    // Second half: add the tricks cumulatively, best measured first.
-                    let ranking = stack_ranking(session.results()?, request.workloads[0]);
+                // Second half: add the tricks cumulatively, best measured first (in the shard that
+                // measured them).
+                let ranking = match design {
+                    Design::Stack => stack_ranking(session.results()?, request.workloads[0]),
+                    _ => Vec::new(),
+                };
+                if !ranking.is_empty() {
                     bar.println(format!(
                         "stacking tricks, best first: {}",
                         ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
@@ -205,6 +222,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
     println!("{}", summary_table(results));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
     super::report::write_run_report(results, &out_dir)
+}
+
+/// The cells of the plans of `requests` known before anything is measured: what a sharded run
+/// splits (probes, the cells planned from their answers and the stack's second half join their
+/// workload's throughput unit).
+fn known_plan(design: Design, requests: &[PlanRequest]) -> Plan {
+    let mut plan = Plan { cells: Vec::new() };
+    for request in requests {
+        plan.extend(match design {
+            Design::Ablation | Design::Stack => Plan::ablation(request).cells,
+            Design::LeaveOneOut => Plan::leave_one_out(request).cells,
+            Design::SuperConvergence => Plan::super_convergence(request).cells,
+            Design::BatchSweep => Vec::new(),
+        });
+    }
+    plan
 }
 
 /// The batch sizes a probe found to fit, smallest first.

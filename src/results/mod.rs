@@ -1,5 +1,6 @@
-//! The results file: its schema, the system record, and storage.
+//! The results file: its schema, the system record, storage, and the merge of a sharded sweep.
 pub mod analysis;
+pub mod merge;
 pub mod quality;
 pub mod schema;
 pub mod store;

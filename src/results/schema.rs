@@ -128,6 +128,12 @@ pub struct RunInfo {
     pub more_data: Vec<DataInfo>,
     /// The measurement protocol in force.
     pub protocol: Protocol,
+    /// The part of a sharded sweep this file holds (`run --shard i/n`); `None` for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRecord>,
+    /// The shards this file was merged from (`trickbench merge`); `None` unless merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeRecord>,
 }
 
 impl RunInfo {
@@ -135,6 +141,52 @@ impl RunInfo {
     pub fn datasets(&self) -> impl Iterator<Item = &DataInfo> {
         std::iter::once(&self.data).chain(&self.more_data)
     }
+}
+
+/// Which part of a sharded sweep a results file holds, and the plan it is part of (see
+/// [`crate::bench::shard`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardRecord {
+    /// This shard's index, from 0.
+    pub index: usize,
+    /// How many shards the plan was split into.
+    pub count: usize,
+    /// Hex SHA-256 of the plan: design, profile, device, protocol, datasets (without their paths),
+    /// units and known cells. Shards of one sweep have the same fingerprint.
+    pub fingerprint: String,
+    /// The plan's shard units in plan order; unit `k` belongs to shard `k mod count`.
+    pub units: Vec<String>,
+    /// The cells of the whole plan known before anything is measured, in plan order (probes, and
+    /// cells planned from measurements, such as the stack's, come later).
+    pub cells: Vec<ShardCell>,
+}
+
+/// A cell of a sharded plan, known before anything is measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardCell {
+    /// The cell's id ([`CellKey::id`]).
+    pub id: String,
+    /// Its unit: an index into [`ShardRecord::units`].
+    pub unit: usize,
+    /// Whether the cell is not applicable (it is recorded, never run).
+    pub not_applicable: bool,
+}
+
+/// Where a merged results file came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    /// How many shards the plan was split into.
+    pub shard_count: usize,
+    /// The fingerprint every merged shard carried ([`ShardRecord::fingerprint`]).
+    pub fingerprint: String,
+    /// The indices of the shards merged, ascending.
+    pub shards: Vec<usize>,
+    /// The results files merged, in the order of `shards`.
+    pub files: Vec<String>,
+    /// What was missing when the merge was written anyway (`merge --allow-missing`): absent shards,
+    /// shards that did not finish, and the known cells they lacked. Empty for a complete merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 /// The dataset the run used.

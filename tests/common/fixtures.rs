@@ -52,6 +52,8 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
                 target_ci_half_width: Some(0.05),
                 max_windows_per_process: Some(5),
             },
+            shard: None,
+            merged: None,
         },
         system: SystemInfo {
             hostname: Some(host.to_owned()),
