@@ -2,6 +2,7 @@
 //! timed windows or train to a target on the held-out set. Runs inside the child process.
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +14,8 @@ use crate::data::import;
 use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
 use crate::data::text::{eval_windows, TextCorpus, TextLoader, TextLoaderOptions};
 use crate::device::DeviceSpec;
+use crate::distributed::env::DistEnv;
+use crate::distributed::group::{ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
@@ -63,13 +66,20 @@ pub struct CellJob {
 /// Training steps of a memory probe (after the steps that reach the steady state).
 pub const PROBE_STEPS: usize = 2;
 
-/// Runs one cell process and returns what it measured.
-pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
+/// Runs one cell process and returns what it measured. A `ddp` cell runs as one rank of `dist`
+/// (its CUDA device is the local rank's), its throughput the sum over the ranks; the `ddp`
+/// reference cell (DataParallel) drives every CUDA device of the machine from this process.
+pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
     memory::count_cpu_tensors()?;
     let profile = job.profile.settings(job.key.workload.family());
-    let device = job.device;
     let tricks = &job.key.tricks;
+    let device = match (dist, job.device) {
+        (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
+        (_, device) => device,
+    };
+    let parallel = Parallel::for_cell(job, dist, device)?;
+    let rank = dist.map_or(0, |env| env.rank);
     apply_process_tricks(tricks, device)?;
     // The "off" side of debug-off: debugging left on for the whole process.
     ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
@@ -83,15 +93,74 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let mut measurement = match &data {
         CellData::Images { .. } => {
             let model = resnet_for(&job.key, &recipe, device.tch())?;
-            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| resnet_for(&job.key, &recipe, d))?;
+            measure(job, &profile, &recipe, trainer, &data, device, rank)?
         }
         CellData::Text { corpus, .. } => {
             let model = gpt_for(&job.key, corpus.vocab_size(), device.tch())?;
-            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| gpt_for(&job.key, corpus.vocab_size(), d))?;
+            measure(job, &profile, &recipe, trainer, &data, device, rank)?
         }
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
     Ok(measurement)
+}
+
+/// How a cell spreads training over devices.
+enum Parallel {
+    /// One process, one device.
+    None,
+    /// One rank of DDP, in this process group.
+    Ddp(Rc<ProcessGroup>),
+    /// DataParallel from this process over these further CUDA devices (every one but the cell's).
+    Replicas(Vec<tch::Device>),
+}
+
+impl Parallel {
+    /// What the cell's tricks ask for: DDP for `ddp` (as a rank of `dist`, joined here),
+    /// DataParallel over every CUDA device for its reference cell.
+    fn for_cell(job: &CellJob, dist: Option<&DistEnv>, device: DeviceSpec) -> Result<Self, Error> {
+        if job.key.tricks.has(Trick::Ddp) {
+            let env = dist.ok_or_else(|| {
+                Error::Invalid(
+                    "a ddp cell runs as one rank of a data-parallel world: RANK, WORLD_SIZE, LOCAL_RANK, \
+                     MASTER_ADDR and MASTER_PORT must be set (the cell command sets them for its workers)"
+                        .to_owned(),
+                )
+            })?;
+            return Ok(Parallel::Ddp(Rc::new(ProcessGroup::join(env, device)?)));
+        }
+        if job.key.is_reference_for(Trick::Ddp) {
+            let gpus = tch::Cuda::device_count().max(0) as usize;
+            if !device.is_cuda() || gpus < 2 {
+                return Err(Error::Invalid(format!(
+                    "the data-parallel cell needs ≥ 2 CUDA GPUs; this process has {gpus} and runs on {device}"
+                )));
+            }
+            let master = device.tch();
+            let others = (0..gpus).map(tch::Device::Cuda).filter(|&d| d != master).collect();
+            return Ok(Parallel::Replicas(others));
+        }
+        Ok(Parallel::None)
+    }
+
+    /// `trainer` spread as asked, building replicas with `build` (a model for a device).
+    fn apply<W: Workload>(
+        self,
+        trainer: Trainer<W>,
+        build: impl Fn(tch::Device) -> Result<W, Error>,
+    ) -> Result<Trainer<W>, Error> {
+        match self {
+            Parallel::None => Ok(trainer),
+            Parallel::Ddp(group) => trainer.with_ddp(group, DEFAULT_BUCKET_BYTES),
+            Parallel::Replicas(devices) => {
+                let replicas = devices.into_iter().map(build).collect::<Result<Vec<W>, Error>>()?;
+                trainer.with_replicas(replicas)
+            }
+        }
+    }
 }
 
 /// The CIFAR ResNet of the cell `key` on `device`: its depth from the workload, conv biases and
@@ -134,19 +203,25 @@ pub fn gpt_context(workload: WorkloadId) -> Result<usize, Error> {
     Ok(gpt_config(workload, 1)?.context as usize)
 }
 
-/// Measures what the cell's kind asks for with `trainer` on `data`.
+/// Measures what the cell's kind asks for with `trainer` on `data` on `device`, as DDP rank
+/// `rank` (0 without DDP). Each DDP rank draws its own batches of the cell's size, and
+/// throughput counts every rank's samples (the ranks step in lock-step, bound by the gradient
+/// all-reduce); DataParallel draws batches of the cell's size times its number of devices.
 fn measure<W: Workload>(
     job: &CellJob,
     profile: &Profile,
     recipe: &Recipe,
     mut trainer: Trainer<W>,
     data: &CellData,
+    device: DeviceSpec,
+    rank: usize,
 ) -> Result<ProcessMeasurement, Error> {
-    let device = job.device;
     let tricks = &job.key.tricks;
-    // Each round draws its own batches; the weights are the same in every round.
-    let seed = job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64);
-    let inputs = InputOptions { batch_size: job.key.batch_size, seed, recipe, job };
+    // Each round (and each DDP rank) draws its own batches; the weights are the same in every round.
+    let seed = job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64).wrapping_add((rank as u64) << 40);
+    let batch_size = job.key.batch_size * trainer.data_parallel_width();
+    let inputs = InputOptions { batch_size, seed, recipe, job, device };
+    let ranks = trainer.ddp_world_size();
     memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {
@@ -215,6 +290,10 @@ fn measure<W: Workload>(
             measurement.last_loss = trainer.metrics_mut().last_mean_loss();
         }
     }
+    for window in &mut measurement.window_samples_per_s {
+        *window *= ranks as f64;
+    }
+    measurement.timed_samples *= ranks;
     measurement.memory = memory::peaks(device)?;
     within_budget(&measurement.memory, job.memory_budget_bytes)?;
     Ok(measurement)
@@ -308,6 +387,7 @@ impl BatchSource for TextLoader {
 /// What a cell's loaders are built from besides the data.
 struct InputOptions<'a> {
     batch_size: usize,
+    device: DeviceSpec,
     seed: u64,
     recipe: &'a Recipe,
     job: &'a CellJob,
@@ -384,7 +464,7 @@ impl CellData {
         let tricks = &inputs.job.key.tricks;
         LoaderOptions {
             batch_size: inputs.batch_size,
-            device: inputs.job.device.tch(),
+            device: inputs.device.tch(),
             augment,
             channels_last: tricks.has(Trick::ChannelsLast),
             pipeline: Pipeline::for_tricks(tricks),
@@ -398,7 +478,7 @@ impl CellData {
         TextLoaderOptions {
             batch_size: inputs.batch_size,
             context,
-            device: inputs.job.device.tch(),
+            device: inputs.device.tch(),
             seed: inputs.seed,
             pipeline: Pipeline::for_tricks(&inputs.job.key.tricks),
         }
@@ -464,7 +544,7 @@ fn train_to_target<W: Workload>(
     schedule: &Schedule,
 ) -> Result<TimeToAccuracy, Error> {
     let settings = profile.tta;
-    let device = inputs.job.device;
+    let device = inputs.device;
     let metric = inputs.job.key.workload.family().quality_metric();
     let mut loader = data.training(inputs)?;
     let total_steps = schedule.total_steps();

@@ -2,6 +2,7 @@
 mod catalogue;
 mod cell;
 mod data;
+mod ddp;
 mod report;
 mod run;
 
@@ -12,7 +13,10 @@ use crate::cli::{Cli, Command, DataCommand};
 /// Runs the command the user asked for.
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run(args) => run::run(&args),
+        Command::Run(args) => {
+            ddp::refuse_under_launcher("run")?;
+            run::run(&args)
+        }
         Command::Report(args) => report::report(&args),
         Command::Compare(args) => report::compare(&args),
         Command::List(args) => catalogue::list(&args),
@@ -20,6 +24,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),
         Command::Data(DataCommand::Import(args)) => data::import(&args),
         Command::Data(DataCommand::Synth(args)) => data::synth(&args),
+        Command::Launch(args) => ddp::launch(&args),
+        Command::DdpCheck(args) => ddp::check(&args),
         Command::Cell(args) => cell::cell(&args),
     }
 }
