@@ -519,7 +519,11 @@ impl Trick {
 fn ddp_applicability(device: DeviceSpec) -> Applicability {
     let gpus = if device.is_cuda() { tch::Cuda::device_count().max(0) as usize } else { 0 };
     if gpus < 2 {
-        let has = if device.is_cuda() { format!("this machine has {gpus}") } else { format!("running on {device}") };
+        let has = if device.is_cuda() {
+            format!("this machine has {gpus}")
+        } else {
+            format!("running on {device}")
+        };
         return Applicability::NotApplicable(format!(
             "needs ≥ 2 GPUs ({has}): DDP and DataParallel both spread training over several GPUs"
         ));
@@ -808,7 +812,10 @@ mod tests {
         if gpus < 2 {
             match Trick::Ddp.applicability(WorkloadId::GptMini, DeviceSpec::Cuda(0)) {
                 Applicability::NotApplicable(reason) => {
-                    assert!(reason.starts_with(&format!("needs ≥ 2 GPUs (this machine has {gpus})")), "{reason}")
+                    assert!(
+                        reason.starts_with(&format!("needs ≥ 2 GPUs (this machine has {gpus})")),
+                        "{reason}"
+                    )
                 }
                 Applicability::Applies => panic!("ddp must not apply with fewer than 2 GPUs"),
             }

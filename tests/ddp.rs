@@ -67,7 +67,8 @@ fn two_gloo_ranks_train_exactly_as_one_process_on_the_concatenated_batch() {
     // Every rank ends with the same weights.
     assert_eq!(checksum(rank(0)), checksum(rank(1)), "{stdout}");
 
-    let single = trickbench(dir.path(), &["ddp-check", "--steps", "3", "--batch-size", "8", "--out", "one.ot"], &[]);
+    let single =
+        trickbench(dir.path(), &["ddp-check", "--steps", "3", "--batch-size", "8", "--out", "one.ot"], &[]);
     assert!(single.status.success(), "{}", text(&single.stderr));
     assert!(text(&single.stdout).starts_with("rank 0 of 1: 3 steps of 8 samples, 0 gradient buckets"));
 
@@ -98,7 +99,8 @@ fn a_world_whose_peer_never_comes_fails_within_the_timeout_naming_the_rendezvous
         let out = trickbench(dir.path(), &["ddp-check"], &env);
         assert!(!out.status.success());
         let stderr = text(&out.stderr);
-        let expected = format!("rendezvous at 127.0.0.1:{port} as rank {rank} of 2 did not complete within 2 s");
+        let expected =
+            format!("rendezvous at 127.0.0.1:{port} as rank {rank} of 2 did not complete within 2 s");
         assert!(stderr.contains(&expected), "{stderr}");
     }
 }
@@ -106,7 +108,11 @@ fn a_world_whose_peer_never_comes_fails_within_the_timeout_naming_the_rendezvous
 #[test]
 fn a_rank_that_dies_stops_the_launch_which_names_it() {
     let dir = tempfile::tempdir().unwrap();
-    let out = trickbench(dir.path(), &["launch", "--nproc-per-node", "2", "--", "ddp-check", "--fail-rank", "1"], &[]);
+    let out = trickbench(
+        dir.path(),
+        &["launch", "--nproc-per-node", "2", "--", "ddp-check", "--fail-rank", "1"],
+        &[],
+    );
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("[rank 1] error: distributed: rank 1 stops here on purpose"), "{stderr}");
@@ -118,7 +124,8 @@ fn bad_rendezvous_variables_are_refused_naming_the_variable() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port().unwrap();
     let with = |name: &'static str, value: Option<&str>| {
-        let mut env: Vec<(&str, String)> = rank_env(0, port).into_iter().filter(|(k, _)| *k != name).collect();
+        let mut env: Vec<(&str, String)> =
+            rank_env(0, port).into_iter().filter(|(k, _)| *k != name).collect();
         if let Some(value) = value {
             env.push((name, value.to_owned()));
         }
@@ -155,8 +162,13 @@ fn ddp_is_not_applicable_with_fewer_than_two_gpus_and_the_run_says_why() {
     let results = store::load(&dir.path().join("out/results.json")).unwrap();
     let ddp = results.cells.iter().find(|c| c.key.tricks.has(Trick::Ddp)).expect("a ddp cell");
     match &ddp.status {
-        CellStatus::NotApplicable { reason } => assert!(reason.starts_with("ddp: needs ≥ 2 GPUs"), "{reason}"),
+        CellStatus::NotApplicable { reason } => {
+            assert!(reason.starts_with("ddp: needs ≥ 2 GPUs"), "{reason}")
+        }
         other => panic!("ddp must be not applicable here, not {other:?}"),
     }
-    assert!(!results.cells.iter().any(|c| c.key.is_reference_for(Trick::Ddp)), "no data-parallel cell is trained");
+    assert!(
+        !results.cells.iter().any(|c| c.key.is_reference_for(Trick::Ddp)),
+        "no data-parallel cell is trained"
+    );
 }

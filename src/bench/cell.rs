@@ -218,7 +218,8 @@ fn measure<W: Workload>(
 ) -> Result<ProcessMeasurement, Error> {
     let tricks = &job.key.tricks;
     // Each round (and each DDP rank) draws its own batches; the weights are the same in every round.
-    let seed = job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64).wrapping_add((rank as u64) << 40);
+    let seed =
+        job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64).wrapping_add((rank as u64) << 40);
     let batch_size = job.key.batch_size * trainer.data_parallel_width();
     let inputs = InputOptions { batch_size, seed, recipe, job, device };
     let ranks = trainer.ddp_world_size();

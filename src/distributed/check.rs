@@ -98,6 +98,7 @@ pub fn run(options: &CheckOptions, dist: Option<&DistEnv>) -> Result<CheckOutcom
         .map(|(name, t)| (name, t.detach().to_device(tch::Device::Cpu)))
         .collect();
     weights.sort_by(|a, b| a.0.cmp(&b.0));
-    let checksum = weights.iter().map(|(_, t)| t.to_kind(Kind::Double).sum(Kind::Double).double_value(&[])).sum();
+    let checksum =
+        weights.iter().map(|(_, t)| t.to_kind(Kind::Double).sum(Kind::Double).double_value(&[])).sum();
     Ok(CheckOutcome { rank, world_size, buckets: trainer.ddp_buckets(), last_loss, checksum, weights })
 }

@@ -66,9 +66,9 @@ impl DistEnv {
         };
         let number = |name: &str| -> Result<usize, Error> {
             let text = value(name)?;
-            text.trim().parse().map_err(|_| {
-                Error::Invalid(format!("{name}='{text}' is not a non-negative integer"))
-            })
+            text.trim()
+                .parse()
+                .map_err(|_| Error::Invalid(format!("{name}='{text}' is not a non-negative integer")))
         };
         let world_size = number(WORLD_SIZE)?;
         if world_size == 0 {
@@ -84,15 +84,14 @@ impl DistEnv {
         let local_rank = number(LOCAL_RANK)?;
         let master_addr = value(MASTER_ADDR)?.trim().to_owned();
         if master_addr.is_empty() {
-            return Err(Error::Invalid(format!("{MASTER_ADDR} is empty; give rank 0's host name or address")));
+            return Err(Error::Invalid(format!(
+                "{MASTER_ADDR} is empty; give rank 0's host name or address"
+            )));
         }
         let port_text = value(MASTER_PORT)?;
-        let master_port = port_text
-            .trim()
-            .parse::<u16>()
-            .ok()
-            .filter(|&p| p != 0)
-            .ok_or_else(|| Error::Invalid(format!("{MASTER_PORT}='{port_text}' is not a TCP port (1 to 65535)")))?;
+        let master_port = port_text.trim().parse::<u16>().ok().filter(|&p| p != 0).ok_or_else(|| {
+            Error::Invalid(format!("{MASTER_PORT}='{port_text}' is not a TCP port (1 to 65535)"))
+        })?;
         let timeout = match get(TIMEOUT_S) {
             None => DEFAULT_TIMEOUT,
             Some(text) => text
@@ -101,14 +100,21 @@ impl DistEnv {
                 .ok()
                 .filter(|s| s.is_finite() && *s > 0.0)
                 .map(Duration::from_secs_f64)
-                .ok_or_else(|| Error::Invalid(format!("{TIMEOUT_S}='{text}' is not a positive number of seconds")))?,
+                .ok_or_else(|| {
+                    Error::Invalid(format!("{TIMEOUT_S}='{text}' is not a positive number of seconds"))
+                })?,
         };
         Ok(Some(Self { rank, world_size, local_rank, master_addr, master_port, timeout }))
     }
 
     /// The contract's variables for rank `rank` of `world_size` on one machine meeting at
     /// `master_addr:master_port` (what `trickbench launch` sets).
-    pub fn local_vars(rank: usize, world_size: usize, master_addr: &str, master_port: u16) -> Vec<(&'static str, String)> {
+    pub fn local_vars(
+        rank: usize,
+        world_size: usize,
+        master_addr: &str,
+        master_port: u16,
+    ) -> Vec<(&'static str, String)> {
         vec![
             (RANK, rank.to_string()),
             (WORLD_SIZE, world_size.to_string()),
@@ -130,8 +136,13 @@ mod tests {
         DistEnv::from_lookup(|name| map.get(name).cloned())
     }
 
-    const GOOD: [(&str, &str); 5] =
-        [(RANK, "1"), (WORLD_SIZE, "2"), (LOCAL_RANK, "1"), (MASTER_ADDR, "127.0.0.1"), (MASTER_PORT, "29500")];
+    const GOOD: [(&str, &str); 5] = [
+        (RANK, "1"),
+        (WORLD_SIZE, "2"),
+        (LOCAL_RANK, "1"),
+        (MASTER_ADDR, "127.0.0.1"),
+        (MASTER_PORT, "29500"),
+    ];
 
     fn with(name: &str, value: Option<&str>) -> Vec<(&'static str, String)> {
         let mut vars: Vec<(&'static str, String)> =

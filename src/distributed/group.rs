@@ -29,8 +29,17 @@ mod raw {
             out: *mut *mut c_void,
         ) -> c_int;
         pub fn tb_process_group_free(pg: *mut c_void);
-        pub fn tb_process_group_broadcast(pg: *mut c_void, tensors: *mut *mut C_tensor, n: c_int, root: c_int) -> c_int;
-        pub fn tb_process_group_all_reduce_sum(pg: *mut c_void, tensors: *mut *mut C_tensor, n: c_int) -> c_int;
+        pub fn tb_process_group_broadcast(
+            pg: *mut c_void,
+            tensors: *mut *mut C_tensor,
+            n: c_int,
+            root: c_int,
+        ) -> c_int;
+        pub fn tb_process_group_all_reduce_sum(
+            pg: *mut c_void,
+            tensors: *mut *mut C_tensor,
+            n: c_int,
+        ) -> c_int;
         pub fn tb_process_group_barrier(pg: *mut c_void) -> c_int;
         pub fn tb_grad_sync_new(
             pg: *mut c_void,
@@ -130,14 +139,18 @@ impl ProcessGroup {
     pub fn broadcast(&self, tensors: &mut [Tensor], root: usize) -> Result<(), Error> {
         let mut ptrs = pointers(tensors);
         // SAFETY: the group is live and every pointer is a live tensor borrowed for the call.
-        check(unsafe { raw::tb_process_group_broadcast(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int, root as c_int) })
+        check(unsafe {
+            raw::tb_process_group_broadcast(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int, root as c_int)
+        })
     }
 
     /// Replaces each tensor by its sum over all ranks.
     pub fn all_reduce_sum(&self, tensors: &mut [Tensor]) -> Result<(), Error> {
         let mut ptrs = pointers(tensors);
         // SAFETY: the group is live and every pointer is a live tensor borrowed for the call.
-        check(unsafe { raw::tb_process_group_all_reduce_sum(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int) })
+        check(unsafe {
+            raw::tb_process_group_all_reduce_sum(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int)
+        })
     }
 
     /// Returns once every rank has reached the barrier.
@@ -173,7 +186,13 @@ impl GradSync {
         // SAFETY: the group is live (kept alive by the Rc stored below); the parameters are live
         // tensors whose handles the shim copies.
         check(unsafe {
-            raw::tb_grad_sync_new(group.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int, bucket_bytes as i64, &mut ptr)
+            raw::tb_grad_sync_new(
+                group.ptr,
+                ptrs.as_mut_ptr(),
+                ptrs.len() as c_int,
+                bucket_bytes as i64,
+                &mut ptr,
+            )
         })?;
         Ok(Self { ptr, group })
     }

@@ -41,8 +41,9 @@ pub fn free_port() -> Result<u16, Error> {
 /// Starts every rank, forwards their stdout and stderr to ours with a `[rank R] ` prefix, and
 /// waits. Succeeds when every rank exits with status 0. When one fails (non-zero status or a
 /// signal) the others are killed and the error names the first rank that failed and how.
-/// Children are killed too if the launcher itself dies (Linux's parent-death signal), so a
-/// killed benchmark cell leaves no worker behind.
+/// Each rank leads its own process group, so stopping it stops what it started; ranks are killed
+/// too if the launcher itself dies (Linux's parent-death signal), so a killed benchmark cell leaves
+/// no worker behind.
 pub fn launch(spec: &LaunchSpec) -> Result<(), Error> {
     if spec.nproc == 0 {
         return Err(Error::Invalid("--nproc-per-node: at least 1 process".to_owned()));
@@ -61,7 +62,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<(), Error> {
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .process_group(0);
         // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when the
         // launching thread exits.
         unsafe {
@@ -86,11 +88,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<(), Error> {
         forwarders.push(forward(err, prefix, true));
         children.push(child);
     }
-    let outcome = supervise(&mut children);
+    supervise(&mut children)?;
+    // Every rank exited: their output ends once the processes they started close it too. (After
+    // a failure the forwarders are left to finish on their own.)
     for forwarder in forwarders {
         let _ = forwarder.join();
     }
-    outcome
+    Ok(())
 }
 
 /// Waits for every child, taking them in the order they exit; on the first failure kills the rest
@@ -109,11 +113,13 @@ fn supervise(children: &mut [Child]) -> Result<(), Error> {
     drop(exited);
     let mut running = children.len();
     for rank in exits.iter() {
-        let status = children[rank].wait().map_err(|e| Error::Distributed(format!("waiting for rank {rank}: {e}")))?;
+        let status =
+            children[rank].wait().map_err(|e| Error::Distributed(format!("waiting for rank {rank}: {e}")))?;
         running -= 1;
         if !status.success() {
             stop(children);
-            let stopped = if running > 0 { format!("; stopped the other {running} rank(s)") } else { String::new() };
+            let stopped =
+                if running > 0 { format!("; stopped the other {running} rank(s)") } else { String::new() };
             return Err(Error::Distributed(format!("rank {rank} {}{stopped}", describe(status))));
         }
         if running == 0 {
@@ -139,12 +145,14 @@ fn wait_without_reaping(pid: u32) {
     }
 }
 
-/// Kills and reaps every child that is still running.
+/// Kills every child that is still running, with the processes it started, and reaps them all.
 fn stop(children: &mut [Child]) {
     for child in children.iter_mut() {
         if matches!(child.try_wait(), Ok(None)) {
-            // It may exit between the check and the kill: that error is harmless.
-            let _ = child.kill();
+            // The child leads its own process group (unreaped, so the group still exists): this
+            // kills whatever it started too.
+            // SAFETY: plain system call on a process group id of ours.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
         }
         let _ = child.wait();
     }
@@ -171,7 +179,11 @@ fn forward(stream: impl Read + Send + 'static, prefix: String, to_stderr: bool) 
             let mut text = prefix.clone().into_bytes();
             text.extend_from_slice(&line);
             // A closed terminal or pipe only loses the copy, not the child's work.
-            let _ = if to_stderr { std::io::stderr().write_all(&text) } else { std::io::stdout().write_all(&text) };
+            let _ = if to_stderr {
+                std::io::stderr().write_all(&text)
+            } else {
+                std::io::stdout().write_all(&text)
+            };
             line.clear();
         }
     })
@@ -200,7 +212,8 @@ mod tests {
 
     #[test]
     fn a_failing_rank_stops_the_others_and_is_named() {
-        let message = launch(&shell(r#"if [ "$RANK" = 1 ]; then exit 7; fi; sleep 30"#, 3)).unwrap_err().to_string();
+        let message =
+            launch(&shell(r#"if [ "$RANK" = 1 ]; then exit 7; fi; sleep 30"#, 3)).unwrap_err().to_string();
         assert_eq!(message, "distributed: rank 1 exited with status 7; stopped the other 2 rank(s)");
         let killed = launch(&shell(r#"if [ "$RANK" = 0 ]; then kill -9 $$; fi"#, 2)).unwrap_err().to_string();
         assert!(killed.starts_with("distributed: rank 0 was killed by signal 9"), "{killed}");

@@ -32,7 +32,9 @@ impl<W: Workload> Replicas<W> {
                 }
             }
             if replica.var_store().variables().len() != master_vars.len() {
-                return Err(Error::Invalid("data-parallel: a replica's variables differ from the master's".to_owned()));
+                return Err(Error::Invalid(
+                    "data-parallel: a replica's variables differ from the master's".to_owned(),
+                ));
             }
         }
         Ok(Self { replicas })
@@ -82,7 +84,8 @@ impl<W: Workload> Replicas<W> {
                     let mut total = target.grad();
                     if !total.defined() {
                         return Err(Error::Invalid(
-                            "data-parallel: a parameter has a gradient on a replica but none on the master".to_owned(),
+                            "data-parallel: a parameter has a gradient on a replica but none on the master"
+                                .to_owned(),
                         ));
                     }
                     let _sum = total.f_add_(&grad.to_device(total.device()))?;
@@ -113,7 +116,10 @@ mod tests {
     use crate::workloads::Workload;
 
     fn net() -> CifarResnet {
-        CifarResnet::new(ResnetOptions { blocks_per_stage: 1, conv_bias: true, batch_norm: false }, Device::Cpu)
+        CifarResnet::new(
+            ResnetOptions { blocks_per_stage: 1, conv_bias: true, batch_norm: false },
+            Device::Cpu,
+        )
     }
 
     fn trainer(model: CifarResnet) -> Trainer<CifarResnet> {

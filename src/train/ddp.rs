@@ -23,13 +23,18 @@ impl Ddp {
     /// Makes `workload` one rank's replica over `group`: broadcasts rank 0's parameters and
     /// buffers to every rank and hooks the parameters' gradients, in buckets of at most
     /// `bucket_bytes`, into the all-reduce.
-    pub fn new<W: Workload>(workload: &W, group: Rc<ProcessGroup>, bucket_bytes: usize) -> Result<Self, Error> {
+    pub fn new<W: Workload>(
+        workload: &W,
+        group: Rc<ProcessGroup>,
+        bucket_bytes: usize,
+    ) -> Result<Self, Error> {
         let mut params = workload.var_store().trainable_variables();
         let mut named: Vec<(String, Tensor)> = workload.var_store().variables().into_iter().collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let buffers: Vec<Tensor> =
             named.into_iter().filter(|(_, t)| !t.requires_grad()).map(|(_, t)| t.detach()).collect();
-        let mut state: Vec<Tensor> = params.iter().map(Tensor::detach).chain(buffers.iter().map(Tensor::shallow_clone)).collect();
+        let mut state: Vec<Tensor> =
+            params.iter().map(Tensor::detach).chain(buffers.iter().map(Tensor::shallow_clone)).collect();
         tch::no_grad(|| group.broadcast(&mut state, 0))?;
         let sync = GradSync::new(group, &mut params, bucket_bytes)?;
         Ok(Self { sync, buffers })

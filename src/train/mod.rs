@@ -392,7 +392,10 @@ impl<W: Workload> Trainer<W> {
                     let batch = x.size()[0] as f64;
                     let home = x.device();
                     let (mut loss, mut correct) = (None::<Tensor>, None::<Tensor>);
-                    let chunks = x.chunk(replicas.width() as i64, 0).into_iter().zip(y.chunk(replicas.width() as i64, 0));
+                    let chunks = x
+                        .chunk(replicas.width() as i64, 0)
+                        .into_iter()
+                        .zip(y.chunk(replicas.width() as i64, 0));
                     for (r, (xr, yr)) in chunks.enumerate() {
                         let replica = replicas.get(&self.workload, r);
                         let device = data_parallel::device_of(replica);
@@ -401,7 +404,8 @@ impl<W: Workload> Trainer<W> {
                             Some(scale) => scale.to_device(device) * share,
                             None => Tensor::from(share).to_device(device),
                         };
-                        let (l, c) = one(replica, &xr.to_device(device), &yr.to_device(device), Some(&scale))?;
+                        let (l, c) =
+                            one(replica, &xr.to_device(device), &yr.to_device(device), Some(&scale))?;
                         let l = l.to_device(home) * share;
                         let c = c.to_device(home);
                         loss = Some(loss.map_or_else(|| l.shallow_clone(), |sum| sum + &l));
