@@ -116,7 +116,15 @@ fn a_rank_that_dies_stops_the_launch_which_names_it() {
     assert!(!out.status.success());
     let stderr = text(&out.stderr);
     assert!(stderr.contains("[rank 1] error: distributed: rank 1 stops here on purpose"), "{stderr}");
-    assert!(stderr.contains("error: distributed: rank 1 exited with status 1"), "{stderr}");
+    // Rank 0 then fails too, of the broken connection, and says so; whichever ends first, the
+    // launcher names both.
+    assert!(stderr.contains("[rank 0] error: distributed: broadcast failed on rank 0 of 2"), "{stderr}");
+    let last = stderr.lines().last().unwrap();
+    assert!(last.starts_with("error: distributed: rank "), "{last}");
+    assert!(
+        last.contains("rank 1 exited with status 1") && last.contains("rank 0 exited with status 1"),
+        "{last}"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::distributed::env::DistEnv;
 use crate::error::Error;
@@ -40,7 +41,8 @@ pub fn free_port() -> Result<u16, Error> {
 
 /// Starts every rank, forwards their stdout and stderr to ours with a `[rank R] ` prefix, and
 /// waits. Succeeds when every rank exits with status 0. When one fails (non-zero status or a
-/// signal) the others are killed and the error names the first rank that failed and how.
+/// signal) the others are stopped (after [`GRACE`]) and the error names the ranks that failed and
+/// how, the first first.
 /// Each rank leads its own process group, so stopping it stops what it started; ranks are killed
 /// too if the launcher itself dies (Linux's parent-death signal), so a killed benchmark cell leaves
 /// no worker behind.
@@ -97,9 +99,14 @@ pub fn launch(spec: &LaunchSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// Waits for every child, taking them in the order they exit; on the first failure kills the rest
-/// and says which rank failed how. (The first to fail is the one to name: when a rank dies, its
-/// peers soon fail too, of the broken connection.)
+/// How long the other ranks may take to end on their own once one has failed, before they are
+/// killed: a rank's death makes its peers fail soon after, of the broken connection, and their
+/// own messages say so.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// Waits for every child, taking them in the order they exit. When one fails, the others get
+/// [`GRACE`] to end on their own, then are killed; the error names every rank that failed, in
+/// the order they ended, and how.
 fn supervise(children: &mut [Child]) -> Result<(), Error> {
     let (exited, exits) = mpsc::channel();
     for (rank, child) in children.iter().enumerate() {
@@ -112,21 +119,28 @@ fn supervise(children: &mut [Child]) -> Result<(), Error> {
     }
     drop(exited);
     let mut running = children.len();
-    for rank in exits.iter() {
+    let mut failures: Vec<String> = Vec::new();
+    let mut deadline: Option<Instant> = None;
+    while running > 0 {
+        let next = match deadline {
+            None => exits.recv().ok(),
+            Some(deadline) => exits.recv_timeout(deadline.saturating_duration_since(Instant::now())).ok(),
+        };
+        let Some(rank) = next else { break };
         let status =
             children[rank].wait().map_err(|e| Error::Distributed(format!("waiting for rank {rank}: {e}")))?;
         running -= 1;
         if !status.success() {
-            stop(children);
-            let stopped =
-                if running > 0 { format!("; stopped the other {running} rank(s)") } else { String::new() };
-            return Err(Error::Distributed(format!("rank {rank} {}{stopped}", describe(status))));
-        }
-        if running == 0 {
-            break;
+            failures.push(format!("rank {rank} {}", describe(status)));
+            deadline.get_or_insert_with(|| Instant::now() + GRACE);
         }
     }
-    Ok(())
+    if failures.is_empty() {
+        return Ok(());
+    }
+    stop(children);
+    let stopped = if running > 0 { format!("; stopped the other {running} rank(s)") } else { String::new() };
+    Err(Error::Distributed(format!("{}{stopped}", failures.join(", then "))))
 }
 
 /// Blocks until process `pid` (a child of ours) has exited, leaving it for `Child::wait` to reap,
