@@ -76,7 +76,6 @@ struct TbProcessGroup {
   c10::intrusive_ptr<c10d::Backend> backend;
   int rank;
   int world_size;
-  int device_index;  // CUDA device of this rank, or -1 on CPU
   std::chrono::milliseconds timeout;
 };
 
@@ -217,7 +216,6 @@ int tb_process_group_new(const char* host, int port, int rank, int world_size, i
     auto pg = std::make_unique<TbProcessGroup>();
     pg->rank = rank;
     pg->world_size = world_size;
-    pg->device_index = device_index;
     pg->timeout = timeout;
     try {
       pg->store = c10::make_intrusive<c10d::TCPStore>(host, options);
@@ -275,16 +273,6 @@ int tb_process_group_all_reduce_sum(void* handle, at::Tensor** tensors, int n) {
       works.push_back(pg->backend->allreduce(one));
     }
     for (auto& work : works) wait_bounded(*pg, work, "all-reduce");
-  });
-}
-
-// Returns when every rank has reached the barrier.
-int tb_process_group_barrier(void* handle) {
-  return guarded([&] {
-    auto* pg = static_cast<TbProcessGroup*>(handle);
-    c10d::BarrierOptions options;
-    if (pg->device_index >= 0) options.device_ids = {pg->device_index};
-    wait_bounded(*pg, pg->backend->barrier(options), "barrier");
   });
 }
 
@@ -377,7 +365,6 @@ int tb_process_group_new(const char*, int, int, int, int, int, void**) { return 
 void tb_process_group_free(void*) {}
 int tb_process_group_broadcast(void*, void**, int, int) { return guarded(no_ddp); }
 int tb_process_group_all_reduce_sum(void*, void**, int) { return guarded(no_ddp); }
-int tb_process_group_barrier(void*) { return guarded(no_ddp); }
 int tb_grad_sync_new(void*, void**, int, int64_t, void**) { return guarded(no_ddp); }
 int tb_grad_sync_buckets(void*) { return 0; }
 void tb_grad_sync_set_enabled(void*, int) {}

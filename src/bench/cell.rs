@@ -252,7 +252,7 @@ fn measure<W: Workload>(
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();
-            time_windows(profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = loader.next_batch()?;
                 trainer.train_step(&batch, lr)?;
                 Ok(batch.len())
@@ -268,7 +268,7 @@ fn measure<W: Workload>(
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
-            time_windows(profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = batches.next_batch()?;
                 // The count of correct predictions stays on the device: no host read per batch.
                 let _correct = trainer.eval_batch(&batch, no_grad)?;
@@ -320,18 +320,20 @@ fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error
 /// recording samples per second per window, the samples timed and the energy. After the
 /// profile's `windows_per_process` windows it adds windows while the interval of this process's
 /// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
-fn time_windows(
+/// DDP ranks take another window while any of them wants one, so that they all step together.
+fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
     measurement: &mut ProcessMeasurement,
-    mut step: impl FnMut() -> Result<usize, Error>,
+    trainer: &mut Trainer<W>,
+    mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
 ) -> Result<(), Error> {
     let power = PowerSampler::start(device);
-    while wants_another_window(profile, &measurement.window_samples_per_s) {
+    while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
         let timer = SyncedTimer::start(device);
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
-            samples += step()?;
+            samples += step(trainer)?;
         }
         measurement.window_samples_per_s.push(samples as f64 / timer.stop());
         measurement.timed_samples += samples;
@@ -577,7 +579,10 @@ fn train_to_target<W: Workload>(
         &mut result,
         CurvePoint { step, epoch: 0.0, train_s, wall_s: 0.0, metric: untrained, train_loss: None },
     );
-    while result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s {
+    // DDP ranks go on while any of them would (their clocks may disagree about the budget).
+    while trainer
+        .any_rank(result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s)?
+    {
         let timer = SyncedTimer::start(device);
         let segment_end = (step + eval_every_steps).min(total_steps);
         while step < segment_end {

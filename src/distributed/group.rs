@@ -40,7 +40,6 @@ mod raw {
             tensors: *mut *mut C_tensor,
             n: c_int,
         ) -> c_int;
-        pub fn tb_process_group_barrier(pg: *mut c_void) -> c_int;
         pub fn tb_grad_sync_new(
             pg: *mut c_void,
             params: *mut *mut C_tensor,
@@ -88,7 +87,6 @@ pub const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
 #[derive(Debug)]
 pub struct ProcessGroup {
     ptr: *mut c_void,
-    rank: usize,
     world_size: usize,
 }
 
@@ -122,12 +120,7 @@ impl ProcessGroup {
                 &mut ptr,
             )
         })?;
-        Ok(Self { ptr, rank: env.rank, world_size: env.world_size })
-    }
-
-    /// This process's rank.
-    pub fn rank(&self) -> usize {
-        self.rank
+        Ok(Self { ptr, world_size: env.world_size })
     }
 
     /// The number of processes.
@@ -151,12 +144,6 @@ impl ProcessGroup {
         check(unsafe {
             raw::tb_process_group_all_reduce_sum(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int)
         })
-    }
-
-    /// Returns once every rank has reached the barrier.
-    pub fn barrier(&self) -> Result<(), Error> {
-        // SAFETY: the group is live.
-        check(unsafe { raw::tb_process_group_barrier(self.ptr) })
     }
 }
 

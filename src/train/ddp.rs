@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::distributed::group::{GradSync, ProcessGroup};
 use crate::error::Error;
@@ -17,6 +17,7 @@ use crate::workloads::Workload;
 pub struct Ddp {
     sync: GradSync,
     buffers: Vec<Tensor>,
+    device: Device,
 }
 
 impl Ddp {
@@ -37,7 +38,7 @@ impl Ddp {
             params.iter().map(Tensor::detach).chain(buffers.iter().map(Tensor::shallow_clone)).collect();
         tch::no_grad(|| group.broadcast(&mut state, 0))?;
         let sync = GradSync::new(group, &mut params, bucket_bytes)?;
-        Ok(Self { sync, buffers })
+        Ok(Self { sync, buffers, device: workload.var_store().device() })
     }
 
     /// Before a forward pass: rank 0's buffers to every rank, flattened into one broadcast per
@@ -77,6 +78,13 @@ impl Ddp {
     /// gradients back.
     pub fn finish(&mut self) -> Result<(), Error> {
         self.sync.finish()
+    }
+
+    /// Whether `flag` holds on any rank (every rank must ask, in the same order).
+    pub fn any(&self, flag: bool) -> Result<bool, Error> {
+        let mut votes = [Tensor::from_slice(&[f32::from(u8::from(flag))]).to_device(self.device)];
+        self.sync.group().all_reduce_sum(&mut votes)?;
+        Ok(votes[0].double_value(&[0]) > 0.0)
     }
 
     /// The number of gradient buckets.

@@ -302,6 +302,16 @@ impl<W: Workload> Trainer<W> {
         self.ddp.as_ref().map_or(1, Ddp::world_size)
     }
 
+    /// Whether `flag` holds on any DDP rank (this process's `flag` without DDP): how ranks agree
+    /// on decisions taken from their own clocks or statistics, such as whether to time another
+    /// window. Every rank must ask, in the same order.
+    pub fn any_rank(&self, flag: bool) -> Result<bool, Error> {
+        match &self.ddp {
+            Some(ddp) => ddp.any(flag),
+            None => Ok(flag),
+        }
+    }
+
     /// The number of devices DataParallel drives (1 without it).
     pub fn data_parallel_width(&self) -> usize {
         self.replicas.as_ref().map_or(1, Replicas::width)
