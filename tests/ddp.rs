@@ -180,3 +180,55 @@ fn ddp_is_not_applicable_with_fewer_than_two_gpus_and_the_run_says_why() {
         "no data-parallel cell is trained"
     );
 }
+
+#[test]
+fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput() {
+    use trickbench::bench::cell::CellJob;
+    use trickbench::bench::profile::ProfileName;
+    use trickbench::device::DeviceSpec;
+    use trickbench::results::schema::{CellKey, CellKind, Phase, ProcessMeasurement};
+    use trickbench::tricks::TrickSet;
+    use trickbench::workloads::{Family, WorkloadId};
+
+    let dir = tempfile::tempdir().unwrap();
+    let synth =
+        trickbench(dir.path(), &["data", "synth", "--out", "cifar", "--train", "256", "--test", "64"], &[]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    // The cell machinery on CPU: the plan never makes this cell here (ddp needs ≥ 2 GPUs), but a
+    // job handed to two launched ranks runs the same code a GPU machine's ranks run, with gloo.
+    let job = CellJob {
+        key: CellKey {
+            workload: WorkloadId::Resnet8,
+            tricks: TrickSet::only(Trick::Ddp),
+            batch_size: 8,
+            seed: 0,
+            kind: CellKind::Throughput { phase: Phase::Train },
+            reference_for: None,
+        },
+        device: DeviceSpec::Cpu,
+        profile: ProfileName::Smoke,
+        data_dir: dir.path().join("cifar"),
+        round: 0,
+        images: None,
+        text: None,
+        memory_budget_bytes: None,
+        super_convergence: false,
+    };
+    std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
+    let launch =
+        ["launch", "--nproc-per-node", "2", "--", "cell", "--job", "job.json", "--output", "out.json"];
+    let out = trickbench(dir.path(), &launch, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let measured: ProcessMeasurement =
+        serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).unwrap()).unwrap();
+    assert!(!measured.window_samples_per_s.is_empty());
+    assert!(measured.last_loss.is_some_and(f64::is_finite));
+    // Both ranks' samples count: each timed step took 8 images on each of the 2 ranks.
+    let steps = measured.window_samples_per_s.len()
+        * ProfileName::Smoke.settings(Family::CifarResnet).steps_per_window;
+    assert_eq!(measured.timed_samples, 2 * 8 * steps);
+    // Without the variables the cell refuses (here) rather than starting ranks on a CPU.
+    let alone = trickbench(dir.path(), &["cell", "--job", "job.json", "--output", "alone.json"], &[]);
+    assert!(!alone.status.success());
+    assert!(text(&alone.stderr).contains("ddp needs ≥ 2 GPUs"), "{}", text(&alone.stderr));
+}
