@@ -5,6 +5,7 @@ use std::path::PathBuf;
 fn main() {
     record_git_commit();
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/distributed.cpp");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB").expect(
         "torch-sys did not report where libtorch is; run scripts/setup-libtorch (or `make setup`) first",
@@ -13,16 +14,21 @@ fn main() {
     // which only works from the real folder, not through the .venv symlink.
     let lib = std::fs::canonicalize(&lib).unwrap_or_else(|_| PathBuf::from(&lib));
     let include = lib.join("../include");
-    let mut shim = cc::Build::new();
-    shim.cpp(true)
-        .file("csrc/shim.cpp")
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .flag("-std=c++17")
-        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
-        .flag("-Wno-unused-parameter")
-        .flag("-Wno-deprecated-declarations")
-        .warnings(false);
+    let libtorch_build = |file: &str| {
+        let mut build = cc::Build::new();
+        build
+            .cpp(true)
+            .file(file)
+            .include(&include)
+            .include(include.join("torch/csrc/api/include"))
+            .flag("-std=c++17")
+            .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+            .flag("-Wno-unused-parameter")
+            .flag("-Wno-deprecated-declarations")
+            .warnings(false);
+        build
+    };
+    let mut shim = libtorch_build("csrc/shim.cpp");
     let cuda_include = cuda_graph_headers(&lib);
     if let Some(cuda_include) = &cuda_include {
         shim.include(cuda_include).define("TRICKBENCH_CUDA_GRAPHS", None);
@@ -34,6 +40,35 @@ fn main() {
         );
     }
     shim.compile("trickbench_shim");
+    let mut distributed = libtorch_build("csrc/distributed.cpp");
+    match gloo_headers() {
+        Some(gloo) => {
+            distributed.include(gloo).define("USE_C10D_GLOO", None).define("TRICKBENCH_DDP", None);
+            match (&cuda_include, nccl_headers(&lib, cuda_include.as_deref())) {
+                (Some(cuda), Some(nccl)) => {
+                    distributed
+                        .include(cuda)
+                        .include(nccl)
+                        .define("USE_C10D_NCCL", None)
+                        .define("TRICKBENCH_NCCL", None)
+                        .flag("-Wno-interference-size");
+                }
+                _ if cuda_include.is_some() => println!(
+                    "cargo:warning=no NCCL or CCCL headers (nccl.h, nv/target) next to {}: building \
+                     data-parallel training for CPU (gloo) only (scripts/setup-libtorch installs \
+                     nvidia-cuda-cccl)",
+                    lib.display()
+                ),
+                _ => {}
+            }
+        }
+        None => println!(
+            "cargo:warning=no gloo headers (gloo/algorithm.h) in .venv/gloo/include, \
+             $TRICKBENCH_GLOO_INCLUDE or /usr/include: building without data-parallel training \
+             (scripts/setup-libtorch fetches Debian's libgloo-dev headers)"
+        ),
+    }
+    distributed.compile("trickbench_distributed");
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     // Without --no-as-needed the linker drops libtorch_cuda (nothing references it directly) and
@@ -73,6 +108,33 @@ fn cuda_graph_headers(lib: &std::path::Path) -> Option<PathBuf> {
         .into_iter()
         .find(|dir| dir.join("cuda_runtime_api.h").exists() && dir.join("crt/host_config.h").exists())?;
     Some(found)
+}
+
+/// The folder holding gloo's headers (`gloo/algorithm.h`), which libtorch's
+/// `ProcessGroupGloo.hpp` includes but the torch wheel does not ship: `$TRICKBENCH_GLOO_INCLUDE`,
+/// the copy scripts/setup-libtorch extracts from Debian's libgloo-dev into the shared install
+/// (`.venv/gloo/include`), or a system-wide libgloo-dev.
+fn gloo_headers() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=TRICKBENCH_GLOO_INCLUDE");
+    let venv_copy = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?).join(".venv/gloo/include");
+    println!("cargo:rerun-if-changed={}", venv_copy.display());
+    let candidates = std::env::var_os("TRICKBENCH_GLOO_INCLUDE")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([venv_copy, PathBuf::from("/usr/include")]);
+    candidates.into_iter().find(|dir| dir.join("gloo/algorithm.h").exists())
+}
+
+/// The folder holding `nccl.h` (the nvidia-nccl wheel next to the torch wheel, or
+/// `$CUDA_HOME/include`), when the CUDA headers at `cuda_include` also carry CCCL's `nv/target`,
+/// which libtorch's CUDA headers need.
+fn nccl_headers(lib: &std::path::Path, cuda_include: Option<&std::path::Path>) -> Option<PathBuf> {
+    if !cuda_include?.join("nv/target").exists() {
+        return None;
+    }
+    let mut candidates = vec![lib.join("../../nvidia/nccl/include")];
+    candidates.extend(std::env::var_os("CUDA_HOME").map(|home| PathBuf::from(home).join("include")));
+    candidates.into_iter().find(|dir| dir.join("nccl.h").exists())
 }
 
 /// Passes the checkout's commit (with `-dirty` when it has uncommitted changes) to the crate as

@@ -34,6 +34,14 @@ pub enum Command {
     /// Prepare datasets.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Start N copies of a trickbench command on this machine, one per rank, with the torchrun
+    /// variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) set: `trickbench launch
+    /// --nproc-per-node 2 -- ddp-check`.
+    Launch(LaunchArgs),
+    /// Check data-parallel training: train a small network for a few steps as one rank of the
+    /// world the torchrun variables describe (or alone without them) and print a checksum of the
+    /// weights, which is the same on every rank and equals a single process's on the whole batch.
+    DdpCheck(DdpCheckArgs),
     /// Run one cell (used internally: `run` starts one such process per cell).
     #[command(hide = true)]
     Cell(CellArgs),
@@ -41,6 +49,47 @@ pub enum Command {
     /// with the same options as the PyTorch script's).
     #[command(hide = true)]
     ParitySide(ParitySideArgs),
+}
+
+/// Options of `trickbench launch`.
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// Processes to start on this machine (one per GPU for DDP).
+    #[arg(long)]
+    pub nproc_per_node: usize,
+    /// Host of the rendezvous store (rank 0 hosts it).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub master_addr: String,
+    /// Port of the rendezvous store (default: a free port).
+    #[arg(long)]
+    pub master_port: Option<u16>,
+    /// The trickbench command and arguments every rank runs, after `--`.
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// Options of `trickbench ddp-check`.
+#[derive(Debug, Args)]
+pub struct DdpCheckArgs {
+    /// Training steps.
+    #[arg(long, default_value_t = 3)]
+    pub steps: usize,
+    /// Samples per step on each rank (the whole batch is this times WORLD_SIZE).
+    #[arg(long, default_value_t = 8)]
+    pub batch_size: usize,
+    /// Bucket size of the gradient all-reduce, KiB.
+    #[arg(long, default_value_t = 25 * 1024)]
+    pub bucket_kib: usize,
+    /// Device: cpu (gloo), or cuda (NCCL; each rank on the GPU of its LOCAL_RANK).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Fail on purpose right after joining the world, as this rank (to see how the other ranks
+    /// and the launcher react to a dead peer).
+    #[arg(long)]
+    pub fail_rank: Option<usize>,
+    /// Write the trained weights (rank 0's, or the single process's) to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `trickbench run`.

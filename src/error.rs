@@ -33,6 +33,9 @@ pub enum Error {
     /// A value given by the user (flag, name, file content) is not acceptable.
     #[error("{0}")]
     Invalid(String),
+    /// Data-parallel training failed: rendezvous, a collective, or a worker process.
+    #[error("distributed: {0}")]
+    Distributed(String),
 }
 
 impl From<tch::TchError> for Error {

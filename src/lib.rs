@@ -2,6 +2,7 @@
 pub mod bench;
 pub mod data;
 pub mod device;
+pub mod distributed;
 pub mod error;
 pub mod ffi;
 pub mod measure;

@@ -8,6 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
+use crate::distributed;
 use crate::error::Error;
 use crate::ffi;
 use crate::workloads::{Family, WorkloadId};
@@ -78,6 +79,10 @@ pub enum Trick {
     // Transformer tricks (#6)
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
+    // Data parallelism (#8)
+    /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
+    /// every GPU (DataParallel).
+    Ddp,
 }
 
 /// What a trick is judged by.
@@ -117,7 +122,7 @@ pub enum Applicability {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 29] = [
+    pub const ALL: [Trick; 30] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -151,6 +156,8 @@ impl Trick {
         Trick::BatchNorm,
         // Transformer tricks (#6)
         Trick::FlashAttention,
+        // Data parallelism (#8)
+        Trick::Ddp,
     ];
 
     /// The tricks that choose the optimizer; at most one can be on.
@@ -189,6 +196,7 @@ impl Trick {
             Trick::InputNorm => "input-norm",
             Trick::BatchNorm => "batch-norm",
             Trick::FlashAttention => "flash-attention",
+            Trick::Ddp => "ddp",
         }
     }
 
@@ -221,6 +229,7 @@ impl Trick {
             Trick::GradClipping => Some(14),
             Trick::InputNorm | Trick::BatchNorm => Some(17),
             Trick::FlashAttention => None,
+            Trick::Ddp => Some(10),
         }
     }
 
@@ -309,6 +318,11 @@ impl Trick {
                 "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for \
                  backward"
             }
+            Trick::Ddp => {
+                "DataParallel: one process drives every GPU, copying the weights to each every step, \
+                 splitting a batch of N × the cell's batch over them and adding their gradients onto \
+                 the first (a separate data-parallel reference cell)"
+            }
         }
     }
 
@@ -368,6 +382,11 @@ impl Trick {
                 "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
                  memory-efficient attention on a GPU) that never stores the T×T weights"
             }
+            Trick::Ddp => {
+                "DDP: one process per GPU, each with the cell's batch; gradients averaged by NCCL \
+                 all-reduce in 25 MiB buckets launched while backward runs; throughput summed over \
+                 the GPUs"
+            }
         }
     }
 
@@ -389,14 +408,16 @@ impl Trick {
     }
 
     /// The label of the trick's own reference ("off") cell, for the tricks whose "off" side is
-    /// not the plain recipe: `debug-off` (debugging left on), `adamw` (Adam with L2), and the
-    /// tricks already in the recipe, `batch-norm` and `input-norm` (taken out).
+    /// not the plain recipe: `debug-off` (debugging left on), `adamw` (Adam with L2), `ddp`
+    /// (DataParallel over every GPU), and the tricks already in the recipe, `batch-norm` and
+    /// `input-norm` (taken out).
     pub fn reference_label(self) -> Option<&'static str> {
         match self {
             Trick::DebugOff => Some("debug-apis-on"),
             Trick::Adamw => Some("adam-l2"),
             Trick::BatchNorm => Some("no-batch-norm"),
             Trick::InputNorm => Some("raw-inputs"),
+            Trick::Ddp => Some("data-parallel"),
             _ => None,
         }
     }
@@ -448,6 +469,7 @@ impl Trick {
                 Applicability::NotApplicable(format!("{workload} has no attention"))
             }
             Trick::FlashAttention => Applicability::Applies,
+            Trick::Ddp => ddp_applicability(device),
             Trick::PinMemory => needs_cuda("pinned memory speeds host-to-GPU copies; there is no GPU"),
             Trick::AvoidSync
             | Trick::NoBiasBeforeBn
@@ -489,6 +511,34 @@ impl Trick {
             | Trick::BatchNorm => Applicability::Applies,
         }
     }
+}
+
+/// Whether `ddp` can be measured on `device`: it compares two ways of training on every GPU of
+/// the machine, so it needs at least 2 CUDA GPUs, a binary built with gloo's headers (the
+/// distributed engine) and with NCCL's (the GPU all-reduce).
+fn ddp_applicability(device: DeviceSpec) -> Applicability {
+    let gpus = if device.is_cuda() { tch::Cuda::device_count().max(0) as usize } else { 0 };
+    if gpus < 2 {
+        let has = if device.is_cuda() {
+            format!("this machine has {gpus}")
+        } else {
+            format!("running on {device}")
+        };
+        return Applicability::NotApplicable(format!(
+            "needs ≥ 2 GPUs ({has}): DDP and DataParallel both spread training over several GPUs"
+        ));
+    }
+    if let Some(reason) = distributed::group::unavailable_reason() {
+        return Applicability::NotApplicable(reason);
+    }
+    if !distributed::group::nccl_compiled() {
+        return Applicability::NotApplicable(
+            "this binary was built without NCCL's headers, so it cannot all-reduce on GPUs (run \
+             scripts/setup-libtorch, which installs nvidia-cuda-cccl, then rebuild)"
+                .to_owned(),
+        );
+    }
+    Applicability::Applies
 }
 
 impl fmt::Display for Trick {
@@ -580,6 +630,13 @@ impl TrickSet {
             return Some(format!(
                 "{} each replace the optimizer; only one can be on",
                 optimizers.join(" and ")
+            ));
+        }
+        if self.has(Trick::CudaGraphs) && self.has(Trick::Ddp) {
+            return Some(format!(
+                "{}: DDP's gradient all-reduce is driven from the host while backward runs, which a \
+                 captured graph cannot replay",
+                Trick::CudaGraphs
             ));
         }
         if self.has(Trick::CudaGraphs) && self.has(Trick::OneCycle) {
@@ -741,6 +798,32 @@ mod tests {
         assert_eq!(reason, "packed-dataset: needs --images PATH: the JPEG/PNG files to decode");
         assert_eq!(packed.missing_source_reason(true), None);
         assert_eq!(TrickSet::baseline().missing_source_reason(false), None);
+    }
+
+    #[test]
+    fn ddp_needs_two_gpus_and_does_not_go_with_cuda_graphs() {
+        match Trick::Ddp.applicability(WorkloadId::Resnet8, DeviceSpec::Cpu) {
+            Applicability::NotApplicable(reason) => {
+                assert!(reason.starts_with("needs ≥ 2 GPUs (running on cpu)"), "{reason}")
+            }
+            Applicability::Applies => panic!("ddp must not apply on a CPU"),
+        }
+        let gpus = tch::Cuda::device_count();
+        if gpus < 2 {
+            match Trick::Ddp.applicability(WorkloadId::GptMini, DeviceSpec::Cuda(0)) {
+                Applicability::NotApplicable(reason) => {
+                    assert!(
+                        reason.starts_with(&format!("needs ≥ 2 GPUs (this machine has {gpus})")),
+                        "{reason}"
+                    )
+                }
+                Applicability::Applies => panic!("ddp must not apply with fewer than 2 GPUs"),
+            }
+        }
+        let graphed: TrickSet = [Trick::Ddp, Trick::CudaGraphs].into_iter().collect();
+        assert!(graphed.conflict_reason().unwrap().contains("all-reduce"));
+        assert_eq!(Trick::Ddp.reference_label(), Some("data-parallel"));
+        assert_eq!((Trick::Ddp.guide_number(), Trick::Ddp.metric()), (Some(10), Metric::Throughput));
     }
 
     #[test]

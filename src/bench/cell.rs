@@ -2,6 +2,7 @@
 //! timed windows or train to a target on the held-out set. Runs inside the child process.
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +14,8 @@ use crate::data::import;
 use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
 use crate::data::text::{eval_windows, TextCorpus, TextLoader, TextLoaderOptions};
 use crate::device::DeviceSpec;
+use crate::distributed::env::DistEnv;
+use crate::distributed::group::{ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::power::PowerSampler;
@@ -63,13 +66,20 @@ pub struct CellJob {
 /// Training steps of a memory probe (after the steps that reach the steady state).
 pub const PROBE_STEPS: usize = 2;
 
-/// Runs one cell process and returns what it measured.
-pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
+/// Runs one cell process and returns what it measured. A `ddp` cell runs as one rank of `dist`
+/// (its CUDA device is the local rank's), its throughput the sum over the ranks; the `ddp`
+/// reference cell (DataParallel) drives every CUDA device of the machine from this process.
+pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
     memory::count_cpu_tensors()?;
     let profile = job.profile.settings(job.key.workload.family());
-    let device = job.device;
     let tricks = &job.key.tricks;
+    let device = match (dist, job.device) {
+        (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
+        (_, device) => device,
+    };
+    let parallel = Parallel::for_cell(job, dist, device)?;
+    let rank = dist.map_or(0, |env| env.rank);
     apply_process_tricks(tricks, device)?;
     // The "off" side of debug-off: debugging left on for the whole process.
     ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
@@ -80,11 +90,15 @@ pub fn run(job: &CellJob) -> Result<ProcessMeasurement, Error> {
     let mut measurement = match &data {
         CellData::Images { .. } => {
             let model = resnet_for(&job.key, &recipe, device.tch())?;
-            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| resnet_for(&job.key, &recipe, d))?;
+            measure(job, &profile, &recipe, trainer, &data, device, rank)?
         }
         CellData::Text { corpus, .. } => {
             let model = gpt_for(&job.key, corpus.vocab_size(), device.tch())?;
-            measure(job, &profile, &recipe, Trainer::new(model, tricks, device, &recipe)?, &data)?
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| gpt_for(&job.key, corpus.vocab_size(), d))?;
+            measure(job, &profile, &recipe, trainer, &data, device, rank)?
         }
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
@@ -113,7 +127,13 @@ pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Er
     let data = CellData::load(job, &profile)?;
     let planned_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, planned_steps, job.super_convergence);
-    let inputs = InputOptions { batch_size: job.key.batch_size, seed: round_seed(job), recipe: &recipe, job };
+    let inputs = InputOptions {
+        batch_size: job.key.batch_size,
+        seed: round_seed(job, 0),
+        recipe: &recipe,
+        job,
+        device: job.device,
+    };
     let mut loader = data.training(&inputs)?;
     let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
     let vocab_size = match &data {
@@ -132,10 +152,65 @@ fn planned_steps(profile: &Profile, data: &CellData, batch_size: usize) -> usize
     }
 }
 
-/// The seed of a cell process's batches: each round draws its own batches, while the weights are
-/// the same in every round.
-fn round_seed(job: &CellJob) -> u64 {
-    job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64)
+/// The seed of the batches of a cell process that is DDP rank `rank` (0 without DDP): each round
+/// and each rank draws its own batches, while the weights are the same in every round.
+fn round_seed(job: &CellJob, rank: usize) -> u64 {
+    job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64).wrapping_add((rank as u64) << 40)
+}
+
+/// How a cell spreads training over devices.
+enum Parallel {
+    /// One process, one device.
+    None,
+    /// One rank of DDP, in this process group.
+    Ddp(Rc<ProcessGroup>),
+    /// DataParallel from this process over these further CUDA devices (every one but the cell's).
+    Replicas(Vec<tch::Device>),
+}
+
+impl Parallel {
+    /// What the cell's tricks ask for: DDP for `ddp` (as a rank of `dist`, joined here),
+    /// DataParallel over every CUDA device for its reference cell.
+    fn for_cell(job: &CellJob, dist: Option<&DistEnv>, device: DeviceSpec) -> Result<Self, Error> {
+        if job.key.tricks.has(Trick::Ddp) {
+            let env = dist.ok_or_else(|| {
+                Error::Invalid(
+                    "a ddp cell runs as one rank of a data-parallel world: RANK, WORLD_SIZE, LOCAL_RANK, \
+                     MASTER_ADDR and MASTER_PORT must be set (the cell command sets them for its workers)"
+                        .to_owned(),
+                )
+            })?;
+            return Ok(Parallel::Ddp(Rc::new(ProcessGroup::join(env, device)?)));
+        }
+        if job.key.is_reference_for(Trick::Ddp) {
+            let gpus = tch::Cuda::device_count().max(0) as usize;
+            if !device.is_cuda() || gpus < 2 {
+                return Err(Error::Invalid(format!(
+                    "the data-parallel cell needs ≥ 2 CUDA GPUs; this process has {gpus} and runs on {device}"
+                )));
+            }
+            let master = device.tch();
+            let others = (0..gpus).map(tch::Device::Cuda).filter(|&d| d != master).collect();
+            return Ok(Parallel::Replicas(others));
+        }
+        Ok(Parallel::None)
+    }
+
+    /// `trainer` spread as asked, building replicas with `build` (a model for a device).
+    fn apply<W: Workload>(
+        self,
+        trainer: Trainer<W>,
+        build: impl Fn(tch::Device) -> Result<W, Error>,
+    ) -> Result<Trainer<W>, Error> {
+        match self {
+            Parallel::None => Ok(trainer),
+            Parallel::Ddp(group) => trainer.with_ddp(group, DEFAULT_BUCKET_BYTES),
+            Parallel::Replicas(devices) => {
+                let replicas = devices.into_iter().map(build).collect::<Result<Vec<W>, Error>>()?;
+                trainer.with_replicas(replicas)
+            }
+        }
+    }
 }
 
 /// The CIFAR ResNet of the cell `key` on `device`: its depth from the workload, conv biases and
@@ -178,17 +253,23 @@ pub fn gpt_context(workload: WorkloadId) -> Result<usize, Error> {
     Ok(gpt_config(workload, 1)?.context as usize)
 }
 
-/// Measures what the cell's kind asks for with `trainer` on `data`.
+/// Measures what the cell's kind asks for with `trainer` on `data` on `device`, as DDP rank
+/// `rank` (0 without DDP). Each DDP rank draws its own batches of the cell's size, and
+/// throughput counts every rank's samples (the ranks step in lock-step, bound by the gradient
+/// all-reduce); DataParallel draws batches of the cell's size times its number of devices.
 fn measure<W: Workload>(
     job: &CellJob,
     profile: &Profile,
     recipe: &Recipe,
     mut trainer: Trainer<W>,
     data: &CellData,
+    device: DeviceSpec,
+    rank: usize,
 ) -> Result<ProcessMeasurement, Error> {
-    let device = job.device;
     let tricks = &job.key.tricks;
-    let inputs = InputOptions { batch_size: job.key.batch_size, seed: round_seed(job), recipe, job };
+    let batch_size = job.key.batch_size * trainer.data_parallel_width();
+    let inputs = InputOptions { batch_size, seed: round_seed(job, rank), recipe, job, device };
+    let ranks = trainer.ddp_world_size();
     memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {
@@ -218,7 +299,7 @@ fn measure<W: Workload>(
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
             let reads_before = trainer.metrics_mut().host_reads();
-            time_windows(profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = loader.next_batch()?;
                 trainer.train_step(&batch, lr)?;
                 Ok(batch.len())
@@ -234,7 +315,7 @@ fn measure<W: Workload>(
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
-            time_windows(profile, device, &mut measurement, || {
+            time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = batches.next_batch()?;
                 // The count of correct predictions stays on the device: no host read per batch.
                 let _correct = trainer.eval_batch(&batch, no_grad)?;
@@ -257,6 +338,10 @@ fn measure<W: Workload>(
             measurement.last_loss = trainer.metrics_mut().last_mean_loss();
         }
     }
+    for window in &mut measurement.window_samples_per_s {
+        *window *= ranks as f64;
+    }
+    measurement.timed_samples *= ranks;
     measurement.memory = memory::peaks(device)?;
     within_budget(&measurement.memory, job.memory_budget_bytes)?;
     Ok(measurement)
@@ -282,18 +367,20 @@ fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error
 /// recording samples per second per window, the samples timed and the energy. After the
 /// profile's `windows_per_process` windows it adds windows while the interval of this process's
 /// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
-fn time_windows(
+/// DDP ranks take another window while any of them wants one, so that they all step together.
+fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
     measurement: &mut ProcessMeasurement,
-    mut step: impl FnMut() -> Result<usize, Error>,
+    trainer: &mut Trainer<W>,
+    mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
 ) -> Result<(), Error> {
     let power = PowerSampler::start(device);
-    while wants_another_window(profile, &measurement.window_samples_per_s) {
+    while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
         let timer = SyncedTimer::start(device);
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
-            samples += step()?;
+            samples += step(trainer)?;
         }
         measurement.window_samples_per_s.push(samples as f64 / timer.stop());
         measurement.timed_samples += samples;
@@ -350,6 +437,7 @@ impl BatchSource for TextLoader {
 /// What a cell's loaders are built from besides the data.
 struct InputOptions<'a> {
     batch_size: usize,
+    device: DeviceSpec,
     seed: u64,
     recipe: &'a Recipe,
     job: &'a CellJob,
@@ -426,7 +514,7 @@ impl CellData {
         let tricks = &inputs.job.key.tricks;
         LoaderOptions {
             batch_size: inputs.batch_size,
-            device: inputs.job.device.tch(),
+            device: inputs.device.tch(),
             augment,
             channels_last: tricks.has(Trick::ChannelsLast),
             pipeline: Pipeline::for_tricks(tricks),
@@ -440,7 +528,7 @@ impl CellData {
         TextLoaderOptions {
             batch_size: inputs.batch_size,
             context,
-            device: inputs.job.device.tch(),
+            device: inputs.device.tch(),
             seed: inputs.seed,
             pipeline: Pipeline::for_tricks(&inputs.job.key.tricks),
         }
@@ -506,7 +594,7 @@ fn train_to_target<W: Workload>(
     schedule: &Schedule,
 ) -> Result<TimeToAccuracy, Error> {
     let settings = profile.tta;
-    let device = inputs.job.device;
+    let device = inputs.device;
     let metric = inputs.job.key.workload.family().quality_metric();
     let mut loader = data.training(inputs)?;
     let total_steps = schedule.total_steps();
@@ -538,7 +626,10 @@ fn train_to_target<W: Workload>(
         &mut result,
         CurvePoint { step, epoch: 0.0, train_s, wall_s: 0.0, metric: untrained, train_loss: None },
     );
-    while result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s {
+    // DDP ranks go on while any of them would (their clocks may disagree about the budget).
+    while trainer
+        .any_rank(result.time_to_target_s.is_none() && step < total_steps && train_s < settings.budget_s)?
+    {
         let timer = SyncedTimer::start(device);
         let segment_end = (step + eval_every_steps).min(total_steps);
         while step < segment_end {

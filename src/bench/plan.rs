@@ -304,15 +304,20 @@ fn reference_cell(request: &PlanRequest, workload: WorkloadId, trick: Trick, kin
 }
 
 /// `cell` as the reference cell of `trick`. A CUDA graph cannot be captured with anomaly
-/// detection on (it reads every gradient to the host), so such a cell is not applicable.
+/// detection on (it reads every gradient to the host), nor across DataParallel's devices, so such
+/// cells are not applicable.
 fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
     cell.key.reference_for = Some(trick);
-    if trick == Trick::DebugOff && cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
-        cell.not_applicable = Some(format!(
-            "{}: anomaly detection checks every gradient for NaN on the host, which a CUDA graph \
-             capture forbids",
-            Trick::CudaGraphs
-        ));
+    let why = match trick {
+        Trick::DebugOff => {
+            "anomaly detection checks every gradient for NaN on the host, which a CUDA graph capture \
+             forbids"
+        }
+        Trick::Ddp => "DataParallel copies weights and gradients between GPUs from the host every step",
+        _ => return cell,
+    };
+    if cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
+        cell.not_applicable = Some(format!("{}: {why}", Trick::CudaGraphs));
     }
     cell
 }

@@ -2,6 +2,7 @@
 mod catalogue;
 mod cell;
 mod data;
+mod ddp;
 mod merge;
 mod parity;
 mod report;
@@ -14,7 +15,10 @@ use crate::cli::{Cli, Command, DataCommand};
 /// Runs the command the user asked for.
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run(args) => run::run(&args),
+        Command::Run(args) => {
+            ddp::refuse_under_launcher("run")?;
+            run::run(&args)
+        }
         Command::Report(args) => report::report(&args),
         Command::Merge(args) => merge::merge(&args),
         Command::Compare(args) => report::compare(&args),
@@ -23,6 +27,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),
         Command::Data(DataCommand::Import(args)) => data::import(&args),
         Command::Data(DataCommand::Synth(args)) => data::synth(&args),
+        Command::Launch(args) => ddp::launch(&args),
+        Command::DdpCheck(args) => ddp::check(&args),
         Command::Cell(args) => cell::cell(&args),
         Command::Parity(args) => parity::parity(&args),
         Command::ParitySide(args) => parity::side(&args),

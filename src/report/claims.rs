@@ -146,6 +146,12 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              attention and memory linear instead of quadratic in the sequence length; PyTorch 2 \
              exposes it as scaled_dot_product_attention."
         }
+        Trick::Ddp => {
+            "Guide #10: DistributedDataParallel (one process per GPU, gradients all-reduced in \
+             buckets while backward runs) scales better than DataParallel, whose single process \
+             copies the model to every GPU each step and gathers outputs and gradients on the first; \
+             PyTorch recommends it even on one machine."
+        }
     }
 }
 

@@ -427,6 +427,8 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::BatchNorm => Rgb(99, 99, 99),
         // Transformer tricks (#6)
         Trick::FlashAttention => Rgb(158, 1, 66),
+        // Data parallelism (#8)
+        Trick::Ddp => Rgb(0, 104, 55),
     }
 }
 

@@ -3,13 +3,18 @@
 
 pub mod amp;
 pub mod checkpoint;
+pub mod data_parallel;
+pub mod ddp;
 pub mod metrics;
 pub mod recipe;
+
+use std::rc::Rc;
 
 use tch::{Kind, Tensor};
 
 use crate::data::loader::Batch;
 use crate::device::DeviceSpec;
+use crate::distributed::group::ProcessGroup;
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::flops::Precision;
@@ -19,6 +24,8 @@ use crate::optim::Optimizer;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::Workload;
 use amp::GradScaler;
+use data_parallel::Replicas;
+use ddp::Ddp;
 use metrics::MetricsLog;
 use recipe::{OptimizerChoice, Recipe};
 
@@ -126,6 +133,38 @@ pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) -> Result<(),
     ffi::set_tf32(ffi::Tf32 { matmul: tf32, cudnn: tf32 })
 }
 
+/// Forward pass, loss and backward of `workload` on one micro-batch, with the loss multiplied by
+/// `loss_scale` before backward when given, checkpointed when asked. Under `autocast` (a kind, and
+/// whether the device is CUDA) the forward pass runs in it and backward outside it, as PyTorch
+/// advises, except that a checkpointed segment is recomputed (and so backpropagated) under
+/// autocast, as `torch.utils.checkpoint` recomputes. Returns the mean loss (fp32, detached) and the
+/// number of correct predictions, on the device.
+fn forward_backward_one<W: Workload>(
+    workload: &W,
+    inputs: &Tensor,
+    targets: &Tensor,
+    loss_scale: Option<&Tensor>,
+    checkpointing: bool,
+    autocast: Option<(Kind, bool)>,
+) -> Result<(Tensor, Tensor), Error> {
+    let enter = || autocast.map(|(kind, on_cuda)| ffi::AutocastGuard::enter(on_cuda, kind)).transpose();
+    if checkpointing {
+        let _autocast = enter()?;
+        return checkpoint::checkpointed_forward_backward(workload, inputs, targets, loss_scale);
+    }
+    let (loss, correct) = {
+        let _autocast = enter()?;
+        let outputs = workload.forward(inputs, true);
+        let loss = workload.loss(&outputs.to_kind(Kind::Float), targets);
+        (loss, workload.correct(&outputs, targets))
+    };
+    match loss_scale {
+        Some(scale) => (&loss * scale).f_backward()?,
+        None => loss.f_backward()?,
+    }
+    Ok((loss.detach(), correct))
+}
+
 /// A model being trained, with its optimizer and the step-level tricks.
 #[derive(Debug)]
 pub struct Trainer<W: Workload> {
@@ -144,6 +183,8 @@ pub struct Trainer<W: Workload> {
     graph: Option<ffi::CudaGraph>,
     warmup_steps_done: usize,
     captured: Option<CapturedStep>,
+    ddp: Option<Ddp>,
+    replicas: Option<Replicas<W>>,
 }
 
 impl<W: Workload> Trainer<W> {
@@ -210,6 +251,8 @@ impl<W: Workload> Trainer<W> {
             graph,
             warmup_steps_done: 0,
             captured: None,
+            ddp: None,
+            replicas: None,
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             workload,
             optimizer,
@@ -222,6 +265,61 @@ impl<W: Workload> Trainer<W> {
             set_grads_to_none: tricks.has(Trick::ZeroGradNone),
             metrics: MetricsLog::new(!tricks.has(Trick::AvoidSync), LOG_INTERVAL_STEPS),
         })
+    }
+
+    /// Makes this trainer one rank of DDP over `group` (the `ddp` trick): rank 0's weights and
+    /// buffers are broadcast now, its buffers again before every forward pass, and gradients are
+    /// averaged over the ranks in buckets of at most `bucket_bytes` while backward runs (once per
+    /// step when accumulating micro-batches). Not with a CUDA graph launch.
+    pub fn with_ddp(mut self, group: Rc<ProcessGroup>, bucket_bytes: usize) -> Result<Self, Error> {
+        self.refuse_graphs_with("ddp")?;
+        self.ddp = Some(Ddp::new(&self.workload, group, bucket_bytes)?);
+        Ok(self)
+    }
+
+    /// Makes this trainer drive `replicas` of its model (built like it, one per further device) as
+    /// `torch.nn.DataParallel` does (the `ddp` trick's "off" side): each step copies the weights
+    /// into them, splits every (micro-)batch over the devices and adds their gradients onto this
+    /// model's. Not with a CUDA graph launch.
+    pub fn with_replicas(mut self, replicas: Vec<W>) -> Result<Self, Error> {
+        self.refuse_graphs_with("data-parallel")?;
+        self.replicas = Some(Replicas::new(&self.workload, replicas)?);
+        Ok(self)
+    }
+
+    /// Fails when the step is launched as a CUDA graph, which `what` cannot go with.
+    fn refuse_graphs_with(&self, what: &str) -> Result<(), Error> {
+        if self.launch == StepLaunch::CudaGraph {
+            return Err(Error::Invalid(format!(
+                "{what}: the gradient exchange is driven from the host, which a CUDA graph cannot capture"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The number of DDP ranks this trainer is one of (1 without DDP).
+    pub fn ddp_world_size(&self) -> usize {
+        self.ddp.as_ref().map_or(1, Ddp::world_size)
+    }
+
+    /// Whether `flag` holds on any DDP rank (this process's `flag` without DDP): how ranks agree
+    /// on decisions taken from their own clocks or statistics, such as whether to time another
+    /// window. Every rank must ask, in the same order.
+    pub fn any_rank(&self, flag: bool) -> Result<bool, Error> {
+        match &self.ddp {
+            Some(ddp) => ddp.any(flag),
+            None => Ok(flag),
+        }
+    }
+
+    /// The number of devices DataParallel drives (1 without it).
+    pub fn data_parallel_width(&self) -> usize {
+        self.replicas.as_ref().map_or(1, Replicas::width)
+    }
+
+    /// The number of gradient buckets DDP all-reduces (0 without DDP).
+    pub fn ddp_buckets(&self) -> usize {
+        self.ddp.as_ref().map_or(0, Ddp::buckets)
     }
 
     /// One training step at learning rate `lr`: clear gradients, forward and loss (under autocast
@@ -259,8 +357,10 @@ impl<W: Workload> Trainer<W> {
     /// when on, with the loss multiplied by the fp16 loss scale (and divided by the micro-batch
     /// count) before backward. The forward runs under autocast when on and the backward outside
     /// it, as PyTorch advises, except that a checkpointed segment is recomputed (and so
-    /// backpropagated) under autocast, as `torch.utils.checkpoint` recomputes. Returns the batch's
-    /// mean loss (fp32) and number of correct predictions, on the device.
+    /// backpropagated) under autocast, as `torch.utils.checkpoint` recomputes. With DataParallel
+    /// replicas each micro-batch is split over them; with DDP the gradients are averaged over the
+    /// ranks before this returns. Returns the batch's mean loss (fp32) and number of correct
+    /// predictions, on the device.
     fn forward_backward(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
         let k = self.micro_batches;
         let (input_chunks, target_chunks) = if k > 1 {
@@ -280,28 +380,58 @@ impl<W: Workload> Trainer<W> {
             (None, 1) => None,
             (None, _) => Some(Tensor::from(1.0 / k as f64).to_device(inputs.device())),
         };
-        let autocast =
-            || self.autocast.map(|kind| ffi::AutocastGuard::enter(self.device.is_cuda(), kind)).transpose();
+        let autocast = self.autocast.map(|kind| (kind, self.device.is_cuda()));
+        let checkpointing = self.checkpointing;
+        let one = |workload: &W, x: &Tensor, y: &Tensor, scale: Option<&Tensor>| {
+            forward_backward_one(workload, x, y, scale, checkpointing, autocast)
+        };
+        if let Some(ddp) = &mut self.ddp {
+            ddp.before_forward()?;
+        }
+        if let Some(replicas) = &self.replicas {
+            replicas.broadcast_from(&self.workload)?;
+        }
         let (mut loss_sum, mut correct_sum) = (None::<Tensor>, None::<Tensor>);
-        for (x, y) in input_chunks.iter().zip(&target_chunks) {
-            let (loss, correct) = if self.checkpointing {
-                let _autocast = autocast()?;
-                checkpoint::checkpointed_forward_backward(&self.workload, x, y, loss_scale.as_ref())?
-            } else {
-                let (loss, correct) = {
-                    let _autocast = autocast()?;
-                    let outputs = self.workload.forward(x, true);
-                    let loss = self.workload.loss(&outputs.to_kind(Kind::Float), y);
-                    (loss, self.workload.correct(&outputs, y))
-                };
-                match &loss_scale {
-                    Some(scale) => (&loss * scale).f_backward()?,
-                    None => loss.f_backward()?,
+        for (i, (x, y)) in input_chunks.iter().zip(&target_chunks).enumerate() {
+            if let Some(ddp) = &mut self.ddp {
+                ddp.set_sync(i + 1 == k);
+            }
+            let (loss, correct) = match &self.replicas {
+                None => one(&self.workload, x, y, loss_scale.as_ref())?,
+                Some(replicas) => {
+                    let batch = x.size()[0] as f64;
+                    let home = x.device();
+                    let (mut loss, mut correct) = (None::<Tensor>, None::<Tensor>);
+                    let chunks = x
+                        .chunk(replicas.width() as i64, 0)
+                        .into_iter()
+                        .zip(y.chunk(replicas.width() as i64, 0));
+                    for (r, (xr, yr)) in chunks.enumerate() {
+                        let replica = replicas.get(&self.workload, r);
+                        let device = data_parallel::device_of(replica);
+                        let share = xr.size()[0] as f64 / batch;
+                        let scale = match &loss_scale {
+                            Some(scale) => scale.to_device(device) * share,
+                            None => Tensor::from(share).to_device(device),
+                        };
+                        let (l, c) =
+                            one(replica, &xr.to_device(device), &yr.to_device(device), Some(&scale))?;
+                        let l = l.to_device(home) * share;
+                        let c = c.to_device(home);
+                        loss = Some(loss.map_or_else(|| l.shallow_clone(), |sum| sum + &l));
+                        correct = Some(correct.map_or_else(|| c.shallow_clone(), |sum| sum + &c));
+                    }
+                    (loss.expect("at least one chunk"), correct.expect("at least one chunk"))
                 }
-                (loss.detach(), correct)
             };
             loss_sum = Some(loss_sum.map_or_else(|| loss.shallow_clone(), |sum| sum + &loss));
             correct_sum = Some(correct_sum.map_or_else(|| correct.shallow_clone(), |sum| sum + &correct));
+        }
+        if let Some(replicas) = &self.replicas {
+            replicas.reduce_grads_into(&self.workload)?;
+        }
+        if let Some(ddp) = &mut self.ddp {
+            ddp.finish()?;
         }
         let loss = loss_sum.expect("at least one micro-batch") / k as f64;
         Ok((loss, correct_sum.expect("at least one micro-batch")))
