@@ -323,7 +323,9 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
     assert!(!fitting.is_empty(), "batch 64 fits in 250 MiB: {:?}", last.status);
     assert!(fitting.iter().all(|p| p.status == CellStatus::Ok), "{fitting:?}");
     match &last.status {
-        CellStatus::OutOfMemory { error } => assert!(error.contains("memory budget of 250 MiB"), "{error}"),
+        CellStatus::OutOfMemory { error, .. } => {
+            assert!(error.contains("memory budget of 250 MiB"), "{error}")
+        }
         other => panic!("the last probe must run out of memory, not {other:?}"),
     }
     // The sweep measures training throughput at every batch that fit, and at no other.
@@ -351,4 +353,31 @@ fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
     assert!(!out.status.success() && text(&out.stderr).contains("--seeds"));
     let out = trickbench(dir.path(), &["run", "--design", "sweep", "--data", "no-such-dir"]);
     assert!(text(&out.stderr).contains("batch-sweep"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn contradictory_flags_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["--no-time-to-accuracy", "--seeds", "3"], &["--seeds", "--no-time-to-accuracy"]),
+        (&["--design", "batch-sweep", "--batch-size", "64"], &["--batch-size", "--design batch-sweep"]),
+        (
+            &["--memory-limit-mib", "500", "--memory-budget-mib", "1000"],
+            &["--memory-limit-mib 500", "--memory-budget-mib 1000"],
+        ),
+        (&["--memory-limit-mib", "0"], &["--memory-limit-mib"]),
+        (&["--cell-timeout-s", "0"], &["--cell-timeout-s 0"]),
+        (&["--resume"], &["--out"]),
+    ];
+    for (flags, expected) in cases {
+        let args: Vec<&str> =
+            ["run", "--data", "no-such-dir", "--device", "cpu"].iter().chain(flags).copied().collect();
+        let out = trickbench(dir.path(), &args);
+        assert!(!out.status.success(), "{flags:?} must fail");
+        let stderr = text(&out.stderr);
+        for e in expected {
+            assert!(stderr.contains(e), "{flags:?}: '{e}' not in: {stderr}");
+        }
+    }
+    assert!(!dir.path().join("data").exists(), "refused before anything is generated");
 }
