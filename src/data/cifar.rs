@@ -87,7 +87,10 @@ pub enum DataError {
         source: image::ImageError,
     },
     /// An image is not 32×32 pixels.
-    #[error("{}: image is {width_px}×{height_px} pixels, expected 32×32", path.display())]
+    #[error(
+        "{}: image is {width_px}×{height_px} pixels, expected 32×32 (resize the images to 32×32 first)",
+        path.display()
+    )]
     ImageSize {
         /// The image file (or `archive:entry`).
         path: PathBuf,
