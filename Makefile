@@ -12,7 +12,12 @@ PROFILE ?= quick
 # tricks train to accuracy, several minutes each: `make run TRICKS=all`.
 TRICKS ?= throughput,memory
 
-.PHONY: setup build data run test bench parity clean
+# `make fuzz`: one cargo-fuzz target for FUZZ_SECONDS (fuzzing stays outside `make test`).
+FUZZ_TARGET ?= cifar_reader
+FUZZ_SECONDS ?= 300
+FUZZ_ARGS ?= fuzz/corpus/$(FUZZ_TARGET) fuzz/seeds/$(FUZZ_TARGET)
+
+.PHONY: setup build data run test bench parity fuzz clean
 
 setup:
 	scripts/setup-libtorch
@@ -47,6 +52,14 @@ test: setup
 
 bench: setup
 	$(CARGO) bench
+
+# Stable toolchain: RUSTC_BOOTSTRAP lets cargo-fuzz use its unstable flags; no sanitizer, as
+# libtorch is not built for one.
+fuzz: setup
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/$(FUZZ_TARGET)
+	RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir fuzz --sanitizer none $(FUZZ_TARGET) \
+	  $(FUZZ_ARGS) -- -max_total_time=$(FUZZ_SECONDS)
 
 clean:
 	$(CARGO) clean

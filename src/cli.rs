@@ -138,6 +138,16 @@ pub struct RunArgs {
     /// profile's budget, on a GPU the device's own memory).
     #[arg(long)]
     pub memory_budget_mib: Option<u64>,
+    /// Hard cap on each cell process's memory, MiB (its data segment, RLIMIT_DATA, which includes
+    /// the ≈500 MiB libtorch takes when loaded): a cell that needs more fails to allocate and is
+    /// recorded as out of memory, instead of the machine swapping or the kernel killing processes.
+    /// Default: no cap.
+    #[arg(long)]
+    pub memory_limit_mib: Option<u64>,
+    /// Seconds a cell process may run before it is stopped and recorded as timed out (default: the
+    /// profile's).
+    #[arg(long)]
+    pub cell_timeout_s: Option<f64>,
     /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
     #[arg(long, default_value = "data/cifar10")]
     pub data: PathBuf,

@@ -11,7 +11,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            // Stopped by a signal: the shell's convention, 128 + the signal (130, 143).
+            let signal = error.chain().find_map(|cause| match cause.downcast_ref() {
+                Some(trickbench::error::Error::Interrupted { signal, .. }) => u8::try_from(128 + signal).ok(),
+                _ => None,
+            });
+            signal.map_or(ExitCode::FAILURE, ExitCode::from)
         }
     }
 }

@@ -137,7 +137,7 @@ fn status_detail(cell: &CellResult) -> Option<String> {
     match &cell.status {
         CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
         CellStatus::Failed { error, .. } => Some(format!("failed: {error}")),
-        CellStatus::OutOfMemory { error } => Some(format!("out of memory: {error}")),
+        CellStatus::OutOfMemory { error, .. } => Some(format!("out of memory: {error}")),
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
         CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| {
             let value = |v: f64| quality::value_text(&tta.metric, v);

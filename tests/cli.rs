@@ -323,7 +323,9 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
     assert!(!fitting.is_empty(), "batch 64 fits in 250 MiB: {:?}", last.status);
     assert!(fitting.iter().all(|p| p.status == CellStatus::Ok), "{fitting:?}");
     match &last.status {
-        CellStatus::OutOfMemory { error } => assert!(error.contains("memory budget of 250 MiB"), "{error}"),
+        CellStatus::OutOfMemory { error, .. } => {
+            assert!(error.contains("memory budget of 250 MiB"), "{error}")
+        }
         other => panic!("the last probe must run out of memory, not {other:?}"),
     }
     // The sweep measures training throughput at every batch that fit, and at no other.
@@ -408,4 +410,31 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     let stderr = text(&twice.stderr);
     assert!(!twice.status.success() && stderr.contains("are both shard 0/3"), "{stderr}");
     assert!(stderr.contains("sweep/shard-0/results.json and sweep/shard-0/results.json"), "{stderr}");
+}
+
+#[test]
+fn contradictory_flags_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["--no-time-to-accuracy", "--seeds", "3"], &["--seeds", "--no-time-to-accuracy"]),
+        (&["--design", "batch-sweep", "--batch-size", "64"], &["--batch-size", "--design batch-sweep"]),
+        (
+            &["--memory-limit-mib", "500", "--memory-budget-mib", "1000"],
+            &["--memory-limit-mib 500", "--memory-budget-mib 1000"],
+        ),
+        (&["--memory-limit-mib", "0"], &["--memory-limit-mib"]),
+        (&["--cell-timeout-s", "0"], &["--cell-timeout-s 0"]),
+        (&["--resume"], &["--out"]),
+    ];
+    for (flags, expected) in cases {
+        let args: Vec<&str> =
+            ["run", "--data", "no-such-dir", "--device", "cpu"].iter().chain(flags).copied().collect();
+        let out = trickbench(dir.path(), &args);
+        assert!(!out.status.success(), "{flags:?} must fail");
+        let stderr = text(&out.stderr);
+        for e in expected {
+            assert!(stderr.contains(e), "{flags:?}: '{e}' not in: {stderr}");
+        }
+    }
+    assert!(!dir.path().join("data").exists(), "refused before anything is generated");
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
+use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::runner::{
     self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
@@ -109,6 +110,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
         data_dir: PathBuf::from("unused"),
         out_dir: out_dir.to_path_buf(),
         resume: false,
+        interrupt: Interrupt::new(),
     }
 }
 
@@ -243,6 +245,60 @@ fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
     assert_eq!(ids(&resumed), ids(&grown));
 }
 
+/// A mock whose run is interrupted (as by SIGINT) while its `n`-th process runs.
+struct InterruptedAt {
+    inner: MockExecutor,
+    n: usize,
+    interrupt: Interrupt,
+}
+
+impl CellExecutor for InterruptedAt {
+    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
+        if self.inner.calls.len() + 1 == self.n {
+            self.interrupt.trigger(2);
+            self.inner.calls.push((job.key.id(), job.round));
+            return Execution::Interrupted(2);
+        }
+        self.inner.execute(job, timeout)
+    }
+}
+
+#[test]
+fn an_interrupted_run_keeps_every_finished_process_and_resume_completes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    let mut mock =
+        InterruptedAt { inner: MockExecutor::default(), n: 4, interrupt: run_spec.interrupt.clone() };
+    let error = runner::run(&run_spec, &mut mock, &mut Silent).unwrap_err();
+    assert!(matches!(error, trickbench::error::Error::Interrupted { signal: 2, .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("SIGINT") && message.contains("--resume --out"), "{message}");
+    let on_disk = store::load(&dir.path().join("results.json")).unwrap();
+    let measured: usize = on_disk.cells.iter().map(|c| c.processes.len()).sum();
+    assert_eq!(measured, 3, "the three processes before the interrupted one");
+    assert!(on_disk.cells.iter().all(|c| c.status == CellStatus::Ok), "nothing recorded as failed");
+
+    // Once interrupted, the runner starts no further process.
+    let mut fresh = MockExecutor::default();
+    run_spec.resume = true;
+    assert!(runner::run(&run_spec, &mut fresh, &mut Silent).is_err());
+    assert!(fresh.calls.is_empty());
+
+    run_spec.interrupt = Interrupt::new();
+    let mut rest = MockExecutor::default();
+    let resumed = runner::run(&run_spec, &mut rest, &mut Silent).unwrap();
+    assert_eq!(rest.calls.len(), 3, "only the interrupted process and those after it: {:?}", rest.calls);
+    assert_eq!(mock.inner.calls[3], rest.calls[0]);
+    let other = tempfile::tempdir().unwrap();
+    let uninterrupted = spec(other.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    let complete = runner::run(&uninterrupted, &mut MockExecutor::default(), &mut Silent).unwrap();
+    let strip = |mut r: Results| {
+        r.run.finished_at = None;
+        r
+    };
+    assert_eq!(strip(resumed), strip(complete));
+}
+
 /// A stand-in for the trickbench binary: a shell script run as `SCRIPT cell --job J --output O`.
 fn fake_program(dir: &Path, body: &str) -> ProcessExecutor {
     let path = dir.join("fake-trickbench");
@@ -294,9 +350,35 @@ fn process_executor_records_crashes_hangs_and_out_of_memory() {
     )
     .execute(&job(), second);
     assert!(
-        matches!(&oom, Execution::Failed(CellStatus::OutOfMemory { error }) if error.contains("Tried to allocate")),
+        matches!(&oom, Execution::Failed(CellStatus::OutOfMemory { error, .. }) if error.contains("Tried to allocate")),
         "{oom:?}"
     );
+
+    let aborted =
+        fake_program(dir.path(), "echo 'about to abort' >&2; kill -ABRT $$").execute(&job(), second);
+    assert!(
+        matches!(&aborted, Execution::Failed(CellStatus::Failed { error, .. }) if error.contains("SIGABRT")),
+        "{aborted:?}"
+    );
+
+    // libtorch follows its allocator's message with a long C++ backtrace.
+    let buried = fake_program(
+        dir.path(),
+        "echo \"DefaultCPUAllocator: can't allocate memory: you tried to allocate 64 bytes\" >&2; i=0; \
+         while [ $i -lt 300 ]; do echo \"frame #$i: c10::fn() + 0x1f (0x7f00 in libtorch_cpu.so)\" >&2; \
+         i=$((i+1)); done; exit 1",
+    )
+    .execute(&job(), second);
+    match buried {
+        Execution::Failed(CellStatus::OutOfMemory { error, stderr_tail }) => {
+            assert!(error.contains("can't allocate memory"), "{error}");
+            assert!(
+                stderr_tail.contains("can't allocate memory") && !stderr_tail.contains("frame #"),
+                "{stderr_tail}"
+            );
+        }
+        other => panic!("expected out of memory, got {other:?}"),
+    }
 
     let garbage = fake_program(dir.path(), "echo 'not json' > \"$5\"").execute(&job(), second);
     assert!(

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use trickbench::bench::cell::gpt_context;
+use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
@@ -54,6 +55,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         Some(mib) => Some(mib << 20),
         None if !device.is_cuda() => Some(profile.cpu_memory_budget_mib << 20),
         None => None,
+    };
+    check_flag_combinations(args, design)?;
+    let cell_timeout_s = match args.cell_timeout_s {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            anyhow::bail!("--cell-timeout-s {s}: must be a positive number of seconds")
+        }
+        Some(s) => s,
+        None => profile.cell_timeout_s,
     };
     let mut datasets = Vec::new();
     let cifar = profile_name.settings(Family::CifarResnet);
@@ -119,7 +128,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             rounds: profile.rounds,
             bootstrap_resamples: BOOTSTRAP_RESAMPLES,
             confidence_level: CONFIDENCE_LEVEL,
-            cell_timeout_s: profile.cell_timeout_s,
+            cell_timeout_s,
             time_to_accuracy_seeds: seeds,
             memory_budget_bytes,
             target_ci_half_width: Some(profile.target_ci_half_width),
@@ -150,6 +159,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         },
         out_dir: out_dir.clone(),
         resume: args.resume,
+        interrupt: Interrupt::new(),
     };
     let program = std::env::current_exe().context("finding the trickbench executable")?;
     let bar = ProgressBar::new(0).with_style(
@@ -157,8 +167,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
             .expect("valid template"),
     );
     let echo = bar.clone();
-    let executor = ProcessExecutor::new(program, out_dir.join(".cells"))
-        .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))));
+    let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
+        .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))))
+        .with_interrupt(spec.interrupt.clone());
+    if let Some(mib) = args.memory_limit_mib {
+        executor = executor.with_memory_limit(mib << 20);
+    }
+    spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress: Progress { bar: bar.clone() }, results: None };
     for request in &requests {
         // The probe doubles the batch up to what the training split can fill.
@@ -238,6 +253,29 @@ fn known_plan(design: Design, requests: &[PlanRequest]) -> Plan {
         });
     }
     plan
+}
+
+/// Refuses flags that contradict each other, naming both.
+fn check_flag_combinations(args: &RunArgs, design: Design) -> Result<()> {
+    if args.no_time_to_accuracy && args.seeds.is_some() {
+        anyhow::bail!(
+            "--seeds sets the time-to-accuracy seeds, which --no-time-to-accuracy turns off; drop one of them"
+        );
+    }
+    if design == Design::BatchSweep && args.batch_size.is_some() {
+        anyhow::bail!(
+            "--batch-size contradicts --design batch-sweep, which measures every batch size from 64 up to \
+             the largest that fits; drop --batch-size or choose another design"
+        );
+    }
+    match (args.memory_limit_mib, args.memory_budget_mib) {
+        (Some(0), _) => anyhow::bail!("--memory-limit-mib must be at least 1 (about 1000 for a quick cell)"),
+        (Some(limit), Some(budget)) if limit < budget => anyhow::bail!(
+            "--memory-limit-mib {limit} is below --memory-budget-mib {budget}: no cell could reach the \
+             budget; raise the limit or lower the budget"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The batch sizes a probe found to fit, smallest first.

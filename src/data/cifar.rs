@@ -59,7 +59,11 @@ pub enum DataError {
         path: PathBuf,
     },
     /// A file's content breaks the CIFAR-10 binary format.
-    #[error("{}: {problem}", path.display())]
+    #[error(
+        "{}: {problem} (the file is truncated or is not CIFAR-10 binary data: import or fetch the \
+         dataset again with `trickbench data import` or `trickbench data fetch cifar10`)",
+        path.display()
+    )]
     Format {
         /// The offending file.
         path: PathBuf,
@@ -83,7 +87,10 @@ pub enum DataError {
         source: image::ImageError,
     },
     /// An image is not 32×32 pixels.
-    #[error("{}: image is {width_px}×{height_px} pixels, expected 32×32", path.display())]
+    #[error(
+        "{}: image is {width_px}×{height_px} pixels, expected 32×32 (resize the images to 32×32 first)",
+        path.display()
+    )]
     ImageSize {
         /// The image file (or `archive:entry`).
         path: PathBuf,
@@ -188,7 +195,13 @@ pub fn read_file(path: &Path) -> Result<CifarSplit, DataError> {
         io::ErrorKind::NotFound => DataError::Missing { path: path.to_path_buf() },
         _ => DataError::io(path, source),
     })?;
-    if bytes.len() % RECORD_BYTES != 0 {
+    parse(&bytes, path)
+}
+
+/// Parses the content of a CIFAR-10 binary file, checking its size and every label; `path` is
+/// only named in errors.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<CifarSplit, DataError> {
+    if !bytes.len().is_multiple_of(RECORD_BYTES) {
         return Err(DataError::Format {
             path: path.to_path_buf(),
             problem: format!("size {} is not a multiple of the {RECORD_BYTES}-byte record", bytes.len()),

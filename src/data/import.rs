@@ -283,6 +283,9 @@ fn list_directory(src: &Path, progress: &mut dyn FnMut(ImportProgress)) -> Resul
     Ok(listed)
 }
 
+/// The most bytes reserved up front for one archived image (a 32×32 image is a few KiB).
+const MAX_PREALLOCATED_BYTES: usize = 1 << 20;
+
 /// Streams a tar (optionally gzip-compressed) archive, keeping the image files in memory and
 /// rejecting entries that are links, special files, absolute or contain `..`.
 fn read_archive(src: &Path, progress: &mut dyn FnMut(ImportProgress)) -> Result<Vec<Listed>, DataError> {
@@ -329,7 +332,10 @@ fn read_archive(src: &Path, progress: &mut dyn FnMut(ImportProgress)) -> Result<
         let file_name = &components[components.len() - 1];
         let payload = match image_format(file_name) {
             Some(_) => {
-                let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+                // The header's size is not trusted for the allocation: a corrupt or hostile one
+                // can claim terabytes; reading stops at the archive's real end.
+                let declared = usize::try_from(entry.size()).unwrap_or(usize::MAX);
+                let mut bytes = Vec::with_capacity(declared.min(MAX_PREALLOCATED_BYTES));
                 entry.read_to_end(&mut bytes).map_err(|source| DataError::io(&shown, source))?;
                 Some(Payload::Memory(bytes))
             }
@@ -526,15 +532,16 @@ fn decode_into(item: &Item, out: &mut [u8]) -> Result<(), DataError> {
             &read
         }
     };
-    let decoded = image::load_from_memory_with_format(bytes, item.format)
-        .map_err(|source| DataError::Decode { path: item.shown.clone(), source })?;
-    if decoded.width() != IMAGE_SIDE_PX || decoded.height() != IMAGE_SIDE_PX {
-        return Err(DataError::ImageSize {
-            path: item.shown.clone(),
-            width_px: decoded.width(),
-            height_px: decoded.height(),
-        });
+    let decode_error = |source| DataError::Decode { path: item.shown.clone(), source };
+    // The size from the header first: a small file can claim a huge image, which decoding
+    // would allocate.
+    let (width_px, height_px) = image::ImageReader::with_format(std::io::Cursor::new(bytes), item.format)
+        .into_dimensions()
+        .map_err(decode_error)?;
+    if width_px != IMAGE_SIDE_PX || height_px != IMAGE_SIDE_PX {
+        return Err(DataError::ImageSize { path: item.shown.clone(), width_px, height_px });
     }
+    let decoded = image::load_from_memory_with_format(bytes, item.format).map_err(decode_error)?;
     let rgb = decoded.into_rgb8();
     let (red, rest) = out.split_at_mut(PLANE_PIXELS);
     let (green, blue) = rest.split_at_mut(PLANE_PIXELS);
@@ -753,6 +760,33 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_image_is_refused_by_its_header_before_it_is_decoded() {
+        // A PNG header claiming 30000×30000 pixels (2.7 GB decoded) and no pixel data.
+        const EMPTY_ZLIB: [u8; 8] = [0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01];
+        let chunk = |kind: &[u8], data: &[u8]| {
+            let mut crc = flate2::Crc::new();
+            crc.update(kind);
+            crc.update(data);
+            [&(data.len() as u32).to_be_bytes()[..], kind, data, &crc.sum().to_be_bytes()].concat()
+        };
+        let header = [&30_000u32.to_be_bytes()[..], &30_000u32.to_be_bytes(), &[8, 2, 0, 0, 0]].concat();
+        let png = [
+            &b"\x89PNG\r\n\x1a\n"[..],
+            &chunk(b"IHDR", &header),
+            &chunk(b"IDAT", &EMPTY_ZLIB),
+            &chunk(b"IEND", &[]),
+        ]
+        .concat();
+        let mut files = png_tree("");
+        files[0].bytes = png;
+        let temp = tempfile::tempdir().unwrap();
+        write_tree(temp.path(), &files);
+        let error = run(temp.path(), &temp.path().join("out")).unwrap_err();
+        assert!(matches!(error, DataError::ImageSize { width_px: 30_000, height_px: 30_000, .. }), "{error}");
+        assert!(error.to_string().contains(&files[0].path), "{error}");
+    }
+
+    #[test]
     fn corrupt_image_is_named() {
         let temp = tempfile::tempdir().unwrap();
         let mut files = png_tree("");
@@ -856,6 +890,23 @@ mod tests {
             assert_eq!(fs::read_dir(&work).unwrap().count(), 0, "{name}");
             assert_eq!(fs::read_dir(temp.path()).unwrap().count(), 2, "{name}");
         }
+    }
+
+    #[test]
+    fn an_entry_claiming_a_terabyte_is_an_error_not_an_allocation() {
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_path("train/cat/huge.png").unwrap();
+        header.set_size(1 << 40);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, &b"not a terabyte"[..]).unwrap();
+        let temp = tempfile::tempdir().unwrap();
+        let tar_path = temp.path().join("huge.tar");
+        fs::write(&tar_path, builder.into_inner().unwrap()).unwrap();
+        let message = run(&tar_path, &temp.path().join("out")).unwrap_err().to_string();
+        assert!(message.contains("huge.tar"), "{message}");
+        assert!(!temp.path().join("out").exists());
     }
 
     #[test]

@@ -330,7 +330,7 @@ pub(crate) fn status_detail(s: &CellStatus) -> String {
     match s {
         CellStatus::Ok => String::new(),
         CellStatus::NotApplicable { reason } => reason.clone(),
-        CellStatus::Failed { error, .. } | CellStatus::OutOfMemory { error } => error.clone(),
+        CellStatus::Failed { error, .. } | CellStatus::OutOfMemory { error, .. } => error.clone(),
         CellStatus::Timeout { limit_s, .. } => format!("killed after the {limit_s:.0} s cell time limit"),
     }
 }

@@ -389,6 +389,9 @@ pub enum CellStatus {
     OutOfMemory {
         /// The allocator's message.
         error: String,
+        /// The last lines the process wrote to stderr (empty in files written before it was kept).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        stderr_tail: String,
     },
     /// A process ran past the cell timeout and was killed.
     Timeout {

@@ -12,23 +12,30 @@ pub fn save(results: &Results, path: &Path) -> Result<(), Error> {
     write_json_atomically(results, path)
 }
 
-/// Writes `value` as pretty JSON to `path` atomically (temporary file, fsync, rename).
+/// Writes `value` as pretty JSON to `path` atomically (temporary file, fsync, rename). On failure
+/// the error names `path` and says that its previous content is unchanged.
 pub fn write_json_atomically<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), Error> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let json = serde_json::to_vec_pretty(value).map_err(|e| Error::Json { path: path.into(), source: e })?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    tmp.write_all(&json).and_then(|()| tmp.write_all(b"\n")).map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    let failed = |source| Error::Write { path: path.into(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+    tmp.write_all(&json).and_then(|()| tmp.write_all(b"\n")).map_err(failed)?;
+    tmp.as_file().sync_all().map_err(failed)?;
+    tmp.persist(path).map_err(|e| failed(e.error))?;
     Ok(())
 }
 
 /// Reads a results file, refusing files written by a newer schema.
 pub fn load(path: &Path) -> Result<Results, Error> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    parse(&bytes, path)
+}
+
+/// Parses the content of a results file, refusing a newer schema; `path` is only named in errors.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, Error> {
     let header: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: path.into(), source: e })?;
+        serde_json::from_slice(bytes).map_err(|e| Error::Json { path: path.into(), source: e })?;
     let version = header.get("schema_version").and_then(serde_json::Value::as_u64);
     match version {
         None => {
@@ -47,4 +54,49 @@ pub fn load(path: &Path) -> Result<Results, Error> {
         Some(_) => {}
     }
     serde_json::from_value(header).map_err(|e| Error::Json { path: path.into(), source: e })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_names_the_file_and_leaves_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: the rename fails after the temporary file is
+        // written, whoever runs the test (root ignores permissions, not file types).
+        let blocked = dir.path().join("results.json");
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("keep"), "previous").unwrap();
+        let error = write_json_atomically(&serde_json::json!({"a": 1}), &blocked).unwrap_err().to_string();
+        assert!(error.contains("could not write") && error.contains("results.json"), "{error}");
+        assert!(error.contains("unchanged"), "{error}");
+        assert_eq!(std::fs::read_to_string(blocked.join("keep")).unwrap(), "previous");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "the temporary file is removed");
+
+        // A parent that is a file: the directory cannot be created.
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        let error = write_json_atomically(&1, &file.join("results.json")).unwrap_err().to_string();
+        assert!(error.contains("plain/results.json"), "{error}");
+    }
+
+    #[test]
+    fn results_of_a_newer_schema_are_refused_with_both_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.json");
+        let newer = SCHEMA_VERSION + 1;
+        std::fs::write(&path, format!("{{\"schema_version\": {newer}, \"run\": {{}}}}")).unwrap();
+        let error = load(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("results.json") && error.contains(&format!("schema version {newer}")),
+            "{error}"
+        );
+        assert!(error.contains("upgrade trickbench"), "{error}");
+        std::fs::write(&path, "{\"cells\": []}").unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("no schema_version"));
+        std::fs::write(&path, b"{\"schema_version\": 1, \"run\": \"\xff\"}").unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("results.json"));
+    }
 }

@@ -251,7 +251,10 @@ pub fn cpu_run() -> Results {
     add(
         &mut r,
         key(&[], 1024, 0, TRAIN),
-        CellStatus::OutOfMemory { error: "cannot allocate 4294967296 bytes (test fixture)".to_owned() },
+        CellStatus::OutOfMemory {
+            error: "cannot allocate 4294967296 bytes (test fixture)".to_owned(),
+            stderr_tail: String::new(),
+        },
         None,
         None,
     );
@@ -289,7 +292,10 @@ pub fn gpu_fixture() -> Results {
     add(
         &mut r,
         key(&[AmpBf16], 128, 0, TRAIN),
-        CellStatus::OutOfMemory { error: "CUDA out of memory (test fixture)".to_owned() },
+        CellStatus::OutOfMemory {
+            error: "CUDA out of memory (test fixture)".to_owned(),
+            stderr_tail: String::new(),
+        },
         None,
         None,
     );
