@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
+use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::runner::{self, CellExecutor, Execution, RunSpec, Silent};
 use trickbench::bench::shard::{shard_record, Shard};
@@ -147,6 +148,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>, shard: Option<Shard>) -> RunSpec {
         data_dir: PathBuf::from("unused"),
         out_dir: out_dir.to_path_buf(),
         resume: false,
+        interrupt: Interrupt::new(),
     }
 }
 
