@@ -213,12 +213,17 @@ impl Parallel {
     }
 }
 
-/// The CIFAR ResNet of the cell `key` on `device`: its depth from the workload, conv biases and
-/// BatchNorm as the tricks and `recipe` say, and the TorchScript epilogue with `jit-fusion`.
+/// The structure of the CIFAR ResNet of the cell `key`: its depth from the workload, conv biases
+/// and BatchNorm as the tricks and `recipe` say.
+pub fn resnet_options(key: &CellKey, recipe: &Recipe) -> Result<ResnetOptions, Error> {
+    Ok(ResnetOptions::for_workload(key.workload, !key.tricks.has(Trick::NoBiasBeforeBn))?
+        .with_batch_norm(recipe.batch_norm))
+}
+
+/// The CIFAR ResNet of the cell `key` on `device`, structured as [`resnet_options`] says, with the
+/// TorchScript epilogue under `jit-fusion`.
 pub fn resnet_for(key: &CellKey, recipe: &Recipe, device: tch::Device) -> Result<CifarResnet, Error> {
-    let options = ResnetOptions::for_workload(key.workload, !key.tricks.has(Trick::NoBiasBeforeBn))?
-        .with_batch_norm(recipe.batch_norm);
-    let mut model = CifarResnet::new(options, device);
+    let mut model = CifarResnet::new(resnet_options(key, recipe)?, device);
     if key.tricks.has(Trick::JitFusion) {
         model.use_jit_epilogue()?;
     }

@@ -10,6 +10,7 @@ use wait_timeout::ChildExt;
 
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
+use trickbench::measure::stats::median;
 use trickbench::parity::case::{self, ExportRequest};
 use trickbench::parity::compare::{
     LossAgreement, ParityReport, SpeedComparison, TimingRound, WorkloadParity, LOSS_RELATIVE_TOLERANCE,
@@ -221,8 +222,8 @@ fn compare_workload(
             "{workload}: round {}/{}: trickbench {:.0} {unit}/s, PyTorch {:.0} {unit}/s (median window)",
             round + 1,
             args.rounds,
-            trickbench::measure::stats::median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
-            trickbench::measure::stats::median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
+            median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
+            median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
         );
         rounds.push(timing);
     }
@@ -311,18 +312,12 @@ fn run_side(
     serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", output.display()))
 }
 
-/// The workloads of the comma-separated `flag`: ids, `resnet` or `gpt` (the profile's member of
-/// the family), or `all`.
+/// The workloads of the comma-separated `flag`, each name as `run --workload` reads it, in order
+/// and without repeats.
 fn resolve_workloads(flag: &str, profile: ProfileName) -> Result<Vec<WorkloadId>> {
     let mut workloads = Vec::new();
     for name in flag.split(',').map(str::trim) {
-        let named = match name {
-            "all" => profile.workloads(),
-            "resnet" => vec![profile.workload(Family::CifarResnet)],
-            "gpt" => vec![profile.workload(Family::CharGpt)],
-            one => vec![one.parse::<WorkloadId>().context("--workload")?],
-        };
-        for workload in named {
+        for workload in super::run::workloads_named(name, profile)? {
             if !workloads.contains(&workload) {
                 workloads.push(workload);
             }

@@ -354,12 +354,20 @@ impl Session {
 /// `gpt`), or `all` (the profile's ResNet and GPT; ResNet-56 alone for the super-convergence
 /// design, which is about it).
 fn resolve_workloads(flag: &str, profile: ProfileName, design: Design) -> Result<Vec<WorkloadId>> {
-    Ok(match (flag, design) {
-        ("all", Design::SuperConvergence) => vec![WorkloadId::Resnet56],
-        ("all", _) => profile.workloads(),
-        ("resnet", _) => vec![profile.workload(Family::CifarResnet)],
-        ("gpt", _) => vec![profile.workload(Family::CharGpt)],
-        (one, _) => vec![one.parse::<WorkloadId>().context("--workload")?],
+    match (flag, design) {
+        ("all", Design::SuperConvergence) => Ok(vec![WorkloadId::Resnet56]),
+        _ => workloads_named(flag, profile),
+    }
+}
+
+/// The workloads one name stands for: an id, the profile's member of a family (`resnet`,
+/// `gpt`), or `all` (the profile's ResNet and GPT).
+pub(super) fn workloads_named(name: &str, profile: ProfileName) -> Result<Vec<WorkloadId>> {
+    Ok(match name {
+        "all" => profile.workloads(),
+        "resnet" => vec![profile.workload(Family::CifarResnet)],
+        "gpt" => vec![profile.workload(Family::CharGpt)],
+        one => vec![one.parse::<WorkloadId>().context("--workload")?],
     })
 }
 

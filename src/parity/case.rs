@@ -15,7 +15,6 @@ use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
 use crate::train::recipe::{OptimizerChoice, Recipe};
 use crate::tricks::TrickSet;
-use crate::workloads::resnet::ResnetOptions;
 use crate::workloads::{Family, Workload, WorkloadId};
 
 /// The version of the case format both sides read (`CASE_FORMAT` in the script).
@@ -206,7 +205,7 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
     tch::manual_seed(request.seed as i64);
     let (model, weights) = match request.workload.family() {
         Family::CifarResnet => {
-            let options = ResnetOptions::for_workload(request.workload, true)?;
+            let options = cell::resnet_options(&job.key, recipe)?;
             let model = cell::resnet_for(&job.key, recipe, device)?;
             let spec = ModelSpec::CifarResnet {
                 blocks_per_stage: options.blocks_per_stage,

@@ -10,6 +10,7 @@ use crate::data::loader::Batch;
 use crate::error::Error;
 use crate::measure::timer::SyncedTimer;
 use crate::parity::case::{self, ParityCase};
+use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
 use crate::workloads::{Family, Workload};
 
@@ -37,6 +38,17 @@ pub enum SideMode {
     Time(TimingPlan),
 }
 
+impl SideMode {
+    /// The floating-point kind of the weights and image inputs: float64 for the losses, float32
+    /// (as the benchmark trains) for the timing.
+    pub fn kind(self) -> Kind {
+        match self {
+            SideMode::Losses => Kind::Double,
+            SideMode::Time(_) => Kind::Float,
+        }
+    }
+}
+
 /// What one side reports: the same JSON from trickbench and from the PyTorch script.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideOutput {
@@ -59,13 +71,9 @@ pub struct SideOutput {
 /// cell's trainer and recipe on the case's batches at the case's learning rates.
 pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
     let (case, mut batches) = case::load(dir)?;
-    let kind = match mode {
-        SideMode::Losses => Kind::Double,
-        SideMode::Time(_) => Kind::Float,
-    };
     for batch in &mut batches {
         if batch.inputs.is_floating_point() {
-            batch.inputs = batch.inputs.to_kind(kind);
+            batch.inputs = batch.inputs.to_kind(mode.kind());
         }
     }
     let recipe = case::recipe(&case);
@@ -80,11 +88,8 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
     };
     match case.key.workload.family() {
         Family::CifarResnet => {
-            let mut model = crate::bench::cell::resnet_for(&case.key, &recipe, device.tch())?;
-            case::load_weights(&model, &case, dir)?;
-            model.var_store_mut().set_kind(kind);
-            let trainer = Trainer::new(model, &case.key.tricks, device, &recipe)?;
-            replay(trainer, &case, &batches, mode, &mut output)?;
+            let model = crate::bench::cell::resnet_for(&case.key, &recipe, device.tch())?;
+            replay(model, &case, dir, &recipe, &batches, mode, &mut output)?;
         }
         Family::CharGpt => {
             let vocab_size = match case.model {
@@ -97,24 +102,27 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
                     )))
                 }
             };
-            let mut model = crate::bench::cell::gpt_for(&case.key, vocab_size, device.tch())?;
-            case::load_weights(&model, &case, dir)?;
-            model.var_store_mut().set_kind(kind);
-            let trainer = Trainer::new(model, &case.key.tricks, device, &recipe)?;
-            replay(trainer, &case, &batches, mode, &mut output)?;
+            let model = crate::bench::cell::gpt_for(&case.key, vocab_size, device.tch())?;
+            replay(model, &case, dir, &recipe, &batches, mode, &mut output)?;
         }
     }
     Ok(output)
 }
 
-/// Trains or times `trainer` on the case's batches, filling `output`.
+/// Loads the case's weights in `dir` into `model`, casts them to the mode's kind, and trains or
+/// times it with the cell's trainer and `recipe` on the case's batches, filling `output`.
 fn replay<W: Workload>(
-    mut trainer: Trainer<W>,
+    mut model: W,
     case: &ParityCase,
+    dir: &Path,
+    recipe: &Recipe,
     batches: &[Batch],
     mode: SideMode,
     output: &mut SideOutput,
 ) -> Result<(), Error> {
+    case::load_weights(&model, case, dir)?;
+    model.var_store_mut().set_kind(mode.kind());
+    let mut trainer = Trainer::new(model, &case.key.tricks, case.device, recipe)?;
     if batches.is_empty() || case.learning_rates.is_empty() {
         return Err(Error::Invalid("parity: the case has no steps".to_owned()));
     }
