@@ -33,7 +33,6 @@ use trickbench::data::synth;
 use trickbench::data::text::{TextCorpus, TextLoader, TextLoaderOptions};
 use trickbench::device::DeviceSpec;
 use trickbench::error::Error;
-use trickbench::ffi;
 use trickbench::measure::timer::SyncedTimer;
 use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::recipe::Recipe;
@@ -170,8 +169,7 @@ impl Stepper {
     ) -> Self {
         let key = variant.cell(workload, data.batch_size());
         let tricks = &key.tricks;
-        apply_process_tricks(tricks, device).expect("applying the process-wide tricks");
-        ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
+        apply_process_tricks(&key, device).expect("applying the process-wide tricks");
         let recipe = Recipe::for_cell(&key, &profile.tta, SCHEDULE_STEPS, false);
         let lr = recipe.schedule.lr(0);
         let pipeline = Pipeline::for_tricks(tricks);
@@ -288,12 +286,12 @@ fn bench_workload(c: &mut Criterion, workload: WorkloadId, device: DeviceSpec) {
                 stepper.get_or_insert_with(|| Stepper::new(workload, variant, &data, &profile, device));
             b.iter_custom(|steps| stepper.time(steps));
         });
+        // Dropping the trainer restores the autocast cache a CUDA graph turned off.
         drop(stepper);
-        // Back to the baseline's process-wide state: TF32 and cuDNN autotuning off, anomaly
-        // detection off, and the autocast cache on (a CUDA graph turns it off).
-        apply_process_tricks(&TrickSet::baseline(), device).expect("resetting the process-wide tricks");
-        ffi::set_anomaly_mode(false);
-        ffi::set_autocast_cache_enabled(true);
+        // Back to the baseline's process-wide state: PyTorch's TF32 defaults, cuDNN autotuning and
+        // anomaly detection off.
+        let baseline = Variant::Baseline.cell(workload, data.batch_size());
+        apply_process_tricks(&baseline, device).expect("resetting the process-wide tricks");
     }
     group.finish();
 }

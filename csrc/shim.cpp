@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -20,6 +21,8 @@
 #endif
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,6 +30,11 @@
 
 namespace {
 thread_local std::string last_error;
+// The operators recorded by tb_op_log_start on this thread, and its callback.
+thread_local std::vector<std::string> op_log;
+thread_local at::CallbackHandle op_log_handle = 0;
+// How many recorded operators are running on this thread (0: the next one is called from outside).
+thread_local int op_log_depth = 0;
 
 template <typename F>
 int guarded(F f) {
@@ -206,10 +214,11 @@ int tb_is_channels_last(const at::Tensor* t) {
   return t->is_contiguous(at::MemoryFormat::ChannelsLast) && t->dim() == 4 && !t->is_contiguous() ? 1 : 0;
 }
 
-// Allows or forbids TF32 in cuBLAS matmuls and cuDNN convolutions.
+// Allows or forbids TF32 in fp32 matmuls (torch.set_float32_matmul_precision "high" or "highest")
+// and in cuDNN convolutions (torch.backends.cudnn.allow_tf32).
 int tb_set_tf32(int matmul, int cudnn) {
   return guarded([&] {
-    at::globalContext().setAllowTF32CuBLAS(matmul != 0);
+    at::globalContext().setFloat32MatmulPrecision(matmul != 0 ? "high" : "highest");
     at::globalContext().setAllowTF32CuDNN(cudnn != 0);
   });
 }
@@ -311,6 +320,19 @@ int tb_rng_set_state(int device_type, int device_index, const at::Tensor* state)
 // Enables or disables autocast's cache of casted weights (a CUDA graph capture needs it off, so the
 // casts are captured as kernels instead of being served from tensors the graph does not own).
 void tb_set_autocast_cache_enabled(int enabled) { at::autocast::set_autocast_cache_enabled(enabled != 0); }
+
+// 1 when autocast's cache of casted weights is on.
+int tb_autocast_cache_enabled() { return at::autocast::is_autocast_cache_enabled() ? 1 : 0; }
+
+// The scaled_dot_product_attention backends the user settings allow (torch.backends.cuda's
+// enable_*_sdp): out[0] flash, out[1] memory-efficient, out[2] math, out[3] cuDNN.
+void tb_sdp_enabled(int* out) {
+  auto& ctx = at::globalContext();
+  out[0] = ctx.userEnabledFlashSDP() ? 1 : 0;
+  out[1] = ctx.userEnabledMemEfficientSDP() ? 1 : 0;
+  out[2] = ctx.userEnabledMathSDP() ? 1 : 0;
+  out[3] = ctx.userEnabledCuDNNSDP() ? 1 : 0;
+}
 
 // 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).
 int tb_cuda_graphs_compiled() {
@@ -463,4 +485,41 @@ int tb_jit_call(void* function, at::Tensor** inputs, int n, at::Tensor** out) {
 // Frees a function from tb_jit_compile.
 void tb_jit_free(void* function) { delete static_cast<TbJitFunction*>(function); }
 
+
+// Starts recording the name of every operator called on this thread from outside any other
+// operator (a RecordFunction callback: what the caller and autograd's engine dispatch, not the ops
+// those run inside), replacing a recording already running on it.
+int tb_op_log_start() {
+  return guarded([&] {
+    if (op_log_handle != 0) at::removeCallback(op_log_handle);
+    op_log.clear();
+    op_log_depth = 0;
+    op_log_handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+              if (op_log_depth++ == 0) op_log.emplace_back(fn.name());
+              return nullptr;
+            },
+            [](const at::RecordFunction&, at::ObserverContext*) { --op_log_depth; })
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  });
+}
+
+// Stops the recording and hands back the names, one per line, in `*out` (malloc'ed; the caller
+// frees it with free).
+int tb_op_log_stop(char** out) {
+  return guarded([&] {
+    if (op_log_handle != 0) at::removeCallback(op_log_handle);
+    op_log_handle = 0;
+    std::string joined;
+    for (const auto& name : op_log) {
+      joined += name;
+      joined += '\n';
+    }
+    op_log.clear();
+    *out = static_cast<char*>(std::malloc(joined.size() + 1));
+    if (*out == nullptr) throw std::bad_alloc();
+    std::memcpy(*out, joined.c_str(), joined.size() + 1);
+  });
+}
 }  // extern "C"

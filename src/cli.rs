@@ -144,6 +144,20 @@ pub struct RunArgs {
     /// Default: no cap.
     #[arg(long)]
     pub memory_limit_mib: Option<u64>,
+    /// Processes per cell, run in interleaved rounds (default: the profile's).
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Timed windows per cell process, exactly this many: the profile's extension of noisy
+    /// processes up to its maximum is off (default: the profile's minimum and maximum).
+    #[arg(long)]
+    pub windows: Option<usize>,
+    /// Training steps (or evaluation batches) per timed window (default: the profile's).
+    #[arg(long)]
+    pub steps_per_window: Option<usize>,
+    /// Untimed steps at the start of each cell process before its first window (default: the
+    /// profile's).
+    #[arg(long)]
+    pub warmup_steps: Option<usize>,
     /// Seconds a cell process may run before it is stopped and recorded as timed out (default: the
     /// profile's).
     #[arg(long)]

@@ -81,6 +81,10 @@ mod raw {
         pub fn tb_rng_get_state(device_type: c_int, device_index: c_int, out: *mut *mut C_tensor) -> c_int;
         pub fn tb_rng_set_state(device_type: c_int, device_index: c_int, state: *const C_tensor) -> c_int;
         pub fn tb_set_autocast_cache_enabled(enabled: c_int);
+        pub fn tb_autocast_cache_enabled() -> c_int;
+        pub fn tb_sdp_enabled(out: *mut c_int);
+        pub fn tb_op_log_start() -> c_int;
+        pub fn tb_op_log_stop(out: *mut *mut c_char) -> c_int;
         pub fn tb_cuda_graphs_compiled() -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
@@ -542,6 +546,82 @@ fn rng_device(device: Device) -> Result<(c_int, c_int), Error> {
 pub fn set_autocast_cache_enabled(enabled: bool) {
     // SAFETY: plain call on thread-local autocast state.
     unsafe { raw::tb_set_autocast_cache_enabled(c_int::from(enabled)) }
+}
+
+/// Whether autocast's cache of casted weights is on.
+pub fn autocast_cache_enabled() -> bool {
+    // SAFETY: plain read of autocast state.
+    unsafe { raw::tb_autocast_cache_enabled() != 0 }
+}
+
+/// Autocast's cache of casted weights switched off for as long as this lives; dropping it restores
+/// the setting found when it was made.
+#[derive(Debug)]
+pub struct AutocastCacheOff {
+    was_enabled: bool,
+}
+
+impl AutocastCacheOff {
+    /// Switches the cache off.
+    pub fn new() -> Self {
+        let was_enabled = autocast_cache_enabled();
+        set_autocast_cache_enabled(false);
+        Self { was_enabled }
+    }
+}
+
+impl Default for AutocastCacheOff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for AutocastCacheOff {
+    fn drop(&mut self) {
+        set_autocast_cache_enabled(self.was_enabled);
+    }
+}
+
+/// Which `scaled_dot_product_attention` backends the process's settings allow
+/// (`torch.backends.cuda.enable_*_sdp`; all on by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SdpEnabled {
+    /// FlashAttention.
+    pub flash: bool,
+    /// Memory-efficient attention.
+    pub memory_efficient: bool,
+    /// The math (reference) implementation.
+    pub math: bool,
+    /// cuDNN attention.
+    pub cudnn: bool,
+}
+
+/// The `scaled_dot_product_attention` backends the process's settings allow.
+pub fn sdp_enabled() -> SdpEnabled {
+    let mut out = [0 as c_int; 4];
+    // SAFETY: `out` has the four slots the shim writes.
+    unsafe { raw::tb_sdp_enabled(out.as_mut_ptr()) };
+    SdpEnabled { flash: out[0] != 0, memory_efficient: out[1] != 0, math: out[2] != 0, cudnn: out[3] != 0 }
+}
+
+/// Runs `f` and returns, with its result, the names of the operators it called on this thread
+/// (`aten::mul`, `autograd::engine::evaluate_function: MulBackward0`, …), in order, leaving out
+/// the operators those run inside: what a test inspects to see whether a step reads the host or
+/// creates tensors from host data (tch makes those with `aten::zeros` and a copy of the bytes).
+pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
+    // SAFETY: plain call; the callback it registers only touches thread-local state.
+    check(unsafe { raw::tb_op_log_start() }, "starting the operator log")?;
+    let result = f();
+    let mut out: *mut c_char = std::ptr::null_mut();
+    // SAFETY: on success the shim stores a malloc'ed, NUL-terminated string in `out`.
+    check(unsafe { raw::tb_op_log_stop(&mut out) }, "stopping the operator log")?;
+    // SAFETY: `out` is the shim's NUL-terminated string, freed right after it is copied.
+    let names = unsafe {
+        let text = CStr::from_ptr(out).to_string_lossy().into_owned();
+        libc::free(out.cast());
+        text
+    };
+    Ok((result, names.lines().map(str::to_owned).collect()))
 }
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).

@@ -4,8 +4,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
 use trickbench::results::store;
+use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
 
 fn trickbench(dir: &Path, args: &[&str]) -> Output {
@@ -98,6 +100,15 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     assert_eq!(baseline.processes.len(), 2, "one process per round");
     assert_eq!(baseline.throughput.unwrap().windows, 4);
     assert!(baseline.memory.unwrap().peak_rss_bytes.unwrap() > 50 << 20);
+    // Peaks are reset after warm-up in throughput cells, the warm-up peak kept beside them.
+    assert!(baseline.warmup_memory.is_some_and(|m| m.peak_rss_bytes.is_some()));
+    assert!(baseline.processes.iter().all(|p| p.warmup_memory.is_some()));
+    let no_gpu = "NVML measures NVIDIA GPUs; this run is on the CPU";
+    assert!(baseline.processes.iter().all(|p| p.energy_unavailable.as_deref() == Some(no_gpu)));
+    assert!(baseline
+        .processes
+        .iter()
+        .all(|p| p.precision == Precision::Fp32 && p.attention_backend.is_none()));
     // Baseline reads loss and accuracy every timed step; avoid-sync reads nothing inside the windows.
     assert!(baseline.processes.iter().all(|p| p.host_metric_reads == 4));
     assert!(cell("resnet8/avoid-sync/b32/s0/train").processes.iter().all(|p| p.host_metric_reads == 0));
@@ -107,6 +118,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     );
     assert_eq!(results.comparisons.len(), 3);
 
+    assert!(cell("resnet8/baseline/b32/s0/tta").processes.iter().all(|p| p.warmup_memory.is_none()));
     let tta = cell("resnet8/baseline/b32/s0/tta").time_to_accuracy.clone().unwrap();
     assert_eq!(tta.curve[0].train_s, 0.0, "the curve starts with the untrained network");
     assert!(tta.time_to_target_s.is_some(), "synthetic data is learnable: {tta:?}");
@@ -171,6 +183,12 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
             "no-such-dir",
             "--text",
             "corpus.txt",
+            "--rounds",
+            "1",
+            "--windows",
+            "3",
+            "--steps-per-window",
+            "2",
             "--out",
             "run",
         ],
@@ -178,6 +196,9 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let protocol = &results.run.protocol;
+    assert_eq!((protocol.rounds, protocol.windows_per_process, protocol.steps_per_window), (1, 3, 2));
+    assert_eq!(protocol.max_windows_per_process, Some(3), "--windows times exactly that many");
     let text_data = results.run.more_data.first().expect("the text is the run's second dataset");
     assert_eq!((text_data.name.as_str(), text_data.sample_unit.as_str()), ("corpus.txt", "tokens"));
     let characters = std::fs::read_to_string(dir.path().join("corpus.txt")).unwrap().chars().count();
@@ -197,7 +218,14 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
         assert_eq!(cell(id).status, CellStatus::Ok, "{id}");
         // A window of 64 tokens is 64 samples: throughput counts tokens.
         assert!(cell(id).processes.iter().all(|p| p.timed_samples.is_multiple_of(64) && p.timed_samples > 0));
+        let windows: Vec<usize> = cell(id).processes.iter().map(|p| p.window_samples_per_s.len()).collect();
+        assert_eq!(windows, [3], "{id}: one round of three windows, as the flags say");
     }
+    // gpt-mini has no dropout, with which PyTorch's CPU SDPA runs its flash kernel.
+    let attention = |id: &str| cell(id).processes[0].attention_backend;
+    assert_eq!(attention("gpt-mini/baseline/b8/s0/train"), Some(AttentionBackend::Explicit));
+    assert_eq!(attention("gpt-mini/flash-attention/b8/s0/train"), Some(AttentionBackend::FlashAttention));
+    assert_eq!(attention("resnet8/baseline/b32/s0/train"), None);
     let tta = cell("gpt-mini/baseline/b8/s0/tta").time_to_accuracy.clone().unwrap();
     assert_eq!(tta.metric, "validation_loss");
     let untrained = tta.curve[0].metric;
@@ -353,6 +381,16 @@ fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
     assert!(!out.status.success() && text(&out.stderr).contains("--seeds"));
     let out = trickbench(dir.path(), &["run", "--design", "sweep", "--data", "no-such-dir"]);
     assert!(text(&out.stderr).contains("batch-sweep"), "{}", text(&out.stderr));
+    for flag in ["--rounds", "--windows", "--steps-per-window"] {
+        let out = trickbench(dir.path(), &["run", flag, "0", "--data", "no-such-dir"]);
+        let stderr = text(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(&format!("{flag} 0: must be at least 1")),
+            "{stderr}"
+        );
+    }
+    let out = trickbench(dir.path(), &["run", "--windows", "many", "--data", "no-such-dir"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("--windows"), "{}", text(&out.stderr));
 }
 
 #[test]

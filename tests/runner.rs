@@ -49,6 +49,8 @@ impl CellExecutor for MockExecutor {
             timed_samples: 128,
             energy: None,
             energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
+            warmup_memory: None,
+            attention_backend: None,
         }))
     }
 }
@@ -321,6 +323,7 @@ fn job() -> CellJob {
         text: None,
         memory_budget_bytes: None,
         super_convergence: false,
+        protocol: None,
     }
 }
 
@@ -403,6 +406,8 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
         timed_samples: 2,
         energy: None,
         energy_unavailable: None,
+        warmup_memory: None,
+        attention_backend: None,
     };
     let json = serde_json::to_string(&measurement).unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));

@@ -67,6 +67,8 @@ impl CellExecutor for Mock {
             timed_samples: 128,
             energy: None,
             energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
+            warmup_memory: None,
+            attention_backend: None,
         }))
     }
 }

@@ -6,9 +6,12 @@ use tch::{Device, Kind, Tensor};
 use trickbench::data::loader::Batch;
 use trickbench::device::DeviceSpec;
 use trickbench::ffi;
+use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::checkpoint::checkpointed_forward_backward;
 use trickbench::train::recipe::RECIPE_SGD;
-use trickbench::train::{apply_process_tricks, StepLaunch, TrainOptions, Trainer, LOG_INTERVAL_STEPS};
+use trickbench::train::{
+    apply_process_tricks, LossScale, StepLaunch, TrainOptions, Trainer, LOG_INTERVAL_STEPS,
+};
 use trickbench::tricks::{Applicability, Trick, TrickSet};
 use trickbench::workloads::resnet::{
     CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
@@ -154,15 +157,26 @@ fn fused_optimizer_trains_like_the_per_parameter_loop() {
 }
 
 #[test]
-fn tf32_is_set_explicitly_off_for_the_baseline_and_on_for_the_trick() {
-    // PyTorch 2.11 starts with TF32 allowed in cuDNN and forbidden in cuBLAS; the baseline must
-    // forbid both, the trick allow both. (The flags are global; only this test touches them.)
+fn the_baseline_keeps_pytorch_s_tf32_defaults_tf32_adds_matmuls_and_strict_fp32_forbids_both() {
+    // PyTorch 2.11 starts with TF32 allowed in cuDNN and forbidden in cuBLAS, as in Python
+    // (torch.backends.cudnn.allow_tf32 is True, torch.get_float32_matmul_precision() is
+    // "highest"). The flags are global; only this test touches them.
     let default = ffi::tf32();
     assert_eq!((default.matmul, default.cudnn), (false, true), "PyTorch 2.11's defaults");
-    apply_process_tricks(&TrickSet::only(Trick::Tf32), DeviceSpec::Cpu).unwrap();
+    let key = |tricks: TrickSet, reference_for: Option<Trick>| CellKey {
+        workload: WorkloadId::Resnet8,
+        tricks,
+        batch_size: 8,
+        seed: 0,
+        kind: CellKind::Throughput { phase: Phase::Train },
+        reference_for,
+    };
+    apply_process_tricks(&key(TrickSet::only(Trick::Tf32), None), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: true, cudnn: true });
-    apply_process_tricks(&TrickSet::baseline(), DeviceSpec::Cpu).unwrap();
-    assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: false, cudnn: false });
+    apply_process_tricks(&key(TrickSet::baseline(), Some(Trick::Tf32)), DeviceSpec::Cpu).unwrap();
+    assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: false, cudnn: false }, "strict-fp32");
+    apply_process_tricks(&key(TrickSet::baseline(), None), DeviceSpec::Cpu).unwrap();
+    assert_eq!(ffi::tf32(), default, "the baseline is PyTorch's default");
 }
 
 #[test]
@@ -323,7 +337,7 @@ fn checkpointing_gives_the_plain_backward_gradients_loss_and_accuracy() {
         let b = batch(6);
         let (loss, correct) = plain_forward_backward(&plain, &b, None);
         let (ck_loss, ck_correct) =
-            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
         assert!(!ck_loss.requires_grad() && ck_loss.kind() == Kind::Float && ck_loss.dim() == 0);
         assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "{workload}: loss");
         assert!(ck_correct.equal(&correct), "{workload}: correct");
@@ -336,10 +350,11 @@ fn checkpointing_accumulates_loss_scaled_gradients_like_a_plain_backward() {
     let (plain, checkpointed) = (resnet8(true), resnet8(true));
     let b = batch(6);
     let scale = Tensor::from(1024.0f32);
+    let scaled = LossScale { scaler: Some(scale.shallow_clone()), factor: 1.0 };
     // Two passes without clearing: the second adds to the gradients of the first.
     for _ in 0..2 {
         let _ = plain_forward_backward(&plain, &b, Some(&scale));
-        let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, Some(&scale)).unwrap();
+        let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &scaled).unwrap();
     }
     let (grads, ck_grads) = (gradients(&plain), gradients(&checkpointed));
     assert_same_gradients(&grads, &ck_grads, 1e-5, "scaled");
@@ -359,7 +374,8 @@ fn checkpointing_recomputes_inside_an_autocast_region() {
     let (loss, ck_loss) = {
         let _autocast = ffi::AutocastGuard::enter(false, Kind::BFloat16).unwrap();
         let (loss, _) = plain_forward_backward(&plain, &b, None);
-        let (ck_loss, _) = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+        let (ck_loss, _) =
+            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
         (loss, ck_loss)
     };
     assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "loss");
@@ -374,7 +390,7 @@ fn checkpointing_updates_running_statistics_twice_in_recomputed_segments() {
     let (plain, checkpointed) = (resnet8(true), resnet8(true));
     let b = batch(6);
     let _ = plain_forward_backward(&plain, &b, None);
-    let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, None).unwrap();
+    let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
     let running_mean =
         |net: &CifarResnet, bn: &str| net.var_store().variables()[&format!("{bn}.running_mean")].copy();
     for (bn, updates) in [("bn1", 1.9), ("layer2.0.bn2", 1.9), ("layer3.0.bn1", 1.0)] {
@@ -436,4 +452,60 @@ fn clipping_in_the_trainer_limits_the_update_to_the_global_norm() {
     let clipped = one_step(true, TrainOptions { clip_max_norm: Some(0.1), ..sgd.into() });
     let moved = (flat_parameters(&clipped) - &start).norm().double_value(&[]) / 0.05;
     assert!((moved - 0.1).abs() < 1e-3, "the update's gradient norm is {moved}, not the 0.1 limit");
+}
+
+/// The operators a host read (`.item()`) or a tensor made from host data (tch's `Tensor::from` and
+/// `from_slice` allocate with `aten::zeros`, then copy the bytes in) shows up as among those a step
+/// calls. In a CUDA graph capture the first is a sync that fails the capture and the second a
+/// host-to-device copy baked into the graph.
+const HOST_OPS: [&str; 5] =
+    ["aten::item", "aten::_local_scalar_dense", "aten::zeros", "aten::scalar_tensor", "aten::lift_fresh"];
+
+/// The host operators (see [`HOST_OPS`]) that one training step calls after two warm-up steps,
+/// with `tricks`, `micro_batches` per step, launched as `launch`.
+fn host_ops_of_a_step(tricks: &[Trick], micro_batches: usize, launch: StepLaunch) -> Vec<String> {
+    let set: TrickSet = tricks.iter().copied().collect();
+    let options = TrainOptions { micro_batches, clip_max_norm: Some(1.0), ..RECIPE_SGD.into() };
+    let mut t = Trainer::with_launch(resnet8(true), &set, DeviceSpec::Cpu, options, launch).unwrap();
+    let b = batch(8);
+    for _ in 0..2 {
+        t.train_step(&b, 0.05).unwrap();
+    }
+    let ((), ops) = ffi::record_ops(|| t.train_step(&b, 0.05).unwrap()).unwrap();
+    ops.into_iter().filter(|op| HOST_OPS.contains(&op.as_str())).collect()
+}
+
+#[test]
+fn the_captured_step_reads_nothing_from_the_host_and_makes_no_tensor_of_host_data() {
+    let ((), made) = ffi::record_ops(|| drop(Tensor::from(0.25f64).to_device(Device::Cpu))).unwrap();
+    assert!(made.iter().any(|op| HOST_OPS.contains(&op.as_str())), "the probe must see host data: {made:?}");
+    // avoid-sync: the metrics' host reads come once per log interval, not in these steps.
+    for tricks in [
+        &[Trick::AvoidSync][..],
+        &[Trick::AvoidSync, Trick::Amp],
+        &[Trick::AvoidSync, Trick::FusedOptimizer, Trick::ZeroGradNone],
+        &[Trick::AvoidSync, Trick::Amp, Trick::FusedOptimizer],
+    ] {
+        for micro_batches in [1, 4] {
+            let host = host_ops_of_a_step(tricks, micro_batches, StepLaunch::DeviceSide);
+            assert!(host.is_empty(), "{tricks:?} with {micro_batches} micro-batches: {host:?}");
+        }
+    }
+}
+
+#[test]
+fn fp16_loss_scaling_reads_the_overflow_on_the_host_only_without_a_fused_optimizer() {
+    let per_parameter = host_ops_of_a_step(&[Trick::AvoidSync, Trick::Amp], 1, StepLaunch::Eager);
+    assert!(per_parameter.contains(&"aten::item".to_owned()), "GradScaler.step's check: {per_parameter:?}");
+    let fused =
+        host_ops_of_a_step(&[Trick::AvoidSync, Trick::Amp, Trick::FusedOptimizer], 1, StepLaunch::Eager);
+    assert!(fused.is_empty(), "the fused kernel takes found_inf on the device: {fused:?}");
+    for micro_batches in [1, 4] {
+        let fused = host_ops_of_a_step(
+            &[Trick::AvoidSync, Trick::Amp, Trick::FusedOptimizer],
+            micro_batches,
+            StepLaunch::Eager,
+        );
+        assert!(fused.is_empty(), "{micro_batches} micro-batches: {fused:?}");
+    }
 }

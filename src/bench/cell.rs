@@ -17,13 +17,12 @@ use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::distributed::group::{ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::error::Error;
-use crate::ffi;
-use crate::measure::power::PowerSampler;
+use crate::measure::power::EnergyMeter;
 use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::{memory, timer::SyncedTimer};
 use crate::results::quality;
 use crate::results::schema::{
-    CellKey, CellKind, CurvePoint, Memory, Phase, ProcessMeasurement, TimeToAccuracy,
+    CellKey, CellKind, CurvePoint, Memory, Phase, ProcessMeasurement, Protocol, TimeToAccuracy,
 };
 use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
@@ -61,6 +60,20 @@ pub struct CellJob {
     /// instead of the profile's.
     #[serde(default)]
     pub super_convergence: bool,
+    /// The run's measurement protocol, which replaces the profile's (`None`: the profile's own).
+    #[serde(default)]
+    pub protocol: Option<Protocol>,
+}
+
+impl CellJob {
+    /// The profile's settings for this cell's workload, measured as the run's protocol says.
+    pub fn settings(&self) -> Profile {
+        let settings = self.profile.settings(self.key.workload.family());
+        match &self.protocol {
+            Some(protocol) => settings.following(protocol),
+            None => settings,
+        }
+    }
 }
 
 /// Training steps of a memory probe (after the steps that reach the steady state).
@@ -72,7 +85,7 @@ pub const PROBE_STEPS: usize = 2;
 pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
     memory::count_cpu_tensors()?;
-    let profile = job.profile.settings(job.key.workload.family());
+    let profile = job.settings();
     let tricks = &job.key.tricks;
     let device = match (dist, job.device) {
         (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
@@ -80,9 +93,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     };
     let parallel = Parallel::for_cell(job, dist, device)?;
     let rank = dist.map_or(0, |env| env.rank);
-    apply_process_tricks(tricks, device)?;
-    // The "off" side of debug-off: debugging left on for the whole process.
-    ffi::set_anomaly_mode(job.key.is_reference_for(Trick::DebugOff));
+    apply_process_tricks(&job.key, device)?;
     let data = CellData::load(job, &profile)?;
     let total_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
@@ -123,7 +134,7 @@ pub struct TrainingInputs {
 /// The recipe of the cell `job` and the first `count` training batches its process would train
 /// on (the same data, subset, augmentation and seed as [`run`]).
 pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Error> {
-    let profile = job.profile.settings(job.key.workload.family());
+    let profile = job.settings();
     let data = CellData::load(job, &profile)?;
     let planned_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, planned_steps, job.super_convergence);
@@ -275,7 +286,6 @@ fn measure<W: Workload>(
     let batch_size = job.key.batch_size * trainer.data_parallel_width();
     let inputs = InputOptions { batch_size, seed: round_seed(job, rank), recipe, job, device };
     let ranks = trainer.ddp_world_size();
-    memory::reset_peaks(device)?;
     let forward_flops = trainer.workload().forward_flops_per_sample();
     let mut measurement = ProcessMeasurement {
         round: job.round,
@@ -295,6 +305,8 @@ fn measure<W: Workload>(
         timed_samples: 0,
         energy: None,
         energy_unavailable: None,
+        warmup_memory: None,
+        attention_backend: trainer.attention_backend(job.key.batch_size)?,
     };
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
@@ -303,6 +315,7 @@ fn measure<W: Workload>(
             for _ in 0..profile.warmup_steps.max(trainer.steps_before_steady_state()) {
                 trainer.train_step(&loader.next_batch()?, lr)?;
             }
+            end_warmup(&mut measurement, device)?;
             let reads_before = trainer.metrics_mut().host_reads();
             time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = loader.next_batch()?;
@@ -320,6 +333,7 @@ fn measure<W: Workload>(
             for _ in 0..profile.warmup_steps {
                 let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
             }
+            end_warmup(&mut measurement, device)?;
             time_windows(profile, device, &mut measurement, &mut trainer, |trainer| {
                 let batch = batches.next_batch()?;
                 // The count of correct predictions stays on the device: no host read per batch.
@@ -328,11 +342,14 @@ fn measure<W: Workload>(
             })?;
         }
         CellKind::TimeToAccuracy => {
+            memory::reset_peaks(device)?;
             let tta = train_to_target(&mut trainer, data, &inputs, profile, &recipe.schedule)?;
             measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
             measurement.time_to_accuracy = Some(tta);
         }
         CellKind::MemoryProbe => {
+            // A probe's peak covers warm-up too: a batch fits only if every step of it fits.
+            memory::reset_peaks(device)?;
             let mut loader = data.training(&inputs)?;
             let lr = recipe.schedule.lr(0);
             for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
@@ -348,9 +365,20 @@ fn measure<W: Workload>(
     }
     measurement.timed_samples *= ranks;
     measurement.memory = memory::peaks(device)?;
-    within_budget(&measurement.memory, job.memory_budget_bytes)?;
+    // The budget holds for the whole process, warm-up included.
+    let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
+    within_budget(&whole, job.memory_budget_bytes)?;
     Ok(measurement)
 }
+
+/// Records the peaks of set-up and warm-up (cuDNN autotuning workspaces, a CUDA graph's warm-up
+/// and capture, allocator growth) as the warm-up peak, then resets the peaks so that the
+/// measurement's cover the timed steps alone.
+fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Result<(), Error> {
+    measurement.warmup_memory = Some(memory::peaks(device)?);
+    memory::reset_peaks(device)
+}
+
 /// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`.
 fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
@@ -368,7 +396,7 @@ fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error
 }
 
 /// Runs the profile's timed windows of `step` (which processes one batch and returns its sample
-/// count), with the device synchronised at each window's edges and GPU power sampled throughout,
+/// count), with the device synchronised at each window's edges and the GPU's energy read there,
 /// recording samples per second per window, the samples timed and the energy. After the
 /// profile's `windows_per_process` windows it adds windows while the interval of this process's
 /// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
@@ -380,17 +408,27 @@ fn time_windows<W: Workload>(
     trainer: &mut Trainer<W>,
     mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
 ) -> Result<(), Error> {
-    let power = PowerSampler::start(device);
+    let mut energy = EnergyMeter::start(device);
     while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
         let timer = SyncedTimer::start(device);
+        if let Ok(meter) = &mut energy {
+            meter.window_started();
+        }
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
             samples += step(trainer)?;
         }
-        measurement.window_samples_per_s.push(samples as f64 / timer.stop());
+        let seconds = timer.stop();
+        if let Ok(meter) = &mut energy {
+            meter.window_ended();
+        }
+        measurement.window_samples_per_s.push(samples as f64 / seconds);
         measurement.timed_samples += samples;
     }
-    record_energy(measurement, power);
+    match energy.and_then(EnergyMeter::finish) {
+        Ok(energy) => measurement.energy = Some(energy),
+        Err(reason) => measurement.energy_unavailable = Some(reason),
+    }
     Ok(())
 }
 
@@ -401,14 +439,6 @@ fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
     windows.len() < profile.windows_per_process
         || (windows.len() < profile.max_windows_per_process
             && median_ci(windows).is_none_or(|e| relative_half_width(&e) > profile.target_ci_half_width))
-}
-
-/// Stops the power sampler (if one could start) and records its energy or why there is none.
-fn record_energy(measurement: &mut ProcessMeasurement, sampler: Result<PowerSampler, String>) {
-    match sampler.and_then(PowerSampler::stop) {
-        Ok(energy) => measurement.energy = Some(energy),
-        Err(reason) => measurement.energy_unavailable = Some(reason),
-    }
 }
 
 /// Endless batches from a loader, whatever the workload reads.

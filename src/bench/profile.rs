@@ -6,6 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::results::schema::Protocol;
 use crate::workloads::{Family, WorkloadId};
 
 /// A named profile.
@@ -273,6 +274,60 @@ pub struct Profile {
     pub tta: TtaSettings,
 }
 
+/// The measurement flags of `run` that override a profile's protocol (`None`: the profile's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProtocolOverrides {
+    /// Processes per cell (`--rounds`).
+    pub rounds: Option<usize>,
+    /// Timed windows per process, exactly: no extension while the interval is wide (`--windows`).
+    pub windows: Option<usize>,
+    /// Steps per timed window (`--steps-per-window`).
+    pub steps_per_window: Option<usize>,
+    /// Untimed steps before the first window (`--warmup-steps`).
+    pub warmup_steps: Option<usize>,
+}
+
+impl Profile {
+    /// This profile with `overrides` applied; a count of 0 for rounds, windows or steps per window
+    /// is refused with the flag's name.
+    pub fn overridden(mut self, overrides: ProtocolOverrides) -> Result<Self, Error> {
+        let at_least_one = |flag: &str, value: Option<usize>| match value {
+            Some(0) => Err(Error::Invalid(format!("{flag} 0: must be at least 1"))),
+            other => Ok(other),
+        };
+        if let Some(rounds) = at_least_one("--rounds", overrides.rounds)? {
+            self.rounds = rounds;
+        }
+        if let Some(windows) = at_least_one("--windows", overrides.windows)? {
+            self.windows_per_process = windows;
+            self.max_windows_per_process = windows;
+        }
+        if let Some(steps) = at_least_one("--steps-per-window", overrides.steps_per_window)? {
+            self.steps_per_window = steps;
+        }
+        if let Some(steps) = overrides.warmup_steps {
+            self.warmup_steps = steps;
+        }
+        Ok(self)
+    }
+
+    /// This profile measured as `protocol` says (a run's recorded protocol, which every cell of
+    /// the run follows): warm-up, windows, steps per window, rounds, and the precision asked.
+    pub fn following(mut self, protocol: &Protocol) -> Self {
+        self.warmup_steps = protocol.warmup_steps;
+        self.windows_per_process = protocol.windows_per_process;
+        self.steps_per_window = protocol.steps_per_window;
+        self.rounds = protocol.rounds;
+        self.cell_timeout_s = protocol.cell_timeout_s;
+        if let Some(half_width) = protocol.target_ci_half_width {
+            self.target_ci_half_width = half_width;
+        }
+        self.max_windows_per_process =
+            protocol.max_windows_per_process.unwrap_or(protocol.windows_per_process);
+        self
+    }
+}
+
 /// The validation loss (nats per token) the quick profile's 2-layer GPT trains to: on tiny
 /// Shakespeare its baseline reaches 1.859 after 1,100 and 1.835 after 1,200 of its 1,500 planned
 /// steps, ending at 1.793 (seed 0; 1cycle ends at 1.804, clipping at 1.795).
@@ -332,6 +387,54 @@ mod tests {
                 [name.workload(Family::CifarResnet), name.workload(Family::CharGpt)]
             );
         }
+        let full = ProfileName::Full.settings(Family::CharGpt);
+        assert_eq!((full.batch_size, full.tta.target, full.tta.planned_steps), (64, 1.47, Some(5_000)));
+    }
+
+    #[test]
+    fn measurement_flags_override_the_profile_and_refuse_zero_counts() {
+        let quick = ProfileName::Quick.settings(Family::CifarResnet);
+        let overrides = ProtocolOverrides {
+            rounds: Some(2),
+            windows: Some(4),
+            steps_per_window: Some(7),
+            warmup_steps: Some(0),
+        };
+        let p = quick.clone().overridden(overrides).unwrap();
+        assert_eq!((p.rounds, p.windows_per_process, p.max_windows_per_process), (2, 4, 4));
+        assert_eq!((p.steps_per_window, p.warmup_steps), (7, 0));
+        assert_eq!(quick.clone().overridden(ProtocolOverrides::default()).unwrap(), quick);
+        for (flag, o) in [
+            ("--rounds", ProtocolOverrides { rounds: Some(0), ..Default::default() }),
+            ("--windows", ProtocolOverrides { windows: Some(0), ..Default::default() }),
+            ("--steps-per-window", ProtocolOverrides { steps_per_window: Some(0), ..Default::default() }),
+        ] {
+            let message = quick.clone().overridden(o).unwrap_err().to_string();
+            assert!(message.contains(flag), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_cell_follows_the_run_s_recorded_protocol() {
+        let standard = ProfileName::Standard.settings(Family::CharGpt);
+        let protocol = Protocol {
+            warmup_steps: 4,
+            windows_per_process: 3,
+            steps_per_window: 9,
+            rounds: 2,
+            bootstrap_resamples: 100,
+            confidence_level: 0.95,
+            cell_timeout_s: 30.0,
+            time_to_accuracy_seeds: 1,
+            memory_budget_bytes: None,
+            target_ci_half_width: Some(0.05),
+            max_windows_per_process: None,
+        };
+        let p = standard.clone().following(&protocol);
+        assert_eq!((p.warmup_steps, p.windows_per_process, p.max_windows_per_process), (4, 3, 3));
+        assert_eq!((p.steps_per_window, p.rounds, p.cell_timeout_s), (9, 2, 30.0));
+        assert_eq!(p.target_ci_half_width, 0.05);
+        assert_eq!((p.batch_size, p.tta), (standard.batch_size, standard.tta), "the recipe is the profile's");
         let full = ProfileName::Full.settings(Family::CharGpt);
         assert_eq!((full.batch_size, full.tta.target, full.tta.planned_steps), (64, 1.47, Some(5_000)));
     }

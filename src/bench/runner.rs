@@ -126,6 +126,7 @@ pub fn run(
             text: spec.text.clone(),
             memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
             super_convergence: spec.info.design == "super-convergence",
+            protocol: Some(spec.info.protocol.clone()),
         };
         let outcome = match executor.execute(&job, timeout) {
             Execution::Measured(process) => Ok(process),

@@ -2,9 +2,15 @@
 
 use anyhow::Result;
 
+use tch::Kind;
+
 use trickbench::device::DeviceSpec;
+use trickbench::distributed::group;
+use trickbench::ffi;
+use trickbench::measure::power::energy_counter_status;
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::tricks::{Applicability, Trick};
+use trickbench::workloads::gpt::{sdpa_backend, GptConfig};
 use trickbench::workloads::{Family, WorkloadId};
 
 use crate::cli::ListArgs;
@@ -40,7 +46,8 @@ pub fn list(args: &ListArgs) -> Result<()> {
     Ok(())
 }
 
-/// Prints the system record a run would store.
+/// Prints the system record a run would store, and what a GPU user needs to know of this build
+/// and machine: the GPU, NVML, the CUDA paths compiled in, the attention kernels.
 pub fn env() -> Result<()> {
     let device = DeviceSpec::Auto.resolve()?;
     let system = SystemInfo::collect(device);
@@ -52,11 +59,15 @@ pub fn env() -> Result<()> {
         Some(v) => println!("CUDA runtime     {v}"),
         None => println!("CUDA             not available (no usable NVIDIA GPU or driver)"),
     }
-    if let Some(v) = system.cudnn_version {
-        println!("cuDNN            {v}");
+    match system.cudnn_version {
+        Some(v) => println!("cuDNN            {v}"),
+        None => println!("cuDNN            not available"),
     }
     println!("CUDA devices     {}", system.cuda_device_count);
     println!("default device   {device}");
+    print_gpu(&system, device);
+    print_build();
+    print_attention(device)?;
     println!(
         "CPU              {} ({} logical cores)",
         show(system.cpu_model.clone()),
@@ -65,5 +76,65 @@ pub fn env() -> Result<()> {
     println!("memory           {:.1} GiB", system.memory_total_bytes as f64 / (1u64 << 30) as f64);
     println!("OS               {} (kernel {})", show(system.os.clone()), show(system.kernel.clone()));
     println!("host             {}", show(system.hostname));
+    Ok(())
+}
+
+/// The GPU as NVML describes it, or why NVML cannot; and how its energy will be measured.
+fn print_gpu(system: &SystemInfo, device: DeviceSpec) {
+    match (&system.gpu, &system.gpu_unavailable) {
+        (Some(gpu), _) => {
+            println!("GPU              {} (compute capability {})", gpu.name, gpu.compute_capability);
+            println!("GPU memory       {:.1} GiB", gpu.memory_total_bytes as f64 / (1u64 << 30) as f64);
+            println!("NVIDIA driver    {}", gpu.driver_version);
+        }
+        (None, reason) => println!("NVML             {}", reason.as_deref().unwrap_or("no GPU identified")),
+    }
+    if device.is_cuda() {
+        match energy_counter_status(device) {
+            Ok(()) => println!("GPU energy       NVML's energy counter, read at each timed window's edges"),
+            Err(reason) => println!("GPU energy       sampled board power ({reason})"),
+        }
+    }
+}
+
+/// Which CUDA-only paths this binary was compiled with.
+fn print_build() {
+    let yes_no =
+        |b: bool| if b { "compiled in" } else { "not compiled in (CUDA headers missing at build time)" };
+    println!("CUDA graphs      {}", yes_no(ffi::cuda_graphs_compiled()));
+    let nccl = if group::unavailable_reason().is_some() { false } else { group::nccl_compiled() };
+    println!("NCCL (ddp)       {}", yes_no(nccl));
+    if let Some(reason) = group::unavailable_reason() {
+        println!("data parallel    unavailable: {reason}");
+    }
+}
+
+/// The attention backends allowed, and the one `scaled_dot_product_attention` picks for a
+/// training step of the shakespeare-char GPT (batch 64) in each precision on `device`.
+fn print_attention(device: DeviceSpec) -> Result<()> {
+    let sdp = ffi::sdp_enabled();
+    let allowed: Vec<&str> = [
+        (sdp.flash, "flash"),
+        (sdp.memory_efficient, "memory-efficient"),
+        (sdp.cudnn, "cudnn"),
+        (sdp.math, "math"),
+    ]
+    .iter()
+    .filter_map(|&(on, name)| on.then_some(name))
+    .collect();
+    println!("SDPA allowed     {}", allowed.join(", "));
+    let config = GptConfig::shakespeare(65);
+    let kinds = if device.is_cuda() {
+        &[(Kind::Float, "fp32"), (Kind::BFloat16, "bf16"), (Kind::Half, "fp16")][..]
+    } else {
+        &[(Kind::Float, "fp32")][..]
+    };
+    for &(kind, label) in kinds {
+        let chosen = match sdpa_backend(&config, 64, kind, device.tch()) {
+            Ok(backend) => backend.id().to_owned(),
+            Err(e) => format!("none ({e})"),
+        };
+        println!("SDPA {label:<11} {chosen} (shakespeare-char GPT, batch 64, dropout {})", config.dropout);
+    }
     Ok(())
 }

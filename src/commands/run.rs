@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use trickbench::bench::cell::gpt_context;
 use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
-use trickbench::bench::profile::ProfileName;
+use trickbench::bench::profile::{ProfileName, ProtocolOverrides};
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
 use trickbench::bench::shard::shard_record;
 use trickbench::data::cifar;
@@ -41,8 +41,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
     let tricks = parse_trick_list(&args.tricks)?;
     let workloads = resolve_workloads(&args.workload, profile_name, design)?;
-    // The run-wide protocol (the same in every family's settings of a profile).
-    let profile = profile_name.settings(workloads[0].family());
+    // The run-wide protocol (the same in every family's settings of a profile), as the flags say.
+    let overrides = ProtocolOverrides {
+        rounds: args.rounds,
+        windows: args.windows,
+        steps_per_window: args.steps_per_window,
+        warmup_steps: args.warmup_steps,
+    };
+    let profile = profile_name.settings(workloads[0].family()).overridden(overrides)?;
     if args.batch_size == Some(0) {
         anyhow::bail!("--batch-size must be at least 1");
     }

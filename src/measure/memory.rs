@@ -20,16 +20,17 @@ pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     }
 }
 
-/// Peak memory since the last reset (device) and since the process started (resident set).
+/// Peak memory since the last reset (device) and since the process started (resident set; see
+/// [`peak_rss_bytes`]).
 pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
-    let rss = peak_rss_bytes()?;
+    let rss = peak_rss_bytes();
     Ok(match device {
         DeviceSpec::Cuda(i) => {
             let stats = ffi::device_memory_stats(i)?;
             Memory {
                 peak_allocated_bytes: Some(stats.peak_allocated_bytes.max(0) as u64),
                 peak_reserved_bytes: Some(stats.peak_reserved_bytes.max(0) as u64),
-                peak_rss_bytes: Some(rss),
+                peak_rss_bytes: rss,
             }
         }
         DeviceSpec::Cpu | DeviceSpec::Auto => {
@@ -37,7 +38,7 @@ pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
             Memory {
                 peak_allocated_bytes: (counted > 0).then_some(counted),
                 peak_reserved_bytes: None,
-                peak_rss_bytes: Some(rss),
+                peak_rss_bytes: rss,
             }
         }
     })
@@ -49,22 +50,56 @@ pub fn count_cpu_tensors() -> Result<(), Error> {
     ffi::install_cpu_memory_counter()
 }
 
-/// The peak resident set size of this process (`VmHWM` in /proc/self/status), bytes.
-pub fn peak_rss_bytes() -> Result<u64, Error> {
-    const STATUS: &str = "/proc/self/status";
-    let status = std::fs::read_to_string(STATUS).map_err(|e| Error::io(STATUS, e))?;
+/// The peak resident set size of this process, bytes: `VmHWM` in /proc/self/status (which
+/// [`reset_peaks`] can reset), else `getrusage`'s `ru_maxrss` (the whole process's peak; gVisor's
+/// status file has no `VmHWM` line), else `None`. A missing figure never fails a cell.
+pub fn peak_rss_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| vm_hwm_bytes(&status))
+        .or_else(max_rss_bytes)
+}
+
+/// The `VmHWM` line of a /proc/<pid>/status text, bytes.
+fn vm_hwm_bytes(status: &str) -> Option<u64> {
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|kb| kb.trim().parse::<u64>().ok())
         .map(|kb| kb * 1024)
-        .ok_or_else(|| Error::Invalid(format!("{STATUS}: no VmHWM line")))
+}
+
+/// The process's peak resident set from `getrusage(RUSAGE_SELF)`, bytes (Linux reports KiB).
+fn max_rss_bytes() -> Option<u64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole rusage into the pointer it is given.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    u64::try_from(usage.ru_maxrss).ok().filter(|&kib| kib > 0).map(|kib| kib * 1024)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gVisor status file: no `VmHWM` (nor `VmPeak`) line.
+    const GVISOR_STATUS: &str = "Name:\ttrickbench\nState:\tR (running)\nTgid:\t1\nPid:\t1\nPPid:\t0\n\
+        TracerPid:\t0\nFDSize:\t64\nVmSize:\t 4721328 kB\nVmRSS:\t  612344 kB\nVmData:\t 3950120 kB\n\
+        Threads:\t18\nCpus_allowed:\tffff\n";
+
+    #[test]
+    fn the_resident_peak_comes_from_vmhwm_or_else_from_getrusage() {
+        let linux = "VmPeak:\t 5000 kB\nVmSize:\t 4000 kB\nVmHWM:\t    1536 kB\nVmRSS:\t 1024 kB\n";
+        assert_eq!(vm_hwm_bytes(linux), Some(1536 * 1024));
+        assert_eq!(vm_hwm_bytes(GVISOR_STATUS), None, "gVisor prints no VmHWM");
+        assert_eq!(vm_hwm_bytes("VmHWM:\tlots\n"), None);
+        assert!(max_rss_bytes().is_some(), "getrusage is the fallback where VmHWM is missing");
+    }
 
     /// One test, not three: the peaks are per process and tests run in parallel threads.
     #[test]
@@ -72,6 +107,7 @@ mod tests {
         let before = peak_rss_bytes().unwrap();
         let big = vec![1u8; 64 << 20];
         let after = peak_rss_bytes().unwrap();
+        assert!(max_rss_bytes().is_some_and(|b| b > 64 << 20), "getrusage's peak covers the vector");
         assert!(big.iter().all(|&b| b == 1));
         assert!(after >= before && after > 64 << 20, "before {before}, after {after}");
         let m = peaks(DeviceSpec::Cpu).unwrap();

@@ -1,6 +1,8 @@
-//! GPU power and identity through NVML (NVIDIA's management library, loaded at run time, so the
-//! binary runs on machines without it). Power is sampled in a background thread and integrated
-//! into joules over the timed windows.
+//! GPU energy and identity through NVML (NVIDIA's management library, loaded at run time, so the
+//! binary runs on machines without it). Energy comes from the GPU's cumulative energy counter, read
+//! at the edges of every timed window; only where a GPU lacks the counter is board power sampled
+//! in a background thread and integrated, which is biased for short windows because NVML's power
+//! reading is a one-second moving average on Ampere and newer GPUs.
 //!
 //! NVML numbers devices in PCI order; with `CUDA_DEVICE_ORDER=PCI_BUS_ID` (or one visible GPU)
 //! that is also CUDA's order, which is what this module assumes.
@@ -53,17 +55,167 @@ pub fn gpu_info(device: DeviceSpec) -> Result<GpuInfo, String> {
     })
 }
 
+/// How a GPU's energy was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnergyMethod {
+    /// NVML's cumulative energy counter (`nvmlDeviceGetTotalEnergyConsumption`, millijoules) read
+    /// right after the synchronisation at each timed window's edges, differences summed.
+    Counter,
+    /// Board power read every 20 ms and integrated over the timed region, where the GPU has no
+    /// energy counter (results written before the counter was used say this too).
+    #[default]
+    SampledPower,
+}
+
 /// Energy drawn by the GPU over a measured interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Energy {
-    /// Energy over the interval, joules (power integrated with the trapezoidal rule).
+    /// Energy over the interval, joules.
     pub joules: f64,
     /// Mean board power over the interval, watts.
     pub mean_power_w: f64,
-    /// Power readings behind the figure.
+    /// Readings behind the figure: counter reads (two per window) or power samples.
     pub readings: usize,
-    /// Length of the interval, seconds.
+    /// Length of the interval, seconds: the timed windows' total (counter), or the timed region's
+    /// span (sampled power).
     pub interval_s: f64,
+    /// How the energy was measured.
+    #[serde(default)]
+    pub method: EnergyMethod,
+}
+
+/// Measures the GPU energy of timed windows: with the energy counter where the GPU has one, else
+/// with a [`PowerSampler`].
+#[derive(Debug)]
+pub enum EnergyMeter {
+    /// Reads of the cumulative energy counter (boxed: NVML's function table is large).
+    Counter(Box<EnergyCounter>),
+    /// Sampled board power.
+    Sampled(PowerSampler),
+}
+
+impl EnergyMeter {
+    /// Starts measuring the GPU behind `device`; fails (with the reason) off NVIDIA GPUs or where
+    /// neither the counter nor power readings work.
+    pub fn start(device: DeviceSpec) -> Result<Self, String> {
+        // Where NVML itself cannot be used, both methods fail for the same reason: say it once.
+        open(device)?;
+        match EnergyCounter::open(device) {
+            Ok(counter) => Ok(EnergyMeter::Counter(Box::new(counter))),
+            Err(counter_reason) => PowerSampler::start(device)
+                .map(EnergyMeter::Sampled)
+                .map_err(|power_reason| format!("{counter_reason}; {power_reason}")),
+        }
+    }
+
+    /// Marks the start of a timed window (call right after the device is synchronised).
+    pub fn window_started(&mut self) {
+        if let EnergyMeter::Counter(counter) = self {
+            counter.window_started();
+        }
+    }
+
+    /// Marks the end of a timed window (call right after the device is synchronised).
+    pub fn window_ended(&mut self) {
+        if let EnergyMeter::Counter(counter) = self {
+            counter.window_ended();
+        }
+    }
+
+    /// The energy of the timed windows (counter) or of the whole region since `start` (sampled).
+    pub fn finish(self) -> Result<Energy, String> {
+        match self {
+            EnergyMeter::Counter(counter) => counter.finish(),
+            EnergyMeter::Sampled(sampler) => sampler.stop(),
+        }
+    }
+}
+
+/// Whether the GPU behind `device` has an energy counter NVML can read, or why not.
+pub fn energy_counter_status(device: DeviceSpec) -> Result<(), String> {
+    EnergyCounter::open(device).map(|_| ())
+}
+
+/// Differences of NVML's cumulative energy counter over timed windows.
+#[derive(Debug)]
+pub struct EnergyCounter {
+    nvml: Nvml,
+    index: u32,
+    window: Option<(u64, Instant)>,
+    windows: CounterWindows,
+    error: Option<String>,
+}
+
+/// The sums over the windows measured so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct CounterWindows {
+    millijoules: u64,
+    seconds: f64,
+    readings: usize,
+}
+
+impl CounterWindows {
+    /// Adds a window whose counter read `start_mj` and `end_mj` (a counter that went backwards,
+    /// as after a driver reload, adds nothing) over `seconds`.
+    fn add(&mut self, start_mj: u64, end_mj: u64, seconds: f64) {
+        self.millijoules += end_mj.saturating_sub(start_mj);
+        self.seconds += seconds;
+        self.readings += 2;
+    }
+
+    /// The energy of the windows.
+    fn energy(self) -> Energy {
+        let joules = self.millijoules as f64 / 1000.0;
+        Energy {
+            joules,
+            mean_power_w: if self.seconds > 0.0 { joules / self.seconds } else { 0.0 },
+            readings: self.readings,
+            interval_s: self.seconds,
+            method: EnergyMethod::Counter,
+        }
+    }
+}
+
+impl EnergyCounter {
+    /// The counter of the GPU behind `device`, or why it cannot be read.
+    fn open(device: DeviceSpec) -> Result<Self, String> {
+        let (nvml, index) = open(device)?;
+        nvml.device_by_index(index)
+            .and_then(|gpu| gpu.total_energy_consumption())
+            .map_err(|e| format!("NVML energy counter on device {index}: {e}"))?;
+        Ok(Self { nvml, index, window: None, windows: CounterWindows::default(), error: None })
+    }
+
+    /// The counter now, millijoules; the first failure is kept for [`Self::finish`].
+    fn read(&mut self) -> Option<u64> {
+        let reading = self.nvml.device_by_index(self.index).and_then(|gpu| gpu.total_energy_consumption());
+        match reading {
+            Ok(mj) => Some(mj),
+            Err(e) => {
+                self.error.get_or_insert_with(|| format!("NVML energy counter: {e}"));
+                None
+            }
+        }
+    }
+
+    fn window_started(&mut self) {
+        self.window = self.read().map(|mj| (mj, Instant::now()));
+    }
+
+    fn window_ended(&mut self) {
+        if let (Some((start_mj, started)), Some(end_mj)) = (self.window.take(), self.read()) {
+            self.windows.add(start_mj, end_mj, started.elapsed().as_secs_f64());
+        }
+    }
+
+    fn finish(self) -> Result<Energy, String> {
+        match self.error {
+            Some(error) => Err(error),
+            None if self.windows.readings == 0 => Err("no timed window was measured".to_owned()),
+            None => Ok(self.windows.energy()),
+        }
+    }
 }
 
 /// A background thread reading board power every 20 ms until stopped.
@@ -112,7 +264,7 @@ fn integrate(readings: &[(f64, f64)]) -> Energy {
     let interval_s = readings.last().map_or(0.0, |r| r.0) - readings.first().map_or(0.0, |r| r.0);
     let mean_power_w =
         if interval_s > 0.0 { joules / interval_s } else { readings.first().map_or(0.0, |r| r.1) };
-    Energy { joules, mean_power_w, readings: readings.len(), interval_s }
+    Energy { joules, mean_power_w, readings: readings.len(), interval_s, method: EnergyMethod::SampledPower }
 }
 
 #[cfg(test)]
@@ -126,11 +278,37 @@ mod tests {
         assert_eq!(e.interval_s, 3.0);
         assert!((e.mean_power_w - 550.0 / 3.0).abs() < 1e-9);
         assert_eq!(e.readings, 3);
+        assert_eq!(e.method, EnergyMethod::SampledPower);
+    }
+
+    #[test]
+    fn counter_differences_are_summed_over_the_windows_only() {
+        let mut windows = CounterWindows::default();
+        windows.add(1_000_000, 1_150_000, 0.5);
+        // Between the windows the GPU drew energy that must not count.
+        windows.add(1_400_000, 1_550_000, 0.5);
+        windows.add(2_000_000, 1_000, 0.1);
+        let e = windows.energy();
+        assert_eq!(e.joules, 300.0);
+        assert!((e.interval_s - 1.1).abs() < 1e-12);
+        assert!((e.mean_power_w - 300.0 / 1.1).abs() < 1e-9);
+        assert_eq!((e.readings, e.method), (6, EnergyMethod::Counter));
+    }
+
+    #[test]
+    fn energy_written_before_the_counter_reads_as_sampled_power() {
+        let old = r#"{"joules": 5.0, "mean_power_w": 250.0, "readings": 10, "interval_s": 0.02}"#;
+        let e: Energy = serde_json::from_str(old).unwrap();
+        assert_eq!(e.method, EnergyMethod::SampledPower);
+        let json = serde_json::to_string(&EnergyMethod::Counter).unwrap();
+        assert_eq!(json, "\"counter\"");
     }
 
     #[test]
     fn on_cpu_power_and_gpu_identity_are_unavailable_with_a_reason() {
         let reason = PowerSampler::start(DeviceSpec::Cpu).unwrap_err();
+        assert!(reason.contains("NVIDIA GPUs"), "{reason}");
+        let reason = EnergyMeter::start(DeviceSpec::Cpu).unwrap_err();
         assert!(reason.contains("NVIDIA GPUs"), "{reason}");
         assert!(gpu_info(DeviceSpec::Cpu).unwrap_err().contains("CPU"));
     }

@@ -284,6 +284,10 @@ impl Optimizer for Adam {
         self.lr.set(lr);
     }
 
+    fn skips_overflow_on_device(&self) -> bool {
+        self.is_fused()
+    }
+
     /// Sets β₁. PyTorch's bias correction uses the current β₁ (`1 − β₁ᵗ`), and so does this. Once
     /// capturable, β₁ lives on the device, so a captured CUDA graph follows 1cycle's changes; the
     /// fused kernel takes β₁ as a number at each launch, which eager updates follow but a

@@ -37,6 +37,13 @@ pub trait Optimizer: std::fmt::Debug {
     /// kernels on the same tensors, as a CUDA graph capture needs. The math does not change.
     fn make_capturable(&mut self);
 
+    /// Whether the update is a fused kernel that takes fp16 loss scaling's overflow flag itself
+    /// (`torch.optim`'s `_step_supports_amp_scaling`): `GradScaler` then passes the flag on the
+    /// device instead of reading it on the host to decide whether to step. The default is no.
+    fn skips_overflow_on_device(&self) -> bool {
+        false
+    }
+
     /// [`Self::set_lr`] then [`Self::update`] without an overflow flag.
     fn step(&mut self, lr: f64) -> Result<(), Error> {
         self.set_lr(lr);

@@ -119,6 +119,10 @@ impl Optimizer for Sgd {
         self.config.momentum = momentum;
     }
 
+    fn skips_overflow_on_device(&self) -> bool {
+        self.fused
+    }
+
     fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         if self.fused {
             self.fused_update(found_inf)

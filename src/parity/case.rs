@@ -187,6 +187,7 @@ impl ExportRequest {
             text: self.text.clone(),
             memory_budget_bytes: None,
             super_convergence: false,
+            protocol: None,
         }
     }
 }

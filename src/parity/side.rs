@@ -78,7 +78,7 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
     }
     let recipe = case::recipe(&case);
     let device = case.device;
-    apply_process_tricks(&case.key.tricks, device)?;
+    apply_process_tricks(&case.key, device)?;
     let mut output = SideOutput {
         implementation: "trickbench".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),

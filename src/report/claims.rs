@@ -74,7 +74,8 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
         Trick::Tf32 => {
             "Modern addition (NVIDIA's tuning guide, PyTorch's TF32 notes): on Ampere and newer GPUs \
              TF32 runs fp32 matrix multiplies and convolutions on tensor cores with a 10-bit mantissa, \
-             up to about 8× faster than full fp32 math, with no code change beyond a flag."
+             up to about 8× faster than full fp32 math, with no code change beyond a flag. PyTorch \
+             already allows it in cuDNN convolutions by default; the flag adds the matmuls."
         }
         Trick::JitFusion => {
             "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \

@@ -4,10 +4,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::measure::flops::Precision;
+use crate::measure::power::EnergyMethod;
 use crate::report::compare::Comparison;
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
 use crate::results::schema::{CellKind, Phase};
+use crate::workloads::gpt::AttentionBackend;
 
 /// One row of `cells.csv`.
 #[derive(Serialize)]
@@ -53,6 +56,10 @@ struct CellRow<'a> {
     energy_j: Option<f64>,
     energy_per_sample_j: Option<f64>,
     mean_power_w: Option<f64>,
+    energy_method: Option<EnergyMethod>,
+    warmup_peak_bytes: Option<u64>,
+    precision: Option<Precision>,
+    attention_backend: Option<AttentionBackend>,
 }
 
 fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
@@ -113,6 +120,10 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             energy_j: cell.energy.map(|e| e.joules),
             energy_per_sample_j: cell.energy.map(|e| e.joules_per_sample),
             mean_power_w: cell.energy.map(|e| e.mean_power_w),
+            energy_method: cell.energy.map(|e| e.method),
+            warmup_peak_bytes: cell.warmup_memory.and_then(|m| m.primary_bytes()),
+            precision: cell.processes.first().map(|p| p.precision),
+            attention_backend: cell.processes.first().and_then(|p| p.attention_backend),
         };
         w.serialize(row).map_err(csv_error(path))?;
     }

@@ -6,11 +6,13 @@ use minijinja::value::Serde;
 use minijinja::{context, Environment};
 use serde::Serialize;
 
+use crate::measure::flops::Precision;
+use crate::measure::power::EnergyMethod;
 use crate::report::compare::{self, Comparison};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
 use crate::results::quality;
-use crate::results::schema::{Protocol, Results};
+use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
 const TEMPLATES: [(&str, &str); 6] = [
@@ -139,8 +141,12 @@ struct CellView {
     /// Set when the interval is wider than the protocol's target precision.
     noise_warning: String,
     memory: String,
+    /// The warm-up peak where it exceeds the measured one ("" otherwise).
+    memory_note: String,
     speedup: String,
     compute: String,
+    /// The precision the FLOPs ran in and, for a GPT, the attention kernel ("" without processes).
+    compute_note: String,
     energy: String,
 }
 
@@ -155,6 +161,34 @@ struct TtaView {
     epochs: String,
     best: String,
     evaluations: usize,
+}
+
+/// "warm-up peak X" where the cell's warm-up peak exceeds its measured peak, else "".
+fn warmup_note(cell: &CellResult) -> String {
+    let primary = |m: Option<Memory>| m.and_then(|m| m.primary_bytes());
+    match (primary(cell.warmup_memory), primary(cell.memory)) {
+        (Some(warmup), Some(timed)) if warmup > timed => {
+            format!("warm-up peak {}", model::bytes_text(warmup))
+        }
+        _ => String::new(),
+    }
+}
+
+/// The precision a cell's FLOPs ran in, and its attention kernel where it has one.
+fn compute_note(cell: &CellResult) -> String {
+    let Some(first) = cell.processes.first() else {
+        return String::new();
+    };
+    let precision = match first.precision {
+        Precision::Fp32 => "fp32",
+        Precision::Tf32 => "TF32",
+        Precision::Half => "fp16/bf16",
+        Precision::Fp8 => "fp8",
+    };
+    match first.attention_backend {
+        Some(backend) => format!("{precision}; attention: {}", backend.id()),
+        None => precision.to_owned(),
+    }
 }
 
 /// Renders `index.html` of a report.
@@ -197,7 +231,9 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
                 .memory
                 .and_then(|m| m.primary_bytes())
                 .map_or_else(|| "—".to_owned(), model::bytes_text),
+            memory_note: warmup_note(c),
             speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
+            compute_note: compute_note(c),
             compute: c.utilisation.as_ref().map_or_else(
                 || "—".to_owned(),
                 |u| match u.mfu {
@@ -209,7 +245,17 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
             ),
             energy: c.energy.map_or_else(
                 || "—".to_owned(),
-                |e| format!("{:.2} mJ/sample at {:.0} W", e.joules_per_sample * 1e3, e.mean_power_w),
+                |e| {
+                    let method = match e.method {
+                        EnergyMethod::Counter => "energy counter",
+                        EnergyMethod::SampledPower => "sampled power",
+                    };
+                    format!(
+                        "{:.2} mJ/sample at {:.0} W ({method})",
+                        e.joules_per_sample * 1e3,
+                        e.mean_power_w
+                    )
+                },
             ),
         });
         if let Some(t) = &c.time_to_accuracy {

@@ -1,6 +1,7 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
 use crate::measure::flops::{peak_flops_per_s, Precision};
+use crate::measure::power::EnergyMethod;
 use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
 use crate::results::schema::{
     CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
@@ -23,6 +24,7 @@ pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
         outlier_windows: mad_outliers(&windows).len(),
     });
     cell.memory = cell.processes.iter().map(|p| p.memory).reduce(Memory::max);
+    cell.warmup_memory = cell.processes.iter().filter_map(|p| p.warmup_memory).reduce(Memory::max);
     cell.time_to_accuracy = cell.processes.iter().find_map(|p| p.time_to_accuracy.clone());
     cell.energy = cell_energy(&cell.processes);
     cell.utilisation = match (&cell.throughput, cell.processes.first()) {
@@ -40,7 +42,9 @@ fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
     let joules: f64 = energies.iter().map(|(e, _)| e.joules).sum();
     let samples: usize = energies.iter().map(|(_, n)| n).sum();
     let seconds: f64 = energies.iter().map(|(e, _)| e.interval_s).sum();
+    let method = energies.first().map_or(EnergyMethod::default(), |(e, _)| e.method);
     (samples > 0 && seconds > 0.0).then(|| CellEnergy {
+        method,
         joules,
         joules_per_sample: joules / samples as f64,
         mean_power_w: joules / seconds,
@@ -74,15 +78,21 @@ fn utilisation(
 /// Each finished trick cell against its reference cell (same workload, batch size, seed and
 /// kind): the baseline, or the trick's own reference cell where its "off" side is not the plain
 /// recipe (`debug-off`: debugging on); `max-batch` against the baseline at the smallest batch
-/// measured (the recipe's). Under the leave-one-out design, a set that lacks one trick of the
-/// largest set is compared with that largest set instead (below 1: the missing trick was helping).
+/// measured (the recipe's). A reference cell that is not its trick's "off" side (`strict-fp32`)
+/// is compared with the baseline too. Under the leave-one-out design, a set that lacks one trick
+/// of the largest set is compared with that largest set instead (below 1: the missing trick was
+/// helping).
 pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     let measured: Vec<&CellResult> = cells.iter().filter(ok).collect();
+    let compared = |c: &&CellResult| match c.key.reference_for {
+        None => !c.key.tricks.is_baseline(),
+        Some(trick) => !trick.judged_against_own_reference(),
+    };
     measured
         .iter()
         .copied()
-        .filter(|c| !c.key.tricks.is_baseline() && c.key.reference_for.is_none())
+        .filter(compared)
         .filter_map(|cell| {
             let any_batch = cell.key.tricks.has(Trick::MaxBatch);
             let same_setting = |c: &&CellResult| {
@@ -95,6 +105,7 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
                 .filter(|c| c.key.reference_for.is_none())
                 .max_by_key(|c| c.key.tricks.len())?;
             let leave_one_out = design == "leave-one-out"
+                && cell.key.reference_for.is_none()
                 && cell.key.tricks.len() + 1 == largest.key.tricks.len()
                 && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
             let reference = if leave_one_out {
@@ -168,7 +179,7 @@ fn reference_index<'k>(
             .min_by_key(|(_, c)| c.batch_size)
             .map(|(i, _)| i)
     };
-    let own = key.tricks.iter().find(|t| t.reference_label().is_some());
+    let own = key.tricks.iter().find(|t| t.judged_against_own_reference());
     own.and_then(|t| find(Some(t))).or_else(|| find(None))
 }
 
@@ -268,6 +279,8 @@ mod tests {
             timed_samples: 1000,
             energy,
             energy_unavailable: None,
+            warmup_memory: None,
+            attention_backend: None,
         }
     }
 
@@ -288,7 +301,13 @@ mod tests {
 
     #[test]
     fn energy_per_sample_and_mfu_against_the_gpu_peak() {
-        let energy = Energy { joules: 500.0, mean_power_w: 250.0, readings: 100, interval_s: 2.0 };
+        let energy = Energy {
+            joules: 500.0,
+            mean_power_w: 250.0,
+            readings: 100,
+            interval_s: 2.0,
+            method: EnergyMethod::Counter,
+        };
         let mut c = cell(TrickSet::baseline(), [[1000.0; 3]; 2], 1);
         c.processes = (0..2).map(|r| process(r, &[1000.0; 3], 1, Some(energy))).collect();
         let mut gpu_system = cpu();
@@ -345,6 +364,21 @@ mod tests {
         assert_eq!(cmp.len(), 1, "the debugging-on cell is a reference, not a trick");
         assert_eq!(cmp[0].baseline, debugging.id);
         assert_eq!(cmp[0].speedup, 2.0);
+    }
+
+    #[test]
+    fn tf32_and_strict_fp32_are_both_compared_with_the_baseline() {
+        let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        let mut strict = cell(TrickSet::baseline(), [[40.0; 3]; 2], 1);
+        strict.key.reference_for = Some(Trick::Tf32);
+        strict.id = strict.key.id();
+        let tf32 = cell(TrickSet::only(Trick::Tf32), [[110.0; 3]; 2], 1);
+        let cmp = comparisons(&[plain.clone(), strict.clone(), tf32.clone()], "ablation");
+        assert_eq!(cmp.len(), 2, "{cmp:?}");
+        let of = |id: &str| cmp.iter().find(|c| c.cell == id).unwrap();
+        assert_eq!((of(&tf32.id).baseline.as_str(), of(&tf32.id).speedup), (plain.id.as_str(), 1.1));
+        assert_eq!((of(&strict.id).baseline.as_str(), of(&strict.id).speedup), (plain.id.as_str(), 0.4));
+        assert!(strict.id.contains("/baseline+strict-fp32/"), "{}", strict.id);
     }
 
     #[test]

@@ -5,10 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
-use crate::measure::power::Energy;
+use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::system::SystemInfo;
 use crate::tricks::{Trick, TrickSet};
+use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::WorkloadId;
 
 /// The version of this schema. Readers refuse files with a newer version.
@@ -415,8 +416,11 @@ pub struct CellResult {
     pub processes: Vec<ProcessMeasurement>,
     /// Throughput over all windows of all processes (throughput cells that finished).
     pub throughput: Option<Throughput>,
-    /// The largest peak memory over the cell's processes.
+    /// The largest peak memory over the cell's processes (after warm-up in throughput cells).
     pub memory: Option<Memory>,
+    /// The largest warm-up peak over the cell's processes (see [`ProcessMeasurement::warmup_memory`]).
+    #[serde(default)]
+    pub warmup_memory: Option<Memory>,
     /// Time-to-accuracy (time-to-accuracy cells).
     pub time_to_accuracy: Option<TimeToAccuracy>,
     /// Energy per sample over the timed windows (throughput cells on NVIDIA GPUs).
@@ -435,6 +439,7 @@ impl CellResult {
             processes: Vec::new(),
             throughput: None,
             memory: None,
+            warmup_memory: None,
             time_to_accuracy: None,
             energy: None,
             utilisation: None,
@@ -451,6 +456,9 @@ pub struct CellEnergy {
     pub joules_per_sample: f64,
     /// Mean board power while timed, watts.
     pub mean_power_w: f64,
+    /// How the energy was measured (the energy counter, or sampled power where it is absent).
+    #[serde(default)]
+    pub method: EnergyMethod,
 }
 
 /// How much of the device's arithmetic peak the cell used.
@@ -495,6 +503,15 @@ pub struct ProcessMeasurement {
     pub energy: Option<Energy>,
     /// Why `energy` is missing, when it is.
     pub energy_unavailable: Option<String>,
+    /// Peak memory from the process's start through its warm-up steps (cuDNN autotuning
+    /// workspaces, a CUDA graph's warm-up and capture), after which the peaks in `memory` were
+    /// reset (throughput cells; `None` in other cells and in results written before it existed).
+    #[serde(default)]
+    pub warmup_memory: Option<Memory>,
+    /// The attention kernel the GPT's `scaled_dot_product_attention` dispatched to for this
+    /// cell's inputs, or `explicit` for attention written out op by op (`None`: no attention).
+    #[serde(default)]
+    pub attention_backend: Option<AttentionBackend>,
 }
 
 /// Peak memory. On CUDA the caching allocator's peaks; on CPU the bytes of live tensors (counted by

@@ -99,6 +99,20 @@ mod tests {
     }
 
     #[test]
+    fn the_autocast_cache_setting_comes_back_when_its_guard_is_dropped() {
+        assert!(ffi::autocast_cache_enabled(), "PyTorch's default");
+        {
+            let _off = ffi::AutocastCacheOff::new();
+            assert!(!ffi::autocast_cache_enabled());
+            {
+                let _nested = ffi::AutocastCacheOff::new();
+            }
+            assert!(!ffi::autocast_cache_enabled(), "an inner guard restores the outer guard's setting");
+        }
+        assert!(ffi::autocast_cache_enabled());
+    }
+
+    #[test]
     fn autocast_guard_switches_cpu_autocast_on_and_restores_it() {
         let a = Tensor::randn([4, 4], (Kind::Float, Device::Cpu));
         {

@@ -26,12 +26,13 @@ use tch::{Kind, Tensor};
 
 use crate::error::Error;
 use crate::ffi::RngState;
+use crate::train::LossScale;
 use crate::workloads::Workload;
 
 /// Forward pass, loss and backward of `workload` (training mode) on a batch with activation
 /// checkpointing: the mean loss (fp32, detached) and the number of correct predictions, both on
 /// the device, with the parameters' gradients accumulated into their `.grad` as `loss.backward()`
-/// (or `(loss · loss_scale).backward()` when a scale is given) accumulates them.
+/// (`(loss · loss_scale).backward()` when a scale is given) accumulates them.
 ///
 /// Every segment but the last first runs without a graph, keeping only its output (the next
 /// segment's input); the last segment runs with a graph and is backpropagated from the loss; then
@@ -44,7 +45,7 @@ pub fn checkpointed_forward_backward<W: Workload>(
     workload: &W,
     inputs: &Tensor,
     targets: &Tensor,
-    loss_scale: Option<&Tensor>,
+    loss_scale: &LossScale,
 ) -> Result<(Tensor, Tensor), Error> {
     let last = workload
         .segments()
@@ -70,9 +71,10 @@ pub fn checkpointed_forward_backward<W: Workload>(
         let after_forward = save_generator()?;
         let loss = workload.loss(&outputs.f_to_kind(Kind::Float)?, targets);
         let correct = workload.correct(&outputs, targets);
-        match loss_scale {
-            Some(scale) => loss.f_mul(scale)?.f_backward()?,
-            None => loss.f_backward()?,
+        if loss_scale.is_identity() {
+            loss.f_backward()?;
+        } else {
+            loss_scale.apply(&loss).f_backward()?;
         }
         (loss.detach(), correct, xs.grad(), after_forward)
     };
@@ -195,7 +197,7 @@ mod tests {
             let inputs = Tensor::randn([4, WIDTH], (Kind::Float, Device::Cpu));
             let targets = Tensor::from_slice(&[0i64, 3, 5, 7]);
             let loss = if checkpointed {
-                checkpointed_forward_backward(&workload, &inputs, &targets, None).unwrap().0
+                checkpointed_forward_backward(&workload, &inputs, &targets, &LossScale::NONE).unwrap().0
             } else {
                 let loss = workload.loss(&workload.forward(&inputs, true), &targets);
                 loss.backward();

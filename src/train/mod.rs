@@ -21,7 +21,9 @@ use crate::measure::flops::Precision;
 use crate::optim::clip::clip_grad_norm;
 use crate::optim::sgd::SgdConfig;
 use crate::optim::Optimizer;
+use crate::results::schema::CellKey;
 use crate::tricks::{Trick, TrickSet};
+use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Workload;
 use amp::GradScaler;
 use data_parallel::Replicas;
@@ -119,22 +121,68 @@ struct CapturedStep {
     correct: Tensor,
 }
 
-/// Applies the tricks that are process-wide switches rather than part of the step (cuDNN
-/// autotuning, TF32). Call once, before building the model.
+/// Applies the process-wide switches of the cell `key`: cuDNN autotuning (`cudnn-benchmark`), TF32,
+/// and anomaly detection (on for `debug-off`'s reference cell). Call once, before building the
+/// model.
 ///
-/// TF32 is set explicitly both ways, because PyTorch 2.11's defaults differ per library (cuDNN
-/// convolutions allow TF32, cuBLAS matmuls do not): off means full fp32 in both, on allows it in
+/// TF32 is set explicitly every time. The baseline keeps PyTorch 2.11's defaults, TF32 allowed in
+/// cuDNN convolutions and fp32 matmuls at full precision; `tf32` allows it in matmuls too
+/// (`torch.set_float32_matmul_precision("high")`); the `strict-fp32` reference cell forbids it in
 /// both. The flags are process-wide and harmless on a CPU.
-pub fn apply_process_tricks(tricks: &TrickSet, device: DeviceSpec) -> Result<(), Error> {
+pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
-        tch::Cuda::cudnn_set_benchmark(tricks.has(Trick::CudnnBenchmark));
+        tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
     }
-    let tf32 = tricks.has(Trick::Tf32);
-    ffi::set_tf32(ffi::Tf32 { matmul: tf32, cudnn: tf32 })
+    ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
+    let strict = key.is_reference_for(Trick::Tf32);
+    ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })
+}
+
+/// What the loss is multiplied by before backward: fp16 loss scaling's scale (a device tensor,
+/// when on) times a number (1/k for k accumulated micro-batches, a replica's share of the batch).
+#[derive(Debug)]
+pub struct LossScale {
+    /// The loss scaler's current scale, a 1-element float tensor on the device.
+    pub scaler: Option<Tensor>,
+    /// A plain number multiplied in as a scalar operand (no tensor is made of it).
+    pub factor: f64,
+}
+
+impl LossScale {
+    /// No scaling.
+    pub const NONE: LossScale = LossScale { scaler: None, factor: 1.0 };
+
+    /// This scale with the scaler's tensor moved to `device`.
+    fn on(&self, device: tch::Device) -> LossScale {
+        LossScale { scaler: self.scaler.as_ref().map(|s| s.to_device(device)), factor: self.factor }
+    }
+
+    /// This scale times `factor`.
+    fn times(self, factor: f64) -> LossScale {
+        LossScale { factor: self.factor * factor, ..self }
+    }
+
+    /// `loss` scaled: multiplied by the scaler's tensor and by the factor where not 1.
+    pub fn apply(&self, loss: &Tensor) -> Tensor {
+        let scaled = match &self.scaler {
+            Some(scale) => loss * scale,
+            None => loss.shallow_clone(),
+        };
+        if self.factor == 1.0 {
+            scaled
+        } else {
+            scaled * self.factor
+        }
+    }
+
+    /// Whether backward needs the loss scaled at all.
+    pub fn is_identity(&self) -> bool {
+        self.scaler.is_none() && self.factor == 1.0
+    }
 }
 
 /// Forward pass, loss and backward of `workload` on one micro-batch, with the loss multiplied by
-/// `loss_scale` before backward when given, checkpointed when asked. Under `autocast` (a kind, and
+/// `loss_scale` before backward, checkpointed when asked. Under `autocast` (a kind, and
 /// whether the device is CUDA) the forward pass runs in it and backward outside it, as PyTorch
 /// advises, except that a checkpointed segment is recomputed (and so backpropagated) under
 /// autocast, as `torch.utils.checkpoint` recomputes. Returns the mean loss (fp32, detached) and the
@@ -143,7 +191,7 @@ fn forward_backward_one<W: Workload>(
     workload: &W,
     inputs: &Tensor,
     targets: &Tensor,
-    loss_scale: Option<&Tensor>,
+    loss_scale: &LossScale,
     checkpointing: bool,
     autocast: Option<(Kind, bool)>,
 ) -> Result<(Tensor, Tensor), Error> {
@@ -158,9 +206,10 @@ fn forward_backward_one<W: Workload>(
         let loss = workload.loss(&outputs.to_kind(Kind::Float), targets);
         (loss, workload.correct(&outputs, targets))
     };
-    match loss_scale {
-        Some(scale) => (&loss * scale).f_backward()?,
-        None => loss.f_backward()?,
+    if loss_scale.is_identity() {
+        loss.f_backward()?;
+    } else {
+        loss_scale.apply(&loss).f_backward()?;
     }
     Ok((loss.detach(), correct))
 }
@@ -176,11 +225,14 @@ pub struct Trainer<W: Workload> {
     scaler: Option<GradScaler>,
     autocast: Option<Kind>,
     device: DeviceSpec,
-    tf32: bool,
+    /// The process's TF32 settings when the trainer was made (see [`apply_process_tricks`]).
+    tf32: ffi::Tf32,
     set_grads_to_none: bool,
     metrics: MetricsLog,
     launch: StepLaunch,
     graph: Option<ffi::CudaGraph>,
+    /// Keeps autocast's cache off while a CUDA graph is in use, restoring it when dropped.
+    _autocast_cache_off: Option<ffi::AutocastCacheOff>,
     warmup_steps_done: usize,
     captured: Option<CapturedStep>,
     ddp: Option<Ddp>,
@@ -242,11 +294,10 @@ impl<W: Workload> Trainer<W> {
             }
             _ => None,
         };
-        if graph.is_some() {
-            // Casts must be captured as kernels, not served from a cache the graph does not own.
-            ffi::set_autocast_cache_enabled(false);
-        }
+        // Casts must be captured as kernels, not served from a cache the graph does not own.
+        let autocast_cache_off = graph.is_some().then(ffi::AutocastCacheOff::new);
         Ok(Self {
+            _autocast_cache_off: autocast_cache_off,
             launch,
             graph,
             warmup_steps_done: 0,
@@ -261,7 +312,7 @@ impl<W: Workload> Trainer<W> {
             checkpointing: options.checkpointing,
             autocast,
             device,
-            tf32: tricks.has(Trick::Tf32) && device.is_cuda(),
+            tf32: ffi::tf32(),
             set_grads_to_none: tricks.has(Trick::ZeroGradNone),
             metrics: MetricsLog::new(!tricks.has(Trick::AvoidSync), LOG_INTERVAL_STEPS),
         })
@@ -374,15 +425,13 @@ impl<W: Workload> Trainer<W> {
         } else {
             (vec![inputs.shallow_clone()], vec![targets.shallow_clone()])
         };
-        let loss_scale = match (&self.scaler, k) {
-            (Some(scaler), 1) => Some(scaler.factor()),
-            (Some(scaler), _) => Some(scaler.factor() / k as f64),
-            (None, 1) => None,
-            (None, _) => Some(Tensor::from(1.0 / k as f64).to_device(inputs.device())),
-        };
+        // The fp16 loss scale is a device tensor; 1/k is a number multiplied in, never a tensor
+        // made from host data (a host-to-device copy, which a CUDA graph capture cannot hold).
+        let loss_scale =
+            LossScale { scaler: self.scaler.as_ref().map(GradScaler::factor), factor: 1.0 / k as f64 };
         let autocast = self.autocast.map(|kind| (kind, self.device.is_cuda()));
         let checkpointing = self.checkpointing;
-        let one = |workload: &W, x: &Tensor, y: &Tensor, scale: Option<&Tensor>| {
+        let one = |workload: &W, x: &Tensor, y: &Tensor, scale: &LossScale| {
             forward_backward_one(workload, x, y, scale, checkpointing, autocast)
         };
         if let Some(ddp) = &mut self.ddp {
@@ -397,7 +446,7 @@ impl<W: Workload> Trainer<W> {
                 ddp.set_sync(i + 1 == k);
             }
             let (loss, correct) = match &self.replicas {
-                None => one(&self.workload, x, y, loss_scale.as_ref())?,
+                None => one(&self.workload, x, y, &loss_scale)?,
                 Some(replicas) => {
                     let batch = x.size()[0] as f64;
                     let home = x.device();
@@ -410,12 +459,8 @@ impl<W: Workload> Trainer<W> {
                         let replica = replicas.get(&self.workload, r);
                         let device = data_parallel::device_of(replica);
                         let share = xr.size()[0] as f64 / batch;
-                        let scale = match &loss_scale {
-                            Some(scale) => scale.to_device(device) * share,
-                            None => Tensor::from(share).to_device(device),
-                        };
-                        let (l, c) =
-                            one(replica, &xr.to_device(device), &yr.to_device(device), Some(&scale))?;
+                        let scale = loss_scale.on(device).times(share);
+                        let (l, c) = one(replica, &xr.to_device(device), &yr.to_device(device), &scale)?;
                         let l = l.to_device(home) * share;
                         let c = c.to_device(home);
                         loss = Some(loss.map_or_else(|| l.shallow_clone(), |sum| sum + &l));
@@ -445,18 +490,27 @@ impl<W: Workload> Trainer<W> {
         Ok(())
     }
 
-    /// The eager step, with the overflow check of fp16 loss scaling read on the host.
+    /// The eager step. Under fp16 loss scaling the overflow check is read on the host to decide
+    /// whether to step, as `GradScaler.step` does, except with a fused optimizer, which takes the
+    /// overflow flag on the device and skips there (no host read), as `GradScaler` arranges for
+    /// `fused=True` optimizers.
     fn eager_step(&mut self, inputs: &Tensor, targets: &Tensor, lr: f64) -> Result<(Tensor, Tensor), Error> {
         self.optimizer.zero_grad(self.set_grads_to_none);
         let (loss, correct) = self.forward_backward(inputs, targets)?;
-        let overflow = match &mut self.scaler {
-            Some(scaler) => scaler.unscale(self.optimizer.params())?,
-            None => false,
-        };
-        if !overflow {
-            self.clip()?;
-            self.optimizer.step(lr)?;
+        let on_device = self.optimizer.skips_overflow_on_device();
+        let params = self.optimizer.params();
+        let mut found_inf = None;
+        if let Some(scaler) = &mut self.scaler {
+            if on_device {
+                found_inf = Some(scaler.unscale_on_device(params)?.shallow_clone());
+            } else if scaler.unscale(params)? {
+                scaler.update();
+                return Ok((loss, correct));
+            }
         }
+        self.clip()?;
+        self.optimizer.set_lr(lr);
+        self.optimizer.update(found_inf.as_ref())?;
         if let Some(scaler) = &mut self.scaler {
             scaler.update();
         }
@@ -573,16 +627,25 @@ impl<W: Workload> Trainer<W> {
         })
     }
 
-    /// The arithmetic matmuls and convolutions run in: half precision under autocast, TF32 when
-    /// allowed on a GPU, else fp32.
+    /// The arithmetic most of the model's FLOPs run in: half precision under autocast; on a GPU
+    /// TF32 where the library doing most of the work allows it (cuDNN for a convolutional model,
+    /// where PyTorch allows TF32 by default; cuBLAS for matmuls, where only `tf32` allows it);
+    /// else fp32.
     pub fn precision(&self) -> Precision {
+        let tf32 = if self.workload.mostly_convolutions() { self.tf32.cudnn } else { self.tf32.matmul };
         if self.autocast.is_some() {
             Precision::Half
-        } else if self.tf32 {
+        } else if tf32 && self.device.is_cuda() {
             Precision::Tf32
         } else {
             Precision::Fp32
         }
+    }
+
+    /// The kernel the model's attention runs as in a training step at `batch_size` samples, with
+    /// this trainer's autocast (`None` for a model without attention).
+    pub fn attention_backend(&self, batch_size: usize) -> Result<Option<AttentionBackend>, Error> {
+        self.workload.attention_backend(self.autocast.unwrap_or(Kind::Float), batch_size)
     }
 
     /// The training metrics so far.

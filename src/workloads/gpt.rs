@@ -32,6 +32,7 @@
 //! QKᵀ and ·V over the full context); the forward pass is one third of that,
 //! 2·N + 4·layers·width·context.
 
+use serde::{Deserialize, Serialize};
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
@@ -126,6 +127,71 @@ pub enum AttentionKernel {
     Explicit,
     /// One fused `scaled_dot_product_attention` call with `is_causal`.
     ScaledDotProduct,
+}
+
+/// The kernel a GPT's attention runs as: written out, or the backend that
+/// `scaled_dot_product_attention` dispatched to (numbered as `at::SDPBackend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionBackend {
+    /// softmax(QKᵀ/√d + causal mask)·V written out op by op (`flash-attention` off).
+    Explicit,
+    /// SDPA's math (reference) implementation, the same ops behind one call.
+    Math,
+    /// FlashAttention.
+    FlashAttention,
+    /// Memory-efficient attention (xFormers' kernel).
+    EfficientAttention,
+    /// cuDNN's fused attention.
+    CudnnAttention,
+    /// A backend registered out of tree (PrivateUse1 devices).
+    Overrideable,
+}
+
+impl AttentionBackend {
+    /// The backend `torch._fused_sdp_choice` names by its `at::SDPBackend` number.
+    pub fn from_sdp_choice(code: i64) -> Result<Self, Error> {
+        match code {
+            0 => Ok(AttentionBackend::Math),
+            1 => Ok(AttentionBackend::FlashAttention),
+            2 => Ok(AttentionBackend::EfficientAttention),
+            3 => Ok(AttentionBackend::CudnnAttention),
+            4 => Ok(AttentionBackend::Overrideable),
+            -1 => {
+                Err(Error::Torch("scaled_dot_product_attention: no backend can run these inputs".to_owned()))
+            }
+            other => Err(Error::Torch(format!("scaled_dot_product_attention chose unknown backend {other}"))),
+        }
+    }
+
+    /// The name in results and reports.
+    pub fn id(self) -> &'static str {
+        match self {
+            AttentionBackend::Explicit => "explicit",
+            AttentionBackend::Math => "math",
+            AttentionBackend::FlashAttention => "flash-attention",
+            AttentionBackend::EfficientAttention => "efficient-attention",
+            AttentionBackend::CudnnAttention => "cudnn-attention",
+            AttentionBackend::Overrideable => "overrideable",
+        }
+    }
+}
+
+/// The backend `scaled_dot_product_attention` dispatches a training step of a GPT shaped `config`
+/// to (`torch._fused_sdp_choice`): queries, keys and values of `batch_size` windows in `kind` on
+/// `device` that need gradients, the config's dropout, a causal mask.
+pub fn sdpa_backend(
+    config: &GptConfig,
+    batch_size: usize,
+    kind: Kind,
+    device: Device,
+) -> Result<AttentionBackend, Error> {
+    let shape = [batch_size as i64, config.heads, config.context, config.width / config.heads];
+    let qkv = || Tensor::f_zeros(shape, (kind, device)).map(|t| t.set_requires_grad(true));
+    let (q, k, v) = (qkv()?, qkv()?, qkv()?);
+    let code =
+        Tensor::f_internal_fused_sdp_choice(&q, &k, &v, None::<Tensor>, config.dropout, true, None, false)?;
+    AttentionBackend::from_sdp_choice(code)
 }
 
 /// Options that change how the model computes, not what.
@@ -372,6 +438,16 @@ impl Workload for Gpt {
         let c = &self.config;
         2.0 * self.parameters_without_positions() as f64 + 4.0 * (c.layers * c.width * c.context) as f64
     }
+
+    /// `explicit` for attention written out; otherwise the backend PyTorch's dispatcher picks
+    /// (`torch._fused_sdp_choice`) for queries, keys and values shaped and typed as a training
+    /// step's, with the training dropout and a causal mask.
+    fn attention_backend(&self, kind: Kind, batch_size: usize) -> Result<Option<AttentionBackend>, Error> {
+        if self.options.attention == AttentionKernel::Explicit {
+            return Ok(Some(AttentionBackend::Explicit));
+        }
+        sdpa_backend(&self.config, batch_size, kind, self.vs.device()).map(Some)
+    }
 }
 
 #[cfg(test)]
@@ -381,6 +457,7 @@ mod tests {
     use crate::optim::Optimizer;
     use crate::test_support::seeded;
     use crate::train::checkpoint::checkpointed_forward_backward;
+    use crate::train::LossScale;
 
     /// A small config for the comparison tests.
     fn small(layers: i64, dropout: f64) -> GptConfig {
@@ -403,6 +480,21 @@ mod tests {
 
     fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
         (a - b).abs().max().double_value(&[])
+    }
+
+    /// On a CPU, PyTorch 2.11 runs SDPA as its flash kernel unless dropout is on, which that
+    /// kernel does not support there (sdp_utils_cpp.cpp, `check_for_dropout`): then math.
+    #[test]
+    fn the_attention_backend_is_what_sdpa_dispatches_to() {
+        let backend = |attention, dropout| {
+            let model = Gpt::new(small(1, dropout), options(attention, false), Device::Cpu).unwrap();
+            model.attention_backend(Kind::Float, 2).unwrap()
+        };
+        assert_eq!(backend(AttentionKernel::Explicit, 0.0), Some(AttentionBackend::Explicit));
+        assert_eq!(backend(AttentionKernel::ScaledDotProduct, 0.0), Some(AttentionBackend::FlashAttention));
+        assert_eq!(backend(AttentionKernel::ScaledDotProduct, 0.2), Some(AttentionBackend::Math));
+        assert!(AttentionBackend::from_sdp_choice(-1).unwrap_err().to_string().contains("no backend"));
+        assert_eq!(serde_json::to_string(&AttentionBackend::CudnnAttention).unwrap(), "\"cudnn-attention\"");
     }
 
     #[test]
@@ -502,7 +594,7 @@ mod tests {
             let targets = inputs.roll([-1], [1]);
             let loss = seeded(3, || {
                 if checkpointed {
-                    checkpointed_forward_backward(&model, &inputs, &targets, None).unwrap().0
+                    checkpointed_forward_backward(&model, &inputs, &targets, &LossScale::NONE).unwrap().0
                 } else {
                     let loss = model.loss(&model.forward(&inputs, true), &targets);
                     loss.backward();

@@ -8,9 +8,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use tch::{nn, Tensor};
+use tch::{nn, Kind, Tensor};
 
 use crate::error::Error;
+use gpt::AttentionBackend;
 
 /// A reference workload by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -202,4 +203,17 @@ pub trait Workload {
     /// Analytic forward-pass FLOPs for one sample, that is one prediction: an image, or a token
     /// (a multiply-add counts as 2).
     fn forward_flops_per_sample(&self) -> f64;
+
+    /// Whether most of the model's arithmetic is convolutions (cuDNN's) rather than matmuls
+    /// (cuBLAS's): which TF32 switch decides the precision it runs in. The default is matmuls.
+    fn mostly_convolutions(&self) -> bool {
+        false
+    }
+
+    /// The kernel the model's attention runs as in a training step at `batch_size` samples whose
+    /// matmuls run in `kind` (fp32, or autocast's half type); `None` (the default) for a model
+    /// without attention.
+    fn attention_backend(&self, _kind: Kind, _batch_size: usize) -> Result<Option<AttentionBackend>, Error> {
+        Ok(None)
+    }
 }

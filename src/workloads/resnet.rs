@@ -268,6 +268,10 @@ impl Workload for CifarResnet {
     fn forward_flops_per_sample(&self) -> f64 {
         self.forward_flops_per_sample
     }
+
+    fn mostly_convolutions(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -129,6 +129,7 @@ fn add(
             outlier_windows: 0,
         }),
         memory: memory_mib.map(primary),
+        warmup_memory: None,
         time_to_accuracy: None,
         energy: None,
         utilisation: None,
