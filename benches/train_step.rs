@@ -102,6 +102,7 @@ impl Variant {
             seed: SEED,
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: matches!(self, Variant::DebugApisOn).then_some(Trick::DebugOff),
+            aa_control: false,
         }
     }
 }

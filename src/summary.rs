@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::results::quality;
-use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, Results, Verdict};
+use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, Verdict};
 
 /// A plain-text table of every cell: status, throughput with its interval, speed-up against the
 /// baseline with its interval and verdict, peak memory, and time-to-accuracy.
@@ -54,6 +54,12 @@ pub fn summary_table(results: &Results) -> String {
             noisy += 1;
         }
     }
+    if let Some(time) = time_breakdown(results) {
+        let _ = writeln!(out, "\n{time}");
+    }
+    for floor in &results.noise_floors {
+        let _ = writeln!(out, "\n{}", noise_floor_text(floor));
+    }
     if noisy > 0 {
         let _ = writeln!(
             out,
@@ -87,6 +93,62 @@ pub fn summary_table(results: &Results) -> String {
     out
 }
 
+/// Where a finished run's time went: timed windows, the cell processes' set-up (start-up, data,
+/// model, warm-up) and everything else (starting processes, loading libtorch, the harness's
+/// analysis and writes), from the run's start and end and its processes' own clocks.
+pub fn time_breakdown(results: &Results) -> Option<String> {
+    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let total_s =
+        (at(results.run.finished_at.as_deref()?)? - at(&results.run.started_at)?).num_seconds() as f64;
+    let processes = results.cells.iter().flat_map(|c| &c.processes);
+    let (mut timed_s, mut setup_s, mut in_processes_s) = (0.0, 0.0, 0.0);
+    for p in processes {
+        timed_s += p.timed_s.unwrap_or(0.0);
+        setup_s += p.setup_s.unwrap_or(0.0);
+        in_processes_s += p.wall_s;
+    }
+    let other_s = (total_s - in_processes_s).max(0.0);
+    let share = |s: f64| if total_s > 0.0 { 100.0 * s / total_s } else { 0.0 };
+    Some(format!(
+        "time: {} in all; {} in timed windows ({:.0}%), {} setting cells up (data, model, warm-up; \
+         {:.0}%), {} in time-to-accuracy training and the rest of the processes, {} outside them \
+         (process start, libtorch loading, warm-up processes, the harness's analysis and writes; \
+         {:.0}%)",
+        duration_text(total_s),
+        duration_text(timed_s),
+        share(timed_s),
+        duration_text(setup_s),
+        share(setup_s),
+        duration_text((in_processes_s - timed_s - setup_s).max(0.0)),
+        duration_text(other_s),
+        share(other_s)
+    ))
+}
+
+/// "9 min 11 s", "42 s".
+fn duration_text(seconds: f64) -> String {
+    let s = seconds.round() as u64;
+    if s >= 60 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
+/// The noise floor in words: "noise floor of resnet8 (A/A control): 1.02× [0.97, 1.06]; speed-ups
+/// within ±6.0% are not distinguishable from noise on this machine".
+pub fn noise_floor_text(floor: &NoiseFloor) -> String {
+    format!(
+        "noise floor of {} (A/A control, the baseline measured again as its own cell): {:.2}× [{:.2}, \
+         {:.2}]; speed-ups within ±{:.1}% are not distinguishable from noise on this machine",
+        floor.workload,
+        floor.ratio,
+        floor.ratio_ci_low,
+        floor.ratio_ci_high,
+        floor.half_width * 100.0
+    )
+}
+
 fn status_word(status: &CellStatus) -> &'static str {
     match status {
         CellStatus::Ok => "ok",
@@ -114,12 +176,15 @@ fn speedup_text(c: &Comparison) -> String {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
         Verdict::NoSignificantEffect => "no sig. effect",
+        Verdict::WithinNoise => "within noise",
     };
     format!("{:.2}× [{:.2}, {:.2}] {verdict}", c.speedup, c.speedup_ci_low, c.speedup_ci_high)
 }
 
 fn speedup_without_comparison(cell: &CellResult) -> String {
-    if let Some(trick) = cell.key.reference_for {
+    if cell.key.aa_control {
+        "(A/A control)".to_owned()
+    } else if let Some(trick) = cell.key.reference_for {
         format!("({trick}'s reference)")
     } else if cell.key.tricks.is_baseline() && !cell.key.kind.runs_once() {
         "(baseline)".to_owned()

@@ -85,7 +85,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
     assert!(results.run.data.synthetic);
     assert_eq!(results.run.data.train_samples, 2_000);
-    assert_eq!(results.cells.len(), 7, "baseline train+eval, 4 tricks, time-to-accuracy");
+    assert_eq!(results.cells.len(), 8, "baseline train+eval, the A/A control, 4 tricks, time-to-accuracy");
     for cell in &results.cells {
         match &cell.status {
             CellStatus::Ok => {}
@@ -116,7 +116,11 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         cell("resnet8/no-grad-eval/b32/s0/eval").key.kind,
         CellKind::Throughput { phase: Phase::Eval }
     );
-    assert_eq!(results.comparisons.len(), 3);
+    assert_eq!(results.comparisons.len(), 4, "3 tricks that ran and the A/A control");
+    assert_eq!(results.noise_floors.len(), 1);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("noise floor of resnet8 (A/A control"), "{stdout}");
+    assert!(stdout.contains("time: ") && stdout.contains("in timed windows"), "{stdout}");
 
     assert!(cell("resnet8/baseline/b32/s0/tta").processes.iter().all(|p| p.warmup_memory.is_none()));
     let tta = cell("resnet8/baseline/b32/s0/tta").time_to_accuracy.clone().unwrap();
@@ -415,8 +419,16 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
         store::load(&dir.path().join(out_dir).join("results.json")).unwrap()
     };
     let ids = |r: &Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
-    let resnet = ["resnet8/baseline/b32/s0/train", "resnet8/channels-last/b32/s0/train"];
-    let gpt = ["gpt-mini/baseline/b8/s0/train", "gpt-mini/channels-last/b8/s0/train"];
+    let resnet = [
+        "resnet8/baseline/b32/s0/train",
+        "resnet8/aa-control/b32/s0/train",
+        "resnet8/channels-last/b32/s0/train",
+    ];
+    let gpt = [
+        "gpt-mini/baseline/b8/s0/train",
+        "gpt-mini/aa-control/b8/s0/train",
+        "gpt-mini/channels-last/b8/s0/train",
+    ];
     assert_eq!(ids(&shard("0/3")), resnet);
     assert_eq!(ids(&shard("2/3")), Vec::<String>::new());
 
@@ -435,7 +447,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     assert!(merged.status.success(), "{}", text(&merged.stderr));
     let results = store::load(&dir.path().join("merged/results.json")).unwrap();
     assert_eq!(ids(&results), [&resnet[..], &gpt[..]].concat(), "the unsharded plan's order");
-    assert_eq!(results.comparisons.len(), 1);
+    assert_eq!(results.comparisons.len(), 3, "channels-last on the ResNet and both A/A controls");
     assert_eq!(results.run.merged.as_ref().unwrap().shards, [0, 1, 2]);
     assert!(text(&merged.stdout).contains("speed-up [95% CI]"));
     assert!(dir.path().join("merged/index.html").is_file());

@@ -204,6 +204,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
             seed: 0,
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
+            aa_control: false,
         },
         device: DeviceSpec::Cpu,
         profile: ProfileName::Smoke,

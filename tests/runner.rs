@@ -50,6 +50,9 @@ impl CellExecutor for MockExecutor {
             energy: None,
             energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
             warmup_memory: None,
+            position: None,
+            setup_s: None,
+            timed_s: None,
             attention_backend: None,
         }))
     }
@@ -101,6 +104,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
                 memory_budget_bytes: None,
                 target_ci_half_width: None,
                 max_windows_per_process: None,
+                order_seed: Some(0),
             },
             shard: None,
             merged: None,
@@ -138,12 +142,16 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
     let mut watcher = FileWatcher { path: dir.path().join("results.json"), measured_processes: vec![] };
     let results = runner::run(&spec, &mut mock, &mut watcher).unwrap();
 
-    // 3 runnable cells × 2 rounds; amp is not applicable on CPU and never runs.
-    assert_eq!(mock.calls.len(), 6);
-    assert_eq!(watcher.measured_processes, [1, 2, 3, 4, 5, 6]);
-    // Rounds alternate direction: baseline first, then last.
-    assert_eq!(mock.calls[0].0, "resnet8/baseline/b32/s0/train");
-    assert_eq!(mock.calls[5].0, "resnet8/baseline/b32/s0/train");
+    // 4 runnable cells (the A/A control among them) × 2 rounds, each round opened by a warm-up
+    // process of the baseline; amp is not applicable on CPU and never runs.
+    assert_eq!(mock.calls.len(), 10);
+    assert_eq!(watcher.measured_processes, [1, 2, 3, 4, 5, 6, 7, 8], "warm-ups are not recorded");
+    for warmup in [0, 5] {
+        assert_eq!(mock.calls[warmup].0, "resnet8/baseline/b32/s0/train");
+    }
+    let positions: Vec<Option<usize>> =
+        results.cells.iter().flat_map(|c| c.processes.iter().map(|p| p.position)).collect();
+    assert!(positions.iter().all(|p| p.is_some_and(|p| p < 4)), "{positions:?}");
 
     let amp = results.cells.iter().find(|c| c.id == "resnet8/amp/b32/s0/train").unwrap();
     assert!(matches!(&amp.status, CellStatus::NotApplicable { reason } if reason.contains("CUDA")));
@@ -152,6 +160,7 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
         ids,
         [
             "resnet8/baseline/b32/s0/train",
+            "resnet8/aa-control/b32/s0/train",
             "resnet8/channels-last/b32/s0/train",
             "resnet8/zero-grad-none/b32/s0/train",
             "resnet8/amp/b32/s0/train"
@@ -163,6 +172,8 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
     assert_eq!(cl.verdict, Verdict::Faster);
     assert!((cl.speedup - 1.5).abs() < 1e-9);
     assert_eq!(verdict("resnet8/zero-grad-none/b32/s0/train").verdict, Verdict::NoSignificantEffect);
+    assert_eq!(results.noise_floors.len(), 1);
+    assert_eq!(results.noise_floors[0].control, "resnet8/aa-control/b32/s0/train");
     assert!(results.run.finished_at.is_some());
     assert_eq!(store::load(&dir.path().join("results.json")).unwrap(), results);
 }
@@ -178,10 +189,10 @@ fn a_failing_cell_is_recorded_and_the_run_goes_on() {
     let results = runner::run(&spec, &mut mock, &mut Silent).unwrap();
     let cl = results.cells.iter().find(|c| c.id == "resnet8/channels-last/b32/s0/train").unwrap();
     assert_eq!(cl.status, failed);
-    // The failed cell is not retried in round 2; the others complete both rounds.
+    // The failed cell is not retried in round 2; the others complete both rounds, after a warm-up.
     assert_eq!(mock.calls.iter().filter(|(id, _)| id.contains("channels-last")).count(), 1);
-    assert_eq!(mock.calls.len(), 5);
-    assert_eq!(results.comparisons.len(), 1);
+    assert_eq!(mock.calls.len(), 9);
+    assert_eq!(results.comparisons.len(), 2, "zero-grad-none and the A/A control");
 }
 
 #[test]
@@ -203,7 +214,7 @@ fn resume_runs_only_what_is_missing_and_ends_with_the_same_results() {
     let mut mock = MockExecutor::default();
     let resumed = runner::run(&full_spec, &mut mock, &mut Silent).unwrap();
     assert!(mock.calls.iter().all(|(_, round)| *round == 1), "{:?}", mock.calls);
-    assert_eq!(mock.calls.len(), 3);
+    assert_eq!(mock.calls.len(), 5, "the round's warm-up and its four processes");
     let strip = |mut r: Results| {
         r.run.finished_at = None;
         r
@@ -277,7 +288,7 @@ fn an_interrupted_run_keeps_every_finished_process_and_resume_completes_it() {
     assert!(message.contains("SIGINT") && message.contains("--resume --out"), "{message}");
     let on_disk = store::load(&dir.path().join("results.json")).unwrap();
     let measured: usize = on_disk.cells.iter().map(|c| c.processes.len()).sum();
-    assert_eq!(measured, 3, "the three processes before the interrupted one");
+    assert_eq!(measured, 2, "the two processes after the warm-up and before the interrupted one");
     assert!(on_disk.cells.iter().all(|c| c.status == CellStatus::Ok), "nothing recorded as failed");
 
     // Once interrupted, the runner starts no further process.
@@ -289,8 +300,9 @@ fn an_interrupted_run_keeps_every_finished_process_and_resume_completes_it() {
     run_spec.interrupt = Interrupt::new();
     let mut rest = MockExecutor::default();
     let resumed = runner::run(&run_spec, &mut rest, &mut Silent).unwrap();
-    assert_eq!(rest.calls.len(), 3, "only the interrupted process and those after it: {:?}", rest.calls);
-    assert_eq!(mock.inner.calls[3], rest.calls[0]);
+    // Round 0's warm-up again, the interrupted process and the one after it, then round 1.
+    assert_eq!(rest.calls.len(), 8, "only the interrupted process and those after it: {:?}", rest.calls);
+    assert_eq!(mock.inner.calls[3], rest.calls[1]);
     let other = tempfile::tempdir().unwrap();
     let uninterrupted = spec(other.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     let complete = runner::run(&uninterrupted, &mut MockExecutor::default(), &mut Silent).unwrap();
@@ -407,6 +419,9 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
         energy: None,
         energy_unavailable: None,
         warmup_memory: None,
+        position: None,
+        setup_s: None,
+        timed_s: None,
         attention_backend: None,
     };
     let json = serde_json::to_string(&measurement).unwrap();
@@ -417,4 +432,81 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
             .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
     assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(Box::new(measurement)));
     assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
+}
+
+/// A machine on which the first process after a change of round runs 30% slow (as a CPU or GPU
+/// does after a pause: frequencies and caches ramping up), and otherwise as [`MockExecutor`].
+#[derive(Default)]
+struct SlowFirstOfRound {
+    inner: MockExecutor,
+    last_round: Option<usize>,
+    slowed: Vec<String>,
+}
+
+impl CellExecutor for SlowFirstOfRound {
+    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
+        let first = self.last_round != Some(job.round);
+        self.last_round = Some(job.round);
+        let mut outcome = self.inner.execute(job, timeout);
+        if let (true, Execution::Measured(process)) = (first, &mut outcome) {
+            self.slowed.push(job.key.id());
+            process.window_samples_per_s.iter_mut().for_each(|w| *w *= 0.7);
+        }
+        outcome
+    }
+}
+
+#[test]
+fn the_slow_first_process_of_each_round_is_a_warm_up_and_biases_no_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    run_spec.info.protocol.rounds = 3;
+    let mut machine = SlowFirstOfRound::default();
+    let results = runner::run(&run_spec, &mut machine, &mut Silent).unwrap();
+    assert_eq!(machine.slowed.len(), 3, "one slow process per round");
+    let speedup = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().speedup;
+    // Without the warm-up, whichever cell opened a round would carry the slow process: 0.7× in one
+    // of its three rounds.
+    assert!((speedup("resnet8/aa-control/b32/s0/train") - 1.0).abs() < 1e-9);
+    assert!((speedup("resnet8/zero-grad-none/b32/s0/train") - 1.0).abs() < 1e-9);
+    assert!((speedup("resnet8/channels-last/b32/s0/train") - 1.5).abs() < 1e-9);
+    let baseline = results.cells.iter().find(|c| c.id == "resnet8/baseline/b32/s0/train").unwrap();
+    let medians: Vec<f64> = baseline.processes.iter().map(|p| p.window_samples_per_s[1]).collect();
+    assert_eq!(medians, [99.0; 3], "the baseline's processes measure alike in every round");
+}
+
+/// A machine that slows down by 3% with every process it runs (load building up during the run).
+#[derive(Default)]
+struct Drifting {
+    inner: MockExecutor,
+}
+
+impl CellExecutor for Drifting {
+    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
+        let slowdown = 0.97f64.powi(self.inner.calls.len() as i32);
+        let mut outcome = self.inner.execute(job, timeout);
+        if let Execution::Measured(process) = &mut outcome {
+            process.window_samples_per_s.iter_mut().for_each(|w| *w *= slowdown);
+        }
+        outcome
+    }
+}
+
+#[test]
+fn the_a_a_control_catches_drift_and_the_verdicts_are_worded_against_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    run_spec.info.protocol.rounds = 3;
+    let results = runner::run(&run_spec, &mut Drifting::default(), &mut Silent).unwrap();
+    let floor = &results.noise_floors[0];
+    let verdict = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().clone();
+    // The same cell measured twice came out apart: that is what this machine can resolve.
+    assert!(floor.half_width > 0.03, "{floor:?}");
+    // Drift alone moved zero-grad-none (no effect of its own) far enough for its interval to
+    // exclude 1; inside the floor it is worded as noise, not as "slower".
+    let zero_grad = verdict("resnet8/zero-grad-none/b32/s0/train");
+    assert!(zero_grad.speedup_ci_high < 1.0, "the interval alone says slower: {zero_grad:?}");
+    assert_eq!(zero_grad.verdict, Verdict::WithinNoise);
+    // A real effect well beyond the floor keeps its verdict.
+    assert_eq!(verdict("resnet8/channels-last/b32/s0/train").verdict, Verdict::Faster);
 }

@@ -68,6 +68,9 @@ impl CellExecutor for Mock {
             energy: None,
             energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
             warmup_memory: None,
+            position: None,
+            setup_s: None,
+            timed_s: None,
             attention_backend: None,
         }))
     }
@@ -136,6 +139,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>, shard: Option<Shard>) -> RunSpec {
             memory_budget_bytes: None,
             target_ci_half_width: None,
             max_windows_per_process: None,
+            order_seed: Some(0),
         },
         shard: None,
         merged: None,

@@ -170,6 +170,7 @@ fn the_baseline_keeps_pytorch_s_tf32_defaults_tf32_adds_matmuls_and_strict_fp32_
         seed: 0,
         kind: CellKind::Throughput { phase: Phase::Train },
         reference_for,
+        aa_control: false,
     };
     apply_process_tricks(&key(TrickSet::only(Trick::Tf32), None), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: true, cudnn: true });

@@ -113,6 +113,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
         }
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
+    measurement.setup_s = measurement.timed_s.map(|timed| (measurement.wall_s - timed).max(0.0));
     Ok(measurement)
 }
 
@@ -306,6 +307,9 @@ fn measure<W: Workload>(
         energy: None,
         energy_unavailable: None,
         warmup_memory: None,
+        position: None,
+        setup_s: None,
+        timed_s: None,
         attention_backend: trainer.attention_backend(job.key.batch_size)?,
     };
     match job.key.kind {
@@ -422,6 +426,7 @@ fn time_windows<W: Workload>(
         if let Ok(meter) = &mut energy {
             meter.window_ended();
         }
+        *measurement.timed_s.get_or_insert(0.0) += seconds;
         measurement.window_samples_per_s.push(samples as f64 / seconds);
         measurement.timed_samples += samples;
     }

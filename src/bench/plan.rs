@@ -3,6 +3,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
@@ -60,6 +64,25 @@ impl FromStr for Design {
                  super-convergence"
             ))),
         }
+    }
+}
+
+/// One process of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The index of the cell in the plan.
+    pub cell: usize,
+    /// The round the process belongs to.
+    pub round: usize,
+    /// The process's place among its round's measured processes (0 first); `None` for the
+    /// round's warm-up process, whose measurement is discarded.
+    pub position: Option<usize>,
+}
+
+impl Slot {
+    /// Whether this is a round's warm-up process.
+    pub fn is_warmup(&self) -> bool {
+        self.position.is_none()
     }
 }
 
@@ -231,29 +254,46 @@ impl Plan {
     }
 
     /// The order in which cell processes run: `rounds` rounds over the applicable throughput
-    /// cells, forward in even rounds and reversed in odd ones (so linear drift hits baseline and
-    /// tricks alike), then each cell that runs once (time-to-accuracy, memory probe). Items are
-    /// (cell index, round).
-    pub fn schedule(&self, rounds: usize) -> Vec<(usize, usize)> {
-        let runnable = |kind_is_tta: bool| {
+    /// cells, each workload's in turn, each opened by a warm-up process of that workload's first
+    /// throughput cell (the baseline) whose measurement is discarded, then every one of them
+    /// once, in a random order drawn from `order_seed`, the round and the workload (so no cell
+    /// holds the same place round after round, and a shard holding a workload's cells runs them
+    /// in the order the whole plan would); then each cell that runs once (time-to-accuracy,
+    /// memory probe), without a warm-up. The warm-up takes the place where a machine is measured
+    /// slow after a pause or a change of work (a CPU's frequency and caches, a GPU's clocks
+    /// ramping up), which would otherwise fall on whichever cell opens the round.
+    pub fn schedule(&self, rounds: usize, order_seed: u64) -> Vec<Slot> {
+        let runnable = |runs_once: bool| {
             self.cells
                 .iter()
                 .enumerate()
-                .filter(move |(_, c)| c.not_applicable.is_none() && c.key.kind.runs_once() == kind_is_tta)
+                .filter(move |(_, c)| c.not_applicable.is_none() && c.key.kind.runs_once() == runs_once)
                 .map(|(i, _)| i)
-                .collect::<Vec<_>>()
         };
-        let throughput = runnable(false);
-        let mut order = Vec::new();
-        for round in 0..rounds {
-            let mut this_round: Vec<usize> = throughput.clone();
-            if round % 2 == 1 {
-                this_round.reverse();
+        let mut units: Vec<(WorkloadId, Vec<usize>)> = Vec::new();
+        for i in runnable(false) {
+            let workload = self.cells[i].key.workload;
+            match units.iter_mut().find(|(w, _)| *w == workload) {
+                Some((_, cells)) => cells.push(i),
+                None => units.push((workload, vec![i])),
             }
-            order.extend(this_round.into_iter().map(|i| (i, round)));
         }
-        order.extend(runnable(true).into_iter().map(|i| (i, 0)));
-        order
+        let mut slots = Vec::new();
+        for round in 0..rounds {
+            for (workload, cells) in &units {
+                let seed = order_seed ^ (round as u64).wrapping_mul(0x9E37_79B9) ^ ((*workload as u64) << 48);
+                let mut order = cells.clone();
+                order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+                slots.push(Slot { cell: cells[0], round, position: None });
+                slots.extend(order.into_iter().enumerate().map(|(p, cell)| Slot {
+                    cell,
+                    round,
+                    position: Some(p),
+                }));
+            }
+        }
+        slots.extend(runnable(true).map(|cell| Slot { cell, round: 0, position: Some(0) }));
+        slots
     }
 
     /// Processes a cell needs: `rounds` for throughput cells, one for the others.
@@ -286,7 +326,15 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         CellKind::TimeToAccuracy => request.time_to_accuracy_batch_size.unwrap_or(request.batch_size),
         CellKind::Throughput { .. } | CellKind::MemoryProbe => request.batch_size,
     };
-    let key = CellKey { workload, tricks, batch_size, seed: request.seed, kind, reference_for: None };
+    let key = CellKey {
+        workload,
+        tricks,
+        batch_size,
+        seed: request.seed,
+        kind,
+        reference_for: None,
+        aa_control: false,
+    };
     let missing_text = request.missing_text.as_ref().filter(|_| workload.family() == Family::CharGpt);
     let not_applicable = missing_text
         .cloned()
@@ -322,15 +370,20 @@ fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
     cell
 }
 
-/// The baselines of `workload`: training throughput, evaluation throughput when an evaluation
-/// trick is asked for, and time-to-accuracy per seed.
+/// The baselines of `workload`: training throughput, its A/A control when a trick is judged by
+/// training throughput or memory, evaluation throughput when an evaluation trick is asked for,
+/// and time-to-accuracy per seed.
 fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
-    let mut phases = vec![Phase::Train];
-    if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
-        phases.push(Phase::Eval);
+    let train = planned(request, workload, TrickSet::baseline(), throughput(Phase::Train));
+    let mut cells = vec![train.clone()];
+    if request.tricks.iter().any(|t| matches!(t.metric(), Metric::Throughput | Metric::Memory)) {
+        let mut control = train;
+        control.key.aa_control = true;
+        cells.push(control);
     }
-    let mut cells: Vec<PlannedCell> =
-        phases.into_iter().map(|p| planned(request, workload, TrickSet::baseline(), throughput(p))).collect();
+    if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
+        cells.push(planned(request, workload, TrickSet::baseline(), throughput(Phase::Eval)));
+    }
     if let Some(batch) = request.time_to_accuracy_batch_size {
         cells.extend(time_to_accuracy_seeds(request, workload, TrickSet::baseline(), batch, None));
     }
@@ -453,6 +506,7 @@ mod tests {
             ids,
             [
                 "resnet20/baseline/b128/s0/train",
+                "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
                 "resnet20/baseline/b64/s0/tta",
                 "resnet20/channels-last/b128/s0/train",
@@ -460,7 +514,7 @@ mod tests {
                 "resnet20/amp/b128/s0/train",
             ]
         );
-        let amp = &plan.cells[5];
+        let amp = &plan.cells[6];
         assert!(amp.not_applicable.as_deref().unwrap().contains("needs a CUDA GPU"));
     }
 
@@ -477,6 +531,7 @@ mod tests {
             ids,
             [
                 "resnet20/baseline/b128/s0/train",
+                "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
                 "resnet20/baseline/b64/s0/tta",
                 "resnet20/no-grad-eval/b128/s0/eval",
@@ -496,6 +551,7 @@ mod tests {
             ids,
             [
                 "resnet20/baseline/b128/s0/train",
+                "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b64/s0/tta",
                 "resnet20/baseline+debug-apis-on/b128/s0/train",
                 "resnet20/debug-off/b128/s0/train",
@@ -531,7 +587,8 @@ mod tests {
             assert_eq!(cell("debug-off+cuda-graphs", false).not_applicable, None);
         }
         let on_cpu = Plan::ablation(&request(vec![Trick::CudaGraphs]));
-        let reason = on_cpu.cells[2].not_applicable.as_deref().unwrap();
+        let cuda_graphs = on_cpu.cells.iter().find(|c| c.key.tricks.has(Trick::CudaGraphs)).unwrap();
+        let reason = cuda_graphs.not_applicable.as_deref().unwrap();
         assert!(reason.contains("needs a CUDA GPU"), "{reason}");
     }
 
@@ -552,6 +609,7 @@ mod tests {
             ids,
             [
                 "resnet20/baseline/b128/s0/train",
+                "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b64/s0/tta",
                 "resnet20/baseline/b64/s1/tta",
                 "resnet20/one-cycle/b64/s0/tta",
@@ -636,10 +694,27 @@ mod tests {
     }
 
     #[test]
-    fn schedule_alternates_direction_and_skips_inapplicable_cells() {
-        let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::Amp]));
-        // cells: 0 baseline train, 1 tta, 2 channels-last, 3 amp (n/a on CPU)
-        assert_eq!(plan.schedule(2), [(0, 0), (2, 0), (2, 1), (0, 1), (1, 0)]);
+    fn each_round_opens_with_a_warm_up_then_runs_every_cell_once_in_a_seeded_order() {
+        let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Amp]));
+        // cells: 0 baseline train, 1 A/A control, 2 tta, 3 channels-last, 4 zero-grad-none, 5 amp
+        // (n/a on CPU)
+        assert!(plan.cells[1].key.aa_control && plan.cells[5].not_applicable.is_some());
+        let slots = plan.schedule(3, 7);
+        assert_eq!(slots, plan.schedule(3, 7), "the order is a function of the seed");
+        for round in 0..3 {
+            let this: Vec<&Slot> = slots.iter().filter(|s| s.round == round && s.cell != 2).collect();
+            assert!(this[0].is_warmup() && this[1..].iter().all(|s| !s.is_warmup()), "{this:?}");
+            assert_eq!(this[0].cell, 0, "the warm-up runs the baseline");
+            let mut cells: Vec<usize> = this[1..].iter().map(|s| s.cell).collect();
+            let positions: Vec<Option<usize>> = this[1..].iter().map(|s| s.position).collect();
+            assert_eq!(positions, [Some(0), Some(1), Some(2), Some(3)]);
+            cells.sort();
+            assert_eq!(cells, [0, 1, 3, 4], "every applicable throughput cell once");
+        }
+        let firsts: std::collections::BTreeSet<usize> =
+            (0..20).map(|seed| plan.schedule(1, seed)[1].cell).collect();
+        assert!(firsts.len() > 1, "no cell always opens a round: {firsts:?}");
+        assert_eq!(slots.last(), Some(&Slot { cell: 2, round: 0, position: Some(0) }), "tta last, once");
     }
 
     #[test]

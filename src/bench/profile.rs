@@ -429,6 +429,7 @@ mod tests {
             memory_budget_bytes: None,
             target_ci_half_width: Some(0.05),
             max_windows_per_process: None,
+            order_seed: Some(0),
         };
         let p = standard.clone().following(&protocol);
         assert_eq!((p.warmup_steps, p.windows_per_process, p.max_windows_per_process), (4, 3, 3));

@@ -12,10 +12,10 @@ use wait_timeout::ChildExt;
 
 use crate::bench::cell::CellJob;
 use crate::bench::interrupt::{signal_name, Interrupt};
-use crate::bench::plan::Plan;
+use crate::bench::plan::{Plan, Slot};
 use crate::error::Error;
-use crate::results::analysis::{comparisons, summarise_cell, time_to_accuracy_summaries};
-use crate::results::schema::{CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
+use crate::results::analysis::{refresh_derived, summarise_cell};
+use crate::results::schema::{CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
 use crate::results::store;
 use crate::results::system::SystemInfo;
 
@@ -98,16 +98,11 @@ pub fn run(
         None => spec,
     };
     let mut results = initial_results(spec, &path)?;
-    let rounds = spec.info.protocol.rounds;
     let timeout = Duration::from_secs_f64(spec.info.protocol.cell_timeout_s);
-    let schedule = spec.plan.schedule(rounds);
-    let pending: Vec<(usize, usize)> = schedule
-        .into_iter()
-        .filter(|&(i, round)| !is_done(&results.cells, &spec.plan.cells[i].key.id(), round))
-        .collect();
+    let pending = pending_slots(spec, &results);
     store::save(&results, &path)?;
-    for (n, &(index, round)) in pending.iter().enumerate() {
-        let key = spec.plan.cells[index].key.clone();
+    for (n, slot) in pending.iter().enumerate() {
+        let key = &spec.plan.cells[slot.cell].key;
         let id = key.id();
         if finished_unsuccessfully(&results.cells, &id) {
             continue;
@@ -115,29 +110,33 @@ pub fn run(
         if let Some(signal) = spec.interrupt.signal() {
             return Err(Error::Interrupted { signal, results: path });
         }
-        observer.process_started(n, pending.len(), &id, round);
-        let job = CellJob {
-            key: key.clone(),
-            device: spec.info.device,
-            profile: spec.info.profile.parse()?,
-            data_dir: spec.data_dir.clone(),
-            round,
-            images: spec.images.clone(),
-            text: spec.text.clone(),
-            memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
-            super_convergence: spec.info.design == "super-convergence",
-            protocol: Some(spec.info.protocol.clone()),
-        };
+        let job = job_for(spec, key, slot.round)?;
+        if slot.is_warmup() {
+            observer.process_started(
+                n,
+                pending.len(),
+                &format!("{id} (round {} warm-up)", slot.round),
+                slot.round,
+            );
+            // Only an interruption matters: the measurement is discarded, and a cell that cannot
+            // run fails again, recorded, in its own slot.
+            if let Execution::Interrupted(signal) = executor.execute(&job, timeout) {
+                return Err(Error::Interrupted { signal, results: path });
+            }
+            continue;
+        }
+        observer.process_started(n, pending.len(), &id, slot.round);
         let outcome = match executor.execute(&job, timeout) {
             Execution::Measured(process) => Ok(process),
             Execution::Failed(status) => Err(status),
             // The file on disk already holds every finished process; this one is not recorded.
             Execution::Interrupted(signal) => return Err(Error::Interrupted { signal, results: path }),
         };
-        let cell = cell_mut(&mut results.cells, &spec.plan, index);
+        let cell = cell_mut(&mut results.cells, &spec.plan, slot.cell);
         match outcome {
-            Ok(process) => {
-                cell.processes.retain(|p| p.round != round);
+            Ok(mut process) => {
+                process.position = slot.position;
+                cell.processes.retain(|p| p.round != slot.round);
                 cell.processes.push(*process);
                 cell.processes.sort_by_key(|p| p.round);
                 cell.status = CellStatus::Ok;
@@ -146,14 +145,43 @@ pub fn run(
         }
         summarise_cell(cell, &spec.system);
         observer.process_finished(cell);
-        results.comparisons = comparisons(&results.cells, &results.run.design);
-        results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
+        refresh_derived(&mut results);
         store::save(&results, &path)?;
         observer.results_written(&path);
     }
     results.run.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     store::save(&results, &path)?;
     Ok(results)
+}
+
+/// The schedule's processes still to run: measured ones not yet in `results`, and each round's
+/// warm-up while any of its processes is pending.
+fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
+    let protocol = &spec.info.protocol;
+    let schedule = spec.plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
+    let todo = |s: &Slot| !is_done(&results.cells, &spec.plan.cells[s.cell].key.id(), s.round);
+    let rounds_pending: Vec<usize> =
+        schedule.iter().filter(|s| !s.is_warmup() && todo(s)).map(|s| s.round).collect();
+    schedule
+        .into_iter()
+        .filter(|s| if s.is_warmup() { rounds_pending.contains(&s.round) } else { todo(s) })
+        .collect()
+}
+
+/// The job of the process of cell `key` in `round`.
+fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> Result<CellJob, Error> {
+    Ok(CellJob {
+        key: key.clone(),
+        device: spec.info.device,
+        profile: spec.info.profile.parse()?,
+        data_dir: spec.data_dir.clone(),
+        round,
+        images: spec.images.clone(),
+        text: spec.text.clone(),
+        memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
+        super_convergence: spec.info.design == "super-convergence",
+        protocol: Some(spec.info.protocol.clone()),
+    })
 }
 
 /// A fresh results value with the not-applicable cells filled in, or the existing one to resume
@@ -208,6 +236,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         cells,
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
+        noise_floors: Vec::new(),
     })
 }
 

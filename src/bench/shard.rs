@@ -259,6 +259,7 @@ mod tests {
                 memory_budget_bytes: None,
                 target_ci_half_width: Some(0.03),
                 max_windows_per_process: Some(10),
+                order_seed: Some(0),
             },
             shard: None,
             merged: None,
@@ -348,6 +349,7 @@ mod tests {
             seed: 1,
             kind,
             reference_for: None,
+            aa_control: false,
         };
         let train = CellKind::Throughput { phase: Phase::Train };
         let unit = "resnet8/throughput";

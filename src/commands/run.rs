@@ -139,6 +139,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
             memory_budget_bytes,
             target_ci_half_width: Some(profile.target_ci_half_width),
             max_windows_per_process: Some(profile.max_windows_per_process),
+            order_seed: Some(args.seed),
         },
         shard: None,
         merged: None,

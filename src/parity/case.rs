@@ -178,6 +178,7 @@ impl ExportRequest {
                 seed: self.seed,
                 kind: CellKind::Throughput { phase: Phase::Train },
                 reference_for: None,
+                aa_control: false,
             },
             device: self.device,
             profile: self.profile,

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::report::model;
-use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict};
+use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict, AA_CONTROL_LABEL};
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
@@ -19,6 +19,8 @@ pub(crate) struct JoinKey {
     pub tricks: TrickSet,
     /// The trick whose reference ("off") cell this is, if it is one.
     pub reference_for: Option<Trick>,
+    /// Whether this is the A/A control (the baseline measured again under its own name).
+    pub aa_control: bool,
     /// The batch size.
     pub batch_size: usize,
     /// What the cell measures.
@@ -36,6 +38,7 @@ impl JoinKey {
             CellKind::MemoryProbe => " (memory probe)",
         };
         let configuration = match self.reference_for.and_then(Trick::reference_label) {
+            _ if self.aa_control => AA_CONTROL_LABEL.to_owned(),
             Some(reference) => format!("{}+{reference}", self.tricks.label()),
             None => self.tricks.label(),
         };
@@ -145,6 +148,7 @@ impl<'a> Comparison<'a> {
                     workload: cell.key.workload,
                     tricks: cell.key.tricks.clone(),
                     reference_for: cell.key.reference_for,
+                    aa_control: cell.key.aa_control,
                     batch_size: cell.key.batch_size,
                     kind: cell.key.kind,
                     profile: r.run.profile.clone(),

@@ -295,6 +295,7 @@ fn train_cells<'e, 'a>(g: &'e Group<'a>, batch: usize, seed: u64) -> BTreeMap<&'
                 && k.batch_size == batch
                 && k.seed == seed
                 && k.reference_for.is_none()
+                && !k.aa_control
                 && e.cell.throughput.is_some()
         })
         .map(|e| (&e.cell.key.tricks, e))
@@ -305,7 +306,7 @@ fn train_cells<'e, 'a>(g: &'e Group<'a>, batch: usize, seed: u64) -> BTreeMap<&'
 /// the largest trick set measured; `None` unless such a chain of at least two steps exists.
 /// Where several subsets were measured (the ablation's single tricks), the chain follows the
 /// stack's order, best ablation speed-up first. Reference cells (the baseline with debugging on,
-/// say) share the baseline's trick set but are never links of the chain.
+/// say) and the A/A control share the baseline's trick set but are never links of the chain.
 fn stack_chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
     let largest = g
         .entries
@@ -314,6 +315,7 @@ fn stack_chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
             let k = &e.cell.key;
             k.kind == (CellKind::Throughput { phase: Phase::Train })
                 && k.reference_for.is_none()
+                && !k.aa_control
                 && e.cell.throughput.is_some()
         })
         .max_by_key(|e| e.cell.key.tricks.iter().count())?;

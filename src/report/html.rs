@@ -163,6 +163,11 @@ struct TtaView {
     evaluations: usize,
 }
 
+/// Each results file's noise floors in words, for the headline.
+fn noise_floors(results: &[Results]) -> Vec<String> {
+    results.iter().flat_map(|r| r.noise_floors.iter().map(crate::summary::noise_floor_text)).collect()
+}
+
 /// "warm-up peak X" where the cell's warm-up peak exceeds its measured peak, else "".
 fn warmup_note(cell: &CellResult) -> String {
     let primary = |m: Option<Memory>| m.and_then(|m| m.primary_bytes());
@@ -281,6 +286,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         runs => Serde(runs(report.results)),
         protocols => Serde(protocols(report.results)),
         headline => Serde(report.headline()),
+        noise_floors => Serde(noise_floors(report.results)),
         sections => Serde(sections(figures)),
         tricks => Serde(report.tricks()),
         tta => Serde(tta),

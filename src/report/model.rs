@@ -363,6 +363,7 @@ pub(crate) fn verdict_label(v: Verdict) -> &'static str {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
         Verdict::NoSignificantEffect => "no significant effect",
+        Verdict::WithinNoise => "not distinguishable from noise on this machine",
     }
 }
 
@@ -371,7 +372,7 @@ pub(crate) fn verdict_class(v: Verdict) -> &'static str {
     match v {
         Verdict::Faster => "faster",
         Verdict::Slower => "slower",
-        Verdict::NoSignificantEffect => "neutral",
+        Verdict::NoSignificantEffect | Verdict::WithinNoise => "neutral",
     }
 }
 

@@ -4,8 +4,8 @@ use crate::measure::flops::{peak_flops_per_s, Precision};
 use crate::measure::power::EnergyMethod;
 use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
 use crate::results::schema::{
-    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, ProcessMeasurement, Throughput,
-    TimeToAccuracy, TtaSummary, Utilisation, Verdict,
+    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, NoiseFloor, ProcessMeasurement, Results,
+    Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
 use crate::tricks::Trick;
@@ -86,7 +86,7 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     let measured: Vec<&CellResult> = cells.iter().filter(ok).collect();
     let compared = |c: &&CellResult| match c.key.reference_for {
-        None => !c.key.tricks.is_baseline(),
+        None => c.key.aa_control || !c.key.tricks.is_baseline(),
         Some(trick) => !trick.judged_against_own_reference(),
     };
     measured
@@ -102,7 +102,7 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
             let largest = cells
                 .iter()
                 .filter(same_setting)
-                .filter(|c| c.key.reference_for.is_none())
+                .filter(|c| c.key.reference_for.is_none() && !c.key.aa_control)
                 .max_by_key(|c| c.key.tricks.len())?;
             let leave_one_out = design == "leave-one-out"
                 && cell.key.reference_for.is_none()
@@ -116,6 +116,56 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
             compare(cell, reference?)
         })
         .collect()
+}
+
+/// Everything `results` derives from its cells: the comparisons, with each workload's noise
+/// floor applied to their verdicts, the noise floors, and the time-to-accuracy summaries.
+pub fn refresh_derived(results: &mut Results) {
+    let mut found = comparisons(&results.cells, &results.run.design);
+    results.noise_floors = noise_floors(&results.cells, &found);
+    apply_noise_floors(&mut found, &results.cells, &results.noise_floors);
+    results.comparisons = found;
+    results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
+}
+
+/// The noise floor of each workload with a measured A/A control: its comparison with the
+/// baseline.
+pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<NoiseFloor> {
+    cells
+        .iter()
+        .filter(|c| c.key.aa_control)
+        .filter_map(|control| {
+            let c = comparisons.iter().find(|c| c.cell == control.id)?;
+            let half_width = [c.speedup, c.speedup_ci_low, c.speedup_ci_high]
+                .into_iter()
+                .map(|r| (r - 1.0).abs())
+                .fold(0.0, f64::max);
+            Some(NoiseFloor {
+                workload: control.key.workload,
+                control: control.id.clone(),
+                baseline: c.baseline.clone(),
+                ratio: c.speedup,
+                ratio_ci_low: c.speedup_ci_low,
+                ratio_ci_high: c.speedup_ci_high,
+                half_width,
+            })
+        })
+        .collect()
+}
+
+/// Re-words as [`Verdict::WithinNoise`] every "faster" or "slower" throughput verdict whose
+/// speed-up lies within its workload's noise floor (the A/A control's own verdict stays).
+fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floors: &[NoiseFloor]) {
+    for comparison in comparisons.iter_mut() {
+        let Some(cell) = cells.iter().find(|c| c.id == comparison.cell) else { continue };
+        let floor = floors.iter().find(|f| f.workload == cell.key.workload && f.control != cell.id);
+        let significant = matches!(comparison.verdict, Verdict::Faster | Verdict::Slower);
+        if let Some(floor) = floor.filter(|_| significant) {
+            if (comparison.speedup - 1.0).abs() <= floor.half_width {
+                comparison.verdict = Verdict::WithinNoise;
+            }
+        }
+    }
 }
 
 /// Time-to-accuracy per configuration over its seeds, each compared with its reference: the
@@ -174,6 +224,7 @@ fn reference_index<'k>(
                 (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
                     && (any_batch || c.batch_size == key.batch_size)
                     && c.tricks.is_baseline()
+                    && !c.aa_control
                     && c.reference_for == reference_for
             })
             .min_by_key(|(_, c)| c.batch_size)
@@ -280,6 +331,9 @@ mod tests {
             energy,
             energy_unavailable: None,
             warmup_memory: None,
+            position: None,
+            setup_s: None,
+            timed_s: None,
             attention_backend: None,
         }
     }
@@ -292,6 +346,7 @@ mod tests {
             seed: 0,
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
+            aa_control: false,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.processes = windows.iter().enumerate().map(|(round, w)| process(round, w, rss, None)).collect();
@@ -413,6 +468,7 @@ mod tests {
             seed,
             kind: CellKind::TimeToAccuracy,
             reference_for,
+            aa_control: false,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.time_to_accuracy = Some(TimeToAccuracy {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::results::analysis::{comparisons, time_to_accuracy_summaries};
+use crate::results::analysis::refresh_derived;
 use crate::results::schema::{CellResult, MergeRecord, Results, RunInfo, ShardRecord, SCHEMA_VERSION};
 
 /// One shard's results and the file they were read from (named in every message).
@@ -183,14 +183,16 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
         .and_then(|f| f.into_iter().max());
     let base = shards.swap_remove(first).results;
     let run = RunInfo { started_at, finished_at, shard: None, merged: Some(merged_record), ..base.run };
-    let results = Results {
+    let mut results = Results {
         schema_version: SCHEMA_VERSION,
-        comparisons: comparisons(&cells, &run.design),
-        time_to_accuracy: time_to_accuracy_summaries(&cells),
+        comparisons: Vec::new(),
+        time_to_accuracy: Vec::new(),
+        noise_floors: Vec::new(),
         run,
         system: base.system,
         cells,
     };
+    refresh_derived(&mut results);
     Ok(Merged { results, warnings })
 }
 

@@ -32,6 +32,30 @@ pub struct Results {
     /// from `cells`.
     #[serde(default)]
     pub time_to_accuracy: Vec<TtaSummary>,
+    /// Each workload's noise floor, from its A/A control cell, derived from `cells`.
+    #[serde(default)]
+    pub noise_floors: Vec<NoiseFloor>,
+}
+
+/// What this machine can resolve for one workload: the A/A control (the baseline measured again
+/// under its own name, interleaved like a trick) against the baseline. A trick whose speed-up
+/// lies within 1 ± `half_width` is not distinguishable from noise on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoiseFloor {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// Id of the A/A control cell.
+    pub control: String,
+    /// Id of the baseline cell.
+    pub baseline: String,
+    /// Control ÷ baseline median throughput (1 on a machine without noise).
+    pub ratio: f64,
+    /// Lower end of the ratio's bootstrap confidence interval.
+    pub ratio_ci_low: f64,
+    /// Upper end of the ratio's bootstrap confidence interval.
+    pub ratio_ci_high: f64,
+    /// The largest distance from 1 of the ratio and its interval's ends, a fraction (0.04: ±4%).
+    pub half_width: f64,
 }
 
 impl TtaSummary {
@@ -248,6 +272,12 @@ pub struct Protocol {
     /// The most timed windows a process runs while its interval is wider than asked.
     #[serde(default)]
     pub max_windows_per_process: Option<usize>,
+    /// Seed of the rounds' orders: each round opens with a warm-up process (its measurement
+    /// discarded), then runs every throughput cell once in a random order drawn from this seed
+    /// and the round (see [`crate::bench::plan::Plan::schedule`]). `None` in results written
+    /// when rounds alternated direction, without a warm-up process.
+    #[serde(default)]
+    pub order_seed: Option<u64>,
 }
 
 /// The default of [`Protocol::time_to_accuracy_seeds`] for results written before it existed.
@@ -310,7 +340,14 @@ pub struct CellKey {
     /// `input-norm` (raw inputs). See [`Trick::reference_label`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_for: Option<Trick>,
+    /// The cell is the A/A control: the baseline measured a second time under its own name,
+    /// interleaved like any trick, whose ratio to the baseline is the run's noise floor.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aa_control: bool,
 }
+
+/// The configuration label of the A/A control cell (`resnet8/aa-control/b128/s0/train`).
+pub const AA_CONTROL_LABEL: &str = "aa-control";
 
 /// [`CellKey`] as stored: results written before `reference_for` existed said
 /// `"debug_apis_on": true` for the `debug-off` reference cell.
@@ -325,6 +362,8 @@ struct CellKeyFields {
     reference_for: Option<Trick>,
     #[serde(default)]
     debug_apis_on: bool,
+    #[serde(default)]
+    aa_control: bool,
 }
 
 impl From<CellKeyFields> for CellKey {
@@ -336,14 +375,19 @@ impl From<CellKeyFields> for CellKey {
             seed: f.seed,
             kind: f.kind,
             reference_for: f.reference_for.or(f.debug_apis_on.then_some(Trick::DebugOff)),
+            aa_control: f.aa_control,
         }
     }
 }
 
 impl CellKey {
     /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with the
-    /// reference's label appended for a reference cell (`baseline+debug-apis-on`).
+    /// reference's label appended for a reference cell (`baseline+debug-apis-on`); `aa-control`
+    /// for the A/A control.
     pub fn configuration_label(&self) -> String {
+        if self.aa_control {
+            return AA_CONTROL_LABEL.to_owned();
+        }
         let tricks = self.tricks.label();
         match self.reference_for.and_then(Trick::reference_label) {
             Some(reference) => format!("{tricks}+{reference}"),
@@ -503,6 +547,17 @@ pub struct ProcessMeasurement {
     pub energy: Option<Energy>,
     /// Why `energy` is missing, when it is.
     pub energy_unavailable: Option<String>,
+    /// The process's place among its round's measured processes (0: right after the round's
+    /// warm-up process); `None` in results written before it was recorded.
+    #[serde(default)]
+    pub position: Option<usize>,
+    /// Seconds of the process outside its timed windows: start-up, data loading, model building
+    /// and warm-up, and the little after the last window (throughput cells).
+    #[serde(default)]
+    pub setup_s: Option<f64>,
+    /// Seconds inside the timed windows (throughput cells).
+    #[serde(default)]
+    pub timed_s: Option<f64>,
     /// Peak memory from the process's start through its warm-up steps (cuDNN autotuning
     /// workspaces, a CUDA graph's warm-up and capture), after which the peaks in `memory` were
     /// reset (throughput cells; `None` in other cells and in results written before it existed).
@@ -648,6 +703,9 @@ pub enum Verdict {
     Slower,
     /// The confidence interval contains 1: no significant effect.
     NoSignificantEffect,
+    /// The interval excludes 1, but the speed-up lies within the run's noise floor (what the A/A
+    /// control moved): not distinguishable from noise on this machine.
+    WithinNoise,
 }
 
 /// A trick cell measured against its baseline cell (same workload, batch, seed and phase).

@@ -297,6 +297,7 @@ mod tests {
             seed: 0,
             kind: CellKind::TimeToAccuracy,
             reference_for,
+            aa_control: false,
         }
     }
 

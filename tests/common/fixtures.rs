@@ -51,6 +51,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
                 memory_budget_bytes: None,
                 target_ci_half_width: Some(0.05),
                 max_windows_per_process: Some(5),
+                order_seed: Some(0),
             },
             shard: None,
             merged: None,
@@ -81,6 +82,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
         cells: Vec::new(),
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
+        noise_floors: Vec::new(),
     }
 }
 
@@ -92,6 +94,7 @@ fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKe
         seed,
         kind,
         reference_for: None,
+        aa_control: false,
     }
 }
 
