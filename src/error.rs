@@ -63,6 +63,20 @@ pub enum Error {
         /// The results file.
         results: PathBuf,
     },
+    /// The run finished, its results and report written, but some cells did not measure.
+    #[error(
+        "{failed} of {cells} cells failed, timed out or ran out of memory (the summary above says why); \
+         every result is saved in {} and its report",
+        results.display()
+    )]
+    CellsFailed {
+        /// Cells that failed, timed out or ran out of memory.
+        failed: usize,
+        /// Cells of the run.
+        cells: usize,
+        /// The results file.
+        results: PathBuf,
+    },
 }
 
 impl From<tch::TchError> for Error {
@@ -78,5 +92,78 @@ impl Error {
     }
 }
 
+/// Exit status of a command refused before it did anything: a flag, value or input file is wrong
+/// (named in the message), or another process is writing into the output folder. clap exits with
+/// the same status for arguments it cannot parse.
+pub const USAGE_STATUS: u8 = 2;
+
+/// Exit status of a run that finished, its results and report written, with cells that failed,
+/// timed out or ran out of memory ([`Error::CellsFailed`]).
+pub const CELLS_FAILED_STATUS: u8 = 3;
+
+/// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
+/// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
+/// (invalid values, malformed or missing data files, shards that do not merge, a held output
+/// folder), 1 for other failures of the library; `None` for causes that leave it to the next
+/// one in the chain (a command takes the first decision, else exits with 1).
+pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    use crate::bench::lock::LockError;
+    use crate::data::cifar::DataError;
+    let data_status = |error: &DataError| match error {
+        DataError::Io { .. } => None,
+        _ => Some(USAGE_STATUS),
+    };
+    if let Some(error) = cause.downcast_ref::<Error>() {
+        return match error {
+            Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
+            Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
+            Error::Invalid(_) => Some(USAGE_STATUS),
+            Error::Data(data) => data_status(data),
+            Error::Io { .. } | Error::Json { .. } => None,
+            Error::Torch(_) | Error::OutOfMemory(_) | Error::Distributed(_) | Error::Write { .. } => Some(1),
+        };
+    }
+    if let Some(error) = cause.downcast_ref::<DataError>() {
+        return data_status(error);
+    }
+    if let Some(error) = cause.downcast_ref::<LockError>() {
+        return matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
+    }
+    if cause.is::<crate::results::merge::MergeError>() {
+        return Some(USAGE_STATUS);
+    }
+    // A file named on the command line that is not there.
+    let missing =
+        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+    missing.then_some(USAGE_STATUS)
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::cifar::DataError;
+
+    fn status(error: impl std::error::Error + 'static) -> Option<u8> {
+        exit_status(&error)
+    }
+
+    #[test]
+    fn bad_input_failed_cells_and_signals_have_their_own_statuses() {
+        let format = || DataError::Format { path: "x.bin".into(), problem: "size 5".into() };
+        let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(status(Error::Invalid("--seeds 0".into())), Some(USAGE_STATUS));
+        assert_eq!(status(format()), Some(USAGE_STATUS));
+        assert_eq!(status(Error::Data(format())), Some(USAGE_STATUS));
+        assert_eq!(status(not_found()), Some(USAGE_STATUS));
+        assert_eq!(status(Error::CellsFailed { failed: 1, cells: 2, results: "r.json".into() }), Some(3));
+        assert_eq!(status(Error::Interrupted { signal: libc::SIGTERM, results: "r.json".into() }), Some(143));
+        let write = Error::Write { path: "r.json".into(), source: not_found() };
+        assert_eq!(status(write), Some(1), "a failed write is no bad usage, whatever its cause");
+        // Left to the cause in the chain: an I/O error is bad usage only for a missing file.
+        assert_eq!(status(Error::io("r.json", not_found())), None);
+        assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
+    }
+}

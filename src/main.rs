@@ -11,12 +11,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            // Stopped by a signal: the shell's convention, 128 + the signal (130, 143).
-            let signal = error.chain().find_map(|cause| match cause.downcast_ref() {
-                Some(trickbench::error::Error::Interrupted { signal, .. }) => u8::try_from(128 + signal).ok(),
-                _ => None,
-            });
-            signal.map_or(ExitCode::FAILURE, ExitCode::from)
+            // The first cause that decides: 2 for bad usage or input, 3 for a run with cells that
+            // did not measure, 128 + the signal for an interrupted run; 1 for anything else.
+            let status = error.chain().find_map(trickbench::error::exit_status);
+            status.map_or(ExitCode::FAILURE, ExitCode::from)
         }
     }
 }

@@ -90,6 +90,9 @@ pub fn summary_table(results: &Results) -> String {
             );
         }
     }
+    if let Some(line) = failures_line(results) {
+        let _ = writeln!(out, "\n{line}");
+    }
     out
 }
 
@@ -149,6 +152,33 @@ pub fn noise_floor_text(floor: &NoiseFloor) -> String {
     )
 }
 
+/// The summary's last line when cells did not measure: how many, and how they ended.
+fn failures_line(results: &Results) -> Option<String> {
+    let failed: Vec<&CellResult> = results.cells.iter().filter(|c| c.failed()).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let count = |matches: fn(&CellStatus) -> bool, words: &str| {
+        let n = failed.iter().filter(|c| matches(&c.status)).count();
+        (n > 0).then(|| format!("{n} {words}"))
+    };
+    let how: Vec<String> = [
+        count(|s| matches!(s, CellStatus::Failed { .. }), "failed"),
+        count(|s| matches!(s, CellStatus::Timeout { .. }), "timed out"),
+        count(|s| matches!(s, CellStatus::OutOfMemory { .. }), "ran out of memory"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    Some(format!(
+        "error: {} of {} cells did not measure ({}); the line under each says why, and results.json and the \
+         report hold their stderr",
+        failed.len(),
+        results.cells.len(),
+        how.join(", ")
+    ))
+}
+
 fn status_word(status: &CellStatus) -> &'static str {
     match status {
         CellStatus::Ok => "ok",
@@ -197,11 +227,12 @@ fn mebibytes(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
-/// The line under a cell that explains a non-ok status or gives its time-to-accuracy.
-fn status_detail(cell: &CellResult) -> Option<String> {
+/// The line under a cell that explains a non-ok status (for a failed cell the line of its stderr
+/// that says why) or gives its time-to-accuracy.
+pub fn status_detail(cell: &CellResult) -> Option<String> {
     match &cell.status {
         CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
-        CellStatus::Failed { error, .. } => Some(format!("failed: {error}")),
+        CellStatus::Failed { .. } => cell.failure_reason().map(|reason| format!("failed: {reason}")),
         CellStatus::OutOfMemory { error, .. } => Some(format!("out of memory: {error}")),
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
         CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| {

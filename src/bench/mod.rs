@@ -1,7 +1,9 @@
 //! Benchmarks: profiles, plans, the measurement a cell process makes, the runner that executes a
-//! plan cell by cell in isolated processes, and the split of a plan into shards.
+//! plan cell by cell in isolated processes, the split of a plan into shards, and the lock that
+//! keeps one run per output folder.
 pub mod cell;
 pub mod interrupt;
+pub mod lock;
 pub mod plan;
 pub mod profile;
 pub mod runner;

@@ -3,8 +3,9 @@
 //! For the fault tests only, the environment variable `TRICKBENCH_FAULT` makes chosen cells fail
 //! the way real ones can: a comma-separated list of `KIND@CELL_ID` (or a bare `KIND` for every
 //! cell), where KIND is `segv` (dies of SIGSEGV), `abort` (SIGABRT), `hang` (sleeps until the
-//! cell timeout or an interrupt stops it) or `oom` (allocates 64 MiB tensors through libtorch
-//! until an allocation fails; refused unless `run --memory-limit-mib` capped the process). It is
+//! cell timeout or an interrupt stops it), `oom` (allocates 64 MiB tensors through libtorch
+//! until an allocation fails; refused unless `run --memory-limit-mib` capped the process) or
+//! `error` (ends with an error message and status 1, as a cell whose input is bad does). It is
 //! read by this hidden subcommand alone and is not part of the user-facing interface.
 
 use std::time::Duration;
@@ -79,7 +80,8 @@ fn inject_fault(faults: &str, id: &str) -> Result<()> {
             std::thread::sleep(Duration::from_secs(3600));
         },
         "oom" => exhaust_memory()?,
-        other => bail!("{FAULT_VARIABLE}: unknown fault '{other}' (valid: segv, abort, hang, oom)"),
+        "error" => bail!("{FAULT_VARIABLE}: the injected error of cell {id}"),
+        other => bail!("{FAULT_VARIABLE}: unknown fault '{other}' (valid: segv, abort, hang, oom, error)"),
     }
     bail!("{FAULT_VARIABLE}: fault '{kind}' did not end the process")
 }

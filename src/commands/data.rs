@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use trickbench::data::{cifar, fetch, import, synth};
@@ -14,7 +14,7 @@ pub fn fetch(args: &FetchArgs) -> Result<()> {
     let source = match args.dataset.as_str() {
         "cifar10" => fetch::cifar10_source(),
         "shakespeare" => fetch::shakespeare_source(),
-        other => bail!("unknown dataset '{other}'; valid datasets: cifar10, shakespeare"),
+        other => refuse!("unknown dataset '{other}'; valid datasets: cifar10, shakespeare"),
     };
     let source = match &args.url {
         Some(url) => source.with_url(url.clone()),

@@ -29,7 +29,7 @@ pub fn launch(args: &LaunchArgs) -> Result<()> {
 /// `ddp` cell itself, and its cell processes would otherwise inherit the variables.
 pub fn refuse_under_launcher(command: &str) -> Result<()> {
     if let Ok(Some(env)) = DistEnv::from_env() {
-        anyhow::bail!(
+        refuse!(
             "{command} is not started under a launcher (RANK={} of WORLD_SIZE={} is set): it starts \
              one process per GPU for each ddp cell itself; launch ddp-check, or unset the variables",
             env.rank,
@@ -43,7 +43,7 @@ pub fn refuse_under_launcher(command: &str) -> Result<()> {
 pub fn check(args: &DdpCheckArgs) -> Result<()> {
     let device: DeviceSpec = args.device.parse()?;
     if device == DeviceSpec::Auto {
-        anyhow::bail!("ddp-check --device: give cpu or cuda");
+        refuse!("ddp-check --device: give cpu or cuda");
     }
     let dist = DistEnv::from_env()?;
     let options = CheckOptions {

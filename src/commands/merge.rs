@@ -15,6 +15,7 @@ use crate::cli::MergeArgs;
 /// the report as `run` does.
 pub fn merge(args: &MergeArgs) -> Result<()> {
     let out_file = args.out.join(RESULTS_FILE);
+    let _lock = super::run::lock_output(&args.out)?;
     let mut files = Vec::new();
     for path in &args.shards {
         files.extend(results_files(path, &out_file)?);
@@ -61,7 +62,7 @@ fn results_files(path: &Path, out_file: &Path) -> Result<Vec<PathBuf>> {
     }
     files.sort();
     if files.is_empty() {
-        anyhow::bail!("{}: no {RESULTS_FILE} in it or in its subdirectories", path.display());
+        refuse!("{}: no {RESULTS_FILE} in it or in its subdirectories", path.display());
     }
     Ok(files)
 }
@@ -73,14 +74,11 @@ fn refuse_to_overwrite(out_file: &Path, inputs: &[PathBuf]) -> Result<()> {
         return Ok(());
     }
     if inputs.iter().any(|p| same_file(p, out_file)) {
-        anyhow::bail!(
-            "--out: {} is one of the shards being merged; choose another --out",
-            out_file.display()
-        );
+        refuse!("--out: {} is one of the shards being merged; choose another --out", out_file.display());
     }
     let existing = store::load(out_file)?;
     if existing.run.merged.is_none() {
-        anyhow::bail!(
+        refuse!(
             "--out: {} already exists and is not an earlier merge; choose another --out",
             out_file.display()
         );

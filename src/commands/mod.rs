@@ -1,4 +1,14 @@
 //! The commands behind the command line.
+
+/// Returns from the enclosing function with a refusal of bad usage (a flag or value that cannot
+/// work, named in the message): the library's `Error::Invalid`, for which `trickbench` exits with
+/// status 2.
+macro_rules! refuse {
+    ($($message:tt)*) => {
+        return Err(trickbench::error::Error::Invalid(format!($($message)*)).into())
+    };
+}
+
 mod catalogue;
 mod cell;
 mod data;

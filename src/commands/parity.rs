@@ -41,11 +41,11 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
         [("--steps", args.steps), ("--windows", args.windows), ("--steps-per-window", args.steps_per_window)]
     {
         if value == 0 {
-            bail!("{flag} must be at least 1");
+            refuse!("{flag} must be at least 1");
         }
     }
     if args.batch_size == Some(0) {
-        bail!("--batch-size must be at least 1");
+        refuse!("--batch-size must be at least 1");
     }
     let python = args.python.clone().unwrap_or_else(default_python);
     let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
@@ -55,7 +55,7 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
         args.data.clone()
     };
     if workloads.iter().any(|w| w.family() == Family::CharGpt) && !args.text.is_file() {
-        bail!(
+        refuse!(
             "--text {}: no such file; the GPT trains on it (`trickbench data fetch shakespeare --out \
              data/shakespeare` or `make data` writes the default), or pass --workload resnet",
             args.text.display()

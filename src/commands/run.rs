@@ -8,19 +8,21 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use trickbench::bench::cell::gpt_context;
 use trickbench::bench::interrupt::Interrupt;
+use trickbench::bench::lock::{Locked, OutputLock};
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::profile::{ProfileName, ProtocolOverrides};
 use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
 use trickbench::bench::shard::shard_record;
-use trickbench::data::cifar;
 use trickbench::data::text::TextCorpus;
+use trickbench::data::{cifar, import};
 use trickbench::device::DeviceSpec;
+use trickbench::error::Error;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use trickbench::results::schema::{
     CellKind, CellResult, CellStatus, DataInfo, Phase, Protocol, Results, RunInfo,
 };
 use trickbench::results::system::{git_commit, SystemInfo};
-use trickbench::summary::summary_table;
+use trickbench::summary::{status_detail, summary_table};
 use trickbench::tricks::{parse_trick_list, Applicability, Metric, Trick, TrickSet};
 use trickbench::workloads::{Family, WorkloadId};
 
@@ -50,14 +52,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let profile = profile_name.settings(workloads[0].family()).overridden(overrides)?;
     if args.batch_size == Some(0) {
-        anyhow::bail!("--batch-size must be at least 1");
+        refuse!("--batch-size must be at least 1");
     }
     let seeds = args.seeds.unwrap_or(profile.tta.seeds);
     if seeds == 0 {
-        anyhow::bail!("--seeds must be at least 1");
+        refuse!("--seeds must be at least 1");
     }
     let memory_budget_bytes = match args.memory_budget_mib {
-        Some(0) => anyhow::bail!("--memory-budget-mib must be at least 1"),
+        Some(0) => refuse!("--memory-budget-mib must be at least 1"),
         Some(mib) => Some(mib << 20),
         None if !device.is_cuda() => Some(profile.cpu_memory_budget_mib << 20),
         None => None,
@@ -65,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     check_flag_combinations(args, design)?;
     let cell_timeout_s = match args.cell_timeout_s {
         Some(s) if !(s.is_finite() && s > 0.0) => {
-            anyhow::bail!("--cell-timeout-s {s}: must be a positive number of seconds")
+            refuse!("--cell-timeout-s {s}: must be a positive number of seconds")
         }
         Some(s) => s,
         None => profile.cell_timeout_s,
@@ -74,6 +76,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let cifar = profile_name.settings(Family::CifarResnet);
     let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
         let (dir, info) = resolve_data(&args.data, cifar.train_samples, cifar.test_samples)?;
+        if let Some(images) = &args.images {
+            import::validate(images, cifar.train_samples, cifar.test_samples).context("--images")?;
+        }
         datasets.push(info);
         dir
     } else {
@@ -180,6 +185,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if let Some(mib) = args.memory_limit_mib {
         executor = executor.with_memory_limit(mib << 20);
     }
+    let _lock = lock_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress: Progress { bar: bar.clone() }, results: None };
     for request in &requests {
@@ -243,7 +249,42 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let _ = std::fs::remove_dir(out_dir.join(".cells"));
     println!("{}", summary_table(results));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
-    super::report::write_run_report(results, &out_dir)
+    super::report::write_run_report(results, &out_dir)?;
+    match results.cells.iter().filter(|c| c.failed()).count() {
+        0 => Ok(()),
+        failed => Err(Error::CellsFailed {
+            failed,
+            cells: results.cells.len(),
+            results: out_dir.join(RESULTS_FILE),
+        }
+        .into()),
+    }
+}
+
+/// Locks `out_dir` for as long as the returned lock lives, so that a second run (or merge) into
+/// it is refused; says so when it takes over the lock of a run that did not end cleanly, or when
+/// the folder's file system cannot lock.
+pub(super) fn lock_output(out_dir: &Path) -> Result<Option<OutputLock>> {
+    match OutputLock::acquire(out_dir)? {
+        Locked::Held { lock, previous } => {
+            if let Some(previous) = previous {
+                eprintln!(
+                    "note: {} was left by a run that ended without releasing it ({previous}); taking it over",
+                    lock.path().display()
+                );
+            }
+            Ok(Some(lock))
+        }
+        Locked::Unsupported { path, source } => {
+            eprintln!(
+                "warning: {}: cannot lock ({source}); nothing stops another run from writing into {} at the \
+                 same time",
+                path.display(),
+                out_dir.display()
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The cells of the plans of `requests` known before anything is measured: what a sharded run
@@ -265,19 +306,19 @@ fn known_plan(design: Design, requests: &[PlanRequest]) -> Plan {
 /// Refuses flags that contradict each other, naming both.
 fn check_flag_combinations(args: &RunArgs, design: Design) -> Result<()> {
     if args.no_time_to_accuracy && args.seeds.is_some() {
-        anyhow::bail!(
+        refuse!(
             "--seeds sets the time-to-accuracy seeds, which --no-time-to-accuracy turns off; drop one of them"
         );
     }
     if design == Design::BatchSweep && args.batch_size.is_some() {
-        anyhow::bail!(
+        refuse!(
             "--batch-size contradicts --design batch-sweep, which measures every batch size from 64 up to \
              the largest that fits; drop --batch-size or choose another design"
         );
     }
     match (args.memory_limit_mib, args.memory_budget_mib) {
-        (Some(0), _) => anyhow::bail!("--memory-limit-mib must be at least 1 (about 1000 for a quick cell)"),
-        (Some(limit), Some(budget)) if limit < budget => anyhow::bail!(
+        (Some(0), _) => refuse!("--memory-limit-mib must be at least 1 (about 1000 for a quick cell)"),
+        (Some(limit), Some(budget)) if limit < budget => refuse!(
             "--memory-limit-mib {limit} is below --memory-budget-mib {budget}: no cell could reach the \
              budget; raise the limit or lower the budget"
         ),
@@ -393,9 +434,10 @@ enum TextSource {
     Missing(String),
 }
 
-/// The text the GPT workloads `gpts` train on: `path` read and checked now (so that a bad file
-/// fails before anything runs), described with its split sizes. A missing file is an error when
-/// a GPT was asked for by name, and makes the GPT cells not applicable under `--workload all`.
+/// The text the GPT workloads `gpts` train on: `path` read and checked now (UTF-8, not binary,
+/// long enough for the longest context; so that a bad file fails before anything runs),
+/// described with its split sizes. A missing file is an error when a GPT was asked for by name,
+/// and makes the GPT cells not applicable under `--workload all`.
 fn resolve_text(
     path: &Path,
     workload_flag: &str,
@@ -413,12 +455,13 @@ fn resolve_text(
             eprintln!("note: {reason}; the GPT cells are not applicable");
             return Ok(TextSource::Missing(reason));
         }
-        anyhow::bail!("--text: {reason}");
+        refuse!("--text: {reason}");
     }
     let corpus = TextCorpus::from_file(path).context("--text")?;
     let settings = profile.settings(Family::CharGpt);
     let context =
         gpts.iter().copied().map(gpt_context).collect::<Result<Vec<_>, _>>()?.into_iter().max().unwrap_or(1);
+    corpus.check_context(context, &path.display().to_string()).context("--text")?;
     let windows = corpus.validation.len().saturating_sub(1) / context;
     let held_out_windows = settings.test_samples.map_or(windows, |n| n.min(windows));
     let info = DataInfo {
@@ -433,13 +476,16 @@ fn resolve_text(
 }
 
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,
-/// otherwise synthetic data generated once under `data/synthetic-cifar10` (said loudly).
+/// otherwise synthetic data generated once under `data/synthetic-cifar10` (said loudly). Every
+/// file is checked as a cell would read it (size, labels), so that a damaged one is refused,
+/// named, before any cell runs.
 pub(super) fn resolve_data(
     dir: &Path,
     train_samples: Option<usize>,
     test_samples: Option<usize>,
 ) -> Result<(PathBuf, DataInfo)> {
-    let (dir, synthetic) = if cifar::is_cifar_dir(dir) {
+    // A directory with some of the files is damaged, not absent: the check below names what is missing.
+    let (dir, synthetic) = if cifar::has_cifar_file(dir) {
         (dir.to_path_buf(), cifar::is_synthetic_dir(dir))
     } else {
         let synthetic_dir = PathBuf::from(SYNTHETIC_DIR);
@@ -455,13 +501,7 @@ pub(super) fn resolve_data(
         }
         (synthetic_dir, true)
     };
-    let count = |file: &str| -> Result<usize> {
-        let path = dir.join(file);
-        let bytes = std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?.len();
-        Ok(bytes as usize / cifar::RECORD_BYTES)
-    };
-    let train_total: usize = cifar::TRAIN_FILES.iter().map(|f| count(f)).sum::<Result<usize>>()?;
-    let test_total = count(cifar::TEST_FILE)?;
+    let cifar::SplitSizes { train: train_total, test: test_total } = cifar::validate_dir(&dir)?;
     let info = DataInfo {
         name: "cifar10".to_owned(),
         path: dir.display().to_string(),
@@ -514,7 +554,7 @@ impl RunObserver for Progress {
             let unit = cell.key.workload.family().sample_unit();
             self.bar.println(format!("  {:<44} {:>8.0} {unit}/s", cell.id, t.median_samples_per_s));
         } else if cell.status != CellStatus::Ok {
-            self.bar.println(format!("  {:<44} {:?}", cell.id, cell.status));
+            self.bar.println(format!("  {:<44} {}", cell.id, status_detail(cell).unwrap_or_default()));
         }
     }
 }

@@ -201,26 +201,86 @@ pub fn read_file(path: &Path) -> Result<CifarSplit, DataError> {
 /// Parses the content of a CIFAR-10 binary file, checking its size and every label; `path` is
 /// only named in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<CifarSplit, DataError> {
-    if !bytes.len().is_multiple_of(RECORD_BYTES) {
+    let records = check_size(bytes.len() as u64, path)?;
+    check_labels(bytes, 0, path)?;
+    let mut split = CifarSplit::with_capacity(records);
+    for record in bytes.chunks_exact(RECORD_BYTES) {
+        split.labels.push(record[0]);
+        split.images.extend_from_slice(&record[1..]);
+    }
+    Ok(split)
+}
+
+/// The number of records in a file of `bytes` bytes, or the error naming `path` when that is not
+/// a whole number of records.
+fn check_size(bytes: u64, path: &Path) -> Result<usize, DataError> {
+    if !bytes.is_multiple_of(RECORD_BYTES as u64) {
         return Err(DataError::Format {
             path: path.to_path_buf(),
-            problem: format!("size {} is not a multiple of the {RECORD_BYTES}-byte record", bytes.len()),
+            problem: format!("size {bytes} is not a multiple of the {RECORD_BYTES}-byte record"),
         });
     }
-    let records = bytes.len() / RECORD_BYTES;
-    let mut split = CifarSplit::with_capacity(records);
-    for (index, record) in bytes.chunks_exact(RECORD_BYTES).enumerate() {
+    Ok((bytes / RECORD_BYTES as u64) as usize)
+}
+
+/// Checks the label byte of every whole record in `records`, the first of which is record
+/// `first_index` of `path`.
+fn check_labels(records: &[u8], first_index: usize, path: &Path) -> Result<(), DataError> {
+    for (offset, record) in records.chunks_exact(RECORD_BYTES).enumerate() {
         let label = record[0];
         if usize::from(label) >= CLASSES.len() {
             return Err(DataError::Format {
                 path: path.to_path_buf(),
-                problem: format!("record {index} has label {label}, expected 0–9"),
+                problem: format!("record {} has label {label}, expected 0–9", first_index + offset),
             });
         }
-        split.labels.push(label);
-        split.images.extend_from_slice(&record[1..]);
     }
-    Ok(split)
+    Ok(())
+}
+
+/// Records read at a time by [`validate_file`] (about 3 MiB).
+const VALIDATE_CHUNK_RECORDS: usize = 1024;
+
+/// Checks one CIFAR-10 binary file as [`read_file`] does (its size and every label) without
+/// keeping its pixels, and returns its number of records.
+pub fn validate_file(path: &Path) -> Result<usize, DataError> {
+    let mut file = fs::File::open(path).map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => DataError::Missing { path: path.to_path_buf() },
+        _ => DataError::io(path, source),
+    })?;
+    let bytes = file.metadata().map_err(|source| DataError::io(path, source))?.len();
+    let records = check_size(bytes, path)?;
+    let mut chunk = vec![0u8; VALIDATE_CHUNK_RECORDS * RECORD_BYTES];
+    let mut done = 0;
+    while done < records {
+        let n = (records - done).min(VALIDATE_CHUNK_RECORDS);
+        io::Read::read_exact(&mut file, &mut chunk[..n * RECORD_BYTES])
+            .map_err(|source| DataError::io(path, source))?;
+        check_labels(&chunk[..n * RECORD_BYTES], done, path)?;
+        done += n;
+    }
+    Ok(records)
+}
+
+/// The number of records of each split of a CIFAR-10 directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitSizes {
+    /// Records in the five training files together.
+    pub train: usize,
+    /// Records in the test file.
+    pub test: usize,
+}
+
+/// Checks a CIFAR-10 directory as [`load_dir`] would read it (every file present, each a whole
+/// number of records with labels 0–9), without building the dataset in memory, and returns the
+/// splits' sizes.
+pub fn validate_dir(dir: &Path) -> Result<SplitSizes, DataError> {
+    let mut train = 0;
+    for name in TRAIN_FILES {
+        train += validate_file(&dir.join(name))?;
+    }
+    let test = validate_file(&dir.join(TEST_FILE))?;
+    Ok(SplitSizes { train, test })
 }
 
 /// Loads a CIFAR-10 directory: the five training files (concatenated in order) and the test file.
@@ -243,6 +303,11 @@ pub fn load_dir(dir: &Path) -> Result<CifarDataset, DataError> {
 /// Whether `dir` holds all six CIFAR-10 binary files (their content is not checked).
 pub fn is_cifar_dir(dir: &Path) -> bool {
     TRAIN_FILES.iter().chain(std::iter::once(&TEST_FILE)).all(|name| dir.join(name).is_file())
+}
+
+/// Whether `dir` holds at least one of the six CIFAR-10 binary files.
+pub fn has_cifar_file(dir: &Path) -> bool {
+    TRAIN_FILES.iter().chain(std::iter::once(&TEST_FILE)).any(|name| dir.join(name).exists())
 }
 
 /// Whether `dir` carries the marker that its data is synthetic (see `synth::write_synthetic`).
@@ -405,6 +470,38 @@ mod tests {
         let error = load_dir(dir.path()).unwrap_err();
         assert!(matches!(error, DataError::Missing { .. }));
         assert!(error.to_string().contains("data_batch_4.bin"), "{error}");
+    }
+
+    #[test]
+    fn validation_checks_what_loading_checks_without_loading() {
+        let dir = tempfile::tempdir().unwrap();
+        let dataset =
+            CifarDataset { train: sample_split(2 * VALIDATE_CHUNK_RECORDS + 7, 6), test: sample_split(3, 7) };
+        write_dir(&dataset, dir.path()).unwrap();
+        let sizes = validate_dir(dir.path()).unwrap();
+        assert_eq!(sizes, SplitSizes { train: dataset.train.len(), test: 3 });
+        assert!(has_cifar_file(dir.path()));
+
+        // A bad label past the first chunk of records is found, with its record number.
+        let last = dir.path().join("data_batch_5.bin");
+        let mut bytes = fs::read(&last).unwrap();
+        let records = bytes.len() / RECORD_BYTES;
+        bytes[(records - 1) * RECORD_BYTES] = 200;
+        fs::write(&last, &bytes).unwrap();
+        let message = validate_dir(dir.path()).unwrap_err().to_string();
+        let expected = format!("record {} has label 200, expected 0–9", records - 1);
+        assert!(message.contains("data_batch_5.bin") && message.contains(&expected), "{message}");
+        assert_eq!(load_dir(dir.path()).unwrap_err().to_string(), message, "the loader says the same");
+
+        fs::write(dir.path().join("data_batch_2.bin"), vec![0u8; RECORD_BYTES - 100]).unwrap();
+        let message = validate_dir(dir.path()).unwrap_err().to_string();
+        assert!(message.contains("data_batch_2.bin") && message.contains("size 2973"), "{message}");
+
+        fs::remove_file(dir.path().join("test_batch.bin")).unwrap();
+        fs::write(dir.path().join("data_batch_2.bin"), b"").unwrap();
+        fs::write(&last, vec![0u8; RECORD_BYTES]).unwrap();
+        let error = validate_dir(dir.path()).unwrap_err();
+        assert!(matches!(&error, DataError::Missing { path } if path.ends_with("test_batch.bin")), "{error}");
     }
 
     #[test]

@@ -98,6 +98,32 @@ pub fn read_encoded(src: &Path) -> Result<(EncodedSplit, EncodedSplit), DataErro
     Ok((EncodedSplit { items: train }, EncodedSplit { items: test }))
 }
 
+/// Images decoded at a time by [`validate`] (12 MiB of pixels).
+const VALIDATE_CHUNK_IMAGES: usize = 4096;
+
+/// Checks an ImageFolder directory or tar as a run reads it with [`read_encoded`]: laid out and
+/// labelled as [`import`] expects, with images in both splits, and the first `train_samples`
+/// training and `test_samples` test images (all where `None`: what a run's profile reads) each a
+/// 32×32 JPEG or PNG that decodes. Returns the splits' sizes; the pixels are not kept.
+pub fn validate(
+    src: &Path,
+    train_samples: Option<usize>,
+    test_samples: Option<usize>,
+) -> Result<cifar::SplitSizes, DataError> {
+    let (train, test) = read_encoded(src)?;
+    let sizes = cifar::SplitSizes { train: train.len(), test: test.len() };
+    for (split, limit) in [(train, train_samples), (test, test_samples)] {
+        let split = match limit {
+            Some(n) => split.subset(n),
+            None => split,
+        };
+        for chunk in split.items.chunks(VALIDATE_CHUNK_IMAGES) {
+            decode_all(chunk, &mut |_| {})?;
+        }
+    }
+    Ok(sizes)
+}
+
 /// One split of an ImageFolder source as its JPEG/PNG files (held in memory when they came from
 /// an archive, read from disk otherwise): every read of an image decodes it again.
 #[derive(Debug)]
@@ -297,8 +323,20 @@ fn read_archive(src: &Path, progress: &mut dyn FnMut(ImportProgress)) -> Result<
         if gzip { Box::new(flate2::bufread::GzDecoder::new(reader)) } else { Box::new(reader) };
     let mut archive = tar::Archive::new(input);
     let mut listed = Vec::new();
-    for entry in archive.entries().map_err(io_error)? {
-        let mut entry = entry.map_err(io_error)?;
+    // The tar reader's own errors (no operating-system error code) mean the bytes are not a tar
+    // archive, or a truncated one.
+    let archive_error = |source: std::io::Error| match source.raw_os_error() {
+        Some(_) => DataError::io(src, source),
+        None => DataError::Layout {
+            path: src.to_path_buf(),
+            problem: format!(
+                "not a readable tar archive ({source}): expected an ImageFolder directory or a .tar, .tar.gz \
+                 or .tgz of one"
+            ),
+        },
+    };
+    for entry in archive.entries().map_err(archive_error)? {
+        let mut entry = entry.map_err(archive_error)?;
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let unsafe_entry =
             |reason| DataError::UnsafeEntry { archive: src.to_path_buf(), entry: name.clone(), reason };
@@ -784,6 +822,27 @@ mod tests {
         let error = run(temp.path(), &temp.path().join("out")).unwrap_err();
         assert!(matches!(error, DataError::ImageSize { width_px: 30_000, height_px: 30_000, .. }), "{error}");
         assert!(error.to_string().contains(&files[0].path), "{error}");
+    }
+
+    #[test]
+    fn validation_decodes_the_images_a_run_reads_and_names_a_bad_one() {
+        let temp = tempfile::tempdir().unwrap();
+        let mut files = png_tree("");
+        write_tree(temp.path(), &files);
+        let sizes = validate(temp.path(), None, None).unwrap();
+        assert_eq!(sizes, cifar::SplitSizes { train: 7, test: 3 });
+        // The last training image in the run's order (train/cat/img2.png) is cut short.
+        let last = files.iter_mut().find(|f| f.path == "train/cat/img2.png").unwrap();
+        last.bytes.truncate(20);
+        write_tree(temp.path(), &files);
+        let error = validate(temp.path(), None, None).unwrap_err();
+        assert!(
+            matches!(error, DataError::Decode { .. }) && error.to_string().contains("img2.png"),
+            "{error}"
+        );
+        assert!(validate(temp.path(), Some(6), None).is_ok(), "a profile reading 6 images never reads it");
+        let missing = validate(&temp.path().join("absent.tar"), None, None).unwrap_err();
+        assert!(missing.to_string().contains("absent.tar"), "{missing}");
     }
 
     #[test]

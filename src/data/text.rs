@@ -44,6 +44,11 @@ impl TextCorpus {
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             Error::Invalid(format!("{source}: not UTF-8 text: invalid byte at offset {}", e.valid_up_to()))
         })?;
+        if let Some(offset) = bytes.iter().position(|&b| b == 0) {
+            return Err(Error::Invalid(format!(
+                "{source}: not text: a NUL byte at offset {offset} (is it a binary file?)"
+            )));
+        }
         Self::from_text(text, &source)
     }
 
@@ -60,9 +65,30 @@ impl TextCorpus {
             )));
         }
         let tokens = text.chars().map(|c| token(&vocabulary, c)).collect::<Result<Vec<_>, _>>()?;
-        // Python's int(n * 0.9), as prepare.py computes it.
-        let train = (tokens.len() as f64 * TRAIN_FRACTION) as usize;
+        let train = train_tokens(tokens.len());
         Ok(Self { train: tokens[..train].into(), validation: tokens[train..].into(), vocabulary })
+    }
+
+    /// Fails unless each split holds at least one window of `context` tokens and its next-token
+    /// target, naming `source` and the shortest text that would do.
+    pub fn check_context(&self, context: usize, source: &str) -> Result<(), Error> {
+        for (split, tokens) in [
+            ("training split (the first 90%)", &self.train),
+            ("validation split (the last 10%)", &self.validation),
+        ] {
+            if check_windows(1, context, tokens.len()).is_err() {
+                let shortest = (context + 1..)
+                    .find(|&n| train_tokens(n) > context && n - train_tokens(n) > context)
+                    .unwrap_or(usize::MAX);
+                return Err(Error::Invalid(format!(
+                    "{source}: too short for a context of {context} characters: its {split} has {} \
+                     characters and a window needs {}; give a text of at least {shortest} characters",
+                    tokens.len(),
+                    context + 1
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Number of distinct characters.
@@ -131,6 +157,11 @@ fn check_windows(batch_size: usize, context: usize, split_tokens: usize) -> Resu
         )));
     }
     Ok(())
+}
+
+/// How many of a text's `tokens` train: Python's int(n * 0.9), as prepare.py computes it.
+fn train_tokens(tokens: usize) -> usize {
+    (tokens as f64 * TRAIN_FRACTION) as usize
 }
 
 /// Which windows training batch `k` holds: a pure function of the seed and `k`.
@@ -447,6 +478,27 @@ mod tests {
         let good = dir.path().join("good.txt");
         std::fs::write(&good, "café au lait\n").unwrap();
         assert_eq!(TextCorpus::from_file(&good).unwrap().len_tokens(), 13);
+        // NUL is valid UTF-8, but a file holding one is not text.
+        let binary = dir.path().join("weights.bin");
+        std::fs::write(&binary, b"ab\0\0cd").unwrap();
+        let message = TextCorpus::from_file(&binary).unwrap_err().to_string();
+        assert!(message.contains("weights.bin") && message.contains("NUL byte at offset 2"), "{message}");
+    }
+
+    #[test]
+    fn a_text_too_short_for_the_context_names_the_split_and_the_length_needed() {
+        let corpus =
+            |n: usize| TextCorpus::from_text(&"ab".repeat(n).chars().take(n).collect::<String>(), "t.txt");
+        // 81 characters validate 9 (72 train), and a window of context 8 needs 9.
+        assert!(corpus(81).unwrap().check_context(8, "t.txt").is_ok());
+        let message = corpus(80).unwrap().check_context(8, "t.txt").unwrap_err().to_string();
+        assert!(message.starts_with("t.txt: too short for a context of 8"), "{message}");
+        assert!(
+            message.contains("validation split (the last 10%) has 8") && message.contains("at least 81"),
+            "{message}"
+        );
+        let message = corpus(5).unwrap().check_context(8, "t.txt").unwrap_err().to_string();
+        assert!(message.contains("training split (the first 90%) has 4"), "{message}");
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
                 CellKind::MemoryProbe => "memory-probe",
             },
             status: model::status_label(&cell.status),
-            status_detail: model::status_detail(&cell.status),
+            status_detail: model::status_detail(cell),
             processes: cell.processes.len(),
             throughput_median_samples_per_s: t.map(|t| t.median_samples_per_s),
             throughput_ci_low_samples_per_s: t.map(|t| t.ci_low_samples_per_s),

@@ -208,7 +208,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
             group: g.title(),
             status: model::status_label(&c.status),
             status_class: model::status_class(&c.status),
-            detail: model::status_detail(&c.status),
+            detail: model::status_detail(c),
             stderr_tail: model::stderr_tail(&c.status).to_owned(),
             throughput: c.throughput.map_or_else(
                 || "—".to_owned(),

@@ -325,13 +325,12 @@ pub(crate) fn status_class(s: &CellStatus) -> &'static str {
     }
 }
 
-/// The status with its reason or message.
-pub(crate) fn status_detail(s: &CellStatus) -> String {
-    match s {
-        CellStatus::Ok => String::new(),
+/// The status's reason: why a cell is not applicable, or why it did not measure (for a failed
+/// cell the line of its stderr that says why).
+pub(crate) fn status_detail(cell: &CellResult) -> String {
+    match &cell.status {
         CellStatus::NotApplicable { reason } => reason.clone(),
-        CellStatus::Failed { error, .. } | CellStatus::OutOfMemory { error, .. } => error.clone(),
-        CellStatus::Timeout { limit_s, .. } => format!("killed after the {limit_s:.0} s cell time limit"),
+        _ => cell.failure_reason().unwrap_or_default(),
     }
 }
 

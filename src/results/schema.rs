@@ -489,6 +489,62 @@ impl CellResult {
             utilisation: None,
         }
     }
+
+    /// Whether the cell ended without what it was run for: it failed, timed out or ran out of
+    /// memory (a memory probe that runs out of memory has found its answer and has not failed).
+    pub fn failed(&self) -> bool {
+        match self.status {
+            CellStatus::Ok | CellStatus::NotApplicable { .. } => false,
+            CellStatus::OutOfMemory { .. } => self.key.kind != CellKind::MemoryProbe,
+            CellStatus::Failed { .. } | CellStatus::Timeout { .. } => true,
+        }
+    }
+
+    /// Why the cell did not measure, in one line: for a failed process the line of its stderr
+    /// that says why ([`error_line`], without the cell's own id), with how the process ended; the
+    /// allocator's message; or the time limit. `None` for a cell that is ok or not applicable.
+    pub fn failure_reason(&self) -> Option<String> {
+        match &self.status {
+            CellStatus::Ok | CellStatus::NotApplicable { .. } => None,
+            CellStatus::Failed { error, stderr_tail } => Some(match error_line(stderr_tail) {
+                Some(line) => {
+                    let own = format!("cell {}: ", self.id);
+                    format!("{} ({error})", line.strip_prefix(&own).unwrap_or(&line))
+                }
+                None => error.clone(),
+            }),
+            CellStatus::OutOfMemory { error, .. } => Some(error.clone()),
+            CellStatus::Timeout { limit_s, .. } => {
+                Some(format!("killed after the {limit_s:.0} s cell time limit"))
+            }
+        }
+    }
+}
+
+/// The line of a process's stderr that says why it failed, without its `error:` prefix: the last
+/// line that starts with `error:` in any case (how trickbench reports the error that ends it, its
+/// causes joined on one line; a launched rank's line may carry a `[rank N]` prefix), else the
+/// message of a Rust panic.
+pub fn error_line(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    let unprefixed = |line: &str| -> Option<String> {
+        let line = match line.strip_prefix('[') {
+            Some(rest) => rest.split_once("] ").map_or(line, |(_, after)| after),
+            None => line,
+        };
+        let head = line.get(..6)?;
+        head.eq_ignore_ascii_case("error:").then(|| line[6..].trim().to_owned())
+    };
+    if let Some(line) = lines.iter().rev().find_map(|line| unprefixed(line)) {
+        return Some(line);
+    }
+    // `thread 'main' panicked at src/x.rs:1:2:` and the message on the next line.
+    let at = lines.iter().position(|line| line.contains("panicked at"))?;
+    let message = match lines[at].strip_suffix(':') {
+        Some(_) => lines.get(at + 1).copied().unwrap_or(lines[at]),
+        None => lines[at],
+    };
+    Some(format!("panicked: {message}"))
 }
 
 /// GPU energy of a throughput cell, over the timed windows of all its processes.
@@ -726,4 +782,72 @@ pub struct Comparison {
     pub verdict: Verdict,
     /// Peak memory of the trick ÷ that of the baseline (<1: less memory), where both are known.
     pub memory_ratio: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(kind: CellKind, status: CellStatus) -> CellResult {
+        let key = CellKey {
+            workload: WorkloadId::Resnet8,
+            tricks: TrickSet::baseline(),
+            batch_size: 32,
+            seed: 0,
+            kind,
+            reference_for: None,
+            aa_control: false,
+        };
+        CellResult::new(key, status)
+    }
+
+    fn failed(stderr_tail: &str) -> CellStatus {
+        CellStatus::Failed {
+            error: "cell process exited with status 1 after 0.8 s".into(),
+            stderr_tail: stderr_tail.into(),
+        }
+    }
+
+    #[test]
+    fn the_reason_is_the_last_error_line_without_the_cells_own_id() {
+        let train = CellKind::Throughput { phase: Phase::Train };
+        let id = "resnet8/baseline/b32/s0/train";
+        let tail = format!(
+            "warning: something harmless\nError: an earlier one\nerror: cell {id}: data/x.bin: size 5 is not a \
+             multiple of the 3073-byte record\nException raised from alloc_cpu at c10/core/impl/alloc_cpu.cpp:1"
+        );
+        let reason = cell(train, failed(&tail)).failure_reason().unwrap();
+        assert_eq!(
+            reason,
+            "data/x.bin: size 5 is not a multiple of the 3073-byte record (cell process exited with status 1 after 0.8 s)"
+        );
+        assert_eq!(
+            error_line("[rank 1] error: the rendezvous timed out\n").as_deref(),
+            Some("the rendezvous timed out")
+        );
+        let panic = "thread 'main' panicked at src/bench/cell.rs:10:5:\nindex out of bounds\nnote: run with `RUST_BACKTRACE=1`";
+        assert_eq!(error_line(panic).as_deref(), Some("panicked: index out of bounds"));
+        // Without an error line the reason is how the process ended.
+        let segv = CellStatus::Failed {
+            error: "cell process died of signal 11 (SIGSEGV)".into(),
+            stderr_tail: "é".into(),
+        };
+        assert_eq!(cell(train, segv).failure_reason().unwrap(), "cell process died of signal 11 (SIGSEGV)");
+    }
+
+    #[test]
+    fn a_memory_probe_out_of_memory_has_not_failed_but_other_cells_have() {
+        let oom = CellStatus::OutOfMemory { error: "CUDA out of memory".into(), stderr_tail: String::new() };
+        assert!(!cell(CellKind::MemoryProbe, oom.clone()).failed());
+        assert!(cell(CellKind::Throughput { phase: Phase::Train }, oom).failed());
+        assert!(cell(
+            CellKind::TimeToAccuracy,
+            CellStatus::Timeout { limit_s: 9.0, stderr_tail: String::new() }
+        )
+        .failed());
+        assert!(
+            !cell(CellKind::TimeToAccuracy, CellStatus::NotApplicable { reason: "no GPU".into() }).failed()
+        );
+        assert!(!cell(CellKind::TimeToAccuracy, CellStatus::Ok).failed());
+    }
 }
