@@ -117,12 +117,12 @@ fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
     assert_eq!(
         summary_end,
         Some(
-            "error: 1 of 2 cells did not measure (1 failed); the line under each says why, and results.json \
+            "error: 1 of 3 cells did not measure (1 failed); the line under each says why, and results.json \
              and the report hold their stderr"
         ),
         "{stdout}"
     );
-    assert!(stderr.contains("1 of 2 cells failed, timed out or ran out of memory"), "{stderr}");
+    assert!(stderr.contains("1 of 3 cells failed, timed out or ran out of memory"), "{stderr}");
 
     let results = store::load(&dir.path().join("out/results.json")).unwrap();
     assert!(results.run.finished_at.is_some(), "the run finished");
