@@ -15,7 +15,7 @@ use crate::bench::interrupt::{signal_name, Interrupt};
 use crate::bench::plan::Plan;
 use crate::error::Error;
 use crate::results::analysis::{comparisons, summarise_cell, time_to_accuracy_summaries};
-use crate::results::schema::{CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
+use crate::results::schema::{CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
 use crate::results::store;
 use crate::results::system::SystemInfo;
 
@@ -42,8 +42,9 @@ pub trait CellExecutor {
 
 /// Hooks called as a run progresses (all optional).
 pub trait RunObserver {
-    /// A cell process is about to start; `done` of `total` processes have finished.
-    fn process_started(&mut self, _done: usize, _total: usize, _cell: &str, _round: usize) {}
+    /// A process of `cell` in `round` is about to start; `done` of `total` processes have
+    /// finished.
+    fn process_started(&mut self, _done: usize, _total: usize, _cell: &CellKey, _round: usize) {}
     /// A cell process has finished and its cell's results are updated.
     fn process_finished(&mut self, _cell: &CellResult) {}
     /// The results file was rewritten.
@@ -115,7 +116,7 @@ pub fn run(
         if let Some(signal) = spec.interrupt.signal() {
             return Err(Error::Interrupted { signal, results: path });
         }
-        observer.process_started(n, pending.len(), &id, round);
+        observer.process_started(n, pending.len(), &key, round);
         let job = CellJob {
             key: key.clone(),
             device: spec.info.device,
@@ -127,6 +128,13 @@ pub fn run(
             memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
             super_convergence: spec.info.design == "super-convergence",
             protocol: Some(spec.info.protocol.clone()),
+            family_settings: spec
+                .info
+                .profile_settings
+                .families
+                .iter()
+                .find(|s| s.family == key.workload.family())
+                .cloned(),
         };
         let outcome = match executor.execute(&job, timeout) {
             Execution::Measured(process) => Ok(process),
@@ -162,16 +170,13 @@ pub fn run(
 fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
     if spec.resume && path.exists() {
         let existing = store::load(path)?;
-        let same = existing.run.profile == spec.info.profile
-            && existing.run.design == spec.info.design
-            && existing.run.device == spec.info.device
-            && existing.run.protocol == spec.info.protocol
-            && existing.run.shard == spec.info.shard;
-        if !same {
+        let differing = differences(&existing.run, &spec.info);
+        if !differing.is_empty() {
             return Err(Error::Invalid(format!(
-                "--resume: {} was written by a different run (profile, design, device, protocol or \
-                 shard differ); use the same flags as the original run or a new --out",
-                path.display()
+                "--resume: {} was written by a different run (its {} differ); use the same flags and \
+                 profile file as the original run or a new --out",
+                path.display(),
+                differing.join(", ")
             )));
         }
         let mut results = Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing };
@@ -209,6 +214,22 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
     })
+}
+
+/// What of `existing` a run described by `info` would measure differently: the profile, design,
+/// device, protocol, settings of the families, or shard.
+fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
+    [
+        ("profile", existing.profile == info.profile),
+        ("design", existing.design == info.design),
+        ("device", existing.device == info.device),
+        ("protocol", existing.protocol == info.protocol),
+        ("settings", existing.profile_settings.families == info.profile_settings.families),
+        ("shard", existing.shard == info.shard),
+    ]
+    .into_iter()
+    .filter_map(|(what, same)| (!same).then_some(what))
+    .collect()
 }
 
 /// Whether round `round` of cell `id` is already measured (or the cell cannot run at all).
