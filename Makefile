@@ -7,7 +7,8 @@ CARGO ?= cargo
 CIFAR_TAR ?= ../shared/data/cifar10-jpeg.tar
 # Where `make data` looks for tiny Shakespeare before trying to download it.
 SHAKESPEARE_TXT ?= ../shared/data/tinyshakespeare.txt
-PROFILE ?= quick
+# `make run`'s and `make parity`'s profile: auto is standard on a CUDA GPU and quick elsewhere.
+PROFILE ?= auto
 # `make run`'s tricks: those judged by throughput and memory (minutes on a CPU). The convergence
 # tricks train to accuracy, several minutes each: `make run TRICKS=all`.
 TRICKS ?= throughput,memory

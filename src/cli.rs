@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use trickbench::bench::profile::ProfileRequest;
 
 /// Measures PyTorch training speed-up tricks, on and off, on reference models.
 #[derive(Debug, Parser)]
@@ -110,10 +111,16 @@ pub struct RunArgs {
     /// fits), super-convergence (Smith & Topin's ResNet-56 step schedule vs 1cycle).
     #[arg(long, default_value = "ablation")]
     pub design: String,
-    /// Profile: smoke (seconds, a set-up check), quick (minutes on a CPU), standard (GPU, one
-    /// time-to-accuracy seed) or full (GPU, to 93%, three seeds).
-    #[arg(long, default_value = "quick")]
-    pub profile: String,
+    /// Profile: auto (standard on a CUDA GPU, quick otherwise), smoke (seconds, a set-up check),
+    /// quick (minutes on a CPU), standard (GPU, one time-to-accuracy seed) or full (GPU, to 93%,
+    /// three seeds).
+    #[arg(long, default_value = "auto")]
+    pub profile: ProfileRequest,
+    /// TOML file whose values replace the profile's: the measurement protocol at its top level,
+    /// workload and time-to-accuracy settings at the top level (every family) or in [resnet] and
+    /// [gpt] tables (see the README's "Profiles"). Flags replace the file's values.
+    #[arg(long, value_name = "FILE")]
+    pub profile_file: Option<PathBuf>,
     /// Device: auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
     pub device: String,
@@ -127,8 +134,25 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_time_to_accuracy: bool,
     /// Seeds per time-to-accuracy configuration (default: the profile's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub seeds: Option<usize>,
+    /// Target of the time-to-accuracy cells: test accuracy as a fraction in (0, 1] for a ResNet
+    /// (0.6 for 60%), validation loss in nats per token for a GPT (default: the profile's). With
+    /// both families in the run, set each in a --profile-file instead.
+    #[arg(long, allow_negative_numbers = true)]
+    pub target: Option<f64>,
+    /// Epochs of the training split the time-to-accuracy schedule is planned over; training stops
+    /// there if the target is not reached (default: the profile's epochs or steps).
+    #[arg(long, conflicts_with = "steps", allow_negative_numbers = true)]
+    pub epochs: Option<usize>,
+    /// Optimizer steps the time-to-accuracy schedule is planned over; training stops there if the
+    /// target is not reached (default: the profile's epochs or steps).
+    #[arg(long, allow_negative_numbers = true)]
+    pub steps: Option<usize>,
+    /// Training time a time-to-accuracy cell may spend reaching its target, seconds (evaluation
+    /// excluded; default: the profile's).
+    #[arg(long, allow_negative_numbers = true)]
+    pub budget_s: Option<f64>,
     /// Run only shard I of N (0 ≤ I < N) of the plan, for a sweep spread over machines (e.g. a
     /// Slurm job array); `trickbench merge` joins the shards' results. Each workload's throughput
     /// cells stay together in one shard; time-to-accuracy cells are spread round-robin.
@@ -145,22 +169,22 @@ pub struct RunArgs {
     #[arg(long)]
     pub memory_limit_mib: Option<u64>,
     /// Processes per cell, run in interleaved rounds (default: the profile's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub rounds: Option<usize>,
     /// Timed windows per cell process, exactly this many: the profile's extension of noisy
     /// processes up to its maximum is off (default: the profile's minimum and maximum).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub windows: Option<usize>,
     /// Training steps (or evaluation batches) per timed window (default: the profile's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub steps_per_window: Option<usize>,
     /// Untimed steps at the start of each cell process before its first window (default: the
     /// profile's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub warmup_steps: Option<usize>,
     /// Seconds a cell process may run before it is stopped and recorded as timed out (default: the
     /// profile's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub cell_timeout_s: Option<f64>,
     /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
     #[arg(long, default_value = "data/cifar10")]
@@ -181,6 +205,9 @@ pub struct RunArgs {
     /// Continue the run in --out, skipping cells already measured.
     #[arg(long, requires = "out")]
     pub resume: bool,
+    /// Show no progress and no summary: only errors and, at the end, where the results are.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// Options of `trickbench report`.
@@ -299,9 +326,10 @@ pub struct ParityArgs {
     /// of the family), or all (both).
     #[arg(long, default_value = "all")]
     pub workload: String,
-    /// Profile whose baseline cell (recipe, batch size, data subset) is compared.
-    #[arg(long, default_value = "quick")]
-    pub profile: String,
+    /// Profile whose baseline cell (recipe, batch size, data subset) is compared: auto (standard
+    /// on a CUDA GPU, quick otherwise), smoke, quick, standard or full.
+    #[arg(long, default_value = "auto")]
+    pub profile: ProfileRequest,
     /// Device: auto, cpu, cuda or cuda:N (both sides run on it).
     #[arg(long, default_value = "auto")]
     pub device: String,

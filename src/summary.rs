@@ -19,10 +19,10 @@ pub fn summary_table(results: &Results) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "{} · {} · {} profile · {} design · {}",
+        "{} · {} · {} · {} design · {}",
         results.run.id,
         results.run.device,
-        results.run.profile,
+        results.run.profile_text(),
         results.run.design,
         data.join(" · ")
     );

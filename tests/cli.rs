@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use trickbench::bench::profile::{ProfileName, ProfileRequest};
 use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
 use trickbench::results::store;
@@ -41,7 +42,7 @@ fn bad_flags_name_the_value_and_the_valid_choices() {
     let cases: [(&[&str], &[&str]); 5] = [
         (&["run", "--tricks", "amp,warp-speed"], &["'warp-speed'", "channels-last"]),
         (&["run", "--workload", "vgg"], &["'vgg'", "resnet56"]),
-        (&["run", "--profile", "huge"], &["'huge'", "quick"]),
+        (&["run", "--profile", "huge"], &["'huge'", "auto", "quick"]),
         (&["run", "--device", "tpu"], &["'tpu'", "cuda:N"]),
         (&["run", "--device", "cuda:3"], &["--device cuda:3"]),
     ];
@@ -491,4 +492,184 @@ fn contradictory_flags_are_refused_naming_both() {
         }
     }
     assert!(!dir.path().join("data").exists(), "refused before anything is generated");
+}
+
+#[test]
+fn bad_protocol_and_time_to_accuracy_values_are_refused_before_any_cell_naming_flag_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--rounds", "-1"], &["--rounds", "'-1'"]),
+        (&["--windows", "many"], &["--windows", "'many'"]),
+        (&["--steps-per-window", "0"], &["--steps-per-window 0: must be at least 1"]),
+        (&["--warmup-steps", "-2"], &["--warmup-steps", "'-2'"]),
+        (&["--seeds", "0"], &["--seeds 0: must be at least 1"]),
+        (
+            &["--workload", "resnet", "--target", "0"],
+            &["--target 0: a ResNet's target is a test accuracy", "(0, 1]"],
+        ),
+        (&["--workload", "resnet", "--target", "60"], &["--target 60:", "0.6 for 60%"]),
+        (&["--workload", "gpt", "--target", "-1.5"], &["--target -1.5: a GPT's target is a validation loss"]),
+        (&["--target", "high"], &["--target", "'high'"]),
+        (&["--target", "0.7"], &["--target 0.7: the run trains ResNets", "[gpt.time_to_accuracy]"]),
+        (&["--epochs", "0"], &["--epochs 0: must be at least 1"]),
+        (&["--steps", "-3"], &["--steps", "'-3'"]),
+        (&["--epochs", "2", "--steps", "300"], &["--epochs", "cannot be used with", "--steps"]),
+        (&["--budget-s", "0"], &["--budget-s 0: must be a positive number of seconds"]),
+        (&["--budget-s", "-5"], &["--budget-s -5: must be a positive number of seconds"]),
+        (&["--budget-s", "inf"], &["--budget-s inf: must be a positive number"]),
+        (&["--no-time-to-accuracy", "--budget-s", "60"], &["--budget-s", "--no-time-to-accuracy"]),
+        (&["--profile-file", "absent.toml"], &["absent.toml"]),
+    ];
+    for (flags, expected) in cases {
+        let args: Vec<&str> =
+            ["run", "--data", "no-such-dir", "--device", "cpu"].iter().chain(*flags).copied().collect();
+        let out = trickbench(dir.path(), &args);
+        assert!(!out.status.success(), "{flags:?} must fail");
+        let stderr = text(&out.stderr);
+        for e in *expected {
+            assert!(stderr.contains(e), "{flags:?}: '{e}' not in: {stderr}");
+        }
+    }
+    let files: &[(&str, &[&str])] = &[
+        ("roundz = 2\n", &["bad.toml", "line 1", "unknown field `roundz`", "rounds"]),
+        ("[resnet]\nrounds = 2\n", &["bad.toml", "line 2", "unknown field `rounds`"]),
+        ("steps_per_window = \"ten\"\n", &["bad.toml", "steps_per_window", "\"ten\""]),
+        ("rounds = 0\n", &["bad.toml: rounds = 0: must be at least 1"]),
+        ("[resnet.time_to_accuracy]\ntarget = 1.5\n", &["bad.toml: resnet.time_to_accuracy.target = 1.5"]),
+        ("[gpt.time_to_accuracy]\nbudget_s = -1\n", &["bad.toml: gpt.time_to_accuracy.budget_s = -1"]),
+    ];
+    for (content, expected) in files {
+        std::fs::write(dir.path().join("bad.toml"), content).unwrap();
+        let out = trickbench(
+            dir.path(),
+            &["run", "--data", "no-such-dir", "--device", "cpu", "--profile-file", "bad.toml"],
+        );
+        assert!(!out.status.success(), "{content:?} must fail");
+        let stderr = text(&out.stderr);
+        for e in *expected {
+            assert!(stderr.contains(e), "{content:?}: '{e}' not in: {stderr}");
+        }
+    }
+    assert!(!dir.path().join("data").exists(), "refused before anything is generated");
+
+    // `--profile auto` (the default) says which profile it picked and why as the run's first line.
+    let out = trickbench(dir.path(), &["run", "--workload", "gpt", "--text", "absent.txt"]);
+    let expected = if tch::Cuda::is_available() {
+        "trickbench run: standard profile (auto: CUDA GPU cuda:0)"
+    } else {
+        "trickbench run: quick profile (auto: no CUDA GPU)"
+    };
+    assert!(text(&out.stderr).starts_with(expected), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_profile_file_and_flags_reach_the_cells_progress_is_plain_lines_off_a_terminal_and_quiet_is_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let synth =
+        trickbench(dir.path(), &["data", "synth", "--out", "synth", "--train", "2000", "--test", "500"]);
+    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let profile_file = r#"
+rounds = 1
+windows_per_process = 1
+max_windows_per_process = 1
+steps_per_window = 1
+warmup_steps = 0
+cell_timeout_s = 600.0
+
+[resnet.time_to_accuracy]
+eval_every_steps = 10
+target = 0.3
+"#;
+    std::fs::write(dir.path().join("my.toml"), profile_file).unwrap();
+    // The flags replace the file's target; a test accuracy of 100% is out of reach, so training
+    // stops after the planned epoch: 2,000 images at batch 32 are 62 steps.
+    let run = ["run", "--profile", "smoke", "--workload", "resnet", "--device", "cpu", "--tricks", "amp"];
+    let knobs = ["--profile-file", "my.toml", "--target", "1", "--epochs", "1", "--budget-s", "100"];
+    let out = trickbench(dir.path(), &[&run[..], &knobs, &["--data", "synth", "--out", "run"]].concat());
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "run failed: {stderr}");
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let settings = &results.run.profile_settings;
+    assert_eq!(
+        (settings.asked, settings.reason.as_deref()),
+        (Some(ProfileRequest::Named(ProfileName::Smoke)), None)
+    );
+    assert_eq!(settings.file.as_deref(), Some("my.toml"));
+    let tta_settings = settings.families[0].time_to_accuracy;
+    assert_eq!(
+        (tta_settings.target, tta_settings.planned_epochs, tta_settings.planned_steps),
+        (1.0, 1, None)
+    );
+    assert_eq!((tta_settings.budget_s, tta_settings.eval_every_steps), (100.0, 10));
+    let protocol = &results.run.protocol;
+    assert_eq!((protocol.rounds, protocol.windows_per_process, protocol.warmup_steps), (1, 1, 0));
+    assert_eq!(protocol.cell_timeout_s, 600.0);
+    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("{id} missing"));
+    assert_eq!(cell("resnet8/baseline/b32/s0/train").processes[0].window_samples_per_s.len(), 1);
+    let tta_cell = cell("resnet8/baseline/b32/s0/tta");
+    assert_eq!(tta_cell.status, CellStatus::Ok);
+    let tta = tta_cell.time_to_accuracy.clone().unwrap();
+    assert_eq!((tta.target, tta.budget_s, tta.time_to_target_s), (1.0, 100.0, None));
+    let steps: Vec<usize> = tta.curve.iter().map(|p| p.step).collect();
+    assert_eq!(steps, [0, 10, 20, 30, 40, 50, 60, 62], "evaluated every 10 steps for the one planned epoch");
+
+    // Not on a terminal: a plain line as each process starts and ends, with the ETA.
+    for line in [
+        "trickbench run: smoke profile · ablation design · cpu · resnet8",
+        "[1/4] round 1 warm-up (resnet8/baseline/b32/s0/train, not measured)",
+        "round 1 started · ETA —",
+        "] resnet8/baseline/b32/s0/train round 1 started · ETA ",
+        "] resnet8/baseline/b32/s0/train round 1: ok, ",
+        "] resnet8/aa-control/b32/s0/train round 1: ok, ",
+        "[4/4] resnet8/baseline/b32/s0/tta started · ETA ",
+        "[4/4] resnet8/baseline/b32/s0/tta: ok, did not reach test accuracy ≥ 100.0%",
+    ] {
+        assert!(stderr.contains(line), "'{line}' not in:\n{stderr}");
+    }
+    let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
+    assert!(
+        html.contains("my.toml") && html.contains("test accuracy ≥ 100.0% within 100 s"),
+        "settings in the report"
+    );
+
+    // Resuming with other settings is refused, saying what differs.
+    let other = ["--profile-file", "my.toml", "--target", "1", "--epochs", "2", "--budget-s", "100"];
+    let resumed = trickbench(
+        dir.path(),
+        &[&run[..], &other, &["--data", "synth", "--out", "run", "--resume"]].concat(),
+    );
+    let stderr = text(&resumed.stderr);
+    assert!(!resumed.status.success() && stderr.contains("its settings differ"), "{stderr}");
+
+    // --quiet: no progress and no summary, only where the results are; `auto` is recorded as asked.
+    let quiet = [
+        "run",
+        "--quiet",
+        "--workload",
+        "resnet",
+        "--tricks",
+        "amp",
+        "--no-time-to-accuracy",
+        "--rounds",
+        "1",
+        "--windows",
+        "1",
+        "--steps-per-window",
+        "1",
+        "--warmup-steps",
+        "0",
+        "--data",
+        "synth",
+        "--out",
+        "quiet",
+    ];
+    let out = trickbench(dir.path(), &quiet);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "nothing on stderr");
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("results: quiet/results.json\nreport:  quiet/index.html\n"), "{stdout}");
+    assert!(!stdout.contains("samples/s"), "no summary table: {stdout}");
+    let results: Results = store::load(&dir.path().join("quiet/results.json")).unwrap();
+    assert_eq!(results.run.profile_settings.asked, Some(ProfileRequest::Auto));
+    assert!(results.run.profile_settings.reason.is_some());
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use trickbench::bench::cell::CellJob;
 use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Plan, PlanRequest};
+use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{
     self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
 };
@@ -17,13 +18,14 @@ use trickbench::results::schema::*;
 use trickbench::results::store;
 use trickbench::results::system::SystemInfo;
 use trickbench::tricks::Trick;
-use trickbench::workloads::WorkloadId;
+use trickbench::workloads::{Family, WorkloadId};
 
 /// Throughput windows that depend only on the trick set and round: channels-last 1.5× faster,
 /// everything else as fast as the baseline with a little deterministic jitter.
 #[derive(Default)]
 struct MockExecutor {
     calls: Vec<(String, usize)>,
+    jobs: Vec<CellJob>,
     failures: HashMap<String, CellStatus>,
 }
 
@@ -31,6 +33,7 @@ impl CellExecutor for MockExecutor {
     fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
         let id = job.key.id();
         self.calls.push((id.clone(), job.round));
+        self.jobs.push(job.clone());
         if let Some(status) = self.failures.get(&id) {
             return Execution::Failed(status.clone());
         }
@@ -81,6 +84,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
             git_commit: None,
             command: vec![],
             profile: "smoke".into(),
+            profile_settings: Default::default(),
             design: "ablation".into(),
             device: DeviceSpec::Cpu,
             data: DataInfo {
@@ -239,6 +243,31 @@ fn resume_refuses_results_from_a_different_run_and_a_new_run_refuses_to_overwrit
 }
 
 #[test]
+fn every_cell_process_follows_the_run_s_settings_and_resume_refuses_other_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = spec(dir.path(), vec![Trick::ChannelsLast]);
+    let mut resnet = ProfileName::Smoke.settings(Family::CifarResnet).family_settings(Family::CifarResnet);
+    resnet.time_to_accuracy.target = 0.42;
+    resnet.time_to_accuracy.budget_s = 7.5;
+    first.info.profile_settings.families = vec![resnet];
+    let mut mock = MockExecutor::default();
+    runner::run(&first, &mut mock, &mut Silent).unwrap();
+    assert_eq!(mock.jobs.len(), 8, "3 cells (the A/A control among them) × 2 rounds and 2 warm-ups");
+    for job in &mock.jobs {
+        let settings = job.settings();
+        assert_eq!((settings.tta.target, settings.tta.budget_s), (0.42, 7.5), "{}", job.key.id());
+        assert_eq!(settings.windows_per_process, 4, "the protocol is the run's");
+    }
+    // The recorded settings, read back, are the same run's.
+    let mut again = first.clone();
+    again.resume = true;
+    runner::run(&again, &mut MockExecutor::default(), &mut Silent).unwrap();
+    again.info.profile_settings.families[0].time_to_accuracy.planned_epochs = 9;
+    let message = runner::run(&again, &mut MockExecutor::default(), &mut Silent).unwrap_err().to_string();
+    assert!(message.contains("its settings differ"), "{message}");
+}
+
+#[test]
 fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
     // As `run --design stack` does: the ablation, then a larger plan in the same file. Resuming
     // the first phase later must neither refuse the file nor drop the second phase's cells.
@@ -328,7 +357,7 @@ fn job() -> CellJob {
     CellJob {
         key: s.plan.cells[0].key.clone(),
         device: DeviceSpec::Cpu,
-        profile: trickbench::bench::profile::ProfileName::Smoke,
+        profile: ProfileName::Smoke,
         data_dir: PathBuf::from("unused"),
         round: 0,
         images: None,
@@ -336,6 +365,7 @@ fn job() -> CellJob {
         memory_budget_bytes: None,
         super_convergence: false,
         protocol: None,
+        family_settings: None,
     }
 }
 

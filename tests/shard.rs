@@ -116,6 +116,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>, shard: Option<Shard>) -> RunSpec {
         git_commit: None,
         command: vec![],
         profile: "smoke".into(),
+        profile_settings: Default::default(),
         design: Design::Ablation.to_string(),
         device: DeviceSpec::Cpu,
         data: DataInfo {

@@ -22,7 +22,8 @@ use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::{memory, timer::SyncedTimer};
 use crate::results::quality;
 use crate::results::schema::{
-    CellKey, CellKind, CurvePoint, Memory, Phase, ProcessMeasurement, Protocol, TimeToAccuracy,
+    CellKey, CellKind, CurvePoint, FamilySettings, Memory, Phase, ProcessMeasurement, Protocol,
+    TimeToAccuracy,
 };
 use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
@@ -63,16 +64,24 @@ pub struct CellJob {
     /// The run's measurement protocol, which replaces the profile's (`None`: the profile's own).
     #[serde(default)]
     pub protocol: Option<Protocol>,
+    /// The run's settings of this cell's family (batch size, data subsets, time-to-accuracy
+    /// training), which replace the profile's (`None`: the profile's own).
+    #[serde(default)]
+    pub family_settings: Option<FamilySettings>,
 }
 
 impl CellJob {
-    /// The profile's settings for this cell's workload, measured as the run's protocol says.
+    /// The profile's settings for this cell's workload, measured as the run's protocol says and
+    /// trained as the run's settings of the family say.
     pub fn settings(&self) -> Profile {
-        let settings = self.profile.settings(self.key.workload.family());
-        match &self.protocol {
-            Some(protocol) => settings.following(protocol),
-            None => settings,
+        let mut settings = self.profile.settings(self.key.workload.family());
+        if let Some(protocol) = &self.protocol {
+            settings = settings.following(protocol);
         }
+        if let Some(family) = &self.family_settings {
+            settings = settings.following_family(family);
+        }
+        settings
     }
 }
 

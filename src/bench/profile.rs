@@ -5,8 +5,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::results::schema::Protocol;
+use crate::results::schema::{FamilySettings, Protocol};
 use crate::workloads::{Family, WorkloadId};
 
 /// A named profile.
@@ -81,6 +82,7 @@ impl ProfileName {
                 train_samples: Some(2_000),
                 test_samples: Some(500),
                 cpu_memory_budget_mib: 1536,
+                time_to_accuracy_seeds: 1,
                 tta: TtaSettings {
                     batch_size: 32,
                     target: 0.25,
@@ -89,7 +91,6 @@ impl ProfileName {
                     planned_epochs: 3,
                     eval_every_steps: 20,
                     base_lr: 0.05,
-                    seeds: 1,
                     large_batch_size: 128,
                 },
             },
@@ -106,6 +107,7 @@ impl ProfileName {
                 train_samples: None,
                 test_samples: Some(1_000),
                 cpu_memory_budget_mib: 2048,
+                time_to_accuracy_seeds: 1,
                 tta: TtaSettings {
                     batch_size: 64,
                     target: 0.60,
@@ -114,7 +116,6 @@ impl ProfileName {
                     planned_epochs: 3,
                     eval_every_steps: 100,
                     base_lr: 0.05,
-                    seeds: 1,
                     large_batch_size: 512,
                 },
             },
@@ -131,6 +132,7 @@ impl ProfileName {
                 train_samples: None,
                 test_samples: None,
                 cpu_memory_budget_mib: 16384,
+                time_to_accuracy_seeds: 1,
                 tta: TtaSettings {
                     batch_size: 128,
                     target: 0.90,
@@ -139,7 +141,6 @@ impl ProfileName {
                     planned_epochs: 40,
                     eval_every_steps: 390,
                     base_lr: 0.1,
-                    seeds: 1,
                     large_batch_size: 1024,
                 },
             },
@@ -151,13 +152,8 @@ impl ProfileName {
                     name: self,
                     rounds: 5,
                     cell_timeout_s: 4200.0,
-                    tta: TtaSettings {
-                        target: 0.93,
-                        budget_s: 3600.0,
-                        planned_epochs: 164,
-                        seeds: 3,
-                        ..standard.tta
-                    },
+                    time_to_accuracy_seeds: 3,
+                    tta: TtaSettings { target: 0.93, budget_s: 3600.0, planned_epochs: 164, ..standard.tta },
                     ..standard
                 }
             }
@@ -176,7 +172,6 @@ impl ProfileName {
             budget_s: 1800.0,
             eval_every_steps: 250,
             base_lr: 1e-3,
-            seeds: 1,
             large_batch_size: 64,
         };
         // Windows per step, validation windows evaluated, and the time-to-target settings. nanoGPT
@@ -208,9 +203,7 @@ impl ProfileName {
                 },
             ),
             ProfileName::Standard => (64, 400, nanogpt),
-            ProfileName::Full => {
-                (64, 400, TtaSettings { target: 1.47, budget_s: 3600.0, seeds: 3, ..nanogpt })
-            }
+            ProfileName::Full => (64, 400, TtaSettings { target: 1.47, budget_s: 3600.0, ..nanogpt }),
         };
         // The measurement protocol is the ResNet's: a run records one protocol for every cell.
         Profile {
@@ -236,6 +229,91 @@ impl FromStr for ProfileName {
         ProfileName::ALL.into_iter().find(|p| p.id() == s).ok_or_else(|| {
             Error::Invalid(format!("unknown profile '{s}'; valid profiles: smoke, quick, standard, full"))
         })
+    }
+}
+
+/// What `--profile` asks for: a named profile, or `auto`, which picks one for the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum ProfileRequest {
+    /// `standard` on a CUDA GPU, `quick` otherwise.
+    Auto,
+    /// This profile.
+    Named(ProfileName),
+}
+
+/// Every value of `--profile`, `auto` first.
+const PROFILE_REQUESTS: [ProfileRequest; 5] = [
+    ProfileRequest::Auto,
+    ProfileRequest::Named(ProfileName::Smoke),
+    ProfileRequest::Named(ProfileName::Quick),
+    ProfileRequest::Named(ProfileName::Standard),
+    ProfileRequest::Named(ProfileName::Full),
+];
+
+impl ProfileRequest {
+    /// The profile this request picks for a run on `device` (resolved), and for `auto` why:
+    /// `standard` on a CUDA device, else `quick`. `cuda_available` says whether the machine has a
+    /// CUDA GPU at all, which tells "no CUDA GPU" from a CPU run asked for on a GPU machine.
+    pub fn pick(self, device: DeviceSpec, cuda_available: bool) -> (ProfileName, Option<String>) {
+        match (self, device) {
+            (ProfileRequest::Named(name), _) => (name, None),
+            (ProfileRequest::Auto, DeviceSpec::Cuda(i)) => {
+                (ProfileName::Standard, Some(format!("CUDA GPU cuda:{i}")))
+            }
+            (ProfileRequest::Auto, _) if cuda_available => {
+                (ProfileName::Quick, Some("--device cpu on a machine with a CUDA GPU".to_owned()))
+            }
+            (ProfileRequest::Auto, _) => (ProfileName::Quick, Some("no CUDA GPU".to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for ProfileRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileRequest::Auto => f.write_str("auto"),
+            ProfileRequest::Named(name) => name.fmt(f),
+        }
+    }
+}
+
+impl FromStr for ProfileRequest {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        PROFILE_REQUESTS.into_iter().find(|p| p.to_string() == s).ok_or_else(|| {
+            Error::Invalid(format!(
+                "unknown profile '{s}'; valid profiles: auto, smoke, quick, standard, full"
+            ))
+        })
+    }
+}
+
+impl From<ProfileRequest> for String {
+    fn from(p: ProfileRequest) -> String {
+        p.to_string()
+    }
+}
+
+impl TryFrom<String> for ProfileRequest {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl clap::ValueEnum for ProfileRequest {
+    fn value_variants<'a>() -> &'a [Self] {
+        &PROFILE_REQUESTS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            ProfileRequest::Auto => "auto",
+            ProfileRequest::Named(name) => name.id(),
+        }))
     }
 }
 
@@ -270,47 +348,13 @@ pub struct Profile {
     /// Peak memory a cell may use on a CPU, MiB (`run --memory-budget-mib` overrides it, on any
     /// device): the limit batch-size probing runs into there, below what the machine has.
     pub cpu_memory_budget_mib: u64,
+    /// Seeds per time-to-accuracy configuration.
+    pub time_to_accuracy_seeds: usize,
     /// Time-to-accuracy settings.
     pub tta: TtaSettings,
 }
 
-/// The measurement flags of `run` that override a profile's protocol (`None`: the profile's).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProtocolOverrides {
-    /// Processes per cell (`--rounds`).
-    pub rounds: Option<usize>,
-    /// Timed windows per process, exactly: no extension while the interval is wide (`--windows`).
-    pub windows: Option<usize>,
-    /// Steps per timed window (`--steps-per-window`).
-    pub steps_per_window: Option<usize>,
-    /// Untimed steps before the first window (`--warmup-steps`).
-    pub warmup_steps: Option<usize>,
-}
-
 impl Profile {
-    /// This profile with `overrides` applied; a count of 0 for rounds, windows or steps per window
-    /// is refused with the flag's name.
-    pub fn overridden(mut self, overrides: ProtocolOverrides) -> Result<Self, Error> {
-        let at_least_one = |flag: &str, value: Option<usize>| match value {
-            Some(0) => Err(Error::Invalid(format!("{flag} 0: must be at least 1"))),
-            other => Ok(other),
-        };
-        if let Some(rounds) = at_least_one("--rounds", overrides.rounds)? {
-            self.rounds = rounds;
-        }
-        if let Some(windows) = at_least_one("--windows", overrides.windows)? {
-            self.windows_per_process = windows;
-            self.max_windows_per_process = windows;
-        }
-        if let Some(steps) = at_least_one("--steps-per-window", overrides.steps_per_window)? {
-            self.steps_per_window = steps;
-        }
-        if let Some(steps) = overrides.warmup_steps {
-            self.warmup_steps = steps;
-        }
-        Ok(self)
-    }
-
     /// This profile measured as `protocol` says (a run's recorded protocol, which every cell of
     /// the run follows): warm-up, windows, steps per window, rounds, and the precision asked.
     pub fn following(mut self, protocol: &Protocol) -> Self {
@@ -324,7 +368,29 @@ impl Profile {
         }
         self.max_windows_per_process =
             protocol.max_windows_per_process.unwrap_or(protocol.windows_per_process);
+        self.time_to_accuracy_seeds = protocol.time_to_accuracy_seeds;
         self
+    }
+
+    /// This profile with a run's recorded settings of its family (which every cell of the run
+    /// follows): batch size, data subsets and time-to-accuracy training.
+    pub fn following_family(mut self, settings: &FamilySettings) -> Self {
+        self.batch_size = settings.batch_size;
+        self.train_samples = settings.train_samples;
+        self.test_samples = settings.test_samples;
+        self.tta = settings.time_to_accuracy;
+        self
+    }
+
+    /// This profile's settings of `family`, as a run records them.
+    pub fn family_settings(&self, family: Family) -> FamilySettings {
+        FamilySettings {
+            family,
+            batch_size: self.batch_size,
+            train_samples: self.train_samples,
+            test_samples: self.test_samples,
+            time_to_accuracy: self.tta,
+        }
     }
 }
 
@@ -334,7 +400,7 @@ impl Profile {
 pub const QUICK_GPT_TARGET_LOSS: f64 = 1.85;
 
 /// How a time-to-accuracy cell trains and when it stops.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TtaSettings {
     /// Samples per step of time-to-target training (images, or windows for the GPT).
     pub batch_size: usize,
@@ -346,7 +412,8 @@ pub struct TtaSettings {
     pub planned_steps: Option<usize>,
     /// Training time allowed, seconds (evaluation excluded).
     pub budget_s: f64,
-    /// Epochs the learning-rate schedule is planned over.
+    /// Epochs of the training split the learning-rate schedule is planned over, unless
+    /// `planned_steps` is set.
     pub planned_epochs: usize,
     /// Optimizer steps between evaluations at `batch_size` (other batch sizes evaluate after as
     /// many samples).
@@ -354,8 +421,6 @@ pub struct TtaSettings {
     /// Learning rate at `batch_size`: SGD's for the ResNets (scaled linearly for other batch
     /// sizes), AdamW's peak for the GPT.
     pub base_lr: f64,
-    /// Seeds per time-to-accuracy configuration.
-    pub seeds: usize,
     /// The large batch at which `lars` and `lamb` are measured, against SGD at the same batch.
     pub large_batch_size: usize,
 }
@@ -377,11 +442,11 @@ mod tests {
                     p.rounds,
                     p.cell_timeout_s,
                     p.cpu_memory_budget_mib,
+                    p.time_to_accuracy_seeds,
                     p.target_ci_half_width.to_bits(),
                 )
             };
             assert_eq!(protocol(&resnet), protocol(&gpt), "{name}");
-            assert_eq!(resnet.tta.seeds, gpt.tta.seeds, "{name}");
             assert_eq!(
                 name.workloads(),
                 [name.workload(Family::CifarResnet), name.workload(Family::CharGpt)]
@@ -392,26 +457,23 @@ mod tests {
     }
 
     #[test]
-    fn measurement_flags_override_the_profile_and_refuse_zero_counts() {
-        let quick = ProfileName::Quick.settings(Family::CifarResnet);
-        let overrides = ProtocolOverrides {
-            rounds: Some(2),
-            windows: Some(4),
-            steps_per_window: Some(7),
-            warmup_steps: Some(0),
-        };
-        let p = quick.clone().overridden(overrides).unwrap();
-        assert_eq!((p.rounds, p.windows_per_process, p.max_windows_per_process), (2, 4, 4));
-        assert_eq!((p.steps_per_window, p.warmup_steps), (7, 0));
-        assert_eq!(quick.clone().overridden(ProtocolOverrides::default()).unwrap(), quick);
-        for (flag, o) in [
-            ("--rounds", ProtocolOverrides { rounds: Some(0), ..Default::default() }),
-            ("--windows", ProtocolOverrides { windows: Some(0), ..Default::default() }),
-            ("--steps-per-window", ProtocolOverrides { steps_per_window: Some(0), ..Default::default() }),
-        ] {
-            let message = quick.clone().overridden(o).unwrap_err().to_string();
-            assert!(message.contains(flag), "{message}");
+    fn auto_picks_standard_on_a_cuda_gpu_and_quick_elsewhere_and_says_why() {
+        let auto = ProfileRequest::Auto;
+        assert_eq!(
+            auto.pick(DeviceSpec::Cuda(1), true),
+            (ProfileName::Standard, Some("CUDA GPU cuda:1".into()))
+        );
+        assert_eq!(auto.pick(DeviceSpec::Cpu, false), (ProfileName::Quick, Some("no CUDA GPU".into())));
+        let (name, reason) = auto.pick(DeviceSpec::Cpu, true);
+        assert_eq!(name, ProfileName::Quick);
+        assert!(reason.unwrap().contains("--device cpu"));
+        let named = ProfileRequest::Named(ProfileName::Full);
+        assert_eq!(named.pick(DeviceSpec::Cpu, false), (ProfileName::Full, None));
+        for request in PROFILE_REQUESTS {
+            assert_eq!(request.to_string().parse::<ProfileRequest>().unwrap(), request);
         }
+        let message = "huge".parse::<ProfileRequest>().unwrap_err().to_string();
+        assert!(message.contains("'huge'") && message.contains("auto, smoke"), "{message}");
     }
 
     #[test]
@@ -436,6 +498,11 @@ mod tests {
         assert_eq!((p.steps_per_window, p.rounds, p.cell_timeout_s), (9, 2, 30.0));
         assert_eq!(p.target_ci_half_width, 0.05);
         assert_eq!((p.batch_size, p.tta), (standard.batch_size, standard.tta), "the recipe is the profile's");
+        let mut recorded = ProfileName::Quick.settings(Family::CharGpt).family_settings(Family::CharGpt);
+        recorded.time_to_accuracy.target = 2.5;
+        let p = p.following_family(&recorded);
+        assert_eq!((p.batch_size, p.test_samples, p.tta.target), (32, Some(128), 2.5));
+        assert_eq!((p.rounds, p.time_to_accuracy_seeds), (2, 1), "the protocol stays the run's");
         let full = ProfileName::Full.settings(Family::CharGpt);
         assert_eq!((full.batch_size, full.tta.target, full.tta.planned_steps), (64, 1.47, Some(5_000)));
     }

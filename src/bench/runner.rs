@@ -42,8 +42,12 @@ pub trait CellExecutor {
 
 /// Hooks called as a run progresses (all optional).
 pub trait RunObserver {
-    /// A cell process is about to start; `done` of `total` processes have finished.
-    fn process_started(&mut self, _done: usize, _total: usize, _cell: &str, _round: usize) {}
+    /// A process of `cell` in `round` is about to start; `done` of `total` processes have
+    /// finished.
+    fn process_started(&mut self, _done: usize, _total: usize, _cell: &CellKey, _round: usize) {}
+    /// A round's warm-up process (of `cell`, its measurement discarded) is about to start; `done`
+    /// of `total` processes have finished.
+    fn warmup_started(&mut self, _done: usize, _total: usize, _cell: &CellKey, _round: usize) {}
     /// A cell process has finished and its cell's results are updated.
     fn process_finished(&mut self, _cell: &CellResult) {}
     /// The results file was rewritten.
@@ -112,12 +116,7 @@ pub fn run(
         }
         let job = job_for(spec, key, slot.round)?;
         if slot.is_warmup() {
-            observer.process_started(
-                n,
-                pending.len(),
-                &format!("{id} (round {} warm-up)", slot.round),
-                slot.round,
-            );
+            observer.warmup_started(n, pending.len(), key, slot.round);
             // Only an interruption matters: the measurement is discarded, and a cell that cannot
             // run fails again, recorded, in its own slot.
             if let Execution::Interrupted(signal) = executor.execute(&job, timeout) {
@@ -125,7 +124,7 @@ pub fn run(
             }
             continue;
         }
-        observer.process_started(n, pending.len(), &id, slot.round);
+        observer.process_started(n, pending.len(), key, slot.round);
         let outcome = match executor.execute(&job, timeout) {
             Execution::Measured(process) => Ok(process),
             Execution::Failed(status) => Err(status),
@@ -181,6 +180,13 @@ fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> Result<CellJob, Error
         memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
         super_convergence: spec.info.design == "super-convergence",
         protocol: Some(spec.info.protocol.clone()),
+        family_settings: spec
+            .info
+            .profile_settings
+            .families
+            .iter()
+            .find(|s| s.family == key.workload.family())
+            .cloned(),
     })
 }
 
@@ -190,16 +196,13 @@ fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> Result<CellJob, Error
 fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
     if spec.resume && path.exists() {
         let existing = store::load(path)?;
-        let same = existing.run.profile == spec.info.profile
-            && existing.run.design == spec.info.design
-            && existing.run.device == spec.info.device
-            && existing.run.protocol == spec.info.protocol
-            && existing.run.shard == spec.info.shard;
-        if !same {
+        let differing = differences(&existing.run, &spec.info);
+        if !differing.is_empty() {
             return Err(Error::Invalid(format!(
-                "--resume: {} was written by a different run (profile, design, device, protocol or \
-                 shard differ); use the same flags as the original run or a new --out",
-                path.display()
+                "--resume: {} was written by a different run (its {} differ); use the same flags and \
+                 profile file as the original run or a new --out",
+                path.display(),
+                differing.join(", ")
             )));
         }
         let mut results = Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing };
@@ -238,6 +241,22 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
     })
+}
+
+/// What of `existing` a run described by `info` would measure differently: the profile, design,
+/// device, protocol, settings of the families, or shard.
+fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
+    [
+        ("profile", existing.profile == info.profile),
+        ("design", existing.design == info.design),
+        ("device", existing.device == info.device),
+        ("protocol", existing.protocol == info.protocol),
+        ("settings", existing.profile_settings.families == info.profile_settings.families),
+        ("shard", existing.shard == info.shard),
+    ]
+    .into_iter()
+    .filter_map(|(what, same)| (!same).then_some(what))
+    .collect()
 }
 
 /// Whether round `round` of cell `id` is already measured (or the cell cannot run at all).

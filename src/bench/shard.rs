@@ -128,8 +128,8 @@ pub fn shard_record(
 }
 
 /// Hex SHA-256 of what must be equal for shards to belong to one sweep: design, profile, device,
-/// protocol, the datasets (not where they were read from, which differs between machines), the
-/// units and the known cells.
+/// protocol, the settings of the families, the datasets (not where they were read from, which
+/// differs between machines), the units and the known cells.
 fn fingerprint(info: &RunInfo, units: &[String], cells: &[ShardCell]) -> Result<String, Error> {
     let datasets: Vec<_> = info
         .datasets()
@@ -140,6 +140,7 @@ fn fingerprint(info: &RunInfo, units: &[String], cells: &[ShardCell]) -> Result<
         "profile": info.profile,
         "device": info.device,
         "protocol": info.protocol,
+        "settings": info.profile_settings.families,
         "datasets": datasets,
         "units": units,
         "cells": cells,
@@ -236,6 +237,7 @@ mod tests {
             git_commit: None,
             command: vec![],
             profile: "quick".into(),
+            profile_settings: Default::default(),
             design: design.to_string(),
             device: DeviceSpec::Cpu,
             data: DataInfo {

@@ -17,6 +17,7 @@ use trickbench::parity::compare::{
 };
 use trickbench::parity::side::{self, SideMode, SideOutput, TimingPlan};
 use trickbench::parity::PYTORCH_SCRIPT;
+use trickbench::results::schema::profile_text;
 use trickbench::results::store;
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::workloads::{Family, WorkloadId};
@@ -34,8 +35,11 @@ const STDERR_TAIL_LINES: usize = 15;
 
 /// Runs the comparison the flags describe.
 pub fn parity(args: &ParityArgs) -> Result<()> {
-    let profile: ProfileName = args.profile.parse().context("--profile")?;
     let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
+    let (profile, reason) = args.profile.pick(device, tch::Cuda::is_available());
+    if let Some(reason) = reason {
+        eprintln!("note: {}", profile_text(profile.id(), Some(&reason)));
+    }
     let workloads = resolve_workloads(&args.workload, profile)?;
     for (flag, value) in
         [("--steps", args.steps), ("--windows", args.windows), ("--steps-per-window", args.steps_per_window)]
@@ -50,7 +54,8 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
     let python = args.python.clone().unwrap_or_else(default_python);
     let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
         let cifar = profile.settings(Family::CifarResnet);
-        super::run::resolve_data(&args.data, cifar.train_samples, cifar.test_samples)?.0
+        let note = |line: &str| eprintln!("{line}");
+        super::run::resolve_data(&args.data, cifar.train_samples, cifar.test_samples, &note)?.0
     } else {
         args.data.clone()
     };

@@ -1,17 +1,17 @@
 //! `trickbench run`: plan, execute cell by cell, summarise.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use trickbench::bench::cell::gpt_context;
 use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::lock::{Locked, OutputLock};
+use trickbench::bench::overrides::{ProfileOverrides, RunProfiles, TtaOverrides};
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
-use trickbench::bench::profile::{ProfileName, ProtocolOverrides};
-use trickbench::bench::runner::{self, ProcessExecutor, RunObserver, RunSpec, RESULTS_FILE};
+use trickbench::bench::profile::{Profile, ProfileName};
+use trickbench::bench::progress::{Progress, ProgressMode};
+use trickbench::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use trickbench::bench::shard::shard_record;
 use trickbench::data::text::TextCorpus;
 use trickbench::data::{cifar, import};
@@ -19,10 +19,10 @@ use trickbench::device::DeviceSpec;
 use trickbench::error::Error;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use trickbench::results::schema::{
-    CellKind, CellResult, CellStatus, DataInfo, Phase, Protocol, Results, RunInfo,
+    profile_text, CellKind, CellStatus, DataInfo, Phase, ProfileSettings, Protocol, Results, RunInfo,
 };
 use trickbench::results::system::{git_commit, SystemInfo};
-use trickbench::summary::{status_detail, summary_table};
+use trickbench::summary::summary_table;
 use trickbench::tricks::{parse_trick_list, Applicability, Metric, Trick, TrickSet};
 use trickbench::workloads::{Family, WorkloadId};
 
@@ -38,44 +38,212 @@ const PROBE_MAX_BATCH: usize = 65_536;
 
 /// Runs the plan the flags describe.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let profile_name: ProfileName = args.profile.parse().context("--profile")?;
+    let progress = Progress::new(ProgressMode::detect(args.quiet));
+    let setup = setup(args)?;
+    let workload_ids = setup.workloads.iter().map(|w| w.id()).collect::<Vec<_>>().join(", ");
+    progress.note(&format!(
+        "trickbench run: {} · {} design · {} · {workload_ids}",
+        profile_text(setup.profile.id(), setup.reason.as_deref()),
+        setup.design,
+        setup.device
+    ));
+    let inputs = resolve_inputs(args, &setup, &progress)?;
+    let requests = plan_requests(args, &setup, &inputs.text)?;
+    let started = chrono::Utc::now();
+    let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), setup.profile, setup.design);
+    let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
+    let id = out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned());
+    let mut info = run_info(args, &setup, id, started, inputs.data, inputs.more_data);
+    if let Some(shard) = args.shard {
+        let record = shard_record(shard, &info, &setup.workloads, &known_plan(setup.design, &requests))?;
+        let units = record.units_of(shard.index).len();
+        progress.note(&format!(
+            "note: shard {shard} holds {units} of the plan's {} units (plan fingerprint {})",
+            record.units.len(),
+            &record.fingerprint[..12]
+        ));
+        info.shard = Some(record);
+    }
+    let spec = RunSpec {
+        info,
+        system: SystemInfo::collect(setup.device),
+        plan: Plan { cells: Vec::new() },
+        data_dir: inputs.data_dir,
+        images: args.images.clone(),
+        text: match &inputs.text {
+            TextSource::Found { path, .. } => Some(path.clone()),
+            TextSource::Missing(_) | TextSource::NotNeeded => None,
+        },
+        out_dir: out_dir.clone(),
+        resume: args.resume,
+        interrupt: Interrupt::new(),
+    };
+    let program = std::env::current_exe().context("finding the trickbench executable")?;
+    let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
+        .with_stderr_lines(progress.child_lines())
+        .with_interrupt(spec.interrupt.clone());
+    if let Some(mib) = args.memory_limit_mib {
+        executor = executor.with_memory_limit(mib << 20);
+    }
+    let _lock = lock_output(&out_dir)?;
+    spec.interrupt.catch_signals()?;
+    let mut session = Session { spec, executor, progress, results: None };
+    for request in &requests {
+        session.run_request(request, setup.design)?;
+    }
+    session.progress.finish();
+    let results = session.results()?;
+    let _ = std::fs::remove_dir(out_dir.join(".cells"));
+    if session.progress.mode() != ProgressMode::Quiet {
+        println!("{}", summary_table(results));
+    }
+    println!("results: {}", out_dir.join(RESULTS_FILE).display());
+    super::report::write_run_report(results, &out_dir)?;
+    match results.cells.iter().filter(|c| c.failed()).count() {
+        0 => Ok(()),
+        failed => Err(Error::CellsFailed {
+            failed,
+            cells: results.cells.len(),
+            results: out_dir.join(RESULTS_FILE),
+        }
+        .into()),
+    }
+}
+
+/// What the flags decide before any file is read but the profile file.
+struct Setup {
+    design: Design,
+    device: DeviceSpec,
+    /// The profile picked, and why when `--profile auto` picked it.
+    profile: ProfileName,
+    reason: Option<String>,
+    tricks: Vec<Trick>,
+    workloads: Vec<WorkloadId>,
+    profiles: RunProfiles,
+    /// Peak memory a cell may use, bytes (`None`: the device's own limit).
+    memory_budget_bytes: Option<u64>,
+}
+
+/// The design, device, profile, tricks, workloads, settings and memory budget the flags ask for,
+/// checked.
+fn setup(args: &RunArgs) -> Result<Setup> {
     let design: Design = args.design.parse().context("--design")?;
     let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
+    let (profile, reason) = args.profile.pick(device, tch::Cuda::is_available());
     let tricks = parse_trick_list(&args.tricks)?;
-    let workloads = resolve_workloads(&args.workload, profile_name, design)?;
-    // The run-wide protocol (the same in every family's settings of a profile), as the flags say.
-    let overrides = ProtocolOverrides {
-        rounds: args.rounds,
-        windows: args.windows,
-        steps_per_window: args.steps_per_window,
-        warmup_steps: args.warmup_steps,
-    };
-    let profile = profile_name.settings(workloads[0].family()).overridden(overrides)?;
+    let workloads = resolve_workloads(&args.workload, profile, design)?;
+    check_flag_combinations(args, design)?;
+    let profiles = run_profiles(args, profile, &workloads)?;
     if args.batch_size == Some(0) {
         refuse!("--batch-size must be at least 1");
-    }
-    let seeds = args.seeds.unwrap_or(profile.tta.seeds);
-    if seeds == 0 {
-        refuse!("--seeds must be at least 1");
     }
     let memory_budget_bytes = match args.memory_budget_mib {
         Some(0) => refuse!("--memory-budget-mib must be at least 1"),
         Some(mib) => Some(mib << 20),
-        None if !device.is_cuda() => Some(profile.cpu_memory_budget_mib << 20),
+        None if !device.is_cuda() => Some(profiles.run_wide().cpu_memory_budget_mib << 20),
         None => None,
     };
-    check_flag_combinations(args, design)?;
-    let cell_timeout_s = match args.cell_timeout_s {
-        Some(s) if !(s.is_finite() && s > 0.0) => {
-            refuse!("--cell-timeout-s {s}: must be a positive number of seconds")
-        }
-        Some(s) => s,
-        None => profile.cell_timeout_s,
+    Ok(Setup { design, device, profile, reason, tricks, workloads, profiles, memory_budget_bytes })
+}
+
+/// What the results record about run `id` before anything is measured.
+fn run_info(
+    args: &RunArgs,
+    setup: &Setup,
+    id: String,
+    started: chrono::DateTime<chrono::Utc>,
+    data: DataInfo,
+    more_data: Vec<DataInfo>,
+) -> RunInfo {
+    RunInfo {
+        id,
+        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        finished_at: None,
+        trickbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: git_commit(),
+        command: std::env::args().collect(),
+        profile: setup.profile.to_string(),
+        profile_settings: ProfileSettings {
+            asked: Some(args.profile),
+            reason: setup.reason.clone(),
+            file: args.profile_file.as_ref().map(|f| f.display().to_string()),
+            families: setup.profiles.family_settings(),
+        },
+        design: setup.design.to_string(),
+        device: setup.device,
+        data,
+        more_data,
+        protocol: protocol(setup.profiles.run_wide(), setup.memory_budget_bytes, args.seed),
+        shard: None,
+        merged: None,
+    }
+}
+
+/// The run's profile for each family it trains: the profile's settings, replaced by the profile
+/// file's (`--profile-file`), replaced by the flags'.
+fn run_profiles(args: &RunArgs, name: ProfileName, workloads: &[WorkloadId]) -> Result<RunProfiles> {
+    let file = args.profile_file.as_deref().map(ProfileOverrides::from_file).transpose()?;
+    let flags = ProfileOverrides {
+        rounds: args.rounds,
+        windows_per_process: args.windows,
+        // `--windows N` times exactly N windows.
+        max_windows_per_process: args.windows,
+        steps_per_window: args.steps_per_window,
+        warmup_steps: args.warmup_steps,
+        cell_timeout_s: args.cell_timeout_s,
+        time_to_accuracy_seeds: args.seeds,
+        time_to_accuracy: TtaOverrides {
+            target: args.target,
+            planned_epochs: args.epochs,
+            planned_steps: args.steps,
+            budget_s: args.budget_s,
+            ..TtaOverrides::default()
+        },
+        ..ProfileOverrides::default()
     };
+    let mut families: Vec<Family> = workloads.iter().map(|w| w.family()).collect();
+    families.dedup();
+    let layers: Vec<&ProfileOverrides> = file.iter().chain([&flags]).collect();
+    Ok(RunProfiles::new(name, &families, &layers)?)
+}
+
+/// The measurement protocol of a run with the run-wide settings of `profile`, its rounds' orders
+/// drawn from `order_seed`.
+fn protocol(profile: &Profile, memory_budget_bytes: Option<u64>, order_seed: u64) -> Protocol {
+    Protocol {
+        warmup_steps: profile.warmup_steps,
+        windows_per_process: profile.windows_per_process,
+        steps_per_window: profile.steps_per_window,
+        rounds: profile.rounds,
+        bootstrap_resamples: BOOTSTRAP_RESAMPLES,
+        confidence_level: CONFIDENCE_LEVEL,
+        cell_timeout_s: profile.cell_timeout_s,
+        time_to_accuracy_seeds: profile.time_to_accuracy_seeds,
+        memory_budget_bytes,
+        target_ci_half_width: Some(profile.target_ci_half_width),
+        max_windows_per_process: Some(profile.max_windows_per_process),
+        order_seed: Some(order_seed),
+    }
+}
+
+/// What the cells read: the CIFAR-10 directory and the GPT's text, checked now, and their
+/// descriptions for the results.
+struct Inputs {
+    data_dir: PathBuf,
+    text: TextSource,
+    data: DataInfo,
+    more_data: Vec<DataInfo>,
+}
+
+/// The data the run's workloads train on: CIFAR-10 (or synthetic data) for the ResNets, the text
+/// file for the GPTs, each cut to its family's settings.
+fn resolve_inputs(args: &RunArgs, setup: &Setup, progress: &Progress) -> Result<Inputs> {
+    let (profiles, workloads) = (&setup.profiles, &setup.workloads);
+    let note = |line: &str| progress.note(line);
     let mut datasets = Vec::new();
-    let cifar = profile_name.settings(Family::CifarResnet);
     let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
-        let (dir, info) = resolve_data(&args.data, cifar.train_samples, cifar.test_samples)?;
+        let cifar = profiles.of(Family::CifarResnet)?;
+        let (dir, info) = resolve_data(&args.data, cifar.train_samples, cifar.test_samples, &note)?;
         if let Some(images) = &args.images {
             import::validate(images, cifar.train_samples, cifar.test_samples).context("--images")?;
         }
@@ -88,177 +256,42 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let text = if gpts.is_empty() {
         TextSource::NotNeeded
     } else {
-        resolve_text(&args.text, &args.workload, profile_name, &gpts)?
+        let held_out = profiles.of(Family::CharGpt)?.test_samples;
+        resolve_text(&args.text, &args.workload, held_out, &gpts, &note)?
     };
     if let TextSource::Found { info, .. } = &text {
         datasets.push(info.clone());
     }
     let mut datasets = datasets.into_iter();
     let data = datasets.next().context("no dataset to describe")?;
-    let requests: Vec<PlanRequest> = workloads
+    Ok(Inputs { data_dir, text, data, more_data: datasets.collect() })
+}
+
+/// One plan request per workload, with its family's settings and the flags.
+fn plan_requests(args: &RunArgs, setup: &Setup, text: &TextSource) -> Result<Vec<PlanRequest>> {
+    setup
+        .workloads
         .iter()
         .map(|&workload| {
-            let settings = profile_name.settings(workload.family());
-            PlanRequest {
+            let settings = setup.profiles.of(workload.family())?;
+            Ok(PlanRequest {
                 workloads: vec![workload],
-                tricks: tricks.clone(),
-                device,
+                tricks: setup.tricks.clone(),
+                device: setup.device,
                 batch_size: args.batch_size.unwrap_or(settings.batch_size),
                 seed: args.seed,
                 time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(settings.tta.batch_size),
-                time_to_accuracy_seeds: seeds,
+                time_to_accuracy_seeds: settings.time_to_accuracy_seeds,
                 large_batch_size: settings.tta.large_batch_size,
                 max_batch_size: None,
                 has_images: args.images.is_some(),
-                missing_text: match &text {
+                missing_text: match text {
                     TextSource::Missing(reason) => Some(reason.clone()),
                     TextSource::Found { .. } | TextSource::NotNeeded => None,
                 },
-            }
+            })
         })
-        .collect();
-    let started = chrono::Utc::now();
-    let id = format!("{}-{}-{}", started.format("%Y%m%d-%H%M%S"), profile_name, design);
-    let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
-    let mut info = RunInfo {
-        id: out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned()),
-        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        finished_at: None,
-        trickbench_version: env!("CARGO_PKG_VERSION").to_owned(),
-        git_commit: git_commit(),
-        command: std::env::args().collect(),
-        profile: profile_name.to_string(),
-        design: design.to_string(),
-        device,
-        data,
-        more_data: datasets.collect(),
-        protocol: Protocol {
-            warmup_steps: profile.warmup_steps,
-            windows_per_process: profile.windows_per_process,
-            steps_per_window: profile.steps_per_window,
-            rounds: profile.rounds,
-            bootstrap_resamples: BOOTSTRAP_RESAMPLES,
-            confidence_level: CONFIDENCE_LEVEL,
-            cell_timeout_s,
-            time_to_accuracy_seeds: seeds,
-            memory_budget_bytes,
-            target_ci_half_width: Some(profile.target_ci_half_width),
-            max_windows_per_process: Some(profile.max_windows_per_process),
-            order_seed: Some(args.seed),
-        },
-        shard: None,
-        merged: None,
-    };
-    if let Some(shard) = args.shard {
-        let record = shard_record(shard, &info, &workloads, &known_plan(design, &requests))?;
-        let units = record.units_of(shard.index).len();
-        eprintln!(
-            "note: shard {shard} holds {units} of the plan's {} units (plan fingerprint {})",
-            record.units.len(),
-            &record.fingerprint[..12]
-        );
-        info.shard = Some(record);
-    }
-    let spec = RunSpec {
-        info,
-        system: SystemInfo::collect(device),
-        plan: Plan { cells: Vec::new() },
-        data_dir,
-        images: args.images.clone(),
-        text: match &text {
-            TextSource::Found { path, .. } => Some(path.clone()),
-            TextSource::Missing(_) | TextSource::NotNeeded => None,
-        },
-        out_dir: out_dir.clone(),
-        resume: args.resume,
-        interrupt: Interrupt::new(),
-    };
-    let program = std::env::current_exe().context("finding the trickbench executable")?;
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {wide_bar} {pos}/{len} cell runs · {msg}")
-            .expect("valid template"),
-    );
-    let echo = bar.clone();
-    let mut executor = ProcessExecutor::new(program, out_dir.join(".cells"))
-        .with_stderr_lines(Arc::new(move |line: &str| echo.println(format!("    {line}"))))
-        .with_interrupt(spec.interrupt.clone());
-    if let Some(mib) = args.memory_limit_mib {
-        executor = executor.with_memory_limit(mib << 20);
-    }
-    let _lock = lock_output(&out_dir)?;
-    spec.interrupt.catch_signals()?;
-    let mut session = Session { spec, executor, progress: Progress { bar: bar.clone() }, results: None };
-    for request in &requests {
-        // The probe doubles the batch up to what the training split can fill.
-        let probe_cap = match request.workloads[0].family() {
-            Family::CifarResnet => session.spec.info.data.train_samples.min(PROBE_MAX_BATCH),
-            Family::CharGpt => PROBE_MAX_BATCH,
-        };
-        match design {
-            Design::BatchSweep => {
-                for &workload in &request.workloads {
-                    let probe = session.probe(request, workload, TrickSet::baseline(), probe_cap)?;
-                    session.run(Plan::batch_sweep(request, workload, &probe.fitting))?;
-                }
-            }
-            Design::SuperConvergence => session.run(Plan::super_convergence(request))?,
-            Design::Ablation | Design::Stack | Design::LeaveOneOut => {
-                let mut request = request.clone();
-                if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some()
-                {
-                    // Only where max-batch applies (not for the GPT, whose recipe fixes the batch).
-                    let probed = request.workloads.clone().into_iter().filter(|&workload| {
-                        Trick::MaxBatch.applicability(workload, device) == Applicability::Applies
-                    });
-                    for workload in probed {
-                        let probe = session.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
-                        if request.tricks.contains(&Trick::Checkpointing) {
-                            // How much larger a batch checkpointing lets fit.
-                            session.probe(
-                                &request,
-                                workload,
-                                TrickSet::only(Trick::Checkpointing),
-                                probe_cap,
-                            )?;
-                        }
-                        request.max_batch_size = probe.fitting.last().copied();
-                    }
-                }
-                session.run(match design {
-                    Design::LeaveOneOut => Plan::leave_one_out(&request),
-                    _ => Plan::ablation(&request),
-                })?;
-                // Second half: add the tricks cumulatively, best measured first (in the shard that
-                // measured them).
-                let ranking = match design {
-                    Design::Stack => stack_ranking(session.results()?, request.workloads[0]),
-                    _ => Vec::new(),
-                };
-                if !ranking.is_empty() {
-                    bar.println(format!(
-                        "stacking tricks, best first: {}",
-                        ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
-                    ));
-                    session.run(Plan::stack(&request, &ranking))?;
-                }
-            }
-        }
-    }
-    bar.finish_and_clear();
-    let results = session.results()?;
-    let _ = std::fs::remove_dir(out_dir.join(".cells"));
-    println!("{}", summary_table(results));
-    println!("results: {}", out_dir.join(RESULTS_FILE).display());
-    super::report::write_run_report(results, &out_dir)?;
-    match results.cells.iter().filter(|c| c.failed()).count() {
-        0 => Ok(()),
-        failed => Err(Error::CellsFailed {
-            failed,
-            cells: results.cells.len(),
-            results: out_dir.join(RESULTS_FILE),
-        }
-        .into()),
-    }
+        .collect()
 }
 
 /// Locks `out_dir` for as long as the returned lock lives, so that a second run (or merge) into
@@ -305,9 +338,16 @@ fn known_plan(design: Design, requests: &[PlanRequest]) -> Plan {
 
 /// Refuses flags that contradict each other, naming both.
 fn check_flag_combinations(args: &RunArgs, design: Design) -> Result<()> {
-    if args.no_time_to_accuracy && args.seeds.is_some() {
+    let time_to_accuracy_flags = [
+        ("--seeds", args.seeds.is_some()),
+        ("--target", args.target.is_some()),
+        ("--epochs", args.epochs.is_some()),
+        ("--steps", args.steps.is_some()),
+        ("--budget-s", args.budget_s.is_some()),
+    ];
+    if let Some((flag, _)) = time_to_accuracy_flags.iter().find(|(_, set)| *set && args.no_time_to_accuracy) {
         refuse!(
-            "--seeds sets the time-to-accuracy seeds, which --no-time-to-accuracy turns off; drop one of them"
+            "{flag} sets time-to-accuracy training, which --no-time-to-accuracy turns off; drop one of them"
         );
     }
     if design == Design::BatchSweep && args.batch_size.is_some() {
@@ -341,11 +381,67 @@ struct Session {
 }
 
 impl Session {
+    /// Runs the plan of `request` as `design` says: first the probes it needs, then its cells,
+    /// and for the stack design the tricks added cumulatively.
+    fn run_request(&mut self, request: &PlanRequest, design: Design) -> Result<()> {
+        let device = request.device;
+        // The probe doubles the batch up to what the training split can fill.
+        let probe_cap = match request.workloads[0].family() {
+            Family::CifarResnet => self.spec.info.data.train_samples.min(PROBE_MAX_BATCH),
+            Family::CharGpt => PROBE_MAX_BATCH,
+        };
+        match design {
+            Design::BatchSweep => {
+                for &workload in &request.workloads {
+                    let probe = self.probe(request, workload, TrickSet::baseline(), probe_cap)?;
+                    self.run(Plan::batch_sweep(request, workload, &probe.fitting))?;
+                }
+                return Ok(());
+            }
+            Design::SuperConvergence => return self.run(Plan::super_convergence(request)),
+            Design::Ablation | Design::Stack | Design::LeaveOneOut => {}
+        }
+        let mut request = request.clone();
+        if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some() {
+            // Only where max-batch applies (not for the GPT, whose recipe fixes the batch).
+            let probed = request.workloads.clone().into_iter().filter(|&workload| {
+                Trick::MaxBatch.applicability(workload, device) == Applicability::Applies
+            });
+            for workload in probed {
+                let probe = self.probe(&request, workload, TrickSet::baseline(), probe_cap)?;
+                if request.tricks.contains(&Trick::Checkpointing) {
+                    // How much larger a batch checkpointing lets fit.
+                    self.probe(&request, workload, TrickSet::only(Trick::Checkpointing), probe_cap)?;
+                }
+                request.max_batch_size = probe.fitting.last().copied();
+            }
+        }
+        self.run(match design {
+            Design::LeaveOneOut => Plan::leave_one_out(&request),
+            _ => Plan::ablation(&request),
+        })?;
+        // Second half: add the tricks cumulatively, best measured first (in the shard that
+        // measured them).
+        let ranking = match design {
+            Design::Stack => stack_ranking(self.results()?, request.workloads[0]),
+            _ => Vec::new(),
+        };
+        if !ranking.is_empty() {
+            self.progress.note(&format!(
+                "stacking tricks, best first: {}",
+                ranking.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
+            ));
+            self.run(Plan::stack(&request, &ranking))?;
+        }
+        Ok(())
+    }
+
     /// Runs the cells planned so far plus `plan`'s (what is already measured is skipped).
     fn run(&mut self, plan: Plan) -> Result<()> {
         let mut all = self.spec.plan.clone();
         all.extend(plan.cells);
         self.spec.plan = all;
+        self.progress.begin_phase();
         let results = runner::run(&self.spec, &mut self.executor, &mut self.progress)
             .with_context(|| format!("running into {}", self.spec.out_dir.display()))?;
         self.spec.resume = true;
@@ -376,8 +472,7 @@ impl Session {
                 Some(CellStatus::Ok) => fitting.push(batch),
                 Some(CellStatus::OutOfMemory { .. }) => {
                     self.progress
-                        .bar
-                        .println(format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
+                        .note(&format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
                     break;
                 }
                 _ => break,
@@ -386,8 +481,7 @@ impl Session {
         }
         if let Some(largest) = fitting.last() {
             self.progress
-                .bar
-                .println(format!("  {workload} {}: largest batch that fits {largest}", tricks.label()));
+                .note(&format!("  {workload} {}: largest batch that fits {largest}", tricks.label()));
         }
         Ok(ProbeOutcome { fitting })
     }
@@ -441,8 +535,9 @@ enum TextSource {
 fn resolve_text(
     path: &Path,
     workload_flag: &str,
-    profile: ProfileName,
+    held_out_windows: Option<usize>,
     gpts: &[WorkloadId],
+    note: &dyn Fn(&str),
 ) -> Result<TextSource> {
     if !path.is_file() {
         let reason = format!(
@@ -452,18 +547,17 @@ fn resolve_text(
             path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).display()
         );
         if workload_flag == "all" {
-            eprintln!("note: {reason}; the GPT cells are not applicable");
+            note(&format!("note: {reason}; the GPT cells are not applicable"));
             return Ok(TextSource::Missing(reason));
         }
         refuse!("--text: {reason}");
     }
     let corpus = TextCorpus::from_file(path).context("--text")?;
-    let settings = profile.settings(Family::CharGpt);
     let context =
         gpts.iter().copied().map(gpt_context).collect::<Result<Vec<_>, _>>()?.into_iter().max().unwrap_or(1);
     corpus.check_context(context, &path.display().to_string()).context("--text")?;
     let windows = corpus.validation.len().saturating_sub(1) / context;
-    let held_out_windows = settings.test_samples.map_or(windows, |n| n.min(windows));
+    let held_out_windows = held_out_windows.map_or(windows, |n| n.min(windows));
     let info = DataInfo {
         name: path.file_name().map_or_else(|| "text".to_owned(), |n| n.to_string_lossy().into_owned()),
         path: path.display().to_string(),
@@ -483,19 +577,20 @@ pub(super) fn resolve_data(
     dir: &Path,
     train_samples: Option<usize>,
     test_samples: Option<usize>,
+    note: &dyn Fn(&str),
 ) -> Result<(PathBuf, DataInfo)> {
     // A directory with some of the files is damaged, not absent: the check below names what is missing.
     let (dir, synthetic) = if cifar::has_cifar_file(dir) {
         (dir.to_path_buf(), cifar::is_synthetic_dir(dir))
     } else {
         let synthetic_dir = PathBuf::from(SYNTHETIC_DIR);
-        eprintln!(
+        note(&format!(
             "note: no CIFAR-10 in {} (run `trickbench data import PATH` or `trickbench data fetch cifar10 --out {}`); \
              using SYNTHETIC data from {} — every figure of this run is about synthetic images",
             dir.display(),
             dir.display(),
             synthetic_dir.display()
-        );
+        ));
         if !cifar::is_cifar_dir(&synthetic_dir) {
             super::data::write_synthetic(&synthetic_dir, 50_000, 10_000, 0)?;
         }
@@ -535,26 +630,4 @@ fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     ranked.into_iter().map(|(t, _)| t).collect()
-}
-
-/// Shows progress on a bar.
-struct Progress {
-    bar: ProgressBar,
-}
-
-impl RunObserver for Progress {
-    fn process_started(&mut self, done: usize, total: usize, cell: &str, round: usize) {
-        self.bar.set_length(total as u64);
-        self.bar.set_position(done as u64);
-        self.bar.set_message(format!("{cell} (round {})", round + 1));
-    }
-
-    fn process_finished(&mut self, cell: &CellResult) {
-        if let Some(t) = &cell.throughput {
-            let unit = cell.key.workload.family().sample_unit();
-            self.bar.println(format!("  {:<44} {:>8.0} {unit}/s", cell.id, t.median_samples_per_s));
-        } else if cell.status != CellStatus::Ok {
-            self.bar.println(format!("  {:<44} {}", cell.id, status_detail(cell).unwrap_or_default()));
-        }
-    }
 }

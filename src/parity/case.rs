@@ -189,6 +189,7 @@ impl ExportRequest {
             memory_budget_bytes: None,
             super_convergence: false,
             protocol: None,
+            family_settings: None,
         }
     }
 }

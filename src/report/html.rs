@@ -96,6 +96,10 @@ struct RunView<'a> {
     cuda: String,
     cudnn: String,
     command: String,
+    /// The profile, with why `auto` picked it.
+    profile: String,
+    /// Each family's name and its settings in words.
+    families: Vec<(&'static str, String)>,
 }
 
 fn runs(results: &[Results]) -> Vec<RunView<'_>> {
@@ -110,6 +114,8 @@ fn runs(results: &[Results]) -> Vec<RunView<'_>> {
             cuda: compare::version(r.system.cuda_runtime_version),
             cudnn: compare::version(r.system.cudnn_version),
             command: r.run.command.join(" "),
+            profile: r.run.profile_text(),
+            families: r.run.profile_settings.families.iter().map(|f| (f.family.name(), f.text())).collect(),
         })
         .collect()
 }

@@ -20,7 +20,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
             context! {
                 id => Serde(&r.run.id),
                 device => Serde(model::device_name(r)),
-                profile => Serde(&r.run.profile),
+                profile => Serde(r.run.profile_text()),
                 design => Serde(&r.run.design),
                 started_at => Serde(&r.run.started_at),
                 git_commit => Serde(&r.run.git_commit),

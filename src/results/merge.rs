@@ -232,6 +232,8 @@ fn check_same_sweep(
         differ("design", a.design.clone(), b.design.clone());
         differ("device", a.device.to_string(), b.device.to_string());
         differ("protocol", format!("{:?}", a.protocol), format!("{:?}", b.protocol));
+        let settings = |r: &RunInfo| format!("{:?}", r.profile_settings.families);
+        differ("settings", settings(a), settings(b));
         let data = |r: &RunInfo| {
             r.datasets()
                 .map(|d| {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::profile::{ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::power::{Energy, EnergyMethod};
@@ -10,7 +11,7 @@ use crate::measure::stats;
 use crate::results::system::SystemInfo;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
-use crate::workloads::WorkloadId;
+use crate::workloads::{Family, WorkloadId};
 
 /// The version of this schema. Readers refuse files with a newer version.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -140,8 +141,12 @@ pub struct RunInfo {
     pub git_commit: Option<String>,
     /// The command line of the run.
     pub command: Vec<String>,
-    /// The measurement profile (`quick`, `standard`, `full`).
+    /// The measurement profile picked (`smoke`, `quick`, `standard`, `full`).
     pub profile: String,
+    /// How the profile was chosen and changed: what `--profile` asked for, the profile file, and
+    /// the settings of each family.
+    #[serde(default)]
+    pub profile_settings: ProfileSettings,
     /// The experimental design (`ablation`, …).
     pub design: String,
     /// The device measured (`cpu`, `cuda:0`).
@@ -166,6 +171,81 @@ impl RunInfo {
     pub fn datasets(&self) -> impl Iterator<Item = &DataInfo> {
         std::iter::once(&self.data).chain(&self.more_data)
     }
+
+    /// The profile in words, with why `auto` picked it: "quick profile (auto: no CUDA GPU)".
+    pub fn profile_text(&self) -> String {
+        profile_text(&self.profile, self.profile_settings.reason.as_deref())
+    }
+}
+
+/// Profile `name` in words, with the `reason` why `auto` picked it, if it did: "quick profile
+/// (auto: no CUDA GPU)", "full profile".
+pub fn profile_text(name: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => format!("{name} profile (auto: {reason})"),
+        None => format!("{name} profile"),
+    }
+}
+
+/// How a run's profile was chosen, and the settings of each family it trains.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileSettings {
+    /// What `--profile` asked for: `auto` or a profile's name (`None` in results written before
+    /// it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<ProfileRequest>,
+    /// Why `auto` picked [`RunInfo::profile`] ("no CUDA GPU", "CUDA GPU cuda:0"); `None` for a
+    /// profile asked for by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The profile file whose values replaced the profile's (`run --profile-file`), as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The settings in force for each family the run trains: the profile's, replaced by the
+    /// profile file's, replaced by the flags'. Every cell process follows its family's. The
+    /// measurement protocol, the same for every family, is [`RunInfo::protocol`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub families: Vec<FamilySettings>,
+}
+
+/// The settings of one family of workloads in a run, besides the measurement protocol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilySettings {
+    /// The family: `resnet` or `gpt`.
+    pub family: Family,
+    /// Samples per step of the throughput cells unless `run --batch-size` says otherwise: images,
+    /// or windows of the context length.
+    pub batch_size: usize,
+    /// Training images used (`None`: all; the GPT always trains on its whole training split).
+    pub train_samples: Option<usize>,
+    /// Held-out samples evaluated: test images, or validation windows (`None`: all).
+    pub test_samples: Option<usize>,
+    /// How the time-to-accuracy cells train and when they stop.
+    pub time_to_accuracy: TtaSettings,
+}
+
+impl FamilySettings {
+    /// The settings in words: "batch 128; time to accuracy: test accuracy ≥ 60.0% within 240 s
+    /// of training, schedule over 3 epochs, batch 64, evaluated every 100 steps, learning rate
+    /// 0.05".
+    pub fn text(&self) -> String {
+        let tta = &self.time_to_accuracy;
+        let metric = self.family.quality_metric().id();
+        let length = match tta.planned_steps {
+            Some(steps) => format!("{steps} steps"),
+            None => format!("{} epochs", tta.planned_epochs),
+        };
+        format!(
+            "batch {}; time to accuracy: {} within {} s of training, schedule over {length}, batch {}, \
+             evaluated every {} steps, learning rate {}",
+            self.batch_size,
+            crate::results::quality::target_text(metric, tta.target),
+            tta.budget_s,
+            tta.batch_size,
+            tta.eval_every_steps,
+            tta.base_lr
+        )
+    }
 }
 
 /// Which part of a sharded sweep a results file holds, and the plan it is part of (see
@@ -176,8 +256,9 @@ pub struct ShardRecord {
     pub index: usize,
     /// How many shards the plan was split into.
     pub count: usize,
-    /// Hex SHA-256 of the plan: design, profile, device, protocol, datasets (without their paths),
-    /// units and known cells. Shards of one sweep have the same fingerprint.
+    /// Hex SHA-256 of the plan: design, profile, device, protocol, settings of the families,
+    /// datasets (without their paths), units and known cells. Shards of one sweep have the same
+    /// fingerprint.
     pub fingerprint: String,
     /// The plan's shard units in plan order; unit `k` belongs to shard `k mod count`.
     pub units: Vec<String>,

@@ -34,16 +34,27 @@ pub enum WorkloadId {
 }
 
 /// The family a workload belongs to: what it reads, how it is judged, what a sample is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Family {
     /// CIFAR ResNets: images in, class out; judged by test accuracy (higher is better).
+    #[serde(rename = "resnet")]
     CifarResnet,
     /// Character-level GPTs: tokens in, next token out; judged by validation loss (lower is
     /// better).
+    #[serde(rename = "gpt")]
     CharGpt,
 }
 
 impl Family {
+    /// The family's name on the command line (`--workload resnet`), in profile files and in
+    /// results: `resnet` or `gpt`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::CifarResnet => "resnet",
+            Family::CharGpt => "gpt",
+        }
+    }
+
     /// What one sample (one prediction) is, plural: the unit of throughput.
     pub fn sample_unit(self) -> &'static str {
         match self {

@@ -28,6 +28,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
             git_commit: Some("0123456789abcdef0123456789abcdef01234567".to_owned()),
             command: vec!["trickbench".into(), "run".into(), "--profile".into(), "quick".into()],
             profile: "quick".to_owned(),
+            profile_settings: Default::default(),
             design: "ablation".to_owned(),
             device,
             data: DataInfo {
