@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::bench::progress::duration_text;
 use crate::results::quality;
 use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, Verdict};
 
@@ -126,16 +127,6 @@ pub fn time_breakdown(results: &Results) -> Option<String> {
         duration_text(other_s),
         share(other_s)
     ))
-}
-
-/// "9 min 11 s", "42 s".
-fn duration_text(seconds: f64) -> String {
-    let s = seconds.round() as u64;
-    if s >= 60 {
-        format!("{} min {} s", s / 60, s % 60)
-    } else {
-        format!("{s} s")
-    }
 }
 
 /// The noise floor in words: "noise floor of resnet8 (A/A control): 1.02× [0.97, 1.06]; speed-ups

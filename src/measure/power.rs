@@ -99,13 +99,16 @@ impl EnergyMeter {
     /// Starts measuring the GPU behind `device`; fails (with the reason) off NVIDIA GPUs or where
     /// neither the counter nor power readings work.
     pub fn start(device: DeviceSpec) -> Result<Self, String> {
-        // Where NVML itself cannot be used, both methods fail for the same reason: say it once.
-        open(device)?;
-        match EnergyCounter::open(device) {
+        // Where NVML itself cannot be used, both methods fail for the same reason: said once.
+        let (nvml, index) = open(device)?;
+        match EnergyCounter::open(nvml, index) {
             Ok(counter) => Ok(EnergyMeter::Counter(Box::new(counter))),
-            Err(counter_reason) => PowerSampler::start(device)
-                .map(EnergyMeter::Sampled)
-                .map_err(|power_reason| format!("{counter_reason}; {power_reason}")),
+            Err(failed) => {
+                let (nvml, counter_reason) = *failed;
+                PowerSampler::sampling(nvml, index)
+                    .map(EnergyMeter::Sampled)
+                    .map_err(|power_reason| format!("{counter_reason}; {power_reason}"))
+            }
         }
     }
 
@@ -134,7 +137,8 @@ impl EnergyMeter {
 
 /// Whether the GPU behind `device` has an energy counter NVML can read, or why not.
 pub fn energy_counter_status(device: DeviceSpec) -> Result<(), String> {
-    EnergyCounter::open(device).map(|_| ())
+    let (nvml, index) = open(device)?;
+    EnergyCounter::open(nvml, index).map(|_| ()).map_err(|failed| failed.1)
 }
 
 /// Differences of NVML's cumulative energy counter over timed windows.
@@ -178,12 +182,13 @@ impl CounterWindows {
 }
 
 impl EnergyCounter {
-    /// The counter of the GPU behind `device`, or why it cannot be read.
-    fn open(device: DeviceSpec) -> Result<Self, String> {
-        let (nvml, index) = open(device)?;
-        nvml.device_by_index(index)
-            .and_then(|gpu| gpu.total_energy_consumption())
-            .map_err(|e| format!("NVML energy counter on device {index}: {e}"))?;
+    /// The counter of GPU `index` of `nvml`, or why it cannot be read (with `nvml` back, for
+    /// another method; boxed, as NVML's function table is large).
+    fn open(nvml: Nvml, index: u32) -> Result<Self, Box<(Nvml, String)>> {
+        let reading = nvml.device_by_index(index).and_then(|gpu| gpu.total_energy_consumption());
+        if let Err(e) = reading {
+            return Err(Box::new((nvml, format!("NVML energy counter on device {index}: {e}"))));
+        }
         Ok(Self { nvml, index, window: None, windows: CounterWindows::default(), error: None })
     }
 
@@ -229,6 +234,11 @@ impl PowerSampler {
     /// Starts sampling the GPU behind `device`; fails (with the reason) off NVIDIA GPUs.
     pub fn start(device: DeviceSpec) -> Result<Self, String> {
         let (nvml, index) = open(device)?;
+        Self::sampling(nvml, index)
+    }
+
+    /// Starts sampling GPU `index` of `nvml`.
+    fn sampling(nvml: Nvml, index: u32) -> Result<Self, String> {
         nvml.device_by_index(index)
             .and_then(|gpu| gpu.power_usage())
             .map_err(|e| format!("NVML power reading on device {index}: {e}"))?;
