@@ -1,75 +1,58 @@
-//! The terminal summary printed at the end of a run: one line per cell.
+//! The terminal summary of a run: one line per cell, printed per workload as each is measured
+//! and for the whole run at its end.
 
 use std::fmt::Write;
 
 use crate::bench::progress::duration_text;
 use crate::results::quality;
 use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, Verdict};
+use crate::workloads::WorkloadId;
 
 /// A plain-text table of every cell: status, throughput with its interval, speed-up against the
-/// baseline with its interval and verdict, peak memory, and time-to-accuracy.
+/// baseline with its interval and verdict, peak memory, and time-to-accuracy; then where the run's
+/// time went, the noise floors and the failures.
 pub fn summary_table(results: &Results) -> String {
-    let mut out = String::new();
-    let data: Vec<String> = results
-        .run
-        .datasets()
-        .map(|d| {
-            let name = if d.synthetic { "SYNTHETIC data (not CIFAR-10)" } else { d.name.as_str() };
-            format!("{name} ({} train / {} held-out {})", d.train_samples, d.test_samples, d.sample_unit)
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "{} · {} · {} · {} design · {}",
-        results.run.id,
-        results.run.device,
-        results.run.profile_text(),
-        results.run.design,
-        data.join(" · ")
-    );
-    let target = results.run.protocol.target_ci_half_width;
-    // Cells whose interval is wider than the precision asked.
-    let mut noisy = 0;
-    let width = results.cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(
-        out,
-        "{:<width$} {:<8} {:>22} {:>32} {:>9}",
-        "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
-    );
-    for cell in &results.cells {
-        let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
+    closing_table(results, &[])
+}
+
+/// The table of `workload`'s cells alone, with its noise floor: what a run prints as soon as that
+/// workload is measured, before the next one starts.
+pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
+    let mut out = header(results);
+    let cells = cell_rows(results, |c| c.key.workload == workload);
+    out.push_str(&cells.text);
+    for floor in results.noise_floors.iter().filter(|f| f.workload == workload) {
+        let _ = writeln!(out, "\n{}", noise_floor_text(floor));
+    }
+    if let Some(warning) = cells.noise_warning(results) {
+        let _ = writeln!(out, "\n{warning}");
+    }
+    out
+}
+
+/// The end of a run's summary: the cells of the workloads not in `shown` (whose tables were
+/// printed as they finished), then the whole run's time, noise floors, time to accuracy and
+/// failures.
+pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
+    let mut out = header(results);
+    if !shown.is_empty() {
+        let names: Vec<String> = shown.iter().map(|w| w.to_string()).collect();
         let _ = writeln!(
             out,
-            "{:<width$} {:<8} {:>22} {:>32} {:>9}",
-            cell.id,
-            status_word(&cell.status),
-            throughput_text(cell),
-            comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
-            cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
+            "({}: see the table{} above)",
+            names.join(", "),
+            if shown.len() > 1 { "s" } else { "" }
         );
-        if let Some(detail) = status_detail(cell) {
-            let _ = writeln!(out, "    {detail}");
-        }
-        if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
-            let _ = writeln!(out, "    {warning}");
-            noisy += 1;
-        }
     }
+    out.push_str(&cell_rows(results, |c| !shown.contains(&c.key.workload)).text);
     if let Some(time) = time_breakdown(results) {
         let _ = writeln!(out, "\n{time}");
     }
     for floor in &results.noise_floors {
         let _ = writeln!(out, "\n{}", noise_floor_text(floor));
     }
-    if noisy > 0 {
-        let _ = writeln!(
-            out,
-            "\nwarning: {noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
-             busy or too variable for that precision (close other work, or use more rounds); treat their \
-             verdicts with care",
-            results.cells.iter().filter(|c| c.throughput.is_some()).count(),
-            target.unwrap_or(0.0) * 100.0
-        );
+    if let Some(warning) = cell_rows(results, |_| true).noise_warning(results) {
+        let _ = writeln!(out, "\n{warning}");
     }
     if !results.time_to_accuracy.is_empty() {
         let _ = writeln!(out, "\ntime to accuracy, per configuration over its seeds:");
@@ -95,6 +78,86 @@ pub fn summary_table(results: &Results) -> String {
         let _ = writeln!(out, "\n{line}");
     }
     out
+}
+
+/// The summary's first line: the run, its device, profile, design and data.
+fn header(results: &Results) -> String {
+    let data: Vec<String> = results
+        .run
+        .datasets()
+        .map(|d| {
+            let name = if d.synthetic { "SYNTHETIC data (not CIFAR-10)" } else { d.name.as_str() };
+            format!("{name} ({} train / {} held-out {})", d.train_samples, d.test_samples, d.sample_unit)
+        })
+        .collect();
+    format!(
+        "{} · {} · {} · {} design · {}\n",
+        results.run.id,
+        results.run.device,
+        results.run.profile_text(),
+        results.run.design,
+        data.join(" · ")
+    )
+}
+
+/// Table rows of some cells, with how many measured throughput and how many of those were too
+/// noisy for the precision asked.
+struct CellRows {
+    text: String,
+    measured: usize,
+    noisy: usize,
+}
+
+impl CellRows {
+    /// The warning that cells were too noisy for the precision asked, if any were.
+    fn noise_warning(&self, results: &Results) -> Option<String> {
+        (self.noisy > 0).then(|| {
+            format!(
+                "warning: {} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
+                 busy or too variable for that precision (close other work, or use more rounds); treat their \
+                 verdicts with care",
+                self.noisy,
+                self.measured,
+                results.run.protocol.target_ci_half_width.unwrap_or(0.0) * 100.0
+            )
+        })
+    }
+}
+
+/// The column headings and one row per cell that `include` picks, each followed by the lines
+/// that explain its status and its noise.
+fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> CellRows {
+    let target = results.run.protocol.target_ci_half_width;
+    let cells: Vec<&CellResult> = results.cells.iter().filter(|c| include(c)).collect();
+    let mut rows = CellRows { text: String::new(), measured: 0, noisy: 0 };
+    let width = cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
+    let out = &mut rows.text;
+    let _ = writeln!(
+        out,
+        "{:<width$} {:<8} {:>22} {:>32} {:>9}",
+        "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
+    );
+    for cell in cells {
+        let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
+        let _ = writeln!(
+            out,
+            "{:<width$} {:<8} {:>22} {:>32} {:>9}",
+            cell.id,
+            status_word(&cell.status),
+            throughput_text(cell),
+            comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
+            cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
+        );
+        if let Some(detail) = status_detail(cell) {
+            let _ = writeln!(out, "    {detail}");
+        }
+        rows.measured += usize::from(cell.throughput.is_some());
+        if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
+            let _ = writeln!(out, "    {warning}");
+            rows.noisy += 1;
+        }
+    }
+    rows
 }
 
 /// Where a finished run's time went: timed windows, the cell processes' set-up (start-up, data,

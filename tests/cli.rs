@@ -200,6 +200,13 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     );
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
+    // The ResNet's table comes as soon as it is measured, with what the GPT will take, and once.
+    let stdout = text(&out.stdout);
+    let resnet_row = stdout.find("resnet8/baseline/b32/s0/train ").expect("the ResNet's table");
+    assert!(resnet_row < stdout.find("gpt-mini/baseline/b8/s0/train ").expect("the GPT's table"), "{stdout}");
+    assert_eq!(stdout.matches("resnet8/baseline/b32/s0/train ").count(), 1, "{stdout}");
+    assert!(stdout.contains("(resnet8: see the table above)"), "{stdout}");
+    assert!(stderr.contains("next: gpt-mini, ") && stderr.contains(" at this run's pace"), "{stderr}");
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
     let protocol = &results.run.protocol;
     assert_eq!((protocol.rounds, protocol.windows_per_process, protocol.steps_per_window), (1, 3, 2));

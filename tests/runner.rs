@@ -287,6 +287,41 @@ fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
     assert_eq!(ids(&resumed), ids(&grown));
 }
 
+#[test]
+fn a_workload_measured_in_an_earlier_phase_gets_no_more_warm_ups() {
+    // As `run --workload all` does: the ResNet's plan, then the GPT's added to the same file. The
+    // second phase warms up only the workload it still has to measure.
+    let dir = tempfile::tempdir().unwrap();
+    let first = spec(dir.path(), vec![Trick::ZeroGradNone]);
+    runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
+    let mut second = first.clone();
+    let gpt = PlanRequest {
+        workloads: vec![WorkloadId::GptMini],
+        tricks: vec![Trick::ZeroGradNone],
+        device: DeviceSpec::Cpu,
+        batch_size: 8,
+        seed: 0,
+        time_to_accuracy_batch_size: None,
+        time_to_accuracy_seeds: 1,
+        large_batch_size: 8,
+        max_batch_size: None,
+        missing_text: None,
+        has_images: false,
+    };
+    second.plan.extend(Plan::ablation(&gpt).cells);
+    second.resume = true;
+    let mut mock = MockExecutor::default();
+    runner::run(&second, &mut mock, &mut Silent).unwrap();
+    assert!(!mock.calls.is_empty());
+    assert!(
+        mock.calls.iter().all(|(id, _)| id.starts_with("gpt-mini/")),
+        "only the GPT's processes and warm-ups run: {:?}",
+        mock.calls
+    );
+    let warm_ups = mock.calls.iter().filter(|(id, _)| id == "gpt-mini/baseline/b8/s0/train").count();
+    assert_eq!(warm_ups, 2 * 2, "per round, the GPT's warm-up and its measured baseline");
+}
+
 /// A mock whose run is interrupted (as by SIGINT) while its `n`-th process runs.
 struct InterruptedAt {
     inner: MockExecutor,

@@ -728,13 +728,19 @@ mod tests {
 
     #[test]
     fn a_process_adds_windows_while_its_interval_is_wider_than_asked() {
-        let quick = ProfileName::Quick.settings(Family::CifarResnet);
-        assert_eq!((quick.windows_per_process, quick.max_windows_per_process), (5, 10));
-        assert!(wants_another_window(&quick, &[100.0; 4]), "fewer than the minimum");
-        assert!(!wants_another_window(&quick, &[100.0, 100.5, 99.5, 100.2, 99.8]), "precise enough");
+        let asking = Profile {
+            windows_per_process: 5,
+            max_windows_per_process: 10,
+            target_ci_half_width: 0.03,
+            ..ProfileName::Standard.settings(Family::CifarResnet)
+        };
+        assert!(wants_another_window(&asking, &[100.0; 4]), "fewer than the minimum");
+        assert!(!wants_another_window(&asking, &[100.0, 100.5, 99.5, 100.2, 99.8]), "precise enough");
         let noisy = [100.0, 60.0, 140.0, 90.0, 110.0, 70.0, 130.0, 85.0, 115.0];
-        assert!(wants_another_window(&quick, &noisy[..5]), "±3% not reached");
-        assert!(wants_another_window(&quick, &noisy), "still below the maximum");
-        assert!(!wants_another_window(&quick, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
+        assert!(wants_another_window(&asking, &noisy[..5]), "±3% not reached");
+        assert!(wants_another_window(&asking, &noisy), "still below the maximum");
+        assert!(!wants_another_window(&asking, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
+        let as_profiled = ProfileName::Quick.settings(Family::CifarResnet);
+        assert!(!wants_another_window(&as_profiled, &noisy[..4]), "the quick profile never extends");
     }
 }

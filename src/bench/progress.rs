@@ -136,6 +136,22 @@ impl Progress {
         show(self.mode, &self.bar, line);
     }
 
+    /// Prints `text` (a table of results) on stdout, between the progress lines (nothing under
+    /// `--quiet`).
+    pub fn table(&self, text: &str) {
+        match self.mode {
+            ProgressMode::Bar => self.bar.suspend(|| println!("{text}")),
+            ProgressMode::Lines => println!("{text}"),
+            ProgressMode::Quiet => {}
+        }
+    }
+
+    /// "about 4 min 10 s" for `processes` more cell processes at the pace of those finished so
+    /// far, or `None` before any has finished.
+    pub fn time_for(&self, processes: usize) -> Option<String> {
+        self.eta.remaining_s(processes).map(|s| format!("about {}", duration_text(s)))
+    }
+
     /// Where the lines a cell process writes to stderr go: indented, as notes.
     pub fn child_lines(&self) -> LineSink {
         let (mode, bar) = (self.mode, self.bar.clone());

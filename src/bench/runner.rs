@@ -18,6 +18,7 @@ use crate::results::analysis::{refresh_derived, summarise_cell};
 use crate::results::schema::{CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
 use crate::results::store;
 use crate::results::system::SystemInfo;
+use crate::workloads::WorkloadId;
 
 /// The name of the results file inside a run directory.
 pub const RESULTS_FILE: &str = "results.json";
@@ -153,17 +154,18 @@ pub fn run(
     Ok(results)
 }
 
-/// The schedule's processes still to run: measured ones not yet in `results`, and each round's
-/// warm-up while any of its processes is pending.
+/// The schedule's processes still to run: measured ones not yet in `results`, and the warm-up of
+/// a workload's round while any of that workload's processes in the round is pending.
 fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
     let protocol = &spec.info.protocol;
     let schedule = spec.plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
     let todo = |s: &Slot| !is_done(&results.cells, &spec.plan.cells[s.cell].key.id(), s.round);
-    let rounds_pending: Vec<usize> =
-        schedule.iter().filter(|s| !s.is_warmup() && todo(s)).map(|s| s.round).collect();
+    let workload = |s: &Slot| spec.plan.cells[s.cell].key.workload;
+    let pending: Vec<(WorkloadId, usize)> =
+        schedule.iter().filter(|s| !s.is_warmup() && todo(s)).map(|s| (workload(s), s.round)).collect();
     schedule
         .into_iter()
-        .filter(|s| if s.is_warmup() { rounds_pending.contains(&s.round) } else { todo(s) })
+        .filter(|s| if s.is_warmup() { pending.contains(&(workload(s), s.round)) } else { todo(s) })
         .collect()
 }
 

@@ -22,7 +22,7 @@ use trickbench::results::schema::{
     profile_text, CellKind, CellStatus, DataInfo, Phase, ProfileSettings, Protocol, Results, RunInfo,
 };
 use trickbench::results::system::{git_commit, SystemInfo};
-use trickbench::summary::summary_table;
+use trickbench::summary::{closing_table, workload_table};
 use trickbench::tricks::{parse_trick_list, Applicability, Metric, Trick, TrickSet};
 use trickbench::workloads::{Family, WorkloadId};
 
@@ -88,15 +88,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let _lock = lock_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress, results: None };
-    for request in &requests {
-        session.run_request(request, setup.design)?;
-    }
+    let shown = session.run_requests(&requests, setup.design)?;
     session.progress.finish();
     let results = session.results()?;
     let _ = std::fs::remove_dir(out_dir.join(".cells"));
-    if session.progress.mode() != ProgressMode::Quiet {
-        println!("{}", summary_table(results));
-    }
+    session.progress.table(&closing_table(results, &shown));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
     super::report::write_run_report(results, &out_dir)?;
     match results.cells.iter().filter(|c| c.failed()).count() {
@@ -381,6 +377,34 @@ struct Session {
 }
 
 impl Session {
+    /// Runs every request in turn. Each workload's table is printed as soon as it is measured,
+    /// with an estimate of what the rest will take; returns the workloads whose tables were shown.
+    fn run_requests(&mut self, requests: &[PlanRequest], design: Design) -> Result<Vec<WorkloadId>> {
+        let mut shown = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            self.run_request(request, design)?;
+            let rest = &requests[i + 1..];
+            if rest.is_empty() {
+                break;
+            }
+            let results = self.results()?;
+            for &workload in &request.workloads {
+                self.progress.table(&workload_table(results, workload));
+                shown.push(workload);
+            }
+            let protocol = &self.spec.info.protocol;
+            let processes =
+                known_plan(design, rest).schedule(protocol.rounds, protocol.order_seed.unwrap_or(0)).len();
+            let names: Vec<String> = rest.iter().flat_map(|r| &r.workloads).map(|w| w.to_string()).collect();
+            let estimate = self
+                .progress
+                .time_for(processes)
+                .map_or_else(String::new, |t| format!(", {t} at this run's pace"));
+            self.progress.note(&format!("next: {}, {processes} cell processes{estimate}", names.join(", ")));
+        }
+        Ok(shown)
+    }
+
     /// Runs the plan of `request` as `design` says: first the probes it needs, then its cells,
     /// and for the stack design the tricks added cumulatively.
     fn run_request(&mut self, request: &PlanRequest, design: Design) -> Result<()> {
