@@ -10,7 +10,7 @@ fn main() -> ExitCode {
     match commands::dispatch(cli::Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", commands::error_text(&error));
             // The first cause that decides: 2 for bad usage or input, 3 for a run with cells that
             // did not measure, 128 + the signal for an interrupted run; 1 for anything else.
             let status = error.chain().find_map(trickbench::error::exit_status);

@@ -133,6 +133,35 @@ fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
     let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
     assert!(page.contains(&format!("the injected error of cell {BASELINE}")), "the report shows the reason");
     assert!(!dir.path().join("out").join(LOCK_FILE).exists(), "the lock is released");
+
+    // Merging a shard with the failed cell ends the same way: everything written, then status 3.
+    let sharded = [
+        "run",
+        "--profile",
+        "smoke",
+        "--device",
+        "cpu",
+        "--no-time-to-accuracy",
+        "--rounds",
+        "1",
+        "--tricks",
+        "channels-last",
+        "--workload",
+        "resnet8",
+        "--data",
+        "data",
+        "--shard",
+        "0/1",
+        "--out",
+        "shard",
+    ];
+    assert_eq!(trickbench(dir.path(), &sharded, Some(&fault)).status.code(), Some(3));
+    let merge = trickbench(dir.path(), &["merge", "shard", "--out", "merged"], None);
+    assert_eq!(merge.status.code(), Some(3), "{}", text(&merge.stderr));
+    assert!(text(&merge.stdout).contains(&why), "{}", text(&merge.stdout));
+    assert!(
+        dir.path().join("merged/results.json").is_file() && dir.path().join("merged/index.html").is_file()
+    );
 }
 
 #[test]

@@ -11,8 +11,8 @@ use trickbench::summary::summary_table;
 
 use crate::cli::MergeArgs;
 
-/// Merges the shards named on the command line into `--out`, then prints the summary and writes
-/// the report as `run` does.
+/// Merges the shards named on the command line into `--out`, then prints the summary, writes
+/// the report and exits as `run` does (non-zero when a cell did not measure).
 pub fn merge(args: &MergeArgs) -> Result<()> {
     let out_file = args.out.join(RESULTS_FILE);
     let _lock = super::run::lock_output(&args.out)?;
@@ -37,7 +37,8 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     store::save(&results, &out_file)?;
     println!("{}", summary_table(&results));
     println!("results: {}", out_file.display());
-    super::report::write_run_report(&results, &args.out)
+    super::report::write_run_report(&results, &args.out)?;
+    super::run::refuse_failed_cells(&results, &args.out)
 }
 
 /// The results files `path` names: the file itself; a directory's results.json; or, for a

@@ -22,6 +22,23 @@ use anyhow::Result;
 
 use crate::cli::{Cli, Command, DataCommand};
 
+/// An error and its causes on one line, "outer: inner: …", each cause once: the library's errors
+/// already end with the cause they wrap, which the chain then names again.
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
 /// Runs the command the user asked for.
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
@@ -42,5 +59,21 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Cell(args) => cell::cell(&args),
         Command::Parity(args) => parity::parity(&args),
         Command::ParitySide(args) => parity::side(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let error =
+            anyhow::Error::new(trickbench::error::Error::Io { path: "r.json".into(), source: missing })
+                .context("reading the results");
+        assert_eq!(error_text(&error), "reading the results: r.json: No such file or directory");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&plain), "outer: inner");
     }
 }

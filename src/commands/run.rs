@@ -95,6 +95,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     session.progress.table(&closing_table(results, &shown));
     println!("results: {}", out_dir.join(RESULTS_FILE).display());
     super::report::write_run_report(results, &out_dir)?;
+    refuse_failed_cells(results, &out_dir)
+}
+
+/// The error a run or a merge ends with when any of its cells did not measure (its own exit
+/// status, apart from bad usage), after everything was written.
+pub(super) fn refuse_failed_cells(results: &Results, out_dir: &Path) -> Result<()> {
     match results.cells.iter().filter(|c| c.failed()).count() {
         0 => Ok(()),
         failed => Err(Error::CellsFailed {
