@@ -5,7 +5,9 @@ use std::fmt::Write;
 
 use crate::bench::progress::duration_text;
 use crate::results::quality;
-use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, Verdict};
+use crate::results::schema::{
+    CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, TimeToAccuracy, Verdict,
+};
 use crate::workloads::WorkloadId;
 
 /// A plain-text table of every cell: status, throughput with its interval, speed-up against the
@@ -306,12 +308,58 @@ pub fn status_detail(cell: &CellResult) -> Option<String> {
                     tta.epochs_to_target.unwrap_or(f64::NAN),
                     value(tta.best_metric)
                 ),
-                None => format!(
-                    "did NOT reach {target} within the {:.0} s budget (best {})",
-                    tta.budget_s,
-                    value(tta.best_metric)
-                ),
+                None => {
+                    format!("did NOT reach {target} {} (best {})", why_stopped(tta), value(tta.best_metric))
+                }
             }
         }),
+    }
+}
+
+/// When a time-to-accuracy run that missed its target stopped: at its time budget, or earlier, at
+/// the end of the epochs or steps its schedule was planned over.
+fn why_stopped(tta: &TimeToAccuracy) -> String {
+    match tta.curve.last() {
+        Some(last) if last.train_s < tta.budget_s => format!(
+            "in its planned schedule ({:.2} epochs, {:.1} s of training, inside the {:.0} s budget)",
+            last.epoch, last.train_s, tta.budget_s
+        ),
+        _ => format!("within the {:.0} s budget", tta.budget_s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::schema::CurvePoint;
+
+    fn missed(last_train_s: f64) -> TimeToAccuracy {
+        let point = |train_s: f64, epoch: f64| CurvePoint {
+            step: (epoch * 100.0) as usize,
+            epoch,
+            train_s,
+            wall_s: train_s + 1.0,
+            metric: 0.4,
+            train_loss: Some(1.5),
+        };
+        TimeToAccuracy {
+            metric: "test_accuracy".to_owned(),
+            target: 0.6,
+            budget_s: 100.0,
+            time_to_target_s: None,
+            wall_time_to_target_s: None,
+            epochs_to_target: None,
+            best_metric: 0.4,
+            curve: vec![point(0.0, 0.0), point(last_train_s, 1.0)],
+        }
+    }
+
+    #[test]
+    fn a_missed_target_says_whether_the_budget_or_the_schedule_ran_out() {
+        assert_eq!(
+            why_stopped(&missed(42.0)),
+            "in its planned schedule (1.00 epochs, 42.0 s of training, inside the 100 s budget)"
+        );
+        assert_eq!(why_stopped(&missed(100.3)), "within the 100 s budget");
     }
 }
