@@ -6,6 +6,7 @@ fn main() {
     record_git_commit();
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
     println!("cargo:rerun-if-changed=csrc/distributed.cpp");
+    println!("cargo:rerun-if-changed=csrc/guarded.h");
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     let lib = std::env::var("DEP_TCH_LIBTORCH_LIB").expect(
         "torch-sys did not report where libtorch is; run scripts/setup-libtorch (or `make setup`) first",

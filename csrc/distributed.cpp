@@ -5,32 +5,20 @@
 //
 // The engine is compiled when gloo's headers were found at build time (TRICKBENCH_DDP; without
 // them every call fails saying so), the NCCL path when NCCL's and CUDA's headers were too
-// (TRICKBENCH_NCCL). Conventions are shim.cpp's: 0 on success, -1 on failure with the message kept
-// for tb_dist_last_error.
+// (TRICKBENCH_NCCL). Errors follow guarded.h: 0 on success, -1 on failure with the message kept
+// for shim.cpp's tb_last_error.
 #include <ATen/ATen.h>
 
 #include <stdexcept>
 #include <string>
 
-namespace {
-thread_local std::string last_error;
+#include "guarded.h"
 
-template <typename F>
-int guarded(F f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return -1;
-  }
-}
+namespace {
+using tb::guarded;
 }  // namespace
 
 extern "C" {
-// The message of the last failure on this thread.
-const char* tb_dist_last_error() { return last_error.c_str(); }
-
 // 1 when this binary was built with gloo's headers, so with data-parallel training, else 0.
 int tb_dist_compiled() {
 #ifdef TRICKBENCH_DDP

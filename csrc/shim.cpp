@@ -2,7 +2,8 @@
 //
 // Conventions: tensors cross the boundary as `at::Tensor*` (the same representation tch uses for
 // its `C_tensor`). Functions that can fail return 0 on success and -1 on failure, with the
-// exception message kept for `tb_last_error`. Nothing else lives here: all logic is in Rust.
+// exception message kept for `tb_last_error` (guarded.h). Nothing else lives here: all logic is in
+// Rust.
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
@@ -28,24 +29,15 @@
 #include <string>
 #include <vector>
 
+#include "guarded.h"
+
 namespace {
-thread_local std::string last_error;
+using tb::guarded;
 // The operators recorded by tb_op_log_start on this thread, and its callback.
 thread_local std::vector<std::string> op_log;
 thread_local at::CallbackHandle op_log_handle = 0;
 // How many recorded operators are running on this thread (0: the next one is called from outside).
 thread_local int op_log_depth = 0;
-
-template <typename F>
-int guarded(F f) {
-  try {
-    f();
-    return 0;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return -1;
-  }
-}
 
 at::DeviceType device_type(int is_cuda) { return is_cuda ? at::kCUDA : at::kCPU; }
 
@@ -115,7 +107,7 @@ struct CountingCpuAllocator final : c10::Allocator {
 extern "C" {
 
 // The message of the last failure on this thread (valid until the next failing call).
-const char* tb_last_error() { return last_error.c_str(); }
+const char* tb_last_error() { return tb::last_error.c_str(); }
 
 // The libtorch version the binary was compiled against, e.g. "2.11.0".
 const char* tb_torch_version() { return TORCH_VERSION; }
@@ -472,7 +464,7 @@ int tb_jit_compile(const char* source, const char* name, void** out) {
 }
 
 // Calls a compiled function on `n` tensors; its single tensor result is handed over in `out`.
-int tb_jit_call(void* function, at::Tensor** inputs, int n, at::Tensor** out) {
+int tb_jit_call(void* function, const at::Tensor* const* inputs, int n, at::Tensor** out) {
   return guarded([&] {
     auto* f = static_cast<TbJitFunction*>(function);
     std::vector<c10::IValue> stack;

@@ -1,6 +1,7 @@
 //! Safe wrappers over `csrc/shim.cpp`: the libtorch calls tch 0.24 does not expose.
 
 use std::ffi::{CStr, CString};
+use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_void};
 
 use tch::{Device, Kind, Tensor};
@@ -96,7 +97,7 @@ mod raw {
         pub fn tb_jit_compile(source: *const c_char, name: *const c_char, out: *mut *mut c_void) -> c_int;
         pub fn tb_jit_call(
             function: *mut c_void,
-            inputs: *mut *mut C_tensor,
+            inputs: *const *const C_tensor,
             n: c_int,
             out: *mut *mut C_tensor,
         ) -> c_int;
@@ -109,9 +110,15 @@ fn check(status: c_int, what: &str) -> Result<(), Error> {
     if status == 0 {
         return Ok(());
     }
-    // SAFETY: the shim keeps the message in a thread-local string that outlives this call.
-    let message = unsafe { CStr::from_ptr(raw::tb_last_error()) }.to_string_lossy().into_owned();
-    Err(Error::Torch(format!("{what}: {message}")))
+    Err(Error::Torch(format!("{what}: {}", last_error())))
+}
+
+/// The message of the last C++ exception a shim function (of `csrc/shim.cpp` or
+/// `csrc/distributed.cpp`) caught on this thread.
+pub(crate) fn last_error() -> String {
+    // SAFETY: `tb_last_error` returns a NUL-terminated string owned by a thread-local of the shim,
+    // which lives until this thread's next failing shim call; the string is copied out at once.
+    unsafe { CStr::from_ptr(raw::tb_last_error()) }.to_string_lossy().into_owned()
 }
 
 /// The libtorch version this binary was compiled against (e.g. `2.11.0`).
@@ -154,7 +161,7 @@ pub fn device_memory_stats(device_index: usize) -> Result<DeviceMemoryStats, Err
 
 /// Resets the peak statistics of accelerator `device_index`.
 pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
-    // SAFETY: plain call, errors are caught in the shim.
+    // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(
         unsafe { raw::tb_reset_peak_memory_stats(device_index as c_int) },
         "resetting peak memory statistics",
@@ -165,7 +172,7 @@ pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
 /// `c10::alloc_cpu` the default one uses), so that [`cpu_memory_stats`] sees them. Tensors that
 /// exist already are not counted. Idempotent.
 pub fn install_cpu_memory_counter() -> Result<(), Error> {
-    // SAFETY: plain call, errors are caught in the shim.
+    // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_install_cpu_memory_counter() }, "installing the counting CPU allocator")
 }
 
@@ -180,13 +187,13 @@ pub fn cpu_memory_stats() -> (u64, u64) {
 
 /// Resets the CPU tensor peak to the bytes live now.
 pub fn reset_cpu_memory_peak() {
-    // SAFETY: plain call on the shim's counters.
+    // SAFETY: no argument; the shim's counters are atomics, safe from any thread.
     unsafe { raw::tb_reset_cpu_memory_peak() }
 }
 
 /// Returns cached, unused accelerator memory to the driver.
 pub fn empty_cache() -> Result<(), Error> {
-    // SAFETY: plain call, errors are caught in the shim.
+    // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_empty_cache() }, "emptying the allocator cache")
 }
 
@@ -197,18 +204,21 @@ pub struct AutocastGuard {
     is_cuda: c_int,
     was_enabled: bool,
     was_dtype: c_int,
+    /// The state it restores is this thread's: the guard must drop where it was made.
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl AutocastGuard {
     /// Enters autocast for CUDA (`cuda = true`) or CPU with `dtype` (`Kind::Half` or `Kind::BFloat16`).
     pub fn enter(cuda: bool, dtype: Kind) -> Result<Self, Error> {
         let is_cuda = c_int::from(cuda);
-        // SAFETY: plain calls on thread-local autocast state.
+        // SAFETY: integer arguments only; they read and set this thread's autocast state, which `drop`
+        // restores on the same thread (the guard is not `Send`).
         let was_enabled = unsafe { raw::tb_autocast_enabled(is_cuda) } != 0;
         let was_dtype = unsafe { raw::tb_autocast_dtype(is_cuda) };
         check(unsafe { raw::tb_set_autocast(is_cuda, 1, scalar_type_code(dtype)?) }, "enabling autocast")?;
         unsafe { raw::tb_autocast_enter() };
-        Ok(Self { is_cuda, was_enabled, was_dtype })
+        Ok(Self { is_cuda, was_enabled, was_dtype, _this_thread: PhantomData })
     }
 }
 
@@ -224,7 +234,7 @@ impl Drop for AutocastGuard {
 
 /// Whether autocast is on for CUDA (`cuda = true`) or CPU on this thread.
 pub fn autocast_enabled(cuda: bool) -> bool {
-    // SAFETY: plain read of thread-local state.
+    // SAFETY: an integer in, an integer out: a read of this thread's autocast flag.
     unsafe { raw::tb_autocast_enabled(c_int::from(cuda)) != 0 }
 }
 
@@ -285,7 +295,7 @@ pub struct Tf32 {
 
 /// Allows or forbids TF32 in matmuls and convolutions.
 pub fn set_tf32(tf32: Tf32) -> Result<(), Error> {
-    // SAFETY: plain call, errors are caught in the shim.
+    // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_set_tf32(c_int::from(tf32.matmul), c_int::from(tf32.cudnn)) }, "setting TF32")
 }
 
@@ -299,13 +309,14 @@ pub fn tf32() -> Tf32 {
 
 /// Turns autograd anomaly detection on or off (with NaN checks when on).
 pub fn set_anomaly_mode(enabled: bool) {
-    // SAFETY: plain call on global autograd state.
+    // SAFETY: integers only; it sets libtorch's process-wide anomaly-mode flags, which a cell sets
+    // before any training starts.
     unsafe { raw::tb_set_anomaly_mode(c_int::from(enabled), c_int::from(enabled)) }
 }
 
 /// Whether autograd anomaly detection is on.
 pub fn anomaly_mode_enabled() -> bool {
-    // SAFETY: plain read of global autograd state.
+    // SAFETY: no argument: a read of the process-wide anomaly-mode flag.
     unsafe { raw::tb_anomaly_mode_enabled() != 0 }
 }
 
@@ -509,7 +520,8 @@ impl RngState {
     pub fn save(device: Device) -> Result<Self, Error> {
         let (device_type, device_index) = rng_device(device)?;
         let mut out: *mut C_tensor = std::ptr::null_mut();
-        // SAFETY: plain call; on success the shim hands over a new heap tensor.
+        // SAFETY: integers and `&mut out` only; on success the shim hands over a new heap tensor, owned from
+        // here on.
         check(
             unsafe { raw::tb_rng_get_state(device_type, device_index, &mut out) },
             &format!("saving the random generator state of {device:?}"),
@@ -544,13 +556,13 @@ fn rng_device(device: Device) -> Result<(c_int, c_int), Error> {
 /// Turns autocast's cache of casted weights on or off (off while a CUDA
 /// graph is captured, so the casts become part of the graph).
 pub fn set_autocast_cache_enabled(enabled: bool) {
-    // SAFETY: plain call on thread-local autocast state.
+    // SAFETY: an integer in: it sets this thread's autocast-cache flag.
     unsafe { raw::tb_set_autocast_cache_enabled(c_int::from(enabled)) }
 }
 
 /// Whether autocast's cache of casted weights is on.
 pub fn autocast_cache_enabled() -> bool {
-    // SAFETY: plain read of autocast state.
+    // SAFETY: no argument: a read of this thread's autocast-cache flag.
     unsafe { raw::tb_autocast_cache_enabled() != 0 }
 }
 
@@ -559,6 +571,8 @@ pub fn autocast_cache_enabled() -> bool {
 #[derive(Debug)]
 pub struct AutocastCacheOff {
     was_enabled: bool,
+    /// The setting it restores is this thread's: the guard must drop where it was made.
+    _this_thread: PhantomData<*const ()>,
 }
 
 impl AutocastCacheOff {
@@ -566,7 +580,7 @@ impl AutocastCacheOff {
     pub fn new() -> Self {
         let was_enabled = autocast_cache_enabled();
         set_autocast_cache_enabled(false);
-        Self { was_enabled }
+        Self { was_enabled, _this_thread: PhantomData }
     }
 }
 
@@ -609,7 +623,7 @@ pub fn sdp_enabled() -> SdpEnabled {
 /// the operators those run inside: what a test inspects to see whether a step reads the host or
 /// creates tensors from host data (tch makes those with `aten::zeros` and a copy of the bytes).
 pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
-    // SAFETY: plain call; the callback it registers only touches thread-local state.
+    // SAFETY: no argument; the callback it registers on this thread only touches thread-local state.
     check(unsafe { raw::tb_op_log_start() }, "starting the operator log")?;
     let result = f();
     let mut out: *mut c_char = std::ptr::null_mut();
@@ -626,7 +640,7 @@ pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).
 pub fn cuda_graphs_compiled() -> bool {
-    // SAFETY: plain call returning a constant.
+    // SAFETY: no argument: it returns a constant compiled into the shim.
     unsafe { raw::tb_cuda_graphs_compiled() != 0 }
 }
 
@@ -714,12 +728,12 @@ impl JitFunction {
 
     /// Calls the function on `inputs`; it must return one tensor. Autograd records through it.
     pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor, Error> {
-        let mut ptrs: Vec<*mut C_tensor> = inputs.iter().map(|t| t.as_ptr() as *mut C_tensor).collect();
+        let ptrs: Vec<*const C_tensor> = inputs.iter().map(|t| t.as_ptr()).collect();
         let mut out: *mut C_tensor = std::ptr::null_mut();
         // SAFETY: `self.ptr` came from tb_jit_compile and is live; the inputs are live tensors that
         // the shim only reads (copies of their handles go on the call stack).
         check(
-            unsafe { raw::tb_jit_call(self.ptr, ptrs.as_mut_ptr(), ptrs.len() as c_int, &mut out) },
+            unsafe { raw::tb_jit_call(self.ptr, ptrs.as_ptr(), ptrs.len() as c_int, &mut out) },
             &format!("calling TorchScript function '{}'", self.name),
         )?;
         // SAFETY: on success `out` is a new heap tensor that we now own.

@@ -1,7 +1,7 @@
 //! Safe wrappers over `csrc/distributed.cpp`: a c10d process group (TCPStore rendezvous, gloo on
 //! CPU, NCCL on CUDA) and the bucketed gradient all-reduce of data-parallel training.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_void};
 use std::rc::Rc;
 
@@ -16,7 +16,6 @@ mod raw {
     use super::*;
 
     extern "C" {
-        pub fn tb_dist_last_error() -> *const c_char;
         pub fn tb_dist_compiled() -> c_int;
         pub fn tb_dist_nccl_compiled() -> c_int;
         pub fn tb_process_group_new(
@@ -59,14 +58,12 @@ fn check(status: c_int) -> Result<(), Error> {
     if status == 0 {
         return Ok(());
     }
-    // SAFETY: the shim keeps the message in a thread-local string that outlives this call.
-    let message = unsafe { CStr::from_ptr(raw::tb_dist_last_error()) }.to_string_lossy().into_owned();
-    Err(Error::Distributed(message))
+    Err(Error::Distributed(crate::ffi::last_error()))
 }
 
 /// Why this binary cannot train data-parallel, if it cannot: it was built without gloo's headers.
 pub fn unavailable_reason() -> Option<String> {
-    // SAFETY: plain call.
+    // SAFETY: no argument: it returns a constant compiled into the shim.
     (unsafe { raw::tb_dist_compiled() } == 0).then(|| {
         "this binary was built without gloo's headers, so without data-parallel training (run \
          scripts/setup-libtorch, which fetches Debian's libgloo-dev headers, then rebuild)"
@@ -76,7 +73,7 @@ pub fn unavailable_reason() -> Option<String> {
 
 /// Whether this binary can all-reduce on CUDA devices (it was built with NCCL's headers).
 pub fn nccl_compiled() -> bool {
-    // SAFETY: plain call.
+    // SAFETY: no argument: it returns a constant compiled into the shim.
     unsafe { raw::tb_dist_nccl_compiled() != 0 }
 }
 
