@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use trickbench::bench::plan::Design;
 use trickbench::bench::profile::ProfileRequest;
+use trickbench::device::DeviceSpec;
 
 /// Measures PyTorch training speed-up tricks, on and off, on reference models.
 #[derive(Debug, Parser)]
@@ -83,7 +85,7 @@ pub struct DdpCheckArgs {
     pub bucket_kib: usize,
     /// Device: cpu (gloo), or cuda (NCCL; each rank on the GPU of its LOCAL_RANK).
     #[arg(long, default_value = "cpu")]
-    pub device: String,
+    pub device: DeviceSpec,
     /// Fail on purpose right after joining the world, as this rank (to see how the other ranks
     /// and the launcher react to a dead peer).
     #[arg(long)]
@@ -105,12 +107,9 @@ pub struct RunArgs {
     /// judged by training throughput, peak memory, or time to accuracy).
     #[arg(long, default_value = "all")]
     pub tricks: String,
-    /// Experimental design: ablation (baseline vs baseline + each trick), leave-one-out (all on vs
-    /// all on minus each), stack (ablation, then tricks added cumulatively, best first),
-    /// batch-sweep (throughput, memory and time to accuracy from batch 64 up to the largest that
-    /// fits), super-convergence (Smith & Topin's ResNet-56 step schedule vs 1cycle).
+    /// Experimental design.
     #[arg(long, default_value = "ablation")]
-    pub design: String,
+    pub design: Design,
     /// Profile: auto (standard on a CUDA GPU, quick otherwise), smoke (seconds, a set-up check),
     /// quick (minutes on a CPU), standard (GPU, one time-to-accuracy seed) or full (GPU, to 93%,
     /// three seeds).
@@ -123,7 +122,7 @@ pub struct RunArgs {
     pub profile_file: Option<PathBuf>,
     /// Device: auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: DeviceSpec,
     /// Seed of weights, data order and augmentation.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -253,7 +252,7 @@ pub struct CompareArgs {
 pub struct ListArgs {
     /// Device to judge applicability for: auto, cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: DeviceSpec,
 }
 
 /// `trickbench data …`.
@@ -271,8 +270,8 @@ pub enum DataCommand {
 /// Options of `trickbench data fetch`.
 #[derive(Debug, Args)]
 pub struct FetchArgs {
-    /// Dataset: cifar10 or shakespeare.
-    pub dataset: String,
+    /// Dataset.
+    pub dataset: Dataset,
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
@@ -332,7 +331,7 @@ pub struct ParityArgs {
     pub profile: ProfileRequest,
     /// Device: auto, cpu, cuda or cuda:N (both sides run on it).
     #[arg(long, default_value = "auto")]
-    pub device: String,
+    pub device: DeviceSpec,
     /// Seed of weights, data order and augmentation.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -375,9 +374,9 @@ pub struct ParitySideArgs {
     /// Directory of an exported parity case.
     #[arg(long)]
     pub case: PathBuf,
-    /// losses (one step per batch, each loss recorded) or time (windows of timed steps).
+    /// What the side does with the case.
     #[arg(long)]
-    pub mode: String,
+    pub mode: ParityMode,
     /// JSON file to write.
     #[arg(long)]
     pub output: PathBuf,
@@ -390,4 +389,32 @@ pub struct ParitySideArgs {
     /// Steps per window (mode time).
     #[arg(long, default_value_t = 10)]
     pub steps_per_window: usize,
+}
+
+/// A dataset `trickbench data fetch` downloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Dataset {
+    /// CIFAR-10's binary version (the ResNets').
+    Cifar10,
+    /// Karpathy's tiny Shakespeare (the GPTs').
+    Shakespeare,
+}
+
+/// What a parity side does with a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ParityMode {
+    /// One step per batch, each loss recorded.
+    Losses,
+    /// Windows of timed steps.
+    Time,
+}
+
+impl ParityMode {
+    /// The name on the command line (the PyTorch side's script takes the same).
+    pub fn id(self) -> &'static str {
+        match self {
+            ParityMode::Losses => "losses",
+            ParityMode::Time => "time",
+        }
+    }
 }

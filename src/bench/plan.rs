@@ -31,6 +31,23 @@ pub enum Design {
 }
 
 impl Design {
+    /// Every design, in the order `--help` lists them.
+    pub const ALL: [Design; 5] =
+        [Design::Ablation, Design::LeaveOneOut, Design::Stack, Design::BatchSweep, Design::SuperConvergence];
+
+    /// What the design measures, in a line of `--help`.
+    fn help(self) -> &'static str {
+        match self {
+            Design::Ablation => "the baseline against the baseline plus each trick",
+            Design::LeaveOneOut => "all tricks on against all on minus each",
+            Design::Stack => "the ablation, then the tricks added cumulatively, best first",
+            Design::BatchSweep => {
+                "throughput, memory and time to accuracy from batch 64 up to the largest that fits"
+            }
+            Design::SuperConvergence => "Smith & Topin's ResNet-56 step schedule against 1cycle",
+        }
+    }
+
     /// The name on the command line and in results.
     pub fn id(self) -> &'static str {
         match self {
@@ -53,17 +70,20 @@ impl FromStr for Design {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "ablation" => Ok(Design::Ablation),
-            "leave-one-out" => Ok(Design::LeaveOneOut),
-            "stack" => Ok(Design::Stack),
-            "batch-sweep" => Ok(Design::BatchSweep),
-            "super-convergence" => Ok(Design::SuperConvergence),
-            _ => Err(Error::Invalid(format!(
-                "unknown design '{s}'; valid designs: ablation, leave-one-out, stack, batch-sweep, \
-                 super-convergence"
-            ))),
-        }
+        Design::ALL.into_iter().find(|d| d.id() == s).ok_or_else(|| {
+            let valid: Vec<&str> = Design::ALL.iter().map(|d| d.id()).collect();
+            Error::Invalid(format!("unknown design '{s}'; valid designs: {}", valid.join(", ")))
+        })
+    }
+}
+
+impl clap::ValueEnum for Design {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Design::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.id()).help(self.help()))
     }
 }
 

@@ -1,6 +1,6 @@
 //! `trickbench list` and `trickbench env`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use tch::Kind;
 
@@ -17,7 +17,7 @@ use crate::cli::ListArgs;
 
 /// Prints the trick catalogue with applicability on the chosen device.
 pub fn list(args: &ListArgs) -> Result<()> {
-    let device = args.device.parse::<DeviceSpec>()?.resolve()?;
+    let device = args.device.resolve().context("--device")?;
     println!("Tricks (what off and on mean in each family's recipe, and where they apply on {device}):\n");
     for trick in Trick::ALL {
         let guide = trick.guide_number().map_or("new".to_owned(), |n| format!("#{n}"));

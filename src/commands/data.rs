@@ -7,14 +7,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use trickbench::data::{cifar, fetch, import, synth};
 
-use crate::cli::{FetchArgs, ImportArgs, SynthArgs};
+use crate::cli::{Dataset, FetchArgs, ImportArgs, SynthArgs};
 
 /// Downloads a dataset, verifying its checksum.
 pub fn fetch(args: &FetchArgs) -> Result<()> {
-    let source = match args.dataset.as_str() {
-        "cifar10" => fetch::cifar10_source(),
-        "shakespeare" => fetch::shakespeare_source(),
-        other => refuse!("unknown dataset '{other}'; valid datasets: cifar10, shakespeare"),
+    let source = match args.dataset {
+        Dataset::Cifar10 => fetch::cifar10_source(),
+        Dataset::Shakespeare => fetch::shakespeare_source(),
     };
     let source = match &args.url {
         Some(url) => source.with_url(url.clone()),
@@ -33,7 +32,7 @@ pub fn fetch(args: &FetchArgs) -> Result<()> {
     })
     .with_context(|| format!("fetching {} into {}", source.name, args.out.display()))?;
     bar.finish_and_clear();
-    if args.dataset == "cifar10" {
+    if args.dataset == Dataset::Cifar10 {
         cifar::remove_synthetic_marker(&args.out)?;
     }
     if summary.already_present {

@@ -41,7 +41,7 @@ pub fn refuse_under_launcher(command: &str) -> Result<()> {
 
 /// Trains the check network as this process's rank and reports its checksum.
 pub fn check(args: &DdpCheckArgs) -> Result<()> {
-    let device: DeviceSpec = args.device.parse()?;
+    let device = args.device;
     if device == DeviceSpec::Auto {
         refuse!("ddp-check --device: give cpu or cuda");
     }

@@ -9,7 +9,6 @@ use anyhow::{bail, Context, Result};
 use wait_timeout::ChildExt;
 
 use trickbench::bench::profile::ProfileName;
-use trickbench::device::DeviceSpec;
 use trickbench::measure::stats::median;
 use trickbench::parity::case::{self, ExportRequest};
 use trickbench::parity::compare::{
@@ -22,7 +21,7 @@ use trickbench::results::store;
 use trickbench::results::system::{git_commit, SystemInfo};
 use trickbench::workloads::{Family, WorkloadId};
 
-use crate::cli::{ParityArgs, ParitySideArgs};
+use crate::cli::{ParityArgs, ParityMode, ParitySideArgs};
 
 /// The file `parity` writes after every workload.
 const REPORT_FILE: &str = "parity.json";
@@ -35,7 +34,7 @@ const STDERR_TAIL_LINES: usize = 15;
 
 /// Runs the comparison the flags describe.
 pub fn parity(args: &ParityArgs) -> Result<()> {
-    let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
+    let device = args.device.resolve().context("--device")?;
     let (profile, reason) = args.profile.pick(device, tch::Cuda::is_available());
     if let Some(reason) = reason {
         eprintln!("note: {}", profile_text(profile.id(), Some(&reason)));
@@ -128,14 +127,13 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
 
 /// Runs trickbench's side of a case (the hidden `parity-side` command).
 pub fn side(args: &ParitySideArgs) -> Result<()> {
-    let mode = match args.mode.as_str() {
-        "losses" => SideMode::Losses,
-        "time" => SideMode::Time(TimingPlan {
+    let mode = match args.mode {
+        ParityMode::Losses => SideMode::Losses,
+        ParityMode::Time => SideMode::Time(TimingPlan {
             warmup_steps: args.warmup_steps,
             windows: args.windows,
             steps_per_window: args.steps_per_window,
         }),
-        other => bail!("--mode {other}: expected losses or time"),
     };
     let output =
         side::run(&args.case, mode).with_context(|| format!("parity case {}", args.case.display()))?;
@@ -186,8 +184,8 @@ fn compare_workload(
     );
     case::export(request, &case_dir).with_context(|| format!("exporting the {workload} parity case"))?;
     eprintln!("{workload}: training {} steps on each side", request.steps);
-    let tb = run_side(sides, Implementation::Trickbench, &case_dir, "losses", args, "losses")?;
-    let py = run_side(sides, Implementation::PyTorch, &case_dir, "losses", args, "losses")?;
+    let tb = run_side(sides, Implementation::Trickbench, &case_dir, ParityMode::Losses, args, "losses")?;
+    let py = run_side(sides, Implementation::PyTorch, &case_dir, ParityMode::Losses, args, "losses")?;
     let losses = LossAgreement::compare(tb.losses.clone(), py.losses.clone(), LOSS_RELATIVE_TOLERANCE)
         .with_context(|| format!("{workload}: comparing the losses"))?;
     eprintln!(
@@ -215,7 +213,7 @@ fn compare_workload(
         };
         for implementation in order {
             let label = format!("time-{round}");
-            let output = run_side(sides, implementation, &case_dir, "time", args, &label)?;
+            let output = run_side(sides, implementation, &case_dir, ParityMode::Time, args, &label)?;
             match implementation {
                 Implementation::Trickbench => {
                     timing.trickbench_window_samples_per_s = output.window_samples_per_s
@@ -251,7 +249,7 @@ fn run_side(
     sides: &Sides,
     implementation: Implementation,
     case_dir: &Path,
-    mode: &str,
+    mode: ParityMode,
     args: &ParityArgs,
     label: &str,
 ) -> Result<SideOutput> {
@@ -272,7 +270,7 @@ fn run_side(
     command
         .arg("--case")
         .arg(case_dir)
-        .args(["--mode", mode, "--output"])
+        .args(["--mode", mode.id(), "--output"])
         .arg(&output)
         .args(["--warmup-steps", &args.warmup_steps.to_string()])
         .args(["--windows", &args.windows.to_string()])
@@ -301,7 +299,8 @@ fn run_side(
             child.kill().ok();
             child.wait().ok();
             bail!(
-                "{program} ({mode}) ran past {} s and was stopped; its stderr is in {}",
+                "{program} ({}) ran past {} s and was stopped; its stderr is in {}",
+                mode.id(),
                 SIDE_TIMEOUT.as_secs(),
                 stderr_path.display()
             );
@@ -311,7 +310,7 @@ fn run_side(
         let text = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
-        bail!("the {} side ({mode}) failed with {status}: {program}\n{tail}", implementation.name());
+        bail!("the {} side ({}) failed with {status}: {program}\n{tail}", implementation.name(), mode.id());
     }
     let bytes = std::fs::read(&output).with_context(|| format!("reading {}", output.display()))?;
     serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", output.display()))

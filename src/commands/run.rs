@@ -129,8 +129,8 @@ struct Setup {
 /// The design, device, profile, tricks, workloads, settings and memory budget the flags ask for,
 /// checked.
 fn setup(args: &RunArgs) -> Result<Setup> {
-    let design: Design = args.design.parse().context("--design")?;
-    let device = args.device.parse::<DeviceSpec>().context("--device")?.resolve()?;
+    let design = args.design;
+    let device = args.device.resolve().context("--device")?;
     let (profile, reason) = args.profile.pick(device, tch::Cuda::is_available());
     let tricks = parse_trick_list(&args.tricks)?;
     let workloads = resolve_workloads(&args.workload, profile, design)?;
