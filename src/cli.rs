@@ -213,11 +213,15 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// results.json files (shards of a run, or runs of different workloads).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "index")]
     pub results: Vec<PathBuf>,
     /// Output directory (default: the directory of the first results file).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Instead of rendering a report, write DIR/index.html listing every report and comparison
+    /// below DIR with its one-line conclusion.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["results", "out"])]
+    pub index: Option<PathBuf>,
 }
 
 /// Options of `trickbench merge`.

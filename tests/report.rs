@@ -114,13 +114,20 @@ fn report_renders_every_cell_plot_and_table() {
     ] {
         assert!(page.contains(needle), "index.html lacks {needle:?}");
     }
-    // Every trick of the catalogue has its claim, measured or not.
-    for t in trickbench::tricks::Trick::ALL {
-        assert!(
-            doc.select(&Selector::parse(&format!("#trick-{t}")).unwrap()).next().is_some(),
-            "no section for {t}"
-        );
+    // Measured tricks have their claim; tricks the run did not ask for, or could not run, have none.
+    let has_section =
+        |t: &str| doc.select(&Selector::parse(&format!("#trick-{t}")).unwrap()).next().is_some();
+    for t in ["avoid-sync", "zero-grad-none", "channels-last", "debug-off", "no-grad-eval"] {
+        assert!(has_section(t), "no section for {t}");
     }
+    for t in ["lars", "amp", "flash-attention"] {
+        assert!(!has_section(t), "a section for {t}, which did not measure");
+    }
+    assert!(!page.contains("Not measured in these results"));
+    // Not-applicable tricks are one line per reason.
+    let na: Vec<String> =
+        doc.select(&Selector::parse(".na-list li").unwrap()).map(|li| li.text().collect()).collect();
+    assert_eq!(na, ["amp, amp-bf16, cudnn-benchmark: needs a CUDA GPU (test fixture)"]);
     // The raw JSON is next to the report and links resolve.
     assert_eq!(files.results_json, vec![out.join("results-1.json")]);
     let copy: Results = serde_json::from_slice(&std::fs::read(&files.results_json[0]).unwrap()).unwrap();
@@ -142,6 +149,7 @@ fn csv_has_one_row_per_cell_with_units() {
     for h in [
         "cell_id",
         "status",
+        "sample_unit",
         "throughput_median_samples_per_s",
         "peak_rss_bytes",
         "speedup_x",
@@ -155,6 +163,8 @@ fn csv_has_one_row_per_cell_with_units() {
     let status = headers.iter().position(|h| h == "status").unwrap();
     let ids: Vec<&str> = rows.iter().map(|r| &r[id]).collect();
     assert_eq!(ids, cpu.cells.iter().map(|c| c.id.as_str()).collect::<Vec<_>>());
+    let unit = headers.iter().position(|h| h == "sample_unit").unwrap();
+    assert!(rows.iter().all(|r| &r[unit] == "images"));
     let statuses: BTreeSet<&str> = rows.iter().map(|r| &r[status]).collect();
     assert_eq!(statuses, BTreeSet::from(["ok", "not applicable", "failed", "out of memory", "timed out"]));
 }
@@ -165,10 +175,13 @@ fn summary_markdown_has_the_headline_and_working_plot_links() {
     let out = output_dir("markdown");
     let files = render_report(std::slice::from_ref(&cpu), &out).unwrap();
     let md = std::fs::read_to_string(&files.summary_md).unwrap();
-    assert!(
-        md.contains("| Configuration | Trick | Guide | Judged by | Speed-up [CI] | Verdict | Memory |"),
-        "{md}"
-    );
+    assert!(md.contains("| Trick | Judged by | Verdict | Effect on its metric |"), "{md}");
+    // One title; the group is a heading, said once, not repeated on every row.
+    assert_eq!(md.lines().filter(|l| l.starts_with("# ")).count(), 1, "{md}");
+    let group = "resnet20 · cpu on fixture-cpu-host · quick profile";
+    assert!(md.contains(&format!("\n## {group}\n")), "{md}");
+    assert!(!md.lines().any(|l| l.starts_with('|') && l.contains(group)), "{md}");
+    assert!(md.contains("| avoid-sync | throughput | helps | 1.18× throughput [1.14, 1.22] |"), "{md}");
     assert!(md.contains("avoid-sync") && md.contains("**Synthetic data.**"), "{md}");
     let links: Vec<&str> = md.split("](").skip(1).map(|s| &s[..s.find(')').unwrap()]).collect();
     assert!(links.len() > files.plots.len() / 2, "{md}");
@@ -300,4 +313,268 @@ fn report_renders_in_headless_chromium_without_console_errors() {
         assert_eq!((shot.width(), shot.height()), (1280, 2000));
         println!("screenshot: {}", screenshot.display());
     }
+}
+
+/// The committed results of a real run under `reports/`, loaded as `trickbench report` loads them.
+fn committed(run: &str, files: &[&str]) -> Vec<Results> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports").join(run);
+    files
+        .iter()
+        .map(|f| {
+            let mut r = trickbench::results::store::load(&dir.join(f)).unwrap();
+            r.time_to_accuracy = trickbench::results::analysis::time_to_accuracy_summaries(&r.cells);
+            r
+        })
+        .collect()
+}
+
+/// The first screen's verdict rows as (trick, judged by, verdict, effect) texts.
+fn verdict_rows(doc: &Html) -> Vec<[String; 4]> {
+    let rows = Selector::parse("table.verdicts tbody tr").unwrap();
+    let cells = Selector::parse("td").unwrap();
+    doc.select(&rows)
+        .map(|r| {
+            let t: Vec<String> =
+                r.select(&cells).map(|c| c.text().collect::<String>().trim().to_owned()).collect();
+            [t[0].clone(), t[1].clone(), t[2].clone(), t[3].clone()]
+        })
+        .collect()
+}
+
+fn row_of<'a>(rows: &'a [[String; 4]], trick: &str) -> &'a [String; 4] {
+    rows.iter().find(|r| r[0] == trick).unwrap_or_else(|| panic!("no verdict row for {trick}: {rows:#?}"))
+}
+
+/// A results set of every design the report knows, by name.
+fn design_reports() -> Vec<(&'static str, Vec<Results>)> {
+    let run = "cpu-xeon-2core-20261130";
+    let one = |suffix: &str| committed(&format!("{run}-{suffix}"), &["results-1.json"]);
+    vec![
+        ("ablation", one("quick")),
+        ("convergence", one("quick-convergence")),
+        ("stack-gpt", one("quick-gpt")),
+        ("leave-one-out", one("quick-gpt-leave-one-out")),
+        ("memory", one("quick-memory")),
+        (
+            "two-workloads",
+            committed(&format!("{run}-quick-resnet-and-gpt"), &["results-1.json", "results-2.json"]),
+        ),
+        ("super-convergence", vec![fixtures::super_convergence_run()]),
+        ("batch-sweep", vec![fixtures::batch_sweep_run()]),
+    ]
+}
+
+/// Renders every design and a comparison into `target/test-output/<name>/<design>`.
+fn render_designs(name: &str) -> PathBuf {
+    let out = output_dir(name);
+    for (name, results) in design_reports() {
+        render_report(&results, &out.join(name)).unwrap();
+    }
+    render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("compare")).unwrap();
+    out
+}
+
+fn page(dir: &Path) -> Html {
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    Html::parse_document(&html)
+}
+
+#[test]
+fn first_screen_judges_each_trick_by_its_own_metric() {
+    let out = output_dir("first-screen");
+    let designs = design_reports();
+    let render = |name: &str| {
+        let results = &designs.iter().find(|(n, _)| *n == name).unwrap().1;
+        render_report(results, &out.join(name)).unwrap();
+        page(&out.join(name))
+    };
+
+    // Memory tricks by memory: checkpointing uses 0.56× the memory, so it helps, though slower.
+    let memory = verdict_rows(&render("memory"));
+    assert_eq!(row_of(&memory, "checkpointing")[1..], ["memory", "helps", "0.56× memory, 0.72× throughput"]);
+    // Time-to-accuracy tricks by time: one-cycle took 86.1 s against 60.4 s, 1.43× slower.
+    let convergence_doc = render("convergence");
+    let convergence = verdict_rows(&convergence_doc);
+    let one_cycle = row_of(&convergence, "one-cycle · b64");
+    assert_eq!(one_cycle[1..3], ["time-to-accuracy", "hurts"]);
+    assert!(one_cycle[3].starts_with("1.43× slower"), "{one_cycle:?}");
+    let max_batch = row_of(&convergence, "max-batch · b2048");
+    assert_eq!(max_batch[1], "time-to-accuracy");
+    let words = text(&convergence_doc);
+    let sooner_below_one = regex_free_find(&words, "× sooner", |ratio| ratio < 1.0);
+    assert!(sooner_below_one.is_none(), "a ratio below one with 'sooner': {sooner_below_one:?}");
+    let conclusion = convergence_doc.select(&Selector::parse(".conclusion").unwrap()).next().unwrap();
+    assert!(conclusion.text().collect::<String>().contains("hurt (one-cycle · b64, max-batch · b2048"));
+    // Baseline in absolute units and MiB on the first screen.
+    let baseline: String =
+        convergence_doc.select(&Selector::parse(".baseline").unwrap()).next().unwrap().text().collect();
+    assert!(baseline.starts_with("Baseline: 1205 images/s") && baseline.contains(" MiB"), "{baseline}");
+
+    // Super-convergence: one-cycle reached the target later than the baseline.
+    let sc = verdict_rows(&render("super-convergence"));
+    let row = row_of(&sc, "one-cycle");
+    assert_eq!(row[2], "hurts");
+    assert!(row[3].contains("× slower to test accuracy ≥ 50.0%"), "{row:?}");
+    // A batch sweep has no tricks: the first screen says so and still gives the baseline.
+    let sweep = text(&render("batch-sweep"));
+    assert!(sweep.contains("No trick was measured against a baseline"));
+    assert!(sweep.contains("Baseline: 330 images/s [320, 340] at batch 64; peak memory 640 MiB"), "{sweep}");
+}
+
+/// The first number before `suffix` in `text` for which `bad` holds.
+fn regex_free_find(text: &str, suffix: &str, bad: impl Fn(f64) -> bool) -> Option<String> {
+    text.match_indices(suffix).find_map(|(at, _)| {
+        let head = &text[..at];
+        let start = head.rfind(|c: char| !(c.is_ascii_digit() || c == '.')).map_or(0, |i| i + 1);
+        let number: f64 = head[start..].parse().ok()?;
+        bad(number).then(|| text[start..at + suffix.len()].to_owned())
+    })
+}
+
+#[test]
+fn leave_one_out_and_stack_say_what_each_step_does() {
+    let out = output_dir("designs-wording");
+    let designs = design_reports();
+    for (name, results) in &designs {
+        if *name == "leave-one-out" || *name == "stack-gpt" {
+            render_report(results, &out.join(name)).unwrap();
+        }
+    }
+    let loo = page(&out.join("leave-one-out"));
+    let header: String =
+        loo.select(&Selector::parse("table.verdicts th").unwrap()).next().unwrap().text().collect();
+    assert_eq!(header, "Trick removed");
+    let rows = verdict_rows(&loo);
+    let avoid_sync = row_of(&rows, "avoid-sync");
+    assert_eq!(avoid_sync[2], "helps");
+    assert!(avoid_sync[3].starts_with("removing it costs 10% throughput"), "{avoid_sync:?}");
+    let jit = row_of(&rows, "jit-fusion");
+    assert_eq!(jit[2], "hurts");
+    assert!(jit[3].starts_with("removing it gains 39% throughput"), "{jit:?}");
+
+    let stack = page(&out.join("stack-gpt"));
+    let steps: Vec<String> = stack
+        .select(&Selector::parse("table.stack tbody tr td:first-child").unwrap())
+        .map(|td| td.text().collect())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "+ flash-attention",
+            "+ avoid-sync",
+            "+ zero-copy",
+            "+ fused-optimizer",
+            "+ zero-grad-none",
+            "+ loader-workers",
+            "+ jit-fusion"
+        ]
+    );
+    let gains: Vec<String> = stack
+        .select(&Selector::parse("table.stack tbody tr td:last-child").unwrap())
+        .map(|td| td.text().collect())
+        .collect();
+    // 1.21× alone, then 0.953 / 1.211 for avoid-sync on top.
+    assert_eq!(gains[..2], ["1.21×", "0.79×"]);
+    // The single tricks' table does not mix in the stack's combinations.
+    assert!(verdict_rows(&stack).iter().all(|r| !r[0].contains('+')));
+}
+
+#[test]
+fn titles_name_the_run_and_the_index_lists_every_report() {
+    let out = render_designs("designs-index");
+    let title = Selector::parse("title").unwrap();
+    let h1 = Selector::parse("h1").unwrap();
+    for (name, results) in design_reports() {
+        let doc = page(&out.join(name));
+        let id = &results[0].run.id;
+        for s in [&title, &h1] {
+            let t: String = doc.select(s).next().unwrap().text().collect();
+            assert!(t.contains(id.as_str()), "{name}: {t:?} does not name run {id}");
+        }
+    }
+    let index = trickbench::report::write_index(&out).unwrap();
+    let doc = Html::parse_document(&std::fs::read_to_string(&index).unwrap());
+    let items: Vec<String> =
+        doc.select(&Selector::parse("ul.index li").unwrap()).map(|li| li.text().collect()).collect();
+    assert_eq!(items.len(), design_reports().len() + 1, "{items:#?}");
+    let links: Vec<&str> =
+        doc.select(&Selector::parse("ul.index a").unwrap()).filter_map(|a| a.value().attr("href")).collect();
+    for link in &links {
+        assert!(out.join(link).is_file(), "index links to missing {link}");
+    }
+    assert!(links.contains(&"memory/index.html") && links.contains(&"compare/index.html"), "{links:?}");
+    let memory = items.iter().find(|i| i.contains("quick-memory")).unwrap();
+    assert!(memory.contains("Of 2 tricks measured, 2 help (checkpointing, grad-accumulation)"), "{memory}");
+}
+
+/// Measures the page once loaded: elements whose right edge passes the viewport (a table's own
+/// scroll box may hold wider content, but the box itself must fit; a plot counts as its `<svg>`
+/// box), and which scroll boxes scroll. Headless Chromium keeps windows at least 500 px wide, so
+/// the page is laid out at `WIDTH` px by setting the root element's width.
+const LAYOUT_PROBE: &str = r#"<style>html { width: WIDTHpx; }</style><script>
+addEventListener("load", function () {
+  var width = WIDTH, wide = [];
+  document.querySelectorAll("body *").forEach(function (el) {
+    var box = el.closest(".wrap, svg");
+    if (box && box !== el) return;
+    var r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > width + 1) wide.push(el.tagName + "." + el.className + ":" + Math.round(r.right));
+  });
+  var scrolling = [];
+  document.querySelectorAll(".wrap").forEach(function (box) {
+    if (box.scrollWidth > box.clientWidth + 1) scrolling.push(box.firstElementChild.className);
+  });
+  var out = document.createElement("pre");
+  out.id = "layout";
+  out.textContent = JSON.stringify({ width: width, wide: wide.slice(0, 8), scrolling: scrolling });
+  document.body.appendChild(out);
+});
+</script>"#;
+
+/// Opens `index.html` of `dir` with [`LAYOUT_PROBE`] at `width` px and returns what it measured.
+fn layout(chromium: &Path, dir: &Path, width: u32) -> serde_json::Value {
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let probe = dir.join("layout-probe.html");
+    let script = LAYOUT_PROBE.replace("WIDTH", &width.to_string());
+    std::fs::write(&probe, html.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let run = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run"])
+        .arg(format!("--window-size={width},1000"))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "chromium failed: {}", String::from_utf8_lossy(&run.stderr));
+    let dom = Html::parse_document(&String::from_utf8_lossy(&run.stdout));
+    let measured: String =
+        dom.select(&Selector::parse("pre#layout").unwrap()).next().expect("probe ran").text().collect();
+    serde_json::from_str(&measured).unwrap()
+}
+
+#[test]
+fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
+    let Some(chromium) = chromium() else {
+        assert!(std::env::var_os("CI").is_none(), "chromium is not installed and CI is set");
+        println!("skipping: chromium is not installed");
+        return;
+    };
+    let out = render_designs("designs-layout");
+    let mut failures = Vec::new();
+    for name in design_reports().into_iter().map(|(n, _)| n).chain(["compare"]) {
+        for width in [1400, 390] {
+            let m = layout(&chromium, &out.join(name), width);
+            let fits = m["wide"].as_array().is_some_and(Vec::is_empty);
+            // At desktop width the verdict and cell tables fit without scrolling.
+            let scrolls = m["scrolling"].as_array().unwrap().iter().any(|c| {
+                let c = c.as_str().unwrap_or("");
+                width == 1400 && (c.contains("verdicts") || c.contains("cells") || c.contains("stack"))
+            });
+            if !fits || scrolls {
+                failures.push(format!("{name} at {width} px: {m}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use trickbench::report::{render_comparison, render_report, ReportFiles};
+use trickbench::report::{render_comparison, render_report, write_index, ReportFiles};
 use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::schema::Results;
 use trickbench::results::store;
@@ -13,6 +13,11 @@ use crate::cli::{CompareArgs, ReportArgs};
 
 /// Re-renders the report of results files.
 pub fn report(args: &ReportArgs) -> Result<()> {
+    if let Some(dir) = &args.index {
+        let index = write_index(dir).with_context(|| format!("writing the index of {}", dir.display()))?;
+        println!("index:   {}", index.display());
+        return Ok(());
+    }
     let results = load_all(&args.results)?;
     let out = args.out.clone().unwrap_or_else(|| {
         args.results[0].parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()

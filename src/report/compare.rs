@@ -111,6 +111,32 @@ pub(crate) struct Row {
     pub cells: Vec<DeviceCell>,
 }
 
+impl Row {
+    /// Where the devices disagree: their verdicts differ, or their speed-up intervals do not
+    /// overlap. `None` where they agree or fewer than two devices measured the cell.
+    pub fn disagreement(&self, devices: &[Device]) -> Option<String> {
+        let measured: Vec<(&str, (f64, f64, f64), Verdict)> = self
+            .cells
+            .iter()
+            .zip(devices)
+            .filter_map(|(c, d)| Some((d.label.as_str(), c.speedup?, c.verdict?)))
+            .collect();
+        let first = measured.first()?;
+        let verdicts_differ = measured.iter().any(|m| m.2 != first.2);
+        let highest_low = measured.iter().map(|m| m.1 .1).fold(f64::NEG_INFINITY, f64::max);
+        let lowest_high = measured.iter().map(|m| m.1 .2).fold(f64::INFINITY, f64::min);
+        if !verdicts_differ && highest_low <= lowest_high {
+            return None;
+        }
+        let each: Vec<String> = measured
+            .iter()
+            .map(|(device, (s, ..), v)| format!("{} on {device} ({s:.2}×)", model::verdict_label(*v)))
+            .collect();
+        let why = if verdicts_differ { "verdicts differ" } else { "intervals do not overlap" };
+        Some(format!("{why}: {}", each.join(", ")))
+    }
+}
+
 /// A cell some devices measured and others did not.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Mismatch {
@@ -195,6 +221,23 @@ impl<'a> Comparison<'a> {
             })
             .collect();
         Comparison { results, devices, rows, mismatches }
+    }
+
+    /// The comparison in one sentence: how many trick cells were joined and where the devices
+    /// disagree.
+    pub fn conclusion(&self) -> String {
+        let disagree: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.disagreement(&self.devices).is_some())
+            .map(|r| r.label.as_str())
+            .collect();
+        let head = format!("{} cells compared on {} devices", self.rows.len(), self.devices.len());
+        match disagree.len() {
+            0 => format!("{head}; the devices agree on every one."),
+            n if n <= 4 => format!("{head}; they disagree on {n}: {}.", disagree.join(", ")),
+            n => format!("{head}; they disagree on {n}: {}, …", disagree[..4].join(", ")),
+        }
     }
 
     /// "standard profile", or "quick / standard profiles" when the files differ.

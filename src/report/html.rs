@@ -15,7 +15,9 @@ use crate::results::quality;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 6] = [
+const TEMPLATES: [(&str, &str); 8] = [
+    ("index.html", include_str!("templates/index.html")),
+    ("tables.js", include_str!("templates/tables.js")),
     ("style.css", include_str!("templates/style.css")),
     ("report.html", include_str!("templates/report.html")),
     ("compare.html", include_str!("templates/compare.html")),
@@ -169,11 +171,6 @@ struct TtaView {
     evaluations: usize,
 }
 
-/// Each results file's noise floors in words, for the headline.
-fn noise_floors(results: &[Results]) -> Vec<String> {
-    results.iter().flat_map(|r| r.noise_floors.iter().map(crate::summary::noise_floor_text)).collect()
-}
-
 /// "warm-up peak X" where the cell's warm-up peak exceeds its measured peak, else "".
 fn warmup_note(cell: &CellResult) -> String {
     let primary = |m: Option<Memory>| m.and_then(|m| m.primary_bytes());
@@ -200,6 +197,17 @@ fn compute_note(cell: &CellResult) -> String {
         Some(backend) => format!("{precision}; attention: {}", backend.id()),
         None => precision.to_owned(),
     }
+}
+
+/// "cpu-xeon-2core-20261130-quick — trickbench report": the distinct run ids, then what the page is.
+pub(crate) fn run_title(results: &[Results], what: &str) -> String {
+    let mut ids: Vec<&str> = Vec::new();
+    for r in results {
+        if !ids.contains(&r.run.id.as_str()) {
+            ids.push(&r.run.id);
+        }
+    }
+    format!("{} — trickbench {what}", ids.join(", "))
 }
 
 /// Renders `index.html` of a report.
@@ -286,18 +294,27 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
             });
         }
     }
+    let overviews = report.overviews();
+    let conclusion =
+        overviews.iter().map(|o| format!("{}: {}", o.title, o.sentence)).collect::<Vec<_>>().join(" ");
+    let cell_groups: Vec<_> = report.groups.iter().map(|g| context! { title => g.title() }).collect();
+    let has_compute = report.entries().any(|(_, e)| e.cell.utilisation.is_some());
+    let has_energy = report.entries().any(|(_, e)| e.cell.energy.is_some());
     let ctx = context! {
-        title => "trickbench report",
+        title => run_title(report.results, "report"),
+        conclusion => conclusion,
         synthetic => Serde(report.synthetic()),
         runs => Serde(runs(report.results)),
         protocols => Serde(protocols(report.results)),
-        headline => Serde(report.headline()),
-        noise_floors => Serde(noise_floors(report.results)),
+        overviews => Serde(overviews),
         sections => Serde(sections(figures)),
         tricks => Serde(report.tricks()),
         tta => Serde(tta),
         tta_summary => Serde(report.time_to_accuracy_rows()),
         cells => Serde(cells),
+        cell_groups => cell_groups,
+        has_compute => has_compute,
+        has_energy => has_energy,
     };
     render(path, "report.html", ctx)
 }
@@ -306,6 +323,8 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
 struct CompareRowView {
     label: String,
     cells: Vec<CompareCellView>,
+    /// Where the devices disagree about this cell ("" where they agree).
+    disagreement: String,
 }
 
 #[derive(Serialize)]
@@ -321,6 +340,7 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
         .iter()
         .map(|r| CompareRowView {
             label: r.label.clone(),
+            disagreement: r.disagreement(&c.devices).unwrap_or_default(),
             cells: r
                 .cells
                 .iter()
@@ -340,12 +360,14 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
 
 /// Renders `index.html` of a comparison.
 pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let rows = comparison_rows(c);
     let ctx = context! {
-        title => "trickbench comparison",
+        title => run_title(c.results, "comparison"),
+        conclusion => c.conclusion(),
         synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
         profile => Serde(c.profile_text()),
         devices => Serde(&c.devices),
-        rows => Serde(comparison_rows(c)),
+        rows => Serde(rows),
         mismatches => Serde(&c.mismatches),
         sections => Serde(sections(figures)),
         runs => Serde(runs(c.results)),

@@ -1,4 +1,4 @@
-//! `summary.md`: the headline table and links to the plots, for READMEs and pull requests.
+//! `summary.md`: the verdicts per workload and device and links to the plots, for READMEs and pull requests.
 
 use std::path::Path;
 
@@ -6,7 +6,7 @@ use minijinja::context;
 use minijinja::value::Serde;
 
 use crate::report::compare::Comparison;
-use crate::report::html::{comparison_rows, render, sections};
+use crate::report::html::{self, comparison_rows, render, sections};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
 use crate::results::schema::CellKind;
@@ -35,9 +35,10 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
         .filter(|(_, e)| e.cell.key.kind != CellKind::MemoryProbe)
         .count();
     let ctx = context! {
+        title => html::run_title(report.results, "results"),
         synthetic => Serde(report.synthetic()),
         runs => Serde(runs),
-        headline => Serde(report.headline()),
+        overviews => Serde(report.overviews()),
         tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures)),
         failures => Serde(failures),
@@ -48,6 +49,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
 /// Renders `summary.md` of a comparison.
 pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
     let ctx = context! {
+        conclusion => c.conclusion(),
         synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
         profile => Serde(c.profile_text()),
         devices => Serde(&c.devices),

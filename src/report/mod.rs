@@ -10,13 +10,17 @@ mod compare;
 mod csv;
 mod figures;
 mod html;
+mod index;
 mod markdown;
 mod model;
+mod overview;
 mod plots;
 
 use std::path::{Path, PathBuf};
 
 use crate::results::schema::Results;
+
+pub use index::write_index;
 
 /// Everything that can go wrong while rendering a report. I/O errors name their file.
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,10 @@ use crate::device::DeviceSpec;
 use crate::report::claims;
 use crate::report::plots::Rgb;
 use crate::results::quality;
-use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, Phase, Results, Verdict};
-use crate::tricks::{Trick, TrickSet};
+use crate::results::schema::{
+    time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,
+};
+use crate::tricks::{Metric, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
 
 /// All results of a report, grouped.
@@ -130,14 +132,6 @@ impl<'a> Report<'a> {
             })
             .collect()
     }
-
-    /// The headline table: every trick cell that times throughput, best speed-up first per group.
-    pub fn headline(&self) -> Vec<HeadlineRow> {
-        self.groups
-            .iter()
-            .flat_map(|g| g.trick_throughput().into_iter().map(move |e| g.headline_row(e)))
-            .collect()
-    }
 }
 
 impl Group<'_> {
@@ -219,6 +213,9 @@ impl Group<'_> {
     fn headline_row(&self, e: &Entry) -> HeadlineRow {
         let tricks = &e.cell.key.tricks;
         let single = single_trick(tricks);
+        let metric = single.map_or(Metric::Throughput, Trick::metric);
+        let own_verdict =
+            e.comparison.filter(|_| metric != Metric::TimeToAccuracy).map(|c| cell_verdict(metric, c));
         let guide =
             tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
         HeadlineRow {
@@ -232,9 +229,13 @@ impl Group<'_> {
                 |t| format!("{} → {}", t.off(self.workload.family()), t.on(self.workload.family())),
             ),
             metric: single.map_or("throughput", |t| t.metric().label()).to_owned(),
-            speedup: e.comparison.map_or_else(|| status_summary(&e.cell.status), speedup_text),
-            verdict: e.comparison.map_or("—", |c| verdict_label(c.verdict)).to_owned(),
-            verdict_class: e.comparison.map_or("none", |c| verdict_class(c.verdict)).to_owned(),
+            speedup: match (&own_verdict, e.comparison) {
+                (Some(v), _) => v.text.clone(),
+                (None, Some(c)) => format!("{}; judged by time to accuracy", speedup_text(c)),
+                (None, None) => status_summary(&e.cell.status),
+            },
+            verdict: own_verdict.as_ref().map_or("—", |v| v.effect.label()).to_owned(),
+            verdict_class: own_verdict.as_ref().map_or("none", |v| v.effect.class()).to_owned(),
             memory: e
                 .comparison
                 .and_then(|c| c.memory_ratio)
@@ -260,14 +261,144 @@ pub(crate) struct HeadlineRow {
     pub change: String,
     /// The metric the trick is judged by.
     pub metric: String,
-    /// Speed-up with its confidence interval, or the cell's status.
+    /// The effect on the trick's own metric (speed-up with its interval, or the memory ratio), or
+    /// the cell's status.
     pub speedup: String,
-    /// The verdict.
+    /// The verdict on the trick's own metric ("—" where it is judged by time to accuracy).
     pub verdict: String,
     /// CSS class of the verdict.
     pub verdict_class: String,
     /// Memory ratio against the baseline.
     pub memory: String,
+}
+
+/// What a trick does on the metric it is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Effect {
+    /// It improves its metric beyond what the measurement can resolve.
+    Helps,
+    /// It worsens its metric.
+    Hurts,
+    /// The measurement cannot tell it from no change.
+    Unmeasurable,
+    /// It moved its metric by less than the A/A control moved the baseline.
+    WithinNoise,
+    /// Its cells failed, ran out of memory or timed out, or nothing compares them.
+    NotMeasured,
+}
+
+impl Effect {
+    /// Words for the verdict badge.
+    pub fn label(self) -> &'static str {
+        match self {
+            Effect::Helps => "helps",
+            Effect::Hurts => "hurts",
+            Effect::Unmeasurable => "no measurable effect",
+            Effect::WithinNoise => "inside the A/A noise floor",
+            Effect::NotMeasured => "inconclusive",
+        }
+    }
+
+    /// CSS class of the verdict badge (the throughput verdicts' colours).
+    pub fn class(self) -> &'static str {
+        match self {
+            Effect::Helps => "faster",
+            Effect::Hurts => "slower",
+            Effect::Unmeasurable | Effect::WithinNoise => "neutral",
+            Effect::NotMeasured => "error",
+        }
+    }
+}
+
+/// A trick's verdict on its own metric, with the effect in words ("0.56× memory, 0.72× throughput").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct TrickVerdict {
+    /// What the trick does to its metric.
+    pub effect: Effect,
+    /// The effect in words, its own metric first.
+    pub text: String,
+}
+
+/// A peak-memory ratio closer to 1 than this is no measurable effect (peaks are not resampled, so
+/// they carry no interval; allocator rounding moves them by a few percent).
+pub(crate) const MEMORY_TOLERANCE: f64 = 0.05;
+
+/// A time-to-target ratio closer to 1 than this is no measurable effect (a few seeds give no
+/// interval, and the time to an evaluation point moves with the evaluation spacing).
+pub(crate) const TIME_TO_ACCURACY_TOLERANCE: f64 = 0.05;
+
+/// The verdict of a trick cell judged by `metric`: throughput metrics by the comparison's interval,
+/// memory by the peak-memory ratio. Time to accuracy is judged by [`tta_verdict`].
+pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerdict {
+    let throughput = format!("{:.2}× throughput", comparison.speedup);
+    let memory = comparison.memory_ratio.map(|m| format!("{m:.2}× memory"));
+    if metric == Metric::Memory {
+        let Some(ratio) = comparison.memory_ratio else {
+            return TrickVerdict {
+                effect: Effect::NotMeasured,
+                text: format!("memory unknown, {throughput}"),
+            };
+        };
+        let effect = ratio_effect(1.0 / ratio, MEMORY_TOLERANCE);
+        return TrickVerdict { effect, text: format!("{ratio:.2}× memory, {throughput}") };
+    }
+    let effect = match comparison.verdict {
+        Verdict::Faster => Effect::Helps,
+        Verdict::Slower => Effect::Hurts,
+        Verdict::NoSignificantEffect => Effect::Unmeasurable,
+        Verdict::WithinNoise => Effect::WithinNoise,
+    };
+    let label = if metric == Metric::EvalThroughput { "eval throughput" } else { "throughput" };
+    let mut text = format!(
+        "{:.2}× {label} [{:.2}, {:.2}]",
+        comparison.speedup, comparison.speedup_ci_low, comparison.speedup_ci_high
+    );
+    if let Some(memory) =
+        memory.filter(|_| comparison.memory_ratio.is_some_and(|m| (m - 1.0).abs() > MEMORY_TOLERANCE))
+    {
+        text.push_str(&format!(", {memory}"));
+    }
+    TrickVerdict { effect, text }
+}
+
+/// The verdict of a time-to-accuracy configuration against its reference, by the ratio of their
+/// median times to the target ("1.43× slower", "1.20× sooner").
+pub(crate) fn tta_verdict(summary: &TtaSummary) -> TrickVerdict {
+    let reference = summary.reference.as_deref().unwrap_or("its reference");
+    match (summary.speedup, summary.median_time_to_target_s.is_some(), summary.reference_reached) {
+        (Some(ratio), _, _) => TrickVerdict {
+            effect: ratio_effect(ratio, TIME_TO_ACCURACY_TOLERANCE),
+            text: format!("{} to {} than {reference}", time_ratio_text(ratio), summary_target(summary)),
+        },
+        (None, true, _) => TrickVerdict {
+            effect: Effect::Helps,
+            text: format!("reached {}; {reference} did not", summary_target(summary)),
+        },
+        (None, false, Some(true)) => TrickVerdict {
+            effect: Effect::Hurts,
+            text: format!("did not reach {}; {reference} did", summary_target(summary)),
+        },
+        (None, false, _) => TrickVerdict {
+            effect: Effect::NotMeasured,
+            text: format!("neither it nor {reference} reached {}", summary_target(summary)),
+        },
+    }
+}
+
+fn summary_target(summary: &TtaSummary) -> String {
+    quality::target_text(&summary.metric, summary.target)
+}
+
+/// Helps above `1 + tolerance`, hurts below `1 - tolerance` (`ratio` > 1 is better).
+fn ratio_effect(ratio: f64, tolerance: f64) -> Effect {
+    if ratio > 1.0 + tolerance {
+        Effect::Helps
+    } else if ratio < 1.0 - tolerance {
+        Effect::Hurts
+    } else {
+        Effect::Unmeasurable
+    }
 }
 
 /// The trick of a one-trick set.
@@ -471,7 +602,8 @@ pub(crate) struct TrickSection {
 }
 
 impl Report<'_> {
-    /// Every trick in the catalogue, with its claim and its measured effects.
+    /// Every trick these results measured, with its claim and its measured effects (tricks that
+    /// were not asked for, or could not run anywhere, have no section).
     pub fn tricks(&self) -> Vec<TrickSection> {
         let tta_rows = self.time_to_accuracy_rows();
         // The CIFAR recipe's wording unless the report holds only GPTs.
@@ -482,7 +614,7 @@ impl Report<'_> {
         };
         Trick::ALL
             .into_iter()
-            .map(|t| {
+            .filter_map(|t| {
                 let mut measured = Vec::new();
                 let mut not_applicable = Vec::new();
                 for g in &self.groups {
@@ -509,8 +641,17 @@ impl Report<'_> {
                         }
                     }
                 }
+                let time_to_accuracy: Vec<TtaRow> = tta_rows
+                    .iter()
+                    .zip(self.results.iter().flat_map(|r| &r.time_to_accuracy))
+                    .filter(|(_, summary)| single_trick(&summary.tricks) == Some(t))
+                    .map(|(row, _)| row.clone())
+                    .collect();
+                if measured.is_empty() && time_to_accuracy.is_empty() {
+                    return None;
+                }
                 let Rgb(r, g, b) = trick_colour(t);
-                TrickSection {
+                Some(TrickSection {
                     id: t.id(),
                     guide: t
                         .guide_number()
@@ -521,14 +662,9 @@ impl Report<'_> {
                     claim: claims::claim(t),
                     colour: format!("rgb({r}, {g}, {b})"),
                     measured,
-                    time_to_accuracy: tta_rows
-                        .iter()
-                        .zip(self.results.iter().flat_map(|r| &r.time_to_accuracy))
-                        .filter(|(_, summary)| single_trick(&summary.tricks) == Some(t))
-                        .map(|(row, _)| row.clone())
-                        .collect(),
+                    time_to_accuracy,
                     not_applicable,
-                }
+                })
             })
             .collect()
     }

@@ -61,20 +61,45 @@ pub struct NoiseFloor {
 
 impl TtaSummary {
     /// The comparison with the reference in words: "1.25× sooner (1.20× fewer epochs) than
-    /// baseline b64", or which side did not reach the target; `None` without a reference.
+    /// baseline b64", "1.43× slower (1.50× more epochs) than baseline b64", or which side did not
+    /// reach the target; `None` without a reference.
     pub fn versus_text(&self) -> Option<String> {
         let reference = self.reference.as_deref()?;
         Some(match (self.speedup, self.epochs_speedup, self.median_time_to_target_s.is_some()) {
             (Some(time), Some(epochs), _) => {
-                format!("{time:.2}× sooner ({epochs:.2}× fewer epochs) than {reference}")
+                format!("{} ({}) than {reference}", time_ratio_text(time), epochs_ratio_text(epochs))
             }
-            (Some(time), None, _) => format!("{time:.2}× sooner than {reference}"),
+            (Some(time), None, _) => format!("{} than {reference}", time_ratio_text(time)),
             (None, _, true) => format!("reached it; {reference} did not"),
             (None, _, false) if self.reference_reached == Some(true) => {
                 format!("did not reach it; {reference} did")
             }
             (None, _, false) => format!("neither this nor {reference} reached it"),
         })
+    }
+}
+
+/// A time-to-target ratio (reference time ÷ this time) in words, never a ratio below one:
+/// 1.2 → "1.20× sooner", 0.7 → "1.43× slower", 1 → "as fast".
+pub fn time_ratio_text(speedup: f64) -> String {
+    ratio_words(speedup, "sooner", "slower", "as fast")
+}
+
+/// An epochs-to-target ratio (reference epochs ÷ these) in words: "1.20× fewer epochs",
+/// "1.50× more epochs", "as many epochs".
+pub fn epochs_ratio_text(speedup: f64) -> String {
+    ratio_words(speedup, "fewer epochs", "more epochs", "as many epochs")
+}
+
+/// `ratio` as "N× better" when above one and "(1/ratio)× worse" when below, to two decimals.
+fn ratio_words(ratio: f64, better: &str, worse: &str, same: &str) -> String {
+    let (shown_better, shown_worse) = (format!("{ratio:.2}"), format!("{:.2}", 1.0 / ratio));
+    if shown_better == "1.00" || shown_worse == "1.00" {
+        same.to_owned()
+    } else if ratio > 1.0 {
+        format!("{shown_better}× {better}")
+    } else {
+        format!("{shown_worse}× {worse}")
     }
 }
 
@@ -880,6 +905,15 @@ mod tests {
             aa_control: false,
         };
         CellResult::new(key, status)
+    }
+
+    #[test]
+    fn time_ratios_below_one_read_as_slower() {
+        assert_eq!(time_ratio_text(60.4 / 86.1), "1.43× slower");
+        assert_eq!(time_ratio_text(1.2), "1.20× sooner");
+        assert_eq!(time_ratio_text(1.001), "as fast");
+        assert_eq!(epochs_ratio_text(1.54 / 2.30), "1.49× more epochs");
+        assert_eq!(epochs_ratio_text(1.25), "1.25× fewer epochs");
     }
 
     fn failed(stderr_tail: &str) -> CellStatus {

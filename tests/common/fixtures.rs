@@ -306,3 +306,42 @@ pub fn gpu_fixture() -> Results {
     );
     r
 }
+
+/// A super-convergence run (time to accuracy of the baseline and of one-cycle over three seeds)
+/// in which one-cycle reaches the target later: 300 s against 210 s for the baseline.
+pub fn super_convergence_run() -> Results {
+    let mut r = results(DeviceSpec::Cpu, "fixture-super-convergence", false);
+    r.run.design = "super-convergence".to_owned();
+    r.run.id = "fixture-super-convergence-run".to_owned();
+    for seed in 0..3 {
+        add_tta(&mut r, &[], seed, CellStatus::Ok, Some(tta(0.5, 0.62, 300.0)));
+        add_tta(&mut r, &[OneCycle], seed, CellStatus::Ok, Some(tta(0.5, 0.55, 600.0)));
+    }
+    r.time_to_accuracy = trickbench::results::analysis::time_to_accuracy_summaries(&r.cells);
+    r
+}
+
+/// A batch-size sweep of the baseline: throughput at four batch sizes and memory probes up to the
+/// first batch that does not fit.
+pub fn batch_sweep_run() -> Results {
+    let mut r = results(DeviceSpec::Cpu, "fixture-batch-sweep", false);
+    r.run.design = "batch-sweep".to_owned();
+    r.run.id = "fixture-batch-sweep-run".to_owned();
+    for (batch, samples_per_s, mib) in
+        [(64, 330.0, 640), (128, 410.0, 900), (256, 455.0, 1500), (512, 470.0, 2700)]
+    {
+        add(&mut r, key(&[], batch, 0, TRAIN), CellStatus::Ok, Some(samples_per_s), Some(mib));
+        add(&mut r, key(&[], batch, 0, CellKind::MemoryProbe), CellStatus::Ok, None, Some(mib));
+    }
+    add(
+        &mut r,
+        key(&[], 1024, 0, CellKind::MemoryProbe),
+        CellStatus::OutOfMemory {
+            error: "cannot allocate (test fixture)".to_owned(),
+            stderr_tail: String::new(),
+        },
+        None,
+        None,
+    );
+    r
+}

@@ -1,0 +1,430 @@
+//! The first screen of a report: per workload and device, one sentence, the baseline's absolute
+//! numbers, the noise warning and a verdict per trick on the metric it is judged by; the
+//! leave-one-out and stack designs in their own words.
+
+use serde::Serialize;
+
+use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
+use crate::results::schema::{CellKind, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict};
+use crate::tricks::{Metric, Trick, TrickSet};
+
+/// The first screen of one group.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Overview {
+    /// The group's title ("resnet8 · cpu on vm · quick profile").
+    pub title: String,
+    /// An HTML id for the group.
+    pub slug: String,
+    /// The conclusion in one sentence.
+    pub sentence: String,
+    /// The baseline's throughput and peak memory in absolute units.
+    pub baseline: String,
+    /// Why the verdicts need care: noisy cells and the A/A noise floor (empty when neither applies).
+    pub noise: Vec<String>,
+    /// One verdict per measured trick cell, helping first.
+    pub rows: Vec<VerdictRow>,
+    /// Tricks that need other hardware, grouped by reason.
+    pub not_applicable: Vec<NotApplicableGroup>,
+    /// The stack's steps (empty unless the group stacks tricks).
+    pub stack: Vec<StackRow>,
+    /// Whether the rows say what removing each trick does (the leave-one-out design).
+    pub leave_one_out: bool,
+}
+
+/// One trick's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VerdictRow {
+    /// The trick (with batch size, seed or phase where the group has several).
+    pub trick: String,
+    /// The metric it is judged by.
+    pub metric: &'static str,
+    /// The verdict.
+    pub verdict: TrickVerdict,
+    /// The verdict's words.
+    pub label: &'static str,
+    /// The verdict's CSS class.
+    pub class: &'static str,
+    /// The anchor of its cell in the all-cells table.
+    pub anchor: String,
+}
+
+/// Tricks that could not run for one reason.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct NotApplicableGroup {
+    /// Why.
+    pub reason: String,
+    /// The tricks.
+    pub tricks: Vec<&'static str>,
+}
+
+/// One step of a stack: a trick added to those before it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StackRow {
+    /// "+ zero-copy".
+    pub added: String,
+    /// Speed-up of every trick so far against the baseline, with its interval.
+    pub cumulative: String,
+    /// This step's own gain: its cumulative speed-up ÷ the previous step's.
+    pub step_gain: String,
+    /// CSS class of the cumulative verdict.
+    pub class: &'static str,
+}
+
+impl Report<'_> {
+    /// The first screen of every group.
+    pub fn overviews(&self) -> Vec<Overview> {
+        self.groups.iter().map(|g| overview(self.results, g)).collect()
+    }
+}
+
+fn overview(results: &[Results], g: &Group) -> Overview {
+    let design = g.entries.first().map_or("", |e| results[e.file].run.design.as_str());
+    let leave_one_out = design == "leave-one-out";
+    let mut rows = if leave_one_out { leave_one_out_rows(g) } else { ablation_rows(results, g) };
+    rows.sort_by_key(|r| r.verdict.effect);
+    let stack = if leave_one_out { Vec::new() } else { stack_rows(g) };
+    let mut baseline = baseline_text(g);
+    if let Some(full) = leave_one_out.then(|| every_trick_text(g)).flatten() {
+        baseline.push(' ');
+        baseline.push_str(&full);
+    }
+    let not_applicable = not_applicable(g);
+    Overview {
+        title: g.title(),
+        slug: g.slug(),
+        sentence: sentence(&rows, &not_applicable, leave_one_out),
+        baseline,
+        noise: noise_lines(results, g),
+        rows,
+        not_applicable,
+        stack,
+        leave_one_out,
+    }
+}
+
+/// Whether `e` is a throughput cell of `phase`.
+fn is_throughput(e: &Entry, phase: Phase) -> bool {
+    e.cell.key.kind == (CellKind::Throughput { phase })
+}
+
+fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRow {
+    VerdictRow {
+        trick: g.label(e),
+        metric: metric.label(),
+        label: verdict.effect.label(),
+        class: verdict.effect.class(),
+        verdict,
+        anchor: model::anchor(e),
+    }
+}
+
+/// One row per single-trick cell: throughput and memory tricks by their comparison, time-to-accuracy
+/// tricks by their configuration's summary.
+fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
+    let mut rows = Vec::new();
+    for e in &g.entries {
+        let Some(trick) = model::single_trick(&e.cell.key.tricks) else { continue };
+        if e.cell.key.reference_for.is_some() || matches!(e.cell.status, CellStatus::NotApplicable { .. }) {
+            continue;
+        }
+        let metric = trick.metric();
+        let verdict = match metric {
+            Metric::TimeToAccuracy if e.cell.key.kind == CellKind::TimeToAccuracy => {
+                let Some(summary) = tta_summary(results, e) else { continue };
+                if summary.cells.first() != Some(&e.cell.id) {
+                    continue;
+                }
+                // One row stands for the configuration over its seeds.
+                let label = g.label(e);
+                let label = label.strip_suffix(&format!(" · s{}", e.cell.key.seed)).unwrap_or(&label);
+                rows.push(VerdictRow {
+                    trick: label.to_owned(),
+                    ..row(g, e, metric, model::tta_verdict(summary))
+                });
+                continue;
+            }
+            Metric::TimeToAccuracy => continue,
+            Metric::EvalThroughput if !is_throughput(e, Phase::Eval) => continue,
+            Metric::Throughput | Metric::Memory if !is_throughput(e, Phase::Train) => continue,
+            _ => match e.comparison {
+                Some(c) => model::cell_verdict(metric, c),
+                None => not_measured(e),
+            },
+        };
+        rows.push(row(g, e, metric, verdict));
+    }
+    rows
+}
+
+/// The time-to-accuracy summary a cell belongs to.
+fn tta_summary<'r>(results: &'r [Results], e: &Entry) -> Option<&'r TtaSummary> {
+    results[e.file].time_to_accuracy.iter().find(|t| t.cells.contains(&e.cell.id))
+}
+
+fn not_measured(e: &Entry) -> TrickVerdict {
+    TrickVerdict { effect: Effect::NotMeasured, text: model::status_summary(&e.cell.status) }
+}
+
+/// One row per trick left out: the cell without it against the cell with every trick.
+fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
+    let mut rows = Vec::new();
+    for e in &g.entries {
+        let Some(c) = e.comparison else { continue };
+        let Some(full) = g.entries.iter().find(|x| x.cell.id == c.baseline) else { continue };
+        let Some(dropped) = dropped_trick(&full.cell.key.tricks, &e.cell.key.tricks) else { continue };
+        let verdict = removal_verdict(c);
+        rows.push(VerdictRow {
+            trick: dropped.id().to_owned(),
+            metric: Metric::Throughput.label(),
+            label: verdict.effect.label(),
+            class: verdict.effect.class(),
+            verdict,
+            anchor: model::anchor(e),
+        });
+    }
+    rows
+}
+
+/// The one trick of `full` that `rest` lacks, if `rest` is `full` less one trick.
+fn dropped_trick(full: &TrickSet, rest: &TrickSet) -> Option<Trick> {
+    let missing: Vec<Trick> = full.iter().filter(|t| !rest.has(*t)).collect();
+    let extra = rest.iter().any(|t| !full.has(t));
+    match missing.as_slice() {
+        [t] if !extra => Some(*t),
+        _ => None,
+    }
+}
+
+/// What removing a trick does, in words, and the trick's verdict that follows: a removal that costs
+/// throughput means the trick helps.
+fn removal_verdict(c: &Comparison) -> TrickVerdict {
+    let change = (c.speedup - 1.0).abs() * 100.0;
+    let interval =
+        format!("without it {:.2}× [{:.2}, {:.2}]", c.speedup, c.speedup_ci_low, c.speedup_ci_high);
+    let (effect, text) = match c.verdict {
+        Verdict::Slower => (Effect::Helps, format!("removing it costs {change:.0}% throughput ({interval})")),
+        Verdict::Faster => (Effect::Hurts, format!("removing it gains {change:.0}% throughput ({interval})")),
+        Verdict::NoSignificantEffect => {
+            (Effect::Unmeasurable, format!("removing it changes nothing measurable ({interval})"))
+        }
+        Verdict::WithinNoise => {
+            (Effect::WithinNoise, format!("removing it moves throughput within the noise floor ({interval})"))
+        }
+    };
+    TrickVerdict { effect, text }
+}
+
+/// The leave-one-out's cell with every trick (the one the others are compared with) in words:
+/// "With all 8 tricks: 964812 tokens/s, 18.58× [17.9, 19.2] against baseline+debug-apis-on."
+fn every_trick_text(g: &Group) -> Option<String> {
+    let full_id = g
+        .entries
+        .iter()
+        .filter_map(|e| e.comparison)
+        .map(|c| c.baseline.as_str())
+        .find(|id| g.entries.iter().any(|x| x.cell.id == *id && x.cell.key.tricks.len() >= 2))?;
+    let full = g.entries.iter().find(|x| x.cell.id == full_id)?;
+    let unit = g.workload.family().sample_unit();
+    let throughput = full.cell.throughput?;
+    let mut text = format!(
+        "With all {} tricks: {:.0} {unit}/s",
+        full.cell.key.tricks.len(),
+        throughput.median_samples_per_s
+    );
+    if let Some(c) = full.comparison {
+        text.push_str(&format!(", {} against {}", model::speedup_text(c), configuration_of(g, &c.baseline)));
+    }
+    text.push('.');
+    Some(text)
+}
+
+/// The configuration label of the cell `id` of the group (the id itself if it is not there).
+fn configuration_of(g: &Group, id: &str) -> String {
+    g.entries
+        .iter()
+        .find(|e| e.cell.id == id)
+        .map_or_else(|| id.to_owned(), |e| e.cell.key.configuration_label())
+}
+
+/// Not-applicable tricks grouped by reason, each trick once.
+fn not_applicable(g: &Group) -> Vec<NotApplicableGroup> {
+    let mut out: Vec<NotApplicableGroup> = Vec::new();
+    for e in &g.entries {
+        let CellStatus::NotApplicable { reason } = &e.cell.status else { continue };
+        let Some(trick) = model::single_trick(&e.cell.key.tricks) else { continue };
+        // Reasons start with the trick's name, which the list shows already.
+        let reason = reason.strip_prefix(&format!("{}: ", trick.id())).unwrap_or(reason);
+        let group = match out.iter_mut().position(|n| n.reason == reason) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(NotApplicableGroup { reason: reason.to_owned(), tricks: Vec::new() });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        if !group.tricks.contains(&trick.id()) {
+            group.tricks.push(trick.id());
+        }
+    }
+    out
+}
+
+/// "Of 12 tricks measured, 2 help (debug-off, no-grad-eval); 3 hurt (…); 7 show no measurable
+/// effect or sit inside the noise floor; 9 need other hardware."
+fn sentence(rows: &[VerdictRow], na: &[NotApplicableGroup], leave_one_out: bool) -> String {
+    let names = |effect: Effect| -> Vec<&str> {
+        rows.iter().filter(|r| r.verdict.effect == effect).map(|r| r.trick.as_str()).collect()
+    };
+    let list = |effect: Effect, words: &str| {
+        let names = names(effect);
+        match names.len() {
+            0 => None,
+            n if n <= 4 => Some(format!("{n} {words} ({})", names.join(", "))),
+            n => Some(format!("{n} {words} ({}, …)", names[..4].join(", "))),
+        }
+    };
+    let (help, hurt) = if leave_one_out {
+        ("help (removing them costs throughput)", "hurt (removing them gains throughput)")
+    } else {
+        ("help", "hurt")
+    };
+    let mut parts: Vec<String> =
+        [list(Effect::Helps, help), list(Effect::Hurts, hurt)].into_iter().flatten().collect();
+    let neutral = names(Effect::Unmeasurable).len() + names(Effect::WithinNoise).len();
+    if neutral > 0 {
+        let (show, sit) = if neutral == 1 { ("shows", "sits") } else { ("show", "sit") };
+        parts.push(format!("{neutral} {show} no measurable effect or {sit} inside the noise floor"));
+    }
+    let inconclusive = names(Effect::NotMeasured).len();
+    if inconclusive > 0 {
+        parts.push(format!("{inconclusive} inconclusive (failed, or neither side reached the target)"));
+    }
+    let na_count: usize = na.iter().map(|n| n.tricks.len()).sum();
+    let mut text = if parts.is_empty() {
+        "No trick was measured against a baseline".to_owned()
+    } else {
+        format!("Of {} {} measured, {}", rows.len(), plural(rows.len(), "trick", "tricks"), parts.join("; "))
+    };
+    if na_count > 0 {
+        text.push_str(&format!("; {na_count} {} other hardware", plural(na_count, "needs", "need")));
+    }
+    text.push('.');
+    text
+}
+
+/// `one` for a count of one, else `many`.
+fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
+}
+
+/// "Baseline: 410 images/s [400, 420] at batch 128; peak memory 123 MiB (peak CPU tensor memory)."
+fn baseline_text(g: &Group) -> String {
+    let unit = g.workload.family().sample_unit();
+    let baseline = g.entries.iter().find(|e| {
+        let key = &e.cell.key;
+        key.tricks.is_baseline()
+            && !key.aa_control
+            && key.reference_for.is_none()
+            && is_throughput(e, Phase::Train)
+    });
+    let Some(cell) = baseline.map(|e| e.cell) else {
+        return "No baseline throughput cell in these results.".to_owned();
+    };
+    let throughput = cell.throughput.map_or_else(
+        || format!("baseline did not measure ({})", model::status_summary(&cell.status)),
+        |t| {
+            format!(
+                "Baseline: {:.0} {unit}/s [{:.0}, {:.0}] at batch {}",
+                t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s, cell.key.batch_size
+            )
+        },
+    );
+    match cell.memory.and_then(|m| m.primary_bytes()) {
+        Some(bytes) => format!("{throughput}; peak memory {} ({}).", mebibytes(bytes), g.memory_label()),
+        None => format!("{throughput}."),
+    }
+}
+
+/// Bytes in MiB, whole.
+pub(crate) fn mebibytes(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// The noisy-cells warning and the A/A noise floor of the group's workload.
+fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
+    let mut lines = Vec::new();
+    let measured: Vec<&Entry> = g.entries.iter().filter(|e| e.cell.throughput.is_some()).collect();
+    let target = g.entries.first().and_then(|e| results[e.file].run.protocol.target_ci_half_width);
+    let noisy = measured
+        .iter()
+        .filter(|e| e.cell.throughput.is_some_and(|t| t.noise_warning(target).is_some()))
+        .count();
+    if let (Some(target), true) = (target, noisy > 0) {
+        lines.push(format!(
+            "{noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine was too busy or \
+             too variable for that precision, so treat small effects with care.",
+            measured.len(),
+            target * 100.0
+        ));
+    }
+    let files: Vec<usize> = g.entries.iter().map(|e| e.file).collect();
+    for (_, r) in results.iter().enumerate().filter(|(i, _)| files.contains(i)) {
+        for floor in r.noise_floors.iter().filter(|f| f.workload == g.workload) {
+            lines.push(format!("{}.", crate::summary::noise_floor_text(floor)));
+        }
+    }
+    lines
+}
+
+/// The stack's chain: from one trick up to the largest set, each step adding one trick, each
+/// measured against the plain baseline. Walking down from the largest set, where several cells
+/// could be the step below (the single tricks under the first pair), the fastest is the one the
+/// stack added first, as the stack design adds tricks best first.
+fn stack_rows(g: &Group) -> Vec<StackRow> {
+    let candidates: Vec<(&Entry, &Comparison)> = g
+        .entries
+        .iter()
+        .filter(|e| is_throughput(e, Phase::Train) && e.cell.key.reference_for.is_none())
+        .filter_map(|e| e.comparison.map(|c| (e, c)))
+        .collect();
+    let Some(top) = candidates
+        .iter()
+        .filter(|(e, _)| e.cell.key.tricks.len() >= 2)
+        .max_by_key(|(e, _)| e.cell.key.tricks.len())
+    else {
+        return Vec::new();
+    };
+    let mut chain = vec![*top];
+    while chain.last().is_some_and(|(e, _)| e.cell.key.tricks.len() > 1) {
+        let above = &chain.last().expect("not empty").0.cell.key.tricks;
+        let below = candidates
+            .iter()
+            .filter(|(e, _)| {
+                e.cell.key.tricks.len() + 1 == above.len() && e.cell.key.tricks.iter().all(|t| above.has(t))
+            })
+            .max_by(|a, b| a.1.speedup.total_cmp(&b.1.speedup));
+        match below {
+            Some(step) => chain.push(*step),
+            None => return Vec::new(),
+        }
+    }
+    chain.reverse();
+    let mut rows = Vec::new();
+    let (mut previous, mut previous_speedup) = (&TrickSet::baseline(), 1.0);
+    for (e, c) in chain {
+        let added: Vec<&str> =
+            e.cell.key.tricks.iter().filter(|t| !previous.has(*t)).map(Trick::id).collect();
+        rows.push(StackRow {
+            added: format!("+ {}", added.join(", ")),
+            cumulative: model::speedup_text(c),
+            step_gain: format!("{:.2}×", c.speedup / previous_speedup),
+            class: model::verdict_class(c.verdict),
+        });
+        previous = &e.cell.key.tricks;
+        previous_speedup = c.speedup;
+    }
+    rows
+}
