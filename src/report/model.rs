@@ -306,7 +306,7 @@ impl Effect {
             Effect::Helps => "faster",
             Effect::Hurts => "slower",
             Effect::Unmeasurable | Effect::WithinNoise => "neutral",
-            Effect::NotMeasured => "error",
+            Effect::NotMeasured => "inconclusive",
         }
     }
 }

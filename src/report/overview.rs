@@ -274,21 +274,22 @@ fn sentence(rows: &[VerdictRow], na: &[NotApplicableGroup], leave_one_out: bool)
     let names = |effect: Effect| -> Vec<&str> {
         rows.iter().filter(|r| r.verdict.effect == effect).map(|r| r.trick.as_str()).collect()
     };
-    let list = |effect: Effect, words: &str| {
+    let list = |effect: Effect, verb: &str| {
         let names = names(effect);
+        let one = names.len() == 1;
+        let mut words = if one { format!("{verb}s") } else { verb.to_owned() };
+        if leave_one_out {
+            let removal = if verb == "help" { "costs" } else { "gains" };
+            words.push_str(&format!(" (removing {} {removal} throughput)", if one { "it" } else { "them" }));
+        }
         match names.len() {
             0 => None,
             n if n <= 4 => Some(format!("{n} {words} ({})", names.join(", "))),
             n => Some(format!("{n} {words} ({}, …)", names[..4].join(", "))),
         }
     };
-    let (help, hurt) = if leave_one_out {
-        ("help (removing them costs throughput)", "hurt (removing them gains throughput)")
-    } else {
-        ("help", "hurt")
-    };
     let mut parts: Vec<String> =
-        [list(Effect::Helps, help), list(Effect::Hurts, hurt)].into_iter().flatten().collect();
+        [list(Effect::Helps, "help"), list(Effect::Hurts, "hurt")].into_iter().flatten().collect();
     let neutral = names(Effect::Unmeasurable).len() + names(Effect::WithinNoise).len();
     if neutral > 0 {
         let (show, sit) = if neutral == 1 { ("shows", "sits") } else { ("show", "sit") };
