@@ -1,0 +1,340 @@
+//! Horizontal bar charts: speed-ups (log axis), memory ratios, times and waterfalls (linear).
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, VPos};
+
+use super::{font, linear_ticks, short_number, text, width, wrap, DrawResult, Hovers, Rgb};
+use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
+
+/// The narrowest a figure is, in SVG pixels.
+const MIN_WIDTH: i32 = 640;
+/// The narrowest plot area: labels and notes never squeeze the bars below this.
+const MIN_PLOT: i32 = 220;
+const PAD: i32 = 12;
+const ROW: i32 = 26;
+const GAP: i32 = 6;
+
+/// How values map to the axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scale {
+    /// Proportional to the value.
+    Linear,
+    /// Proportional to the logarithm: ratios (speed-ups) of 0.5× and 2× lie equally far from 1×.
+    Log,
+}
+
+/// Horizontal bars from a base value to a value, with optional confidence whiskers.
+#[derive(Debug, Clone)]
+pub(crate) struct BarChart {
+    /// Title above the plot.
+    pub title: String,
+    /// Label of the value axis, with its unit.
+    pub x_label: String,
+    /// How values map to the axis.
+    pub scale: Scale,
+    /// A vertical reference line (value, label), e.g. the baseline at 1.0.
+    pub reference: Option<(f64, String)>,
+    /// The bars, top to bottom.
+    pub rows: Vec<BarRow>,
+    /// The colour key: what each bar colour means.
+    pub key: Vec<(Rgb, String)>,
+    /// A line under the chart (cells without a bar: not applicable, failed …).
+    pub footnote: Option<String>,
+}
+
+/// One bar.
+#[derive(Debug, Clone)]
+pub(crate) struct BarRow {
+    /// Label left of the bar.
+    pub label: String,
+    /// Where the bar starts.
+    pub base: f64,
+    /// Where the bar ends.
+    pub value: f64,
+    /// Confidence interval drawn as a whisker.
+    pub ci: Option<(f64, f64)>,
+    /// Fill colour.
+    pub colour: Rgb,
+    /// Text right of the bar (the value).
+    pub note: String,
+    /// What hovering over the bar shows: the exact values.
+    pub hover: String,
+    /// Draw a separator line above this row (starts a new group).
+    pub separator: bool,
+}
+
+impl BarRow {
+    fn low(&self) -> f64 {
+        self.ci.map_or(self.value, |c| c.0).min(self.value).min(self.base)
+    }
+
+    fn high(&self) -> f64 {
+        self.ci.map_or(self.value, |c| c.1).max(self.value).max(self.base)
+    }
+}
+
+/// Where everything of a bar chart goes, in SVG pixels.
+pub(crate) struct Layout {
+    width: i32,
+    plot_left: i32,
+    plot_width: i32,
+    plot_top: i32,
+    lo: f64,
+    hi: f64,
+    log: bool,
+    rows: usize,
+    footnote: Vec<String>,
+}
+
+impl Layout {
+    /// The layout of `c`: label column as wide as the longest label, and a plot area narrow enough
+    /// that every note fits right of its bar's end.
+    pub(crate) fn of(c: &BarChart) -> Layout {
+        let log = c.scale == Scale::Log && c.rows.iter().all(|r| r.low() > 0.0);
+        let (lo, hi) = range(c, log);
+        let label_w = c.rows.iter().map(|r| width(&r.label, BODY_EM)).max().unwrap_or(0);
+        let plot_left = PAD + label_w + 10;
+        let t = |v: f64| if log { v.ln() } else { v };
+        let right_edge = MIN_WIDTH - PAD;
+        let mut plot_width = right_edge - plot_left;
+        for r in &c.rows {
+            let f = ((t(r.high()) - t(lo)) / (t(hi) - t(lo))).clamp(0.0, 1.0);
+            let room = right_edge - plot_left - GAP - width(&r.note, SMALL_EM);
+            if f > 0.0 {
+                plot_width = plot_width.min((f64::from(room) / f).floor() as i32);
+            }
+        }
+        let plot_width = plot_width.max(MIN_PLOT);
+        let note_end = c
+            .rows
+            .iter()
+            .map(|r| {
+                let f = ((t(r.high()) - t(lo)) / (t(hi) - t(lo))).clamp(0.0, 1.0);
+                plot_left + (f * f64::from(plot_width)) as i32 + GAP + width(&r.note, SMALL_EM)
+            })
+            .max()
+            .unwrap_or(0);
+        let title_end = PAD + width(&c.title, TITLE_EM);
+        let axis_end = plot_left + width(&c.x_label, BODY_EM);
+        let width_px = (plot_left + plot_width + PAD)
+            .max(note_end + PAD)
+            .max(title_end + PAD)
+            .max(axis_end + PAD)
+            .max(MIN_WIDTH);
+        let footnote = c.footnote.as_deref().map_or_else(Vec::new, |f| wrap(f, SMALL_EM, width_px - 2 * PAD));
+        let plot_top = PAD + 28 + if c.reference.is_some() { 18 } else { 0 };
+        Layout { width: width_px, plot_left, plot_width, plot_top, lo, hi, log, rows: c.rows.len(), footnote }
+    }
+
+    /// Width and height of the figure.
+    pub(crate) fn size(&self) -> (u32, u32) {
+        (self.width as u32, (self.key_top() + 22 + 18 * self.footnote.len() as i32 + PAD) as u32)
+    }
+
+    fn plot_bottom(&self) -> i32 {
+        self.plot_top + ROW * self.rows.max(1) as i32
+    }
+
+    fn key_top(&self) -> i32 {
+        self.plot_bottom() + 52
+    }
+
+    /// The x pixel of value `v`.
+    fn x(&self, v: f64) -> i32 {
+        let t = |v: f64| if self.log { v.max(f64::MIN_POSITIVE).ln() } else { v };
+        let f = (t(v) - t(self.lo)) / (t(self.hi) - t(self.lo));
+        self.plot_left + (f * f64::from(self.plot_width)).round() as i32
+    }
+
+    /// The y pixel of the centre of row `i`.
+    fn y(&self, i: usize) -> i32 {
+        self.plot_top + ROW * i as i32 + ROW / 2
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            log_ticks(self.lo, self.hi)
+        } else {
+            linear_ticks(self.lo, self.hi, 5)
+        }
+    }
+}
+
+/// The value range: every bar, whisker and the reference, padded by 5% (of the log range on a log
+/// axis); a linear axis of non-negative values starts at zero.
+fn range(c: &BarChart, log: bool) -> (f64, f64) {
+    let values = c.rows.iter().flat_map(|r| [r.low(), r.high()]).chain(c.reference.iter().map(|r| r.0));
+    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if log {
+        let (a, b) = (lo.ln(), hi.ln().max(lo.ln() + 0.1));
+        let pad = (b - a) * 0.05;
+        (f64::exp(a - pad), f64::exp(b + pad))
+    } else {
+        let lo = if lo >= 0.0 { 0.0 } else { lo };
+        let pad = (hi - lo).abs().max(1e-9) * 0.05;
+        (lo - if lo == 0.0 { 0.0 } else { pad }, hi + pad)
+    }
+}
+
+/// Ticks of a log axis: 1, 2 and 5 × 10ᵏ, with 1.5 and 3 added where the range is narrow.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let candidates = |mantissas: &[f64]| -> Vec<f64> {
+        let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+        let mut ticks: Vec<f64> = (a..=b)
+            .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| (lo..=hi).contains(v))
+            .collect();
+        ticks.sort_by(f64::total_cmp);
+        ticks
+    };
+    let ticks = candidates(&[1.0, 2.0, 5.0]);
+    if ticks.len() >= 4 {
+        ticks
+    } else {
+        candidates(&[1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.5])
+    }
+}
+
+/// Draws `c` with its layout.
+pub(crate) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    c: &BarChart,
+    hovers: &Hovers,
+) -> DrawResult<DB> {
+    let l = Layout::of(c);
+    text(root, &c.title, (PAD, PAD), font(TITLE_EM), (HPos::Left, VPos::Top))?;
+    axis(root, c, &l)?;
+    for (i, row) in c.rows.iter().enumerate() {
+        bar(root, row, &l, i, hovers)?;
+    }
+    if let Some((x, label)) = &c.reference {
+        let px = l.x(*x);
+        root.draw(&PathElement::new(
+            vec![(px, l.plot_top - 4), (px, l.plot_bottom())],
+            MUTED.stroke_width(2),
+        ))?;
+        text(root, label, (px, l.plot_top - 6), font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Bottom))?;
+    }
+    key(root, c, &l)?;
+    for (i, line) in l.footnote.iter().enumerate() {
+        let y = l.key_top() + 22 + 18 * i as i32;
+        text(root, line, (PAD, y), font(SMALL_EM).color(&MUTED), (HPos::Left, VPos::Top))?;
+    }
+    Ok(())
+}
+
+fn axis<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart, l: &Layout) -> DrawResult<DB> {
+    let (top, bottom) = (l.plot_top, l.plot_bottom());
+    for v in l.ticks() {
+        let px = l.x(v);
+        root.draw(&PathElement::new(vec![(px, top), (px, bottom)], GRID.stroke_width(1)))?;
+        let label = if l.log { format!("{}×", short_number(v)) } else { short_number(v) };
+        text(root, &label, (px, bottom + 5), font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Top))?;
+    }
+    root.draw(&PathElement::new(
+        vec![(l.plot_left, bottom), (l.plot_left + l.plot_width, bottom)],
+        MUTED.stroke_width(1),
+    ))?;
+    let centre = (l.plot_left + l.plot_width / 2).max(l.plot_left + width(&c.x_label, BODY_EM) / 2);
+    text(root, &c.x_label, (centre, bottom + 26), font(BODY_EM), (HPos::Center, VPos::Top))
+}
+
+fn bar<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    row: &BarRow,
+    l: &Layout,
+    i: usize,
+    hovers: &Hovers,
+) -> DrawResult<DB> {
+    let y = l.y(i);
+    if row.separator && i > 0 {
+        let line = vec![(PAD, y - ROW / 2), (l.plot_left + l.plot_width, y - ROW / 2)];
+        root.draw(&PathElement::new(line, MUTED.mix(0.4).stroke_width(1)))?;
+    }
+    let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
+    let half = ROW * 3 / 10;
+    root.draw(&Rectangle::new([(a, y - half), (b.max(a + 1), y + half)], row.colour.plotters().filled()))?;
+    if let Some((lo, hi)) = row.ci {
+        let (p, q) = (l.x(lo), l.x(hi));
+        let style = TEXT.stroke_width(1);
+        root.draw(&PathElement::new(vec![(p, y), (q, y)], style))?;
+        root.draw(&PathElement::new(vec![(p, y - 5), (p, y + 5)], style))?;
+        root.draw(&PathElement::new(vec![(q, y - 5), (q, y + 5)], style))?;
+    }
+    let end = l.x(row.high());
+    text(root, &row.note, (end + GAP, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
+    text(root, &row.label, (l.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?;
+    hovers.add((PAD, y - ROW / 2), (end + GAP + width(&row.note, SMALL_EM) - PAD, ROW), &row.hover);
+    Ok(())
+}
+
+fn key<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart, l: &Layout) -> DrawResult<DB> {
+    let (mut x, y) = (PAD, l.key_top() + 8);
+    for (colour, label) in &c.key {
+        let w = width(label, SMALL_EM);
+        if x + 18 + w > l.width - PAD {
+            break;
+        }
+        root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.plotters().filled()))?;
+        text(root, label, (x + 18, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
+        x += 18 + w + 18;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &str, value: f64, note: &str) -> BarRow {
+        BarRow {
+            label: label.to_owned(),
+            base: 1.0,
+            value,
+            ci: Some((value * 0.97, value * 1.03)),
+            colour: Rgb(0, 0, 0),
+            note: note.to_owned(),
+            hover: String::new(),
+            separator: false,
+        }
+    }
+
+    fn chart(rows: Vec<BarRow>) -> BarChart {
+        BarChart {
+            title: "t".to_owned(),
+            x_label: "speed-up".to_owned(),
+            scale: Scale::Log,
+            reference: Some((1.0, "baseline".to_owned())),
+            rows,
+            key: Vec::new(),
+            footnote: None,
+        }
+    }
+
+    #[test]
+    fn a_log_axis_gives_small_effects_room_next_to_an_outlier() {
+        let c = chart(vec![row("debug-off", 18.57, "18.57× [18.03, 19.10]"), row("amp", 1.08, "1.08×")]);
+        let l = Layout::of(&c);
+        assert!(l.log);
+        assert!(l.x(1.08) - l.x(1.0) >= 8, "an 8% effect is {} px wide", l.x(1.08) - l.x(1.0));
+    }
+
+    #[test]
+    fn every_note_ends_inside_the_figure() {
+        let long = "18.57× [18.03, 19.10] faster, against baseline+debug-apis-on";
+        let c = chart(vec![row("debug-off", 18.57, long), row("amp", 0.8, "0.80×")]);
+        let l = Layout::of(&c);
+        let end = l.x(18.57 * 1.03) + GAP + width(long, SMALL_EM);
+        assert!(end <= l.width - PAD, "the note ends at {end} of {}", l.width);
+    }
+
+    #[test]
+    fn log_ticks_cover_narrow_and_wide_ranges() {
+        assert_eq!(log_ticks(0.6, 25.0), vec![1.0, 2.0, 5.0, 10.0, 20.0]);
+        assert!(log_ticks(0.9, 1.3).len() >= 2);
+    }
+}
