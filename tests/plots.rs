@@ -246,6 +246,8 @@ fn the_fixture_reports_plot_cleanly() {
     let mut all = problems("fixture-cpu", std::slice::from_ref(&cpu));
     all.extend(problems("fixture-gpu", std::slice::from_ref(&gpu)));
     all.extend(problems("fixture-both", &[cpu, gpu]));
+    all.extend(problems("fixture-super-convergence", &[fixtures::super_convergence_run()]));
+    all.extend(problems("fixture-batch-sweep", &[fixtures::batch_sweep_run()]));
     assert!(all.is_empty(), "{} problems:\n{}", all.len(), all.join("\n"));
 }
 

@@ -98,6 +98,9 @@ fn effect_label(g: &Group, e: &Entry) -> String {
     let reference = reference(g, e).map_or_else(TrickSet::baseline, |r| r.cell.key.tricks.clone());
     let added: Vec<Trick> = set.iter().filter(|t| !reference.has(*t)).collect();
     let dropped: Vec<Trick> = reference.iter().filter(|t| !set.has(*t)).collect();
+    if e.cell.key.aa_control {
+        return format!("A/A control (noise floor){}", suffix(g, e));
+    }
     let base = match (added.as_slice(), dropped.as_slice()) {
         ([], [t]) => format!("all − {t}"),
         ([t], []) if reference.is_baseline() => t.to_string(),
@@ -156,13 +159,15 @@ fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
     )
 }
 
-/// The trick cells of a group except the stack's cumulative steps, which have their own figure.
+/// The trick cells of a group except the stack's cumulative steps, which have their own figure,
+/// then the A/A control (the baseline against itself: the run's noise floor).
 fn effect_entries<'e>(g: &'e Group, chain: Option<&[&Entry]>) -> Vec<&'e Entry<'e>> {
     let in_chain = |e: &Entry| {
         e.cell.key.tricks.iter().count() > 1
             && chain.is_some_and(|c| c.iter().any(|x| x.cell.id == e.cell.id))
     };
-    g.trick_throughput().into_iter().filter(|e| !in_chain(e)).collect()
+    let control = g.entries.iter().filter(|e| e.cell.key.aa_control && e.comparison.is_some());
+    g.trick_throughput().into_iter().filter(|e| !in_chain(e)).chain(control).collect()
 }
 
 /// The speed-up figure: every trick cell with a measurement except the stack's cumulative steps.

@@ -14,6 +14,9 @@ const MIN_PLOT: i32 = 220;
 const PAD: i32 = 12;
 const ROW: i32 = 26;
 const GAP: i32 = 6;
+/// The least distance between two axis tick labels, SVG pixels (a label such as "1.25×" is about
+/// 32 px wide).
+const MIN_TICK_GAP: i32 = 44;
 
 /// How values map to the axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,12 +155,16 @@ impl Layout {
         self.plot_top + ROW * i as i32 + ROW / 2
     }
 
+    /// The axis ticks, thinned so that no two labels lie closer than [`MIN_TICK_GAP`].
     fn ticks(&self) -> Vec<f64> {
-        if self.log {
-            log_ticks(self.lo, self.hi)
-        } else {
-            linear_ticks(self.lo, self.hi, 5)
+        let all = if self.log { log_ticks(self.lo, self.hi) } else { linear_ticks(self.lo, self.hi, 5) };
+        let mut kept: Vec<f64> = Vec::with_capacity(all.len());
+        for tick in all {
+            if kept.last().is_none_or(|&previous| self.x(tick) - self.x(previous) >= MIN_TICK_GAP) {
+                kept.push(tick);
+            }
         }
+        kept
     }
 }
 
