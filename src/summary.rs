@@ -21,12 +21,12 @@ pub fn summary_table(results: &Results) -> String {
 /// workload is measured, before the next one starts.
 pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
     let mut out = header(results);
-    let cells = cell_rows(results, |c| c.key.workload == workload);
-    out.push_str(&cells.text);
+    let this_workload = |c: &CellResult| c.key.workload == workload;
+    out.push_str(&cell_rows(results, this_workload));
     for floor in results.noise_floors.iter().filter(|f| f.workload == workload) {
         let _ = writeln!(out, "\n{}", noise_floor_text(floor));
     }
-    if let Some(warning) = cells.noise_warning(results) {
+    if let Some(warning) = noise_warning(results, this_workload) {
         let _ = writeln!(out, "\n{warning}");
     }
     out
@@ -46,14 +46,14 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
             if shown.len() > 1 { "s" } else { "" }
         );
     }
-    out.push_str(&cell_rows(results, |c| !shown.contains(&c.key.workload)).text);
+    out.push_str(&cell_rows(results, |c| !shown.contains(&c.key.workload)));
     if let Some(time) = time_breakdown(results) {
         let _ = writeln!(out, "\n{time}");
     }
     for floor in &results.noise_floors {
         let _ = writeln!(out, "\n{}", noise_floor_text(floor));
     }
-    if let Some(warning) = cell_rows(results, |_| true).noise_warning(results) {
+    if let Some(warning) = noise_warning(results, |_| true) {
         let _ = writeln!(out, "\n{warning}");
     }
     if !results.time_to_accuracy.is_empty() {
@@ -102,38 +102,30 @@ fn header(results: &Results) -> String {
     )
 }
 
-/// Table rows of some cells, with how many measured throughput and how many of those were too
-/// noisy for the precision asked.
-struct CellRows {
-    text: String,
-    measured: usize,
-    noisy: usize,
-}
-
-impl CellRows {
-    /// The warning that cells were too noisy for the precision asked, if any were.
-    fn noise_warning(&self, results: &Results) -> Option<String> {
-        (self.noisy > 0).then(|| {
-            format!(
-                "warning: {} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
-                 busy or too variable for that precision (close other work, or use more rounds); treat their \
-                 verdicts with care",
-                self.noisy,
-                self.measured,
-                results.run.protocol.target_ci_half_width.unwrap_or(0.0) * 100.0
-            )
-        })
-    }
+/// The warning that some of the cells `include` picks were too noisy for the precision asked,
+/// with how many of those that measured throughput, if any were.
+fn noise_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Option<String> {
+    let target = results.run.protocol.target_ci_half_width;
+    let measured: Vec<_> = results.cells.iter().filter(|c| include(c)).filter_map(|c| c.throughput).collect();
+    let noisy = measured.iter().filter(|t| t.noise_warning(target).is_some()).count();
+    (noisy > 0).then(|| {
+        format!(
+            "warning: {noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
+             busy or too variable for that precision (close other work, or use more rounds); treat their \
+             verdicts with care",
+            measured.len(),
+            target.unwrap_or(0.0) * 100.0
+        )
+    })
 }
 
 /// The column headings and one row per cell that `include` picks, each followed by the lines
 /// that explain its status and its noise.
-fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> CellRows {
+fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String {
     let target = results.run.protocol.target_ci_half_width;
     let cells: Vec<&CellResult> = results.cells.iter().filter(|c| include(c)).collect();
-    let mut rows = CellRows { text: String::new(), measured: 0, noisy: 0 };
     let width = cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
-    let out = &mut rows.text;
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "{:<width$} {:<8} {:>22} {:>32} {:>9}",
@@ -153,13 +145,11 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> CellRo
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");
         }
-        rows.measured += usize::from(cell.throughput.is_some());
         if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
             let _ = writeln!(out, "    {warning}");
-            rows.noisy += 1;
         }
     }
-    rows
+    out
 }
 
 /// Where a finished run's time went: timed windows, the cell processes' set-up (start-up, data,
