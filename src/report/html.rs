@@ -15,7 +15,8 @@ use crate::results::quality;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 9] = [
+    ("head.html", include_str!("templates/head.html")),
     ("index.html", include_str!("templates/index.html")),
     ("tables.js", include_str!("templates/tables.js")),
     ("style.css", include_str!("templates/style.css")),
