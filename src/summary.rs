@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::bench::progress::duration_text;
+use crate::report;
 use crate::results::quality;
 use crate::results::schema::{
     CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, TimeToAccuracy, Verdict,
@@ -11,7 +12,8 @@ use crate::results::schema::{
 use crate::workloads::WorkloadId;
 
 /// A plain-text table of every cell: status, throughput with its interval, speed-up against the
-/// baseline with its interval and verdict, peak memory, and time-to-accuracy; then where the run's
+/// baseline with its interval, peak memory, the trick's verdict on its own metric (as the report
+/// gives it), and time-to-accuracy; then where the run's
 /// time went, the noise floors and the failures.
 pub fn summary_table(results: &Results) -> String {
     closing_table(results, &[])
@@ -128,19 +130,20 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<width$} {:<8} {:>22} {:>32} {:>9}",
+        "{:<width$} {:<8} {:>22} {:>32} {:>9}  verdict",
         "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
     );
     for cell in cells {
         let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
         let _ = writeln!(
             out,
-            "{:<width$} {:<8} {:>22} {:>32} {:>9}",
+            "{:<width$} {:<8} {:>22} {:>32} {:>9}  {}",
             cell.id,
             status_word(&cell.status),
             throughput_text(cell),
             comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
             cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
+            report::verdict_label(results, cell).unwrap_or("-"),
         );
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");

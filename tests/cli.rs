@@ -131,6 +131,13 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     let stdout = text(&out.stdout);
     assert!(stdout.contains("SYNTHETIC data") && stdout.contains("speed-up [95% CI]"), "{stdout}");
     assert!(stdout.contains("not applicable: amp: needs a CUDA GPU"));
+    // Every compared cell's row ends with the trick's verdict on its own metric, as in the report.
+    let verdicts = ["helps", "hurts", "no measurable effect", "inside the A/A noise floor", "inconclusive"];
+    for c in &results.comparisons {
+        let row =
+            stdout.lines().find(|l| l.starts_with(&c.cell)).unwrap_or_else(|| panic!("no row {}", c.cell));
+        assert!(verdicts.iter().any(|v| row.trim_end().ends_with(v)), "{row}");
+    }
     for file in ["index.html", "summary.md", "cells.csv"] {
         assert!(dir.path().join("run").join(file).is_file(), "{file} missing");
     }

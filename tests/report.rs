@@ -33,7 +33,7 @@ fn check_files(files: &ReportFiles) -> Html {
     for path in files.all() {
         assert!(path.is_file(), "{} was not written", path.display());
     }
-    let mut svgs = 0;
+    let (mut svgs, mut narrow) = (0, 0);
     for plot in &files.plots {
         match plot.extension().and_then(|e| e.to_str()) {
             Some("png") => {
@@ -41,7 +41,11 @@ fn check_files(files: &ReportFiles) -> Html {
                 assert!(image.width() >= 900 && image.height() >= 150, "{}", plot.display());
             }
             Some("svg") => {
-                svgs += 1;
+                if plot.to_string_lossy().ends_with("-narrow.svg") {
+                    narrow += 1;
+                } else {
+                    svgs += 1;
+                }
                 let text = std::fs::read_to_string(plot).unwrap();
                 let doc =
                     roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", plot.display()));
@@ -53,7 +57,8 @@ fn check_files(files: &ReportFiles) -> Html {
     let html = std::fs::read_to_string(&files.index_html).unwrap();
     let doc = Html::parse_document(&html);
     assert!(doc.errors.is_empty(), "HTML parse errors: {:?}", doc.errors);
-    assert_eq!(doc.select(&Selector::parse("figure > svg").unwrap()).count(), svgs);
+    assert_eq!(doc.select(&Selector::parse("figure > .wide > svg").unwrap()).count(), svgs);
+    assert_eq!(doc.select(&Selector::parse("figure > .narrow > svg").unwrap()).count(), narrow);
     for selector in ["script[src]", "link[href]", "img[src^='http']", "iframe"] {
         assert_eq!(doc.select(&Selector::parse(selector).unwrap()).count(), 0, "{selector} in index.html");
     }
@@ -81,7 +86,7 @@ fn report_renders_every_cell_plot_and_table() {
     let expected: BTreeSet<String> =
         ["speedup", "memory", "tta-curves", "tta-bars", "stack", "batch-throughput", "batch-memory"]
             .iter()
-            .flat_map(|kind| ["png", "svg"].map(|ext| format!("{kind}-{slug}.{ext}")))
+            .flat_map(|kind| [".png", ".svg", "-narrow.svg"].map(|end| format!("{kind}-{slug}{end}")))
             .collect();
     assert_eq!(file_names(&files), expected);
     // Noise: every measured cell shows its spread, and the one wider than asked is flagged.
@@ -208,15 +213,27 @@ fn several_results_files_render_together() {
 fn comparison_joins_devices_and_lists_mismatches() {
     let (cpu, gpu) = (fixtures::cpu_run(), fixtures::gpu_fixture());
     let out = output_dir("compare");
-    let files = render_comparison(&[cpu, gpu], &out).unwrap();
+    let cpu_report = render_report(std::slice::from_ref(&cpu), &out.join("cpu-run")).unwrap();
+    let files = render_comparison(&[cpu, gpu], &[Some(cpu_report.index_html)], &out.join("both")).unwrap();
     let doc = check_files(&files);
     assert_eq!(
         file_names(&files),
         BTreeSet::from(
-            ["compare-heatmap.png", "compare-heatmap.svg", "compare-bars.png", "compare-bars.svg"]
-                .map(String::from)
+            [
+                "compare-heatmap.png",
+                "compare-heatmap.svg",
+                "compare-bars.png",
+                "compare-bars.svg",
+                "compare-bars-narrow.svg"
+            ]
+            .map(String::from)
         )
     );
+    // The device whose report was given links it; the other says it was not given.
+    let devices: Vec<String> =
+        doc.select(&Selector::parse("#devices tbody tr").unwrap()).map(|r| r.inner_html()).collect();
+    assert!(devices[0].contains("href=\"../cpu-run/index.html\""), "{}", devices[0]);
+    assert!(devices[1].contains("not given"), "{}", devices[1]);
 
     let row = |label: &str| {
         let rows = Selector::parse("#table tr").unwrap();
@@ -226,7 +243,7 @@ fn comparison_joins_devices_and_lists_mismatches() {
             .unwrap_or_else(|| panic!("no row {label}"))
     };
     let amp = row("resnet20 · amp · b128");
-    assert!(amp.contains("not applicable") && amp.contains("2.10× [2.00, 2.20] faster"), "{amp}");
+    assert!(amp.contains("not applicable") && amp.contains("helps: 2.10× throughput [2.00, 2.20]"), "{amp}");
     assert!(row("resnet20 · no-bias-before-bn · b128").contains("missing"));
     assert!(row("resnet20 · amp+channels-last · b128").contains("missing"));
 
@@ -279,7 +296,8 @@ fn report_renders_in_headless_chromium_without_console_errors() {
     let out = output_dir("chromium");
     let files = render_report(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("report")).unwrap();
     let compare =
-        render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("compare")).unwrap();
+        render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &[], &out.join("compare"))
+            .unwrap();
     for (name, index) in [("report", &files.index_html), ("compare", &compare.index_html)] {
         let profile = tempfile::tempdir().unwrap();
         let screenshot = out.join(format!("{name}.png"));
@@ -370,7 +388,7 @@ fn render_designs(name: &str) -> PathBuf {
     for (name, results) in design_reports() {
         render_report(&results, &out.join(name)).unwrap();
     }
-    render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("compare")).unwrap();
+    render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &[], &out.join("compare")).unwrap();
     out
 }
 
@@ -566,10 +584,11 @@ fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
         for width in [1400, 390] {
             let m = layout(&chromium, &out.join(name), width);
             let fits = m["wide"].as_array().is_some_and(Vec::is_empty);
-            // At desktop width the verdict and cell tables fit without scrolling.
+            // At desktop width the verdict, stack and cell tables fit without scrolling; on a
+            // phone every table turns into cards and none scrolls sideways.
             let scrolls = m["scrolling"].as_array().unwrap().iter().any(|c| {
                 let c = c.as_str().unwrap_or("");
-                width == 1400 && (c.contains("verdicts") || c.contains("cells") || c.contains("stack"))
+                width == 390 || c.contains("verdicts") || c.contains("cells") || c.contains("stack")
             });
             if !fits || scrolls {
                 failures.push(format!("{name} at {width} px: {m}"));

@@ -31,7 +31,10 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 /// Renders the cross-device comparison of results files.
 pub fn compare(args: &CompareArgs) -> Result<()> {
     let results = load_all(&args.results)?;
-    let files = render_comparison(&results, &args.out)
+    // A results file inside a rendered report (`index.html` beside it) gets a link to it.
+    let reports: Vec<Option<PathBuf>> =
+        args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
+    let files = render_comparison(&results, &reports, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
     print_files(&files);
     Ok(())

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::report::model;
+use crate::report::model::{self, Effect, TrickVerdict};
 use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict, AA_CONTROL_LABEL};
-use crate::tricks::{Trick, TrickSet};
+use crate::tricks::{Metric, Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
 /// What joins cells across devices.
@@ -30,6 +30,17 @@ pub(crate) struct JoinKey {
 }
 
 impl JoinKey {
+    /// The metric the cell's trick is judged by: a one-trick cell's own where it is throughput or
+    /// memory, else the phase's throughput.
+    fn metric(&self) -> Metric {
+        let eval = matches!(self.kind, CellKind::Throughput { phase: Phase::Eval });
+        match model::single_trick(&self.tricks).map(Trick::metric) {
+            Some(Metric::Memory) if !self.aa_control => Metric::Memory,
+            _ if eval => Metric::EvalThroughput,
+            _ => Metric::Throughput,
+        }
+    }
+
     fn label(&self) -> String {
         let kind = match self.kind {
             CellKind::Throughput { phase: Phase::Train } => "",
@@ -53,6 +64,8 @@ pub(crate) struct Device {
     pub label: String,
     /// The copy of its results file, relative to the report.
     pub json: String,
+    /// Its own report's page, relative to the comparison, where the comparison was told of one.
+    pub report: Option<String>,
     /// Facts about the run and machine, as (name, value) pairs.
     pub facts: Vec<(String, String)>,
     /// Whether it was measured on synthetic data.
@@ -70,17 +83,19 @@ pub(crate) struct DeviceCell {
     pub verdict: Option<Verdict>,
     /// Memory ratio against the device's baseline.
     pub memory_ratio: Option<f64>,
+    /// The trick's verdict on the metric it is judged by (throughput, or peak memory for a
+    /// memory trick), where the device measured it.
+    pub judged: Option<TrickVerdict>,
 }
 
 impl DeviceCell {
-    /// Full text: speed-up, interval and verdict, or what happened instead.
+    /// Full text: the verdict on the trick's own metric and the effect in words ("helps: 0.56×
+    /// memory, 0.72× throughput"), or what happened instead.
     pub fn text(&self) -> String {
-        match (&self.cell, self.speedup, self.verdict) {
-            (None, ..) => "missing".to_owned(),
-            (Some(_), Some((s, lo, hi)), Some(v)) => {
-                format!("{s:.2}× [{lo:.2}, {hi:.2}] {}", model::verdict_label(v))
-            }
-            (Some(c), ..) => model::status_summary(&c.status),
+        match (&self.cell, &self.judged) {
+            (None, _) => "missing".to_owned(),
+            (Some(_), Some(v)) => format!("{}: {}", v.effect.label(), v.text),
+            (Some(c), None) => model::status_summary(&c.status),
         }
     }
 
@@ -112,14 +127,15 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    /// Where the devices disagree: their verdicts differ, or their speed-up intervals do not
-    /// overlap. `None` where they agree or fewer than two devices measured the cell.
+    /// Where the devices disagree: their verdicts on the trick's metric differ, or their
+    /// speed-up intervals do not overlap. `None` where they agree or fewer than two devices
+    /// measured the cell.
     pub fn disagreement(&self, devices: &[Device]) -> Option<String> {
-        let measured: Vec<(&str, (f64, f64, f64), Verdict)> = self
+        let measured: Vec<(&str, (f64, f64, f64), Effect)> = self
             .cells
             .iter()
             .zip(devices)
-            .filter_map(|(c, d)| Some((d.label.as_str(), c.speedup?, c.verdict?)))
+            .filter_map(|(c, d)| Some((d.label.as_str(), c.speedup?, c.judged.as_ref()?.effect)))
             .collect();
         let first = measured.first()?;
         let verdicts_differ = measured.iter().any(|m| m.2 != first.2);
@@ -130,7 +146,7 @@ impl Row {
         }
         let each: Vec<String> = measured
             .iter()
-            .map(|(device, (s, ..), v)| format!("{} on {device} ({s:.2}×)", model::verdict_label(*v)))
+            .map(|(device, (s, ..), e)| format!("{} on {device} ({s:.2}×)", e.label()))
             .collect();
         let why = if verdicts_differ { "verdicts differ" } else { "intervals do not overlap" };
         Some(format!("{why}: {}", each.join(", ")))
@@ -163,9 +179,9 @@ pub(crate) struct Comparison<'a> {
 }
 
 impl<'a> Comparison<'a> {
-    /// Joins `results`.
-    pub fn new(results: &'a [Results]) -> Comparison<'a> {
-        let devices = devices(results);
+    /// Joins `results`; `reports` holds each file's report link, relative to the comparison.
+    pub fn new(results: &'a [Results], reports: &[Option<String>]) -> Comparison<'a> {
+        let devices = devices(results, reports);
         // Per key and device: the cell with the lowest seed.
         let mut joined: BTreeMap<JoinKey, Vec<Option<(&CellResult, &Results)>>> = BTreeMap::new();
         for (i, r) in results.iter().enumerate() {
@@ -204,7 +220,6 @@ impl<'a> Comparison<'a> {
             .filter(|(key, _)| matches!(key.kind, CellKind::Throughput { .. }) && !key.tricks.is_baseline())
             .map(|(key, cells)| Row {
                 label: key.label(),
-                key,
                 cells: cells
                     .into_iter()
                     .map(|found| {
@@ -215,9 +230,11 @@ impl<'a> Comparison<'a> {
                             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
                             verdict: comparison.map(|c| c.verdict),
                             memory_ratio: comparison.and_then(|c| c.memory_ratio),
+                            judged: comparison.map(|c| model::cell_verdict(key.metric(), c)),
                         }
                     })
                     .collect(),
+                key,
             })
             .collect();
         Comparison { results, devices, rows, mismatches }
@@ -248,7 +265,7 @@ impl<'a> Comparison<'a> {
     }
 }
 
-fn devices(results: &[Results]) -> Vec<Device> {
+fn devices(results: &[Results], reports: &[Option<String>]) -> Vec<Device> {
     let names: Vec<String> = results.iter().map(model::device_name).collect();
     results
         .iter()
@@ -274,7 +291,13 @@ fn devices(results: &[Results]) -> Vec<Device> {
                     format!("{}{}", r.run.data.name, if r.run.data.synthetic { " (synthetic)" } else { "" }),
                 ),
             ];
-            Device { label, json: super::results_file_name(i), facts, synthetic: r.run.data.synthetic }
+            Device {
+                label,
+                json: super::results_file_name(i),
+                report: reports.get(i).cloned().flatten(),
+                facts,
+                synthetic: r.run.data.synthetic,
+            }
         })
         .collect()
 }

@@ -148,6 +148,8 @@ struct ComparisonRow<'a> {
     speedup_ci_high_x: Option<f64>,
     verdict: Option<&'static str>,
     memory_ratio_x: Option<f64>,
+    /// The trick's verdict on the metric it is judged by ("helps", "hurts", ...).
+    judged: Option<&'static str>,
 }
 
 /// Writes `comparison.csv`.
@@ -168,6 +170,7 @@ pub(crate) fn write_comparison(path: &Path, c: &Comparison) -> Result<(), Report
                 speedup_ci_high_x: cell.speedup.map(|s| s.2),
                 verdict: cell.verdict.map(model::verdict_label),
                 memory_ratio_x: cell.memory_ratio,
+                judged: cell.judged.as_ref().map(|v| v.effect.label()),
             })
             .map_err(csv_error(path))?;
         }

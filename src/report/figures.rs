@@ -9,7 +9,7 @@ use crate::report::compare::Comparison;
 use crate::report::model::{self, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
 
-pub(crate) use effects::Effect;
+use crate::report::model::Effect;
 
 /// A figure: its chart and how the report presents it.
 pub(crate) struct Figure {
@@ -119,11 +119,11 @@ fn comparison_bars(c: &Comparison, devices: &[String]) -> Figure {
     for r in &c.rows {
         let mut first = true;
         for (cell, device) in r.cells.iter().zip(devices) {
-            let (Some((s, lo, hi)), Some(verdict)) = (cell.speedup, cell.verdict) else {
+            let (Some((s, lo, hi)), Some(judged)) = (cell.speedup, &cell.judged) else {
                 missing.push((r.label.clone(), format!("{} on {device}", cell.short_text())));
                 continue;
             };
-            let effect = Effect::of_speedup(verdict);
+            let effect = judged.effect;
             effects.push(effect);
             rows.push(BarRow {
                 label: if first { format!("{} · {device}", r.label) } else { device.clone() },
@@ -143,7 +143,8 @@ fn comparison_bars(c: &Comparison, devices: &[String]) -> Figure {
         slug: "compare-bars".to_owned(),
         title: "Speed-up by trick and device".to_owned(),
         caption: "Each trick's speed-up on every device over that device's own baseline, with confidence \
-                  intervals, on a log axis; right of 1× is faster."
+                  intervals, on a log axis; right of 1× is faster. Colour: the trick's verdict on its own metric \
+                  on that device (a memory trick by its peak memory)."
             .to_owned(),
         chart: Chart::Bars(BarChart {
             title: format!("Speed-up by trick and device — {}", c.profile_text()),

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use minijinja::value::Serde;
-use minijinja::{context, Environment};
+use minijinja::{context, escape_formatter, AutoEscape, Environment, Error, Output, State, Value};
 use serde::Serialize;
 
 use crate::measure::flops::Precision;
@@ -37,7 +37,25 @@ pub(crate) fn environment() -> Environment<'static> {
         }
     }
     env.add_filter("md", |s: String| s.replace('|', "\\|").replace('\n', " "));
+    env.set_formatter(html_formatter);
     env
+}
+
+/// Writes values as the default formatter does, except that HTML-escaped strings keep their `/`:
+/// paths and links read as written (`plots/speedup.png`, not `plots&#x2f;speedup.png`).
+fn html_formatter(out: &mut Output<'_>, state: &mut State<'_, '_>, value: &Value) -> Result<(), Error> {
+    match value.as_str() {
+        Some(text) if *state.auto_escape() == AutoEscape::Html && !value.is_safe() => {
+            let escaped = text
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+                .replace('\'', "&#x27;");
+            out.write_str(&escaped).map_err(Error::from)
+        }
+        _ => escape_formatter(out, state, value),
+    }
 }
 
 /// Renders template `name` with `ctx`, for the file at `path`.
@@ -56,27 +74,68 @@ pub(crate) fn render(path: &Path, name: &str, ctx: minijinja::Value) -> Result<S
 pub(crate) struct Section<'a> {
     id: &'static str,
     title: &'static str,
-    intro: &'static str,
+    intro: String,
     figures: Vec<&'a FigureFile>,
 }
 
+/// What the speed-up and memory figures measure each bar against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reference {
+    /// The baseline (or a trick's own reference): ablations, stacks, sweeps, comparisons.
+    Baseline,
+    /// The configuration with every trick on: a leave-one-out removes one trick at a time.
+    AllTricks,
+    /// Both: a report joining a leave-one-out with other designs.
+    Mixed,
+}
+
+impl Reference {
+    /// The reference of a report whose groups are (`true`) or are not leave-one-outs.
+    pub(crate) fn of(leave_one_out: impl IntoIterator<Item = bool>) -> Reference {
+        let (mut any, mut all) = (false, true);
+        for l in leave_one_out {
+            any |= l;
+            all &= l;
+        }
+        match (any, all) {
+            (false, _) => Reference::Baseline,
+            (true, true) => Reference::AllTricks,
+            (true, false) => Reference::Mixed,
+        }
+    }
+
+    fn intro(self, what: &str) -> String {
+        match self {
+            Reference::Baseline => format!("{what} with each trick switched on, relative to the baseline."),
+            Reference::AllTricks => format!(
+                "{what} with each trick removed from the configuration with every trick on, relative to that \
+                 configuration; the full set is also shown against the baseline."
+            ),
+            Reference::Mixed => format!(
+                "{what} with each trick, relative to its reference: the baseline where a trick is switched on, \
+                 the configuration with every trick on where one is removed (leave-one-out)."
+            ),
+        }
+    }
+}
+
 /// The report's figure sections, in page order, leaving out empty ones.
-pub(crate) fn sections(figures: &[FigureFile]) -> Vec<Section<'_>> {
+pub(crate) fn sections(figures: &[FigureFile], reference: Reference) -> Vec<Section<'_>> {
     [
+        ("speedup", "Speed-up per trick", reference.intro("Throughput")),
+        ("memory", "Peak memory", reference.intro("Peak memory")),
         (
-            "speedup",
-            "Speed-up per trick",
-            "Throughput with each trick switched on, relative to the baseline.",
+            "tta",
+            "Time to accuracy",
+            "Training from scratch until the held-out metric reaches the target.".to_owned(),
         ),
-        ("memory", "Peak memory", "Peak memory with each trick, relative to the baseline."),
-        ("tta", "Time to accuracy", "Training from scratch until the held-out metric reaches the target."),
-        ("stack", "Stacking tricks", "Tricks switched on cumulatively, best first."),
+        ("stack", "Stacking tricks", "Tricks switched on cumulatively, best first.".to_owned()),
         (
             "batch",
             "Batch-size sweep",
-            "Throughput and memory across batch sizes, up to the largest that fits.",
+            "Throughput and memory across batch sizes, up to the largest that fits.".to_owned(),
         ),
-        ("compare", "Across devices", "Each device against its own baseline."),
+        ("compare", "Across devices", "Each device against its own baseline.".to_owned()),
     ]
     .into_iter()
     .map(|(id, title, intro)| Section {
@@ -296,6 +355,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         }
     }
     let overviews = report.overviews();
+    let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
     let conclusion =
         overviews.iter().map(|o| format!("{}: {}", o.title, o.sentence)).collect::<Vec<_>>().join(" ");
     let cell_groups: Vec<_> = report.groups.iter().map(|g| context! { title => g.title() }).collect();
@@ -308,7 +368,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         runs => Serde(runs(report.results)),
         protocols => Serde(protocols(report.results)),
         overviews => Serde(overviews),
-        sections => Serde(sections(figures)),
+        sections => Serde(sections(figures, reference)),
         tricks => Serde(report.tricks()),
         tta => Serde(tta),
         tta_summary => Serde(report.time_to_accuracy_rows()),
@@ -347,9 +407,9 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
                 .iter()
                 .map(|cell| CompareCellView {
                     text: cell.text(),
-                    class: match (&cell.cell, cell.verdict) {
+                    class: match (&cell.cell, &cell.judged) {
                         (None, _) => "missing",
-                        (Some(_), Some(v)) => model::verdict_class(v),
+                        (Some(_), Some(v)) => v.effect.class(),
                         (Some(c), None) => model::status_class(&c.status),
                     },
                     memory: cell.memory_ratio.map_or_else(String::new, |m| format!("memory {m:.2}×")),
@@ -370,7 +430,7 @@ pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) ->
         devices => Serde(&c.devices),
         rows => Serde(rows),
         mismatches => Serde(&c.mismatches),
-        sections => Serde(sections(figures)),
+        sections => Serde(sections(figures, Reference::Baseline)),
         runs => Serde(runs(c.results)),
         protocols => Serde(protocols(c.results)),
     };

@@ -30,7 +30,7 @@ pub fn write_index(dir: &Path) -> Result<PathBuf, ReportError> {
     collect(dir, dir, &mut pages)?;
     pages.sort_by(|a, b| a.href.cmp(&b.href));
     let path = dir.join("index.html");
-    let ctx = context! { title => format!("trickbench reports in {}", dir.display()), pages => Serde(pages) };
+    let ctx = context! { title => "trickbench reports", pages => Serde(pages) };
     write(&path, html::render(&path, "index.html", ctx)?)?;
     Ok(path)
 }

@@ -6,10 +6,9 @@ use minijinja::context;
 use minijinja::value::Serde;
 
 use crate::report::compare::Comparison;
-use crate::report::html::{self, comparison_rows, render, sections};
+use crate::report::html::{self, comparison_rows, render, sections, Reference};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
-use crate::results::schema::CellKind;
 
 /// Renders `summary.md` of a report.
 pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
@@ -28,19 +27,16 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
             }
         })
         .collect();
-    // A memory probe that runs out of memory found the limit: a result, not a failure.
-    let failures = report
-        .entries()
-        .filter(|(_, e)| model::status_class(&e.cell.status) == "error")
-        .filter(|(_, e)| e.cell.key.kind != CellKind::MemoryProbe)
-        .count();
+    let failures = report.entries().filter(|(_, e)| e.cell.failed()).count();
+    let overviews = report.overviews();
+    let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
     let ctx = context! {
         title => html::run_title(report.results, "results"),
         synthetic => Serde(report.synthetic()),
         runs => Serde(runs),
-        overviews => Serde(report.overviews()),
+        overviews => Serde(overviews),
         tta_summary => Serde(report.time_to_accuracy_rows()),
-        sections => Serde(sections(figures)),
+        sections => Serde(sections(figures, reference)),
         failures => Serde(failures),
     };
     render(path, "summary.md", ctx)
@@ -55,7 +51,7 @@ pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) ->
         devices => Serde(&c.devices),
         rows => Serde(comparison_rows(c)),
         mismatches => Serde(&c.mismatches),
-        sections => Serde(sections(figures)),
+        sections => Serde(sections(figures, Reference::Baseline)),
     };
     render(path, "compare.md", ctx)
 }

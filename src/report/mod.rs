@@ -18,7 +18,7 @@ mod plots;
 
 use std::path::{Path, PathBuf};
 
-use crate::results::schema::Results;
+use crate::results::schema::{CellResult, Results};
 
 pub use index::write_index;
 
@@ -121,13 +121,22 @@ pub fn render_report(results: &[Results], out_dir: &Path) -> Result<ReportFiles,
 /// Renders the comparison of the same workloads measured on several devices or machines (one
 /// results file each) into `out_dir`: `index.html`, `summary.md`, `comparison.csv` and plots.
 /// Cells are joined by (workload, trick set, batch size, kind, profile); each device is normalised
-/// to its own baseline; cells present for some devices only are listed, not dropped.
-pub fn render_comparison(results: &[Results], out_dir: &Path) -> Result<ReportFiles, ReportError> {
+/// to its own baseline; cells present for some devices only are listed, not dropped. `reports`
+/// names, per results file in order, the `index.html` of its own report where there is one: the
+/// comparison links it (a shorter list leaves the rest unlinked).
+pub fn render_comparison(
+    results: &[Results],
+    reports: &[Option<PathBuf>],
+    out_dir: &Path,
+) -> Result<ReportFiles, ReportError> {
     if results.is_empty() {
         return Err(ReportError::NoResults);
     }
     let out = Output::create(out_dir)?;
-    let comparison = compare::Comparison::new(results);
+    let links: Vec<Option<String>> = (0..results.len())
+        .map(|i| reports.get(i).cloned().flatten().and_then(|page| relative_link(out_dir, &page)))
+        .collect();
+    let comparison = compare::Comparison::new(results, &links);
     let figures = out.figures(figures::comparison_figures(&comparison))?;
     let results_json = out.results_copies(results)?;
     let index_html = out.path("index.html");
@@ -154,6 +163,28 @@ struct FigureFile {
     png: String,
     /// `plots/<slug>.svg`, relative to the report.
     svg_file: String,
+    /// The narrow form's SVG, inlined for phones; `None` for charts without one.
+    svg_narrow: Option<String>,
+    /// `plots/<slug>-narrow.svg`, relative to the report, where there is a narrow form.
+    svg_narrow_file: Option<String>,
+}
+
+/// The path of `page` relative to the directory `from`, with `/` separators, for a link; `None`
+/// where either cannot be resolved.
+fn relative_link(from: &Path, page: &Path) -> Option<String> {
+    let (from, page) = (from.canonicalize().ok()?, page.canonicalize().ok()?);
+    let common = from.components().zip(page.components()).take_while(|(a, b)| a == b).count();
+    let up = from.components().count() - common;
+    let down = page.components().skip(common).map(|c| c.as_os_str().to_string_lossy().into_owned());
+    Some(std::iter::repeat_n("..".to_owned(), up).chain(down).collect::<Vec<_>>().join("/"))
+}
+
+/// The verdict a report gives `cell` of `results` on its trick's own metric ("helps", "hurts",
+/// "no measurable effect", …), where the cell was compared with a reference.
+pub fn verdict_label(results: &Results, cell: &CellResult) -> Option<&'static str> {
+    let comparison = results.comparisons.iter().find(|c| c.cell == cell.id)?;
+    let reference = results.cells.iter().find(|c| c.id == comparison.baseline);
+    Some(model::judged(cell, comparison, reference).effect.label())
 }
 
 /// The output directory.
@@ -172,24 +203,44 @@ impl Output {
         self.dir.join(name)
     }
 
-    /// Renders and writes every figure.
+    /// Renders and writes every figure: its wide form as SVG and PNG, its narrow form as SVG.
     fn figures(&self, figures: Vec<figures::Figure>) -> Result<Vec<FigureFile>, ReportError> {
-        figures
-            .into_iter()
-            .map(|f| {
-                let (png, svg_file) = (format!("plots/{}.png", f.slug), format!("plots/{}.svg", f.slug));
-                let rendered = plots::render(&f.chart)
-                    .map_err(|message| ReportError::Plot { path: self.path(&svg_file), message })?;
-                write(&self.path(&svg_file), rendered.svg.as_bytes())?;
-                write(&self.path(&png), &rendered.png)?;
-                let (title, caption) = (f.title, f.caption);
-                Ok(FigureFile { section: f.section, title, caption, svg: rendered.svg, png, svg_file })
-            })
-            .collect()
+        figures.into_iter().map(|f| self.figure(f)).collect()
+    }
+
+    fn figure(&self, f: figures::Figure) -> Result<FigureFile, ReportError> {
+        let (png, svg_file) = (format!("plots/{}.png", f.slug), format!("plots/{}.svg", f.slug));
+        let narrow_file = format!("plots/{}-narrow.svg", f.slug);
+        let failed = |file: &str| {
+            let path = self.path(file);
+            move |message| ReportError::Plot { path, message }
+        };
+        let rendered = plots::render(&f.chart).map_err(failed(&svg_file))?;
+        write(&self.path(&svg_file), rendered.svg.as_bytes())?;
+        write(&self.path(&png), &rendered.png)?;
+        let svg_narrow = plots::render_narrow(&f.chart).map_err(failed(&narrow_file))?;
+        if let Some(svg) = &svg_narrow {
+            write(&self.path(&narrow_file), svg.as_bytes())?;
+        }
+        Ok(FigureFile {
+            section: f.section,
+            title: f.title,
+            caption: f.caption,
+            svg: rendered.svg,
+            png,
+            svg_file,
+            svg_narrow_file: svg_narrow.is_some().then_some(narrow_file),
+            svg_narrow,
+        })
     }
 
     fn plot_files(&self, figures: &[FigureFile]) -> Vec<PathBuf> {
-        figures.iter().flat_map(|f| [self.path(&f.png), self.path(&f.svg_file)]).collect()
+        figures
+            .iter()
+            .flat_map(|f| [Some(&f.png), Some(&f.svg_file), f.svg_narrow_file.as_ref()])
+            .flatten()
+            .map(|file| self.path(file))
+            .collect()
     }
 
     /// Writes each results file next to the report as `results-N.json` (N from 1).

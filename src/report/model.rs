@@ -300,6 +300,21 @@ impl Effect {
         }
     }
 
+    /// Every effect, in the order of a colour key.
+    pub(crate) const ALL: [Effect; 5] =
+        [Effect::Helps, Effect::Hurts, Effect::Unmeasurable, Effect::WithinNoise, Effect::NotMeasured];
+
+    /// A plot's colour for it (colour-blind safe: blue, vermilion, greys, amber).
+    pub(crate) fn colour(self) -> Rgb {
+        match self {
+            Effect::Helps => Rgb(0, 114, 178),
+            Effect::Hurts => Rgb(213, 94, 0),
+            Effect::Unmeasurable => Rgb(173, 181, 189),
+            Effect::WithinNoise => Rgb(206, 212, 218),
+            Effect::NotMeasured => Rgb(230, 159, 0),
+        }
+    }
+
     /// CSS class of the verdict badge (the throughput verdicts' colours).
     pub fn class(self) -> &'static str {
         match self {
@@ -390,8 +405,48 @@ fn summary_target(summary: &TtaSummary) -> String {
     quality::target_text(&summary.metric, summary.target)
 }
 
+/// The verdict of a compared cell on its trick's own metric: a trick left out (the reference has
+/// more tricks) by what removing it does, a memory trick by its peak memory, anything else by its
+/// phase's throughput.
+pub(crate) fn judged(
+    cell: &CellResult,
+    comparison: &Comparison,
+    reference: Option<&CellResult>,
+) -> TrickVerdict {
+    let tricks = |c: &CellResult| c.key.tricks.iter().count();
+    if reference.is_some_and(|r| tricks(r) > tricks(cell)) {
+        return removal_verdict(comparison);
+    }
+    let trick = single_trick(&cell.key.tricks).filter(|_| !cell.key.aa_control);
+    let metric = match (trick.map(Trick::metric), cell.key.kind) {
+        (Some(Metric::Memory), _) => Metric::Memory,
+        (_, CellKind::Throughput { phase: Phase::Eval }) => Metric::EvalThroughput,
+        _ => Metric::Throughput,
+    };
+    cell_verdict(metric, comparison)
+}
+
+/// What removing a trick does, in words, and the trick's verdict that follows: a removal that costs
+/// throughput means the trick helps.
+pub(crate) fn removal_verdict(c: &Comparison) -> TrickVerdict {
+    let change = (c.speedup - 1.0).abs() * 100.0;
+    let interval =
+        format!("without it {:.2}× [{:.2}, {:.2}]", c.speedup, c.speedup_ci_low, c.speedup_ci_high);
+    let (effect, text) = match c.verdict {
+        Verdict::Slower => (Effect::Helps, format!("removing it costs {change:.0}% throughput ({interval})")),
+        Verdict::Faster => (Effect::Hurts, format!("removing it gains {change:.0}% throughput ({interval})")),
+        Verdict::NoSignificantEffect => {
+            (Effect::Unmeasurable, format!("removing it changes nothing measurable ({interval})"))
+        }
+        Verdict::WithinNoise => {
+            (Effect::WithinNoise, format!("removing it moves throughput within the noise floor ({interval})"))
+        }
+    };
+    TrickVerdict { effect, text }
+}
+
 /// Helps above `1 + tolerance`, hurts below `1 - tolerance` (`ratio` > 1 is better).
-fn ratio_effect(ratio: f64, tolerance: f64) -> Effect {
+pub(crate) fn ratio_effect(ratio: f64, tolerance: f64) -> Effect {
     if ratio > 1.0 + tolerance {
         Effect::Helps
     } else if ratio < 1.0 - tolerance {

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
-use crate::results::schema::{CellKind, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict};
+use crate::results::schema::{CellKind, CellStatus, Comparison, Phase, Results, TtaSummary};
 use crate::tricks::{Metric, Trick, TrickSet};
 
 /// The first screen of one group.
@@ -172,7 +172,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
         let Some(c) = e.comparison else { continue };
         let Some(full) = g.entries.iter().find(|x| x.cell.id == c.baseline) else { continue };
         let Some(dropped) = dropped_trick(&full.cell.key.tricks, &e.cell.key.tricks) else { continue };
-        let verdict = removal_verdict(c);
+        let verdict = model::removal_verdict(c);
         rows.push(VerdictRow {
             trick: dropped.id().to_owned(),
             metric: Metric::Throughput.label(),
@@ -193,25 +193,6 @@ fn dropped_trick(full: &TrickSet, rest: &TrickSet) -> Option<Trick> {
         [t] if !extra => Some(*t),
         _ => None,
     }
-}
-
-/// What removing a trick does, in words, and the trick's verdict that follows: a removal that costs
-/// throughput means the trick helps.
-fn removal_verdict(c: &Comparison) -> TrickVerdict {
-    let change = (c.speedup - 1.0).abs() * 100.0;
-    let interval =
-        format!("without it {:.2}× [{:.2}, {:.2}]", c.speedup, c.speedup_ci_low, c.speedup_ci_high);
-    let (effect, text) = match c.verdict {
-        Verdict::Slower => (Effect::Helps, format!("removing it costs {change:.0}% throughput ({interval})")),
-        Verdict::Faster => (Effect::Hurts, format!("removing it gains {change:.0}% throughput ({interval})")),
-        Verdict::NoSignificantEffect => {
-            (Effect::Unmeasurable, format!("removing it changes nothing measurable ({interval})"))
-        }
-        Verdict::WithinNoise => {
-            (Effect::WithinNoise, format!("removing it moves throughput within the noise floor ({interval})"))
-        }
-    };
-    TrickVerdict { effect, text }
 }
 
 /// The leave-one-out's cell with every trick (the one the others are compared with) in words:

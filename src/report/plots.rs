@@ -47,6 +47,16 @@ impl Rgb {
     }
 }
 
+/// The layout a chart is drawn in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// For a desktop page and the PNG: labels beside the data, the legend in a column.
+    Wide,
+    /// For a phone's column, about 400 px: labels above their bars, the legend under the plot,
+    /// titles wrapped, so the text keeps its size instead of shrinking with the figure.
+    Narrow,
+}
+
 /// A chart, described as data.
 #[derive(Debug, Clone)]
 pub(crate) enum Chart {
@@ -92,17 +102,14 @@ impl Hovers {
     }
 }
 
-/// Renders `chart` as SVG and as PNG.
+/// Renders `chart` in its wide form as SVG and as PNG.
 pub(crate) fn render(chart: &Chart) -> Result<Rendered, String> {
-    register_font();
-    let size = size(chart);
-    let hovers = Hovers::default();
-    let mut svg = String::new();
-    draw(SVGBackend::with_string(&mut svg, size).into_drawing_area(), chart, &hovers)?;
-    let svg = with_hovers(&svg, &hovers.0.borrow());
+    let svg = render_svg(chart, Form::Wide)?;
+    let size = size(chart, Form::Wide);
     let device = (size.0 * PNG_DENSITY, size.1 * PNG_DENSITY);
     let mut rgb = vec![255u8; device.0 as usize * device.1 as usize * 3];
-    draw(bitmap::Dense::new(&mut rgb, size, PNG_DENSITY).into_drawing_area(), chart, &Hovers::default())?;
+    let area = bitmap::Dense::new(&mut rgb, size, PNG_DENSITY).into_drawing_area();
+    draw(area, chart, &Hovers::default(), Form::Wide)?;
     let image =
         image::RgbImage::from_raw(device.0, device.1, rgb).ok_or("bitmap buffer has the wrong size")?;
     let mut png = Vec::new();
@@ -110,6 +117,23 @@ pub(crate) fn render(chart: &Chart) -> Result<Rendered, String> {
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
         .map_err(|e| format!("encoding PNG: {e}"))?;
     Ok(Rendered { svg, png })
+}
+
+/// The narrow form of `chart` as SVG, for charts that have one (a heatmap's grid has none).
+pub(crate) fn render_narrow(chart: &Chart) -> Result<Option<String>, String> {
+    match chart {
+        Chart::Bars(_) | Chart::Lines(_) => render_svg(chart, Form::Narrow).map(Some),
+        Chart::Heatmap(_) => Ok(None),
+    }
+}
+
+fn render_svg(chart: &Chart, form: Form) -> Result<String, String> {
+    register_font();
+    let hovers = Hovers::default();
+    let mut svg = String::new();
+    draw(SVGBackend::with_string(&mut svg, size(chart, form)).into_drawing_area(), chart, &hovers, form)?;
+    let svg = with_hovers(&svg, &hovers.0.borrow());
+    Ok(svg)
 }
 
 /// Registers the embedded font with plotters, whose axis code measures text with it.
@@ -123,10 +147,10 @@ fn register_font() {
     });
 }
 
-fn size(chart: &Chart) -> (u32, u32) {
+fn size(chart: &Chart, form: Form) -> (u32, u32) {
     match chart {
-        Chart::Bars(c) => bars::Layout::of(c).size(),
-        Chart::Lines(c) => lines::size(c),
+        Chart::Bars(c) => bars::Layout::of(c, form).size(),
+        Chart::Lines(c) => lines::size(c, form),
         Chart::Heatmap(h) => heatmap::size(h),
     }
 }
@@ -135,11 +159,12 @@ fn draw<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     chart: &Chart,
     hovers: &Hovers,
+    form: Form,
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     match chart {
-        Chart::Bars(c) => bars::draw(&root, c, hovers),
-        Chart::Lines(c) => lines::draw(&root, c, hovers),
+        Chart::Bars(c) => bars::draw(&root, c, hovers, form),
+        Chart::Lines(c) => lines::draw(&root, c, hovers, form),
         Chart::Heatmap(h) => heatmap::draw(&root, h, hovers),
     }
     .map_err(|e| e.to_string())?;

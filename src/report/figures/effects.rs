@@ -1,83 +1,10 @@
 //! The effect figures: one bar per trick cell, its speed-up (or memory ratio) against its reference.
 
-use crate::report::model::{self, Entry, Group};
-use crate::report::plots::{BarChart, BarRow, Chart, Rgb, Scale};
-use crate::results::schema::Verdict;
+use crate::report::model::{self, Effect, Entry, Group, MEMORY_TOLERANCE};
+use crate::report::plots::{BarChart, BarRow, Chart, Scale};
 use crate::tricks::{Metric, Trick, TrickSet};
 
 use super::{footnote, key, percent, suffix, Figure};
-
-/// What a bar says, which its colour shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Effect {
-    /// The whole interval lies above 1×.
-    Faster,
-    /// The whole interval lies below 1×.
-    Slower,
-    /// The interval contains 1×.
-    Inconclusive,
-    /// Significant, but within what the A/A control moved.
-    WithinNoise,
-    /// A memory trick that cut peak memory (ratio below 0.95).
-    LessMemory,
-    /// A memory trick that did not cut peak memory.
-    NoMemorySaving,
-}
-
-impl Effect {
-    /// Every effect, in the order of the colour key.
-    pub(crate) const ALL: [Effect; 6] = [
-        Effect::Faster,
-        Effect::Slower,
-        Effect::Inconclusive,
-        Effect::WithinNoise,
-        Effect::LessMemory,
-        Effect::NoMemorySaving,
-    ];
-
-    /// The effect of a speed-up's verdict.
-    pub(crate) fn of_speedup(v: Verdict) -> Effect {
-        match v {
-            Verdict::Faster => Effect::Faster,
-            Verdict::Slower => Effect::Slower,
-            Verdict::NoSignificantEffect => Effect::Inconclusive,
-            Verdict::WithinNoise => Effect::WithinNoise,
-        }
-    }
-
-    /// The effect of a memory trick: judged by its peak-memory ratio.
-    fn of_memory(ratio: f64) -> Effect {
-        if ratio < 0.95 {
-            Effect::LessMemory
-        } else {
-            Effect::NoMemorySaving
-        }
-    }
-
-    /// The bar colour (a colour-blind-safe set: blue, vermilion, greys, purple).
-    pub(crate) fn colour(self) -> Rgb {
-        match self {
-            Effect::Faster => Rgb(0, 114, 178),
-            Effect::Slower => Rgb(213, 94, 0),
-            Effect::Inconclusive => Rgb(173, 181, 189),
-            Effect::WithinNoise => Rgb(206, 212, 218),
-            Effect::LessMemory => Rgb(136, 84, 208),
-            Effect::NoMemorySaving => Rgb(200, 182, 226),
-        }
-    }
-
-    /// The colour key's text.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Effect::Faster => "faster",
-            Effect::Slower => "slower",
-            Effect::Inconclusive => "no significant effect",
-            Effect::WithinNoise => "within the A/A noise",
-            Effect::LessMemory => "memory trick: less memory",
-            Effect::NoMemorySaving => "memory trick: no saving",
-        }
-    }
-}
 
 /// The trick a memory-judged cell stands for.
 fn memory_trick(set: &TrickSet) -> Option<Trick> {
@@ -115,7 +42,7 @@ fn effect_label(g: &Group, e: &Entry) -> String {
 fn speedup_row(g: &Group, e: &Entry) -> Option<(BarRow, Effect)> {
     let c = e.comparison?;
     let memory = memory_trick(&e.cell.key.tricks).zip(c.memory_ratio);
-    let effect = memory.map_or(Effect::of_speedup(c.verdict), |(_, r)| Effect::of_memory(r));
+    let effect = model::judged(e.cell, c, reference(g, e).map(|r| r.cell)).effect;
     let label = effect_label(g, e);
     let against = reference(g, e).map_or_else(|| "baseline".to_owned(), |r| r.cell.key.configuration_label());
     let note = match memory {
@@ -153,8 +80,8 @@ fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
     };
     format!(
         "{reference} Whiskers: the {} bootstrap confidence interval; log axis, so 0.5× and 2× lie equally far \
-         from 1×. Colour: the verdict; memory tricks (checkpointing, gradient accumulation) are judged by their \
-         peak-memory ratio instead, printed next to their speed.",
+         from 1×. Colour: the trick's verdict, as in the table above; memory tricks (checkpointing, gradient \
+         accumulation) are judged by their peak-memory ratio, printed next to their speed.",
         percent(confidence)
     )
 }
@@ -215,14 +142,16 @@ pub(super) fn memory(g: &Group, chain: Option<&[&Entry]>) -> Option<Figure> {
         return None;
     }
     entries.sort_by(|a, b| ratio(a).unwrap_or(f64::INFINITY).total_cmp(&ratio(b).unwrap_or(f64::INFINITY)));
-    let (mut rows, mut missing) = (Vec::new(), Vec::new());
+    let (mut rows, mut missing, mut effects) = (Vec::new(), Vec::new(), Vec::new());
     for e in &entries {
         let label = effect_label(g, e);
         let Some(r) = ratio(e) else {
             missing.push((label, model::status_summary(&e.cell.status)));
             continue;
         };
-        let colour = if r < 0.95 { Effect::LessMemory.colour() } else { Effect::Inconclusive.colour() };
+        let effect = model::ratio_effect(1.0 / r, MEMORY_TOLERANCE);
+        effects.push(effect);
+        let colour = effect.colour();
         rows.push(BarRow {
             hover: format!("{label}: {r:.3}× the reference's peak memory"),
             label,
@@ -242,7 +171,8 @@ pub(super) fn memory(g: &Group, chain: Option<&[&Entry]>) -> Option<Figure> {
         title: title.clone(),
         caption: format!(
             "Peak memory of each trick cell ÷ that of its reference, measured as the {what}; left of 1× uses \
-             less memory (purple: at least 5% less). Log axis."
+             less memory. Colour: less memory (at least 5% less) helps, more hurts, within 5% no measurable \
+             effect, whatever the trick is judged by. Log axis."
         ),
         chart: Chart::Bars(BarChart {
             title,
@@ -250,7 +180,14 @@ pub(super) fn memory(g: &Group, chain: Option<&[&Entry]>) -> Option<Figure> {
             scale: Scale::Log,
             reference: Some((1.0, "1× (reference)".to_owned())),
             rows,
-            key: vec![(Effect::LessMemory.colour(), "at least 5% less memory".to_owned())],
+            key: vec![
+                (Effect::Helps.colour(), "at least 5% less memory".to_owned()),
+                (Effect::Hurts.colour(), "at least 5% more".to_owned()),
+                (Effect::Unmeasurable.colour(), "within 5%".to_owned()),
+            ]
+            .into_iter()
+            .filter(|(colour, _)| effects.iter().any(|e| e.colour() == *colour))
+            .collect(),
             footnote: footnote("No bar", &missing),
         }),
     })

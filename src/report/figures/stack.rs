@@ -77,9 +77,9 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
     let prev_value = previous.map_or(value, |p| p.1);
     let step_ratio = value / prev_value;
     let effect = match e.cell.throughput {
-        Some(t) if previous.is_some() && t.ci_low_samples_per_s > prev_value => Effect::Faster,
-        Some(t) if previous.is_some() && t.ci_high_samples_per_s < prev_value => Effect::Slower,
-        _ => Effect::Inconclusive,
+        Some(t) if previous.is_some() && t.ci_low_samples_per_s > prev_value => Effect::Helps,
+        Some(t) if previous.is_some() && t.ci_high_samples_per_s < prev_value => Effect::Hurts,
+        _ => Effect::Unmeasurable,
     };
     let note = if previous.is_some() {
         format!("{} {unit}/s · ×{step_ratio:.2} step · ×{:.2} total", value.round(), value / base)
@@ -92,7 +92,7 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
         base: if previous.is_some() { prev_value } else { 0.0 },
         value,
         ci: e.cell.throughput.map(|t| (t.ci_low_samples_per_s, t.ci_high_samples_per_s)),
-        colour: if previous.is_some() { effect.colour() } else { Effect::Inconclusive.colour() },
+        colour: if previous.is_some() { effect.colour() } else { Effect::Unmeasurable.colour() },
         note,
         separator: false,
     }
@@ -110,9 +110,9 @@ pub(super) fn figure(g: &Group, chain: &[&Entry]) -> Option<Figure> {
     }
     let title = format!("Stacking tricks — {}", g.title());
     let key = vec![
-        (Effect::Faster.colour(), "step faster".to_owned()),
-        (Effect::Slower.colour(), "step slower".to_owned()),
-        (Effect::Inconclusive.colour(), "no clear change".to_owned()),
+        (Effect::Helps.colour(), "step faster".to_owned()),
+        (Effect::Hurts.colour(), "step slower".to_owned()),
+        (Effect::Unmeasurable.colour(), "no clear change".to_owned()),
     ];
     Some(Figure {
         section: "stack",

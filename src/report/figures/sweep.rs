@@ -133,6 +133,7 @@ fn sweep_chart(title: String, y_label: String, series: Vec<Series>, marks: Vec<M
         x_log2: true,
         y_percent: false,
         y_range: None,
+        x_max: None,
         series,
         target: None,
         marks,

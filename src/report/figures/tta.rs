@@ -109,6 +109,30 @@ fn framed(metric: &str, target: f64, curves: &[&TimeToAccuracy]) -> (f64, f64) {
     (a, b.max(a + 1e-6))
 }
 
+/// Where the time axis ends: 1.5 × the slowest time to the target among the curves that reached
+/// it, where some other curve runs on beyond that; `None` (the whole data) otherwise.
+fn time_frame(curves: &[&TimeToAccuracy]) -> Option<f64> {
+    let slowest = curves
+        .iter()
+        .filter_map(|t| t.time_to_target_s)
+        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))))?;
+    let end = slowest * 1.5;
+    let last = |t: &&TimeToAccuracy| t.curve.last().map_or(0.0, |p| p.train_s);
+    curves.iter().any(|t| last(t) > end).then_some(end)
+}
+
+/// The configurations whose curves run past `end`, with how long they ran: "max-batch · b2048
+/// (260 s)".
+fn cut_curves(series: &[Series], end: f64) -> Vec<String> {
+    series
+        .iter()
+        .filter_map(|s| {
+            let (last, label) = (s.points.last()?.0, s.label.as_deref()?);
+            (last > end).then(|| format!("{label} ({last:.0} s)"))
+        })
+        .collect()
+}
+
 fn point_hover(label: &str, metric: &str, train_s: f64, value: f64) -> String {
     format!("{label}: {} after {train_s:.1} s of training", quality::value_text(metric, value))
 }
@@ -233,6 +257,14 @@ fn curves_figure(
     let metric = first.metric.as_str();
     let percent = quality::is_fraction(metric);
     let target_text = quality::value_text(metric, first.target);
+    let x_max = time_frame(curves);
+    let cut = x_max.map_or_else(String::new, |end| {
+        format!(
+            " The time axis ends at {end:.0} s, 1.5× the slowest time to the target; longer runs are cut there: {} \
+             (their best values are under the times-to-target figure).",
+            cut_curves(&series, end).join(", ")
+        )
+    });
     Figure {
         section: "tta",
         slug: format!("tta-curves-{}", g.slug()),
@@ -242,7 +274,7 @@ fn curves_figure(
              a trick and its own reference share a colour, the reference dashed, and the baseline is black (grey at a \
              second batch size) and dashed. With several seeds, thin lines are seeds and the bold line their median. The red \
              dashed line is the target ({target_text}); the axis is framed around it, so early points outside \
-             the frame are clipped.",
+             the frame are clipped.{cut}",
             quality::metric_words(metric)
         ),
         chart: Chart::Lines(LineChart {
@@ -252,6 +284,7 @@ fn curves_figure(
             x_log2: false,
             y_percent: percent,
             y_range: Some(framed(metric, first.target, curves)),
+            x_max,
             series,
             target: Some((first.target, format!("target {target_text}"))),
             marks: Vec::new(),

@@ -4,11 +4,22 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{font, linear_ticks, short_number, text, width, wrap, DrawResult, Hovers, Rgb};
+use super::{font, linear_ticks, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
 /// The narrowest a figure is, in SVG pixels.
 const MIN_WIDTH: i32 = 640;
+/// The width a narrow figure aims at, SVG pixels: shown in a phone's 360-px column at about 0.9×.
+const NARROW_WIDTH: i32 = 400;
+/// The narrowest plot area of a narrow figure.
+const NARROW_MIN_PLOT: i32 = 150;
+/// Room left of a narrow figure's plot for the centred text at its left end (tick labels, the
+/// reference's label).
+const EDGE_ROOM: i32 = 24;
+/// The height of a label line above its bar in a narrow figure.
+const LABEL_LINE: i32 = 18;
+/// The height of a title line.
+const TITLE_LINE: i32 = 24;
 /// The narrowest plot area: labels and notes never squeeze the bars below this.
 const MIN_PLOT: i32 = 220;
 const PAD: i32 = 12;
@@ -79,7 +90,9 @@ impl BarRow {
 
 /// Where everything of a bar chart goes, in SVG pixels.
 pub(crate) struct Layout {
+    form: Form,
     width: i32,
+    title: Vec<String>,
     plot_left: i32,
     plot_width: i32,
     plot_top: i32,
@@ -88,55 +101,105 @@ pub(crate) struct Layout {
     log: bool,
     rows: usize,
     footnote: Vec<String>,
+    /// The colour key's entries (indices into the chart's key), row by row.
+    key_rows: Vec<Vec<usize>>,
 }
 
 impl Layout {
-    /// The layout of `c`: label column as wide as the longest label, and a plot area narrow enough
-    /// that every note fits right of its bar's end.
-    pub(crate) fn of(c: &BarChart) -> Layout {
+    /// The layout of `c`. Wide: a label column as wide as the longest label, left of the bars.
+    /// Narrow: each label on its own line above its bar. Either way the plot area is narrow
+    /// enough that every note fits right of its bar's end.
+    pub(crate) fn of(c: &BarChart, form: Form) -> Layout {
         let log = c.scale == Scale::Log && c.rows.iter().all(|r| r.low() > 0.0);
         let (lo, hi) = range(c, log);
         let label_w = c.rows.iter().map(|r| width(&r.label, BODY_EM)).max().unwrap_or(0);
-        let plot_left = PAD + label_w + 10;
+        let (plot_left, target, min_plot) = match form {
+            Form::Wide => (PAD + label_w + 10, MIN_WIDTH, MIN_PLOT),
+            Form::Narrow => (PAD + EDGE_ROOM, NARROW_WIDTH, NARROW_MIN_PLOT),
+        };
         let t = |v: f64| if log { v.ln() } else { v };
-        let right_edge = MIN_WIDTH - PAD;
+        let fraction = |r: &BarRow| ((t(r.high()) - t(lo)) / (t(hi) - t(lo))).clamp(0.0, 1.0);
+        let right_edge = target - PAD;
         let mut plot_width = right_edge - plot_left;
         for r in &c.rows {
-            let f = ((t(r.high()) - t(lo)) / (t(hi) - t(lo))).clamp(0.0, 1.0);
             let room = right_edge - plot_left - GAP - width(&r.note, SMALL_EM);
-            if f > 0.0 {
-                plot_width = plot_width.min((f64::from(room) / f).floor() as i32);
+            if fraction(r) > 0.0 {
+                plot_width = plot_width.min((f64::from(room) / fraction(r)).floor() as i32);
             }
         }
-        let plot_width = plot_width.max(MIN_PLOT);
+        let plot_width = plot_width.max(min_plot);
         let note_end = c
             .rows
             .iter()
             .map(|r| {
-                let f = ((t(r.high()) - t(lo)) / (t(hi) - t(lo))).clamp(0.0, 1.0);
-                plot_left + (f * f64::from(plot_width)) as i32 + GAP + width(&r.note, SMALL_EM)
+                plot_left + (fraction(r) * f64::from(plot_width)) as i32 + GAP + width(&r.note, SMALL_EM)
             })
             .max()
             .unwrap_or(0);
-        let title_end = PAD + width(&c.title, TITLE_EM);
         let axis_end = plot_left + width(&c.x_label, BODY_EM);
-        let width_px = (plot_left + plot_width + PAD)
-            .max(note_end + PAD)
-            .max(title_end + PAD)
-            .max(axis_end + PAD)
-            .max(MIN_WIDTH);
+        let mut width_px = (plot_left + plot_width).max(note_end).max(axis_end) + PAD;
+        let title = match form {
+            Form::Wide => {
+                width_px = width_px.max(PAD + width(&c.title, TITLE_EM) + PAD).max(MIN_WIDTH);
+                vec![c.title.clone()]
+            }
+            Form::Narrow => {
+                width_px = width_px.max(PAD + label_w + PAD).max(NARROW_WIDTH);
+                wrap(&c.title, TITLE_EM, width_px - 2 * PAD)
+            }
+        };
         let footnote = c.footnote.as_deref().map_or_else(Vec::new, |f| wrap(f, SMALL_EM, width_px - 2 * PAD));
-        let plot_top = PAD + 28 + if c.reference.is_some() { 18 } else { 0 };
-        Layout { width: width_px, plot_left, plot_width, plot_top, lo, hi, log, rows: c.rows.len(), footnote }
+        let key_rows = key_rows(c, width_px - 2 * PAD);
+        let plot_top = PAD + TITLE_LINE * title.len() as i32 + 4 + if c.reference.is_some() { 18 } else { 0 };
+        Layout {
+            form,
+            width: width_px,
+            title,
+            plot_left,
+            plot_width,
+            plot_top,
+            lo,
+            hi,
+            log,
+            rows: c.rows.len(),
+            footnote,
+            key_rows,
+        }
     }
 
     /// Width and height of the figure.
     pub(crate) fn size(&self) -> (u32, u32) {
-        (self.width as u32, (self.key_top() + 22 + 18 * self.footnote.len() as i32 + PAD) as u32)
+        (self.width as u32, (self.footnote_top() + 18 * self.footnote.len() as i32 + PAD) as u32)
+    }
+
+    /// The height of one bar's row: the bar, and in a narrow figure its label line above.
+    fn row_height(&self) -> i32 {
+        match self.form {
+            Form::Wide => ROW,
+            Form::Narrow => ROW + LABEL_LINE,
+        }
     }
 
     fn plot_bottom(&self) -> i32 {
-        self.plot_top + ROW * self.rows.max(1) as i32
+        self.plot_top + self.row_height() * self.rows.max(1) as i32
+    }
+
+    /// The vertical spans that grid and reference lines cross: the whole plot in a wide figure;
+    /// in a narrow one each bar's band, so that no line runs through a label.
+    fn bands(&self) -> Vec<(i32, i32)> {
+        match self.form {
+            Form::Wide => vec![(self.plot_top, self.plot_bottom())],
+            Form::Narrow => (0..self.rows.max(1) as i32)
+                .map(|i| {
+                    let top = self.plot_top + self.row_height() * i;
+                    (top + LABEL_LINE, top + self.row_height())
+                })
+                .collect(),
+        }
+    }
+
+    fn footnote_top(&self) -> i32 {
+        self.key_top() + 22 * self.key_rows.len().max(1) as i32
     }
 
     fn key_top(&self) -> i32 {
@@ -150,9 +213,15 @@ impl Layout {
         self.plot_left + (f * f64::from(self.plot_width)).round() as i32
     }
 
-    /// The y pixel of the centre of row `i`.
+    /// The y pixel of the centre of bar `i`.
     fn y(&self, i: usize) -> i32 {
-        self.plot_top + ROW * i as i32 + ROW / 2
+        self.plot_top + self.row_height() * (i as i32 + 1) - ROW / 2
+    }
+
+    /// Where to centre small text meant to stand at `x`: as near it as the figure's edges allow.
+    fn centred(&self, x: i32, text: &str) -> i32 {
+        let half = width(text, SMALL_EM) / 2;
+        x.clamp(PAD + half, (self.width - PAD - half).max(PAD + half))
     }
 
     /// The axis ticks, thinned so that no two labels lie closer than [`MIN_TICK_GAP`].
@@ -166,6 +235,24 @@ impl Layout {
         }
         kept
     }
+}
+
+/// The colour key in rows no wider than `max_px`: indices into `c.key`.
+fn key_rows(c: &BarChart, max_px: i32) -> Vec<Vec<usize>> {
+    let mut rows: Vec<Vec<usize>> = Vec::new();
+    let mut x = 0;
+    for (i, (_, label)) in c.key.iter().enumerate() {
+        let w = 18 + width(label, SMALL_EM);
+        match rows.last_mut() {
+            Some(row) if x + w <= max_px => row.push(i),
+            _ => {
+                rows.push(vec![i]);
+                x = 0;
+            }
+        }
+        x += w + 18;
+    }
+    rows
 }
 
 /// The value range: every bar, whisker and the reference, padded by 5% (of the log range on a log
@@ -211,36 +298,43 @@ pub(crate) fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     c: &BarChart,
     hovers: &Hovers,
+    form: Form,
 ) -> DrawResult<DB> {
-    let l = Layout::of(c);
-    text(root, &c.title, (PAD, PAD), font(TITLE_EM), (HPos::Left, VPos::Top))?;
+    let l = Layout::of(c, form);
+    for (i, line) in l.title.iter().enumerate() {
+        text(root, line, (PAD, PAD + TITLE_LINE * i as i32), font(TITLE_EM), (HPos::Left, VPos::Top))?;
+    }
     axis(root, c, &l)?;
     for (i, row) in c.rows.iter().enumerate() {
         bar(root, row, &l, i, hovers)?;
     }
     if let Some((x, label)) = &c.reference {
         let px = l.x(*x);
-        root.draw(&PathElement::new(
-            vec![(px, l.plot_top - 4), (px, l.plot_bottom())],
-            MUTED.stroke_width(2),
-        ))?;
-        text(root, label, (px, l.plot_top - 6), font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Bottom))?;
+        for (top, bottom) in l.bands() {
+            let top = if l.form == Form::Wide { top - 4 } else { top };
+            root.draw(&PathElement::new(vec![(px, top), (px, bottom)], MUTED.stroke_width(2)))?;
+        }
+        let at = (l.centred(px, label), l.plot_top - 6);
+        text(root, label, at, font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Bottom))?;
     }
     key(root, c, &l)?;
     for (i, line) in l.footnote.iter().enumerate() {
-        let y = l.key_top() + 22 + 18 * i as i32;
+        let y = l.footnote_top() + 18 * i as i32;
         text(root, line, (PAD, y), font(SMALL_EM).color(&MUTED), (HPos::Left, VPos::Top))?;
     }
     Ok(())
 }
 
 fn axis<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart, l: &Layout) -> DrawResult<DB> {
-    let (top, bottom) = (l.plot_top, l.plot_bottom());
+    let bottom = l.plot_bottom();
     for v in l.ticks() {
         let px = l.x(v);
-        root.draw(&PathElement::new(vec![(px, top), (px, bottom)], GRID.stroke_width(1)))?;
+        for (from, to) in l.bands() {
+            root.draw(&PathElement::new(vec![(px, from), (px, to)], GRID.stroke_width(1)))?;
+        }
         let label = if l.log { format!("{}×", short_number(v)) } else { short_number(v) };
-        text(root, &label, (px, bottom + 5), font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Top))?;
+        let at = (l.centred(px, &label), bottom + 5);
+        text(root, &label, at, font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Top))?;
     }
     root.draw(&PathElement::new(
         vec![(l.plot_left, bottom), (l.plot_left + l.plot_width, bottom)],
@@ -258,8 +352,9 @@ fn bar<DB: DrawingBackend>(
     hovers: &Hovers,
 ) -> DrawResult<DB> {
     let y = l.y(i);
+    let row_top = y + ROW / 2 - l.row_height();
     if row.separator && i > 0 {
-        let line = vec![(PAD, y - ROW / 2), (l.plot_left + l.plot_width, y - ROW / 2)];
+        let line = vec![(PAD, row_top), (l.plot_left + l.plot_width, row_top)];
         root.draw(&PathElement::new(line, MUTED.mix(0.4).stroke_width(1)))?;
     }
     let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
@@ -274,21 +369,26 @@ fn bar<DB: DrawingBackend>(
     }
     let end = l.x(row.high());
     text(root, &row.note, (end + GAP, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
-    text(root, &row.label, (l.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?;
-    hovers.add((PAD, y - ROW / 2), (end + GAP + width(&row.note, SMALL_EM) - PAD, ROW), &row.hover);
+    match l.form {
+        Form::Wide => {
+            text(root, &row.label, (l.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?
+        }
+        Form::Narrow => text(root, &row.label, (PAD, row_top + 2), font(BODY_EM), (HPos::Left, VPos::Top))?,
+    }
+    let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + width(&row.label, BODY_EM));
+    hovers.add((PAD, row_top), (right - PAD, l.row_height()), &row.hover);
     Ok(())
 }
 
 fn key<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart, l: &Layout) -> DrawResult<DB> {
-    let (mut x, y) = (PAD, l.key_top() + 8);
-    for (colour, label) in &c.key {
-        let w = width(label, SMALL_EM);
-        if x + 18 + w > l.width - PAD {
-            break;
+    for (r, entries) in l.key_rows.iter().enumerate() {
+        let (mut x, y) = (PAD, l.key_top() + 8 + 22 * r as i32);
+        for &i in entries {
+            let (colour, label) = &c.key[i];
+            root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.plotters().filled()))?;
+            text(root, label, (x + 18, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
+            x += 18 + width(label, SMALL_EM) + 18;
         }
-        root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.plotters().filled()))?;
-        text(root, label, (x + 18, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
-        x += 18 + w + 18;
     }
     Ok(())
 }
@@ -325,7 +425,7 @@ mod tests {
     #[test]
     fn a_log_axis_gives_small_effects_room_next_to_an_outlier() {
         let c = chart(vec![row("debug-off", 18.57, "18.57× [18.03, 19.10]"), row("amp", 1.08, "1.08×")]);
-        let l = Layout::of(&c);
+        let l = Layout::of(&c, Form::Wide);
         assert!(l.log);
         assert!(l.x(1.08) - l.x(1.0) >= 8, "an 8% effect is {} px wide", l.x(1.08) - l.x(1.0));
     }
@@ -334,7 +434,7 @@ mod tests {
     fn every_note_ends_inside_the_figure() {
         let long = "18.57× [18.03, 19.10] faster, against baseline+debug-apis-on";
         let c = chart(vec![row("debug-off", 18.57, long), row("amp", 0.8, "0.80×")]);
-        let l = Layout::of(&c);
+        let l = Layout::of(&c, Form::Wide);
         let end = l.x(18.57 * 1.03) + GAP + width(long, SMALL_EM);
         assert!(end <= l.width - PAD, "the note ends at {end} of {}", l.width);
     }

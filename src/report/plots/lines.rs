@@ -1,10 +1,11 @@
-//! Line charts: time-to-accuracy curves and batch sweeps, with the legend right of the data.
+//! Line charts: time-to-accuracy curves and batch sweeps, with the legend outside the data: right
+//! of it in the wide form, under it in the narrow one.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{font, short_number, text, width, DrawResult, Hovers, Rgb};
+use super::{font, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, SMALL_EM, TITLE_EM, WARNING};
 
 const PLOT_WIDTH: i32 = 420;
@@ -12,6 +13,11 @@ const HEIGHT: u32 = 440;
 const PAD: i32 = 12;
 const SWATCH: i32 = 28;
 const LEGEND_ROW: i32 = 20;
+/// The width of a narrow figure, SVG pixels.
+const NARROW_WIDTH: i32 = 400;
+/// The height of a narrow figure's plot, axes included.
+const NARROW_PLOT_HEIGHT: i32 = 340;
+const TITLE_LINE: i32 = 24;
 
 /// Lines, each a series of (x, y) points.
 #[derive(Debug, Clone)]
@@ -29,6 +35,8 @@ pub(crate) struct LineChart {
     /// The y range to show; `None` fits the data (from zero for non-negative data). Points
     /// outside are clipped.
     pub y_range: Option<(f64, f64)>,
+    /// Where the x axis ends; `None` fits the data. Lines are cut there.
+    pub x_max: Option<f64>,
     /// The series, drawn in order.
     pub series: Vec<Series>,
     /// A horizontal reference line (value, label), e.g. the accuracy target.
@@ -70,12 +78,51 @@ fn legend_width(c: &LineChart) -> i32 {
     labels.map(|l| width(l, SMALL_EM)).max().map_or(0, |w| w + SWATCH + 8 + PAD)
 }
 
-/// Width and height of the figure: the plot area, axes and the legend column.
-pub(crate) fn size(c: &LineChart) -> (u32, u32) {
-    let legend_rows = c.series.iter().filter(|s| s.label.is_some()).count() as i32;
-    let height = (HEIGHT as i32).max(60 + legend_rows * LEGEND_ROW + PAD);
-    let title = 2 * PAD + width(&c.title, TITLE_EM);
-    ((80 + PLOT_WIDTH + legend_width(c) + PAD).max(title).max(640) as u32, height as u32)
+/// Width and height of the figure: the title, the plot area with its axes, and the legend.
+pub(crate) fn size(c: &LineChart, form: Form) -> (u32, u32) {
+    let legend_rows = legend_entries(c).count() as i32;
+    match form {
+        Form::Wide => {
+            let height = (HEIGHT as i32).max(60 + legend_rows * LEGEND_ROW + PAD);
+            let title = 2 * PAD + width(&c.title, TITLE_EM);
+            ((80 + PLOT_WIDTH + legend_width(c) + PAD).max(title).max(640) as u32, height as u32)
+        }
+        Form::Narrow => {
+            let width_px = narrow_width(c);
+            let legend = (legend_grid(c, width_px).1 + c.marks.len() as i32) * LEGEND_ROW;
+            (width_px as u32, (title_height(c, width_px) + NARROW_PLOT_HEIGHT + legend + PAD) as u32)
+        }
+    }
+}
+
+fn legend_entries(c: &LineChart) -> impl Iterator<Item = (&Series, &str)> {
+    c.series.iter().filter_map(|s| s.label.as_deref().map(|l| (s, l)))
+}
+
+/// A narrow figure's width: [`NARROW_WIDTH`], or the longest legend entry or out-of-memory
+/// label (listed under the legend) where that is wider.
+fn narrow_width(c: &LineChart) -> i32 {
+    let marks = c.marks.iter().map(|m| width(&m.label, SMALL_EM) + SWATCH + 8 + 2 * PAD);
+    marks.fold(NARROW_WIDTH.max(legend_width(c) + PAD), i32::max)
+}
+
+/// The title's lines: one in the wide form, wrapped to the width in the narrow one.
+fn title_lines(c: &LineChart, width_px: i32, form: Form) -> Vec<String> {
+    match form {
+        Form::Wide => vec![c.title.clone()],
+        Form::Narrow => wrap(&c.title, TITLE_EM, width_px - 2 * PAD),
+    }
+}
+
+fn title_height(c: &LineChart, width_px: i32) -> i32 {
+    PAD + TITLE_LINE * title_lines(c, width_px, Form::Narrow).len() as i32
+}
+
+/// The narrow legend's columns and rows: two columns where every entry fits half the width.
+fn legend_grid(c: &LineChart, width_px: i32) -> (i32, i32) {
+    let count = legend_entries(c).count() as i32;
+    let columns = if legend_width(c) <= (width_px - PAD) / 2 { 2 } else { 1 };
+    (columns, (count + columns - 1) / columns)
 }
 
 fn fx(c: &LineChart, x: f64) -> f64 {
@@ -97,25 +144,54 @@ fn ranges(c: &LineChart) -> ((f64, f64), (f64, f64)) {
         .iter()
         .flat_map(|s| s.points.iter().map(|p| fx(c, p.0)))
         .chain(c.marks.iter().map(|m| fx(c, m.x)));
-    let (x0, x1) = extent(xs).unwrap_or((0.0, 1.0));
+    let (x0, data_x1) = extent(xs).unwrap_or((0.0, 1.0));
+    let frame = c.x_max.map(|m| fx(c, m)).filter(|&m| m < data_x1 && m > x0);
+    let x1 = frame.unwrap_or(data_x1);
     let xpad = (x1 - x0).abs().max(1.0) * 0.06;
     let ys = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(c.target.iter().map(|t| t.0));
     let (y0, y1) = c.y_range.or_else(|| extent(ys).map(|(lo, hi)| (lo.min(0.0), hi))).unwrap_or((0.0, 1.0));
     let ypad = (y1 - y0).abs().max(1e-9) * 0.06;
     let y0 = if y0 == 0.0 { 0.0 } else { y0 - ypad };
-    ((x0 - xpad, x1 + xpad), (y0, y1 + ypad))
+    // A framed axis ends at its frame: the lines run on to the edge, where they are cut.
+    ((x0 - xpad, frame.unwrap_or(x1 + xpad)), (y0, y1 + ypad))
 }
 
-/// Draws `c`: the plot on the left, its legend in a column on the right.
+/// Draws `c`: the plot, and its legend right of it (wide) or under it (narrow).
 pub(crate) fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     c: &LineChart,
     hovers: &Hovers,
+    form: Form,
 ) -> DrawResult<DB> {
     let (w, _) = root.dim_in_pixel();
-    text(root, &c.title, (PAD, PAD), font(TITLE_EM), (HPos::Left, VPos::Top))?;
-    let body = root.margin(36, 0, 0, 0);
-    let (plot, legend) = body.split_horizontally(w as i32 - legend_width(c));
+    let lines = title_lines(c, w as i32, form);
+    for (i, line) in lines.iter().enumerate() {
+        text(root, line, (PAD, PAD + TITLE_LINE * i as i32), font(TITLE_EM), (HPos::Left, VPos::Top))?;
+    }
+    match form {
+        Form::Wide => {
+            let body = root.margin(36, 0, 0, 0);
+            let (plot, legend) = body.split_horizontally(w as i32 - legend_width(c));
+            plot_area(root, &plot, c, hovers, form)?;
+            legend_column(&legend, c)
+        }
+        Form::Narrow => {
+            let body = root.margin(title_height(c, w as i32) as u32, 0, 0, 0);
+            let (plot, legend) = body.split_vertically(NARROW_PLOT_HEIGHT);
+            plot_area(root, &plot, c, hovers, form)?;
+            legend_rows(&legend.margin(0, 0, PAD as u32, 0), c, w as i32)
+        }
+    }
+}
+
+/// The axes, the target line, the series and the out-of-memory marks inside `plot`.
+fn plot_area<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    plot: &DrawingArea<DB, Shift>,
+    c: &LineChart,
+    hovers: &Hovers,
+    form: Form,
+) -> DrawResult<DB> {
     let ((x0, x1), (y0, y1)) = ranges(c);
     let mut chart = ChartBuilder::on(&plot)
         .margin(PAD as u32)
@@ -147,8 +223,7 @@ pub(crate) fn draw<DB: DrawingBackend>(
     for s in &c.series {
         series(&mut chart, c, s, hovers)?;
     }
-    marks(&chart, root, c, (x0, y0), hovers)?;
-    legend_column(&legend, c)
+    marks(&chart, root, c, (x0, y0), hovers, form)
 }
 
 type Chart2d<'a, DB> = ChartContext<
@@ -167,14 +242,15 @@ fn series<DB: DrawingBackend>(
     let style = if s.bold { colour.stroke_width(3) } else { colour.mix(0.45).stroke_width(1) };
     let points: Vec<(f64, f64)> = s.points.iter().map(|p| (fx(c, p.0), p.1)).collect();
     let y_range = chart.y_range();
-    for run in clipped(&points, (y_range.start, y_range.end)) {
+    let x_end = chart.x_range().end;
+    for run in clipped(&cut_at(&points, x_end), (y_range.start, y_range.end)) {
         if s.dashed {
             chart.draw_series(DashedLineSeries::new(run, 10, 6, style))?;
         } else {
             chart.draw_series(LineSeries::new(run, style))?;
         }
     }
-    let inside = |p: &&(f64, f64)| y_range.contains(&p.1);
+    let inside = |p: &&(f64, f64)| y_range.contains(&p.1) && p.0 <= x_end;
     if s.dots {
         chart.draw_series(points.iter().filter(inside).map(|&p| Circle::new(p, 4, colour.filled())))?;
     }
@@ -186,6 +262,16 @@ fn series<DB: DrawingBackend>(
         }
     }
     Ok(())
+}
+
+/// The polyline `points` (in x order) up to `x_end`, ending where it crosses `x_end`.
+fn cut_at(points: &[(f64, f64)], x_end: f64) -> Vec<(f64, f64)> {
+    let inside = points.iter().take_while(|p| p.0 <= x_end).count();
+    let mut kept = points[..inside].to_vec();
+    if let (Some(&p), Some(&q)) = (kept.last(), points.get(inside)) {
+        kept.push((x_end, p.1 + (q.1 - p.1) * (x_end - p.0) / (q.0 - p.0)));
+    }
+    kept
 }
 
 /// The parts of the polyline `points` inside `y0..y1`, cut where a segment crosses an edge.
@@ -220,13 +306,15 @@ fn clipped(points: &[(f64, f64)], (y0, y1): (f64, f64)) -> Vec<Vec<(f64, f64)>> 
 }
 
 /// The out-of-memory crosses: at the x axis, stacked upwards where several share a batch size,
-/// each labelled on the side with room.
+/// each labelled on the side with room in a wide figure (a narrow one lists them under its
+/// legend).
 fn marks<DB: DrawingBackend>(
     chart: &Chart2d<'_, DB>,
     plot: &DrawingArea<DB, Shift>,
     c: &LineChart,
     (_, y0): (f64, f64),
     hovers: &Hovers,
+    form: Form,
 ) -> DrawResult<DB> {
     let (area_x, _) = chart.plotting_area().get_pixel_range();
     let centre = (area_x.start + area_x.end) / 2;
@@ -240,29 +328,62 @@ fn marks<DB: DrawingBackend>(
         let style = m.colour.plotters().stroke_width(3);
         plot.draw(&PathElement::new(vec![(px - 6, cy - 6), (px + 6, cy + 6)], style))?;
         plot.draw(&PathElement::new(vec![(px - 6, cy + 6), (px + 6, cy - 6)], style))?;
-        let (at, anchor) =
-            if px > centre { ((px - 12, cy), HPos::Right) } else { ((px + 12, cy), HPos::Left) };
-        text(plot, &m.label, at, font(SMALL_EM).color(&m.colour.plotters()), (anchor, VPos::Center))?;
+        if form == Form::Wide {
+            let (at, anchor) =
+                if px > centre { ((px - 12, cy), HPos::Right) } else { ((px + 12, cy), HPos::Left) };
+            text(plot, &m.label, at, font(SMALL_EM).color(&m.colour.plotters()), (anchor, VPos::Center))?;
+        }
         hovers.add((px - 8, cy - 8), (16, 16), &m.label);
     }
     Ok(())
 }
 
 fn legend_column<DB: DrawingBackend>(legend: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
-    let mut y = 20;
-    for s in c.series.iter().filter(|s| s.label.is_some()) {
-        let colour = s.colour.plotters();
-        if s.dashed {
-            legend.draw(&PathElement::new(vec![(0, y), (10, y)], colour.stroke_width(3)))?;
-            legend.draw(&PathElement::new(vec![(16, y), (SWATCH - 2, y)], colour.stroke_width(3)))?;
-        } else {
-            legend.draw(&PathElement::new(vec![(0, y), (SWATCH - 2, y)], colour.stroke_width(3)))?;
-        }
-        let label = s.label.as_deref().unwrap_or_default();
-        text(legend, label, (SWATCH + 6, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
-        y += LEGEND_ROW;
+    for (i, (s, label)) in legend_entries(c).enumerate() {
+        legend_entry(legend, s, label, (0, 20 + LEGEND_ROW * i as i32))?;
     }
     Ok(())
+}
+
+/// The narrow legend: entries in rows of one or two columns, top to bottom then left to right.
+fn legend_rows<DB: DrawingBackend>(
+    legend: &DrawingArea<DB, Shift>,
+    c: &LineChart,
+    width_px: i32,
+) -> DrawResult<DB> {
+    let (columns, rows) = legend_grid(c, width_px);
+    let column_width = (width_px - PAD) / columns;
+    for (i, (s, label)) in legend_entries(c).enumerate() {
+        let (column, row) = (i as i32 / rows.max(1), i as i32 % rows.max(1));
+        legend_entry(legend, s, label, (column * column_width, LEGEND_ROW / 2 + LEGEND_ROW * row))?;
+    }
+    for (i, m) in c.marks.iter().enumerate() {
+        let y = LEGEND_ROW / 2 + LEGEND_ROW * (rows + i as i32);
+        let colour = m.colour.plotters();
+        let style = colour.stroke_width(3);
+        let (cx, cy) = (SWATCH / 2 - 1, y);
+        legend.draw(&PathElement::new(vec![(cx - 6, cy - 6), (cx + 6, cy + 6)], style))?;
+        legend.draw(&PathElement::new(vec![(cx - 6, cy + 6), (cx + 6, cy - 6)], style))?;
+        text(legend, &m.label, (SWATCH + 6, y), font(SMALL_EM).color(&colour), (HPos::Left, VPos::Center))?;
+    }
+    Ok(())
+}
+
+/// One legend entry: the line's swatch (dashed for a reference) and its label, centred on `y`.
+fn legend_entry<DB: DrawingBackend>(
+    legend: &DrawingArea<DB, Shift>,
+    s: &Series,
+    label: &str,
+    (x, y): (i32, i32),
+) -> DrawResult<DB> {
+    let colour = s.colour.plotters();
+    if s.dashed {
+        legend.draw(&PathElement::new(vec![(x, y), (x + 10, y)], colour.stroke_width(3)))?;
+        legend.draw(&PathElement::new(vec![(x + 16, y), (x + SWATCH - 2, y)], colour.stroke_width(3)))?;
+    } else {
+        legend.draw(&PathElement::new(vec![(x, y), (x + SWATCH - 2, y)], colour.stroke_width(3)))?;
+    }
+    text(legend, label, (x + SWATCH + 6, y), font(SMALL_EM), (HPos::Left, VPos::Center))
 }
 
 #[cfg(test)]
@@ -275,5 +396,12 @@ mod tests {
         let runs = clipped(&points, (0.8, 3.0));
         assert_eq!(runs, vec![vec![(0.5, 3.0), (1.0, 2.0), (2.0, 1.0), (2.4, 0.8)]]);
         assert!(clipped(&[(0.0, 5.0), (1.0, 6.0)], (0.0, 1.0)).is_empty());
+    }
+
+    #[test]
+    fn lines_end_at_the_frame_of_the_x_axis() {
+        let points = [(0.0, 0.0), (10.0, 1.0), (30.0, 3.0)];
+        assert_eq!(cut_at(&points, 20.0), vec![(0.0, 0.0), (10.0, 1.0), (20.0, 2.0)]);
+        assert_eq!(cut_at(&points, 40.0), points.to_vec());
     }
 }
