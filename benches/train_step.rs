@@ -31,7 +31,7 @@ use trickbench::data::cifar::CifarSplit;
 use trickbench::data::loader::{Batch, CifarLoader, LoaderOptions, Pipeline};
 use trickbench::data::synth;
 use trickbench::data::text::{TextCorpus, TextLoader, TextLoaderOptions};
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::error::Error;
 use trickbench::measure::timer::SyncedTimer;
 use trickbench::results::schema::{CellKey, CellKind, Phase};
@@ -245,8 +245,9 @@ fn warmed_up<W: Workload + 'static>(
 /// whose "on" side is the baseline.
 fn variants(workload: WorkloadId, device: DeviceSpec) -> Vec<Variant> {
     let mut variants = vec![Variant::Baseline];
+    let hardware = Hardware::probe(device);
     for trick in Trick::ALL.into_iter().filter(|t| t.metric() == Metric::Throughput) {
-        match skip_reason(trick, workload, device) {
+        match skip_reason(trick, workload, &hardware) {
             Some(reason) => println!("{device}/{workload}/{trick}: skipped: {reason}"),
             None if trick == Trick::DebugOff => variants.push(Variant::DebugApisOn),
             None => variants.push(Variant::On(trick)),
@@ -255,9 +256,9 @@ fn variants(workload: WorkloadId, device: DeviceSpec) -> Vec<Variant> {
     variants
 }
 
-/// Why `trick` cannot be measured for `workload` on `device` here, if it cannot.
-fn skip_reason(trick: Trick, workload: WorkloadId, device: DeviceSpec) -> Option<String> {
-    match trick.applicability(workload, device) {
+/// Why `trick` cannot be measured for `workload` on `hardware` here, if it cannot.
+fn skip_reason(trick: Trick, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
+    match trick.applicability(workload, hardware) {
         Applicability::NotApplicable(reason) => Some(reason),
         Applicability::Applies if trick == Trick::PackedDataset => Some(
             "it is measured against decoding JPEG/PNG files, and the bench's images are made in memory, \

@@ -1,4 +1,5 @@
-//! Which device to run on: parsing `--device` and resolving `auto`.
+//! Which device to run on: parsing `--device`, resolving `auto`, and the facts about the device,
+//! the machine and this binary that decide which tricks can be measured.
 
 use std::fmt;
 use std::str::FromStr;
@@ -6,7 +7,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
+use crate::distributed;
 use crate::error::Error;
+use crate::ffi;
 
 /// A device as the user names it: `auto`, `cpu` or `cuda:N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -52,6 +55,49 @@ impl DeviceSpec {
     /// Whether this is a CUDA device.
     pub fn is_cuda(self) -> bool {
         matches!(self, DeviceSpec::Cuda(_))
+    }
+}
+
+/// The device a run uses and what it, the machine and this binary offer there: the facts that
+/// decide which tricks can be measured. Built once from the real machine ([`Hardware::probe`]), or
+/// written out to describe any machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hardware {
+    /// The resolved device the cells run on.
+    pub device: DeviceSpec,
+    /// CUDA GPUs this process can see (0 without a usable driver).
+    pub cuda_gpus: usize,
+    /// Whether this binary was built with CUDA graph capture.
+    pub cuda_graphs_compiled: bool,
+    /// Why this binary cannot train data-parallel, if it cannot (built without gloo's headers).
+    pub data_parallel_unavailable: Option<String>,
+    /// Whether this binary can all-reduce on GPUs (built with NCCL's headers).
+    pub nccl_compiled: bool,
+}
+
+impl Hardware {
+    /// The facts of this machine and binary for a run on `device` (resolved).
+    pub fn probe(device: DeviceSpec) -> Hardware {
+        Hardware {
+            device,
+            cuda_gpus: tch::Cuda::device_count().max(0) as usize,
+            cuda_graphs_compiled: ffi::cuda_graphs_compiled(),
+            data_parallel_unavailable: distributed::group::unavailable_reason(),
+            nccl_compiled: distributed::group::nccl_compiled(),
+        }
+    }
+
+    /// A machine with `gpus` CUDA GPUs and every CUDA path compiled in, running on the first GPU,
+    /// or on the CPU when it has none.
+    #[cfg(test)]
+    pub(crate) fn with_gpus(gpus: usize) -> Hardware {
+        Hardware {
+            device: if gpus == 0 { DeviceSpec::Cpu } else { DeviceSpec::Cuda(0) },
+            cuda_gpus: gpus,
+            cuda_graphs_compiled: true,
+            data_parallel_unavailable: None,
+            nccl_compiled: true,
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{
     self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
 };
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::measure::flops::Precision;
 use trickbench::results::schema::*;
 use trickbench::results::store;
@@ -65,7 +65,7 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
     let request = PlanRequest {
         workloads: vec![WorkloadId::Resnet8],
         tricks,
-        device: DeviceSpec::Cpu,
+        hardware: Hardware::probe(DeviceSpec::Cpu),
         batch_size: 32,
         seed: 0,
         time_to_accuracy_batch_size: None,
@@ -298,7 +298,7 @@ fn a_workload_measured_in_an_earlier_phase_gets_no_more_warm_ups() {
     let gpt = PlanRequest {
         workloads: vec![WorkloadId::GptMini],
         tricks: vec![Trick::ZeroGradNone],
-        device: DeviceSpec::Cpu,
+        hardware: Hardware::probe(DeviceSpec::Cpu),
         batch_size: 8,
         seed: 0,
         time_to_accuracy_batch_size: None,

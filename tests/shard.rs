@@ -10,7 +10,7 @@ use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Design, Plan, PlanRequest};
 use trickbench::bench::runner::{self, CellExecutor, Execution, RunSpec, Silent};
 use trickbench::bench::shard::{shard_record, Shard};
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::measure::flops::Precision;
 use trickbench::results::merge::{merge, MergeError, ShardResults};
 use trickbench::results::schema::*;
@@ -82,7 +82,7 @@ fn request(tricks: Vec<Trick>) -> PlanRequest {
     PlanRequest {
         workloads: WORKLOADS.to_vec(),
         tricks,
-        device: DeviceSpec::Cpu,
+        hardware: Hardware::probe(DeviceSpec::Cpu),
         batch_size: 32,
         seed: 0,
         has_images: false,

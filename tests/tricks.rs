@@ -4,7 +4,7 @@
 use tch::{Device, Kind, Tensor};
 
 use trickbench::data::loader::Batch;
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::ffi;
 use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::checkpoint::checkpointed_forward_backward;
@@ -256,7 +256,8 @@ fn cuda_graph_step_computes_what_the_eager_step_computes() {
 
 #[test]
 fn cuda_graphs_is_not_applicable_on_cpu_and_refuses_to_launch_there() {
-    let reason = match Trick::CudaGraphs.applicability(WorkloadId::Resnet8, DeviceSpec::Cpu) {
+    let reason = match Trick::CudaGraphs.applicability(WorkloadId::Resnet8, &Hardware::probe(DeviceSpec::Cpu))
+    {
         Applicability::NotApplicable(reason) => reason,
         Applicability::Applies => panic!("cuda-graphs cannot apply on a CPU"),
     };

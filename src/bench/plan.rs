@@ -7,7 +7,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::device::DeviceSpec;
+use crate::device::Hardware;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Trick, TrickSet};
@@ -129,8 +129,8 @@ pub struct PlanRequest {
     pub workloads: Vec<WorkloadId>,
     /// Tricks to measure.
     pub tricks: Vec<Trick>,
-    /// Resolved device.
-    pub device: DeviceSpec,
+    /// The resolved device, and what it, the machine and this binary offer there.
+    pub hardware: Hardware,
     /// Samples per step.
     pub batch_size: usize,
     /// Seed of every cell.
@@ -358,7 +358,7 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
     let missing_text = request.missing_text.as_ref().filter(|_| workload.family() == Family::CharGpt);
     let not_applicable = missing_text
         .cloned()
-        .or_else(|| key.tricks.not_applicable_reason(workload, request.device))
+        .or_else(|| key.tricks.not_applicable_reason(workload, &request.hardware))
         .or_else(|| key.tricks.missing_source_reason(request.has_images));
     PlannedCell { key, not_applicable }
 }
@@ -440,7 +440,7 @@ fn time_to_accuracy_seeds(
 /// compared with when those are not the plain baselines.
 fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec<PlannedCell> {
     let only = TrickSet::only(trick);
-    if let Applicability::NotApplicable(_) = trick.applicability(workload, request.device) {
+    if let Applicability::NotApplicable(_) = trick.applicability(workload, &request.hardware) {
         // One cell says why; no reference or comparison cell is trained for a trick that cannot run.
         let kind = match trick.metric() {
             Metric::TimeToAccuracy => CellKind::TimeToAccuracy,
@@ -501,12 +501,13 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::DeviceSpec;
 
     fn request(tricks: Vec<Trick>) -> PlanRequest {
         PlanRequest {
             workloads: vec![WorkloadId::Resnet20],
             tricks,
-            device: DeviceSpec::Cpu,
+            hardware: Hardware::probe(DeviceSpec::Cpu),
             batch_size: 128,
             seed: 0,
             time_to_accuracy_batch_size: Some(64),
@@ -588,7 +589,7 @@ mod tests {
     #[test]
     fn cuda_graphs_with_debugging_on_is_not_applicable_with_the_reason() {
         let on_gpu = PlanRequest {
-            device: DeviceSpec::Cuda(0),
+            hardware: Hardware::probe(DeviceSpec::Cuda(0)),
             ..request(vec![Trick::DebugOff, Trick::CudaGraphs, Trick::ZeroGradNone])
         };
         let loo = Plan::leave_one_out(&on_gpu);

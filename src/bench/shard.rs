@@ -189,7 +189,7 @@ impl ShardRecord {
 mod tests {
     use super::*;
     use crate::bench::plan::PlanRequest;
-    use crate::device::DeviceSpec;
+    use crate::device::{DeviceSpec, Hardware};
     use crate::results::schema::{DataInfo, Phase, Protocol};
     use crate::tricks::TrickSet;
 
@@ -216,7 +216,7 @@ mod tests {
         PlanRequest {
             workloads,
             tricks,
-            device: DeviceSpec::Cpu,
+            hardware: Hardware::probe(DeviceSpec::Cpu),
             batch_size: 128,
             seed: 0,
             has_images: false,

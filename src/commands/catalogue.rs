@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 
 use tch::Kind;
 
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::distributed::group;
 use trickbench::ffi;
 use trickbench::measure::power::energy_counter_status;
@@ -18,6 +18,7 @@ use crate::cli::ListArgs;
 /// Prints the trick catalogue with applicability on the chosen device.
 pub fn list(args: &ListArgs) -> Result<()> {
     let device = args.device.resolve().context("--device")?;
+    let hardware = Hardware::probe(device);
     println!("Tricks (what off and on mean in each family's recipe, and where they apply on {device}):\n");
     for trick in Trick::ALL {
         let guide = trick.guide_number().map_or("new".to_owned(), |n| format!("#{n}"));
@@ -36,7 +37,7 @@ pub fn list(args: &ListArgs) -> Result<()> {
         for family in [cnn, gpt] {
             let first = WorkloadId::ALL.into_iter().find(|w| w.family() == family);
             if let Some(workload) = first {
-                if let Applicability::NotApplicable(reason) = trick.applicability(workload, device) {
+                if let Applicability::NotApplicable(reason) = trick.applicability(workload, &hardware) {
                     println!("    not applicable to {workload} on {device}: {reason}");
                 }
             }

@@ -15,7 +15,7 @@ use trickbench::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use trickbench::bench::shard::shard_record;
 use trickbench::data::text::TextCorpus;
 use trickbench::data::{cifar, import};
-use trickbench::device::DeviceSpec;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::error::Error;
 use trickbench::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use trickbench::results::schema::{
@@ -271,6 +271,7 @@ fn resolve_inputs(args: &RunArgs, setup: &Setup, progress: &Progress) -> Result<
 
 /// One plan request per workload, with its family's settings and the flags.
 fn plan_requests(args: &RunArgs, setup: &Setup, text: &TextSource) -> Result<Vec<PlanRequest>> {
+    let hardware = Hardware::probe(setup.device);
     setup
         .workloads
         .iter()
@@ -279,7 +280,7 @@ fn plan_requests(args: &RunArgs, setup: &Setup, text: &TextSource) -> Result<Vec
             Ok(PlanRequest {
                 workloads: vec![workload],
                 tricks: setup.tricks.clone(),
-                device: setup.device,
+                hardware: hardware.clone(),
                 batch_size: args.batch_size.unwrap_or(settings.batch_size),
                 seed: args.seed,
                 time_to_accuracy_batch_size: (!args.no_time_to_accuracy).then_some(settings.tta.batch_size),
@@ -414,7 +415,7 @@ impl Session {
     /// Runs the plan of `request` as `design` says: first the probes it needs, then its cells,
     /// and for the stack design the tricks added cumulatively.
     fn run_request(&mut self, request: &PlanRequest, design: Design) -> Result<()> {
-        let device = request.device;
+        let hardware = request.hardware.clone();
         // The probe doubles the batch up to what the training split can fill.
         let probe_cap = match request.workloads[0].family() {
             Family::CifarResnet => self.spec.info.data.train_samples.min(PROBE_MAX_BATCH),
@@ -435,7 +436,7 @@ impl Session {
         if request.tricks.contains(&Trick::MaxBatch) && request.time_to_accuracy_batch_size.is_some() {
             // Only where max-batch applies (not for the GPT, whose recipe fixes the batch).
             let probed = request.workloads.clone().into_iter().filter(|&workload| {
-                Trick::MaxBatch.applicability(workload, device) == Applicability::Applies
+                Trick::MaxBatch.applicability(workload, &hardware) == Applicability::Applies
             });
             for workload in probed {
                 let probe = self.probe(&request, workload, TrickSet::baseline(), probe_cap)?;

@@ -17,7 +17,7 @@
 use tch::{Device, Tensor};
 
 use super::adam::Moments;
-use super::update::{keep_mask, trust_ratio, unless_skipped, zero_grads, Hyper};
+use super::update::{keep_mask, unless_skipped, zero_grads, Hyper, LayerWise, TrustRatio};
 use super::Optimizer;
 use crate::error::Error;
 
@@ -47,8 +47,7 @@ impl Default for LambConfig {
 /// LAMB over a fixed list of parameters, one parameter at a time.
 #[derive(Debug)]
 pub struct Lamb {
-    weight_decay: f64,
-    exclude_1d: bool,
+    layer_wise: LayerWise,
     params: Vec<Tensor>,
     moments: Moments,
     lr: Hyper,
@@ -59,8 +58,11 @@ impl Lamb {
     pub fn new(params: Vec<Tensor>, config: LambConfig) -> Self {
         let moments = Moments::new(params.len(), config.beta1, config.beta2, config.eps);
         Self {
-            weight_decay: config.weight_decay,
-            exclude_1d: config.exclude_1d,
+            layer_wise: LayerWise {
+                weight_decay: config.weight_decay,
+                exclude_1d: config.exclude_1d,
+                trust_ratio: TrustRatio::Lamb,
+            },
             params,
             moments,
             lr: Hyper::Host(0.0),
@@ -83,22 +85,14 @@ impl Optimizer for Lamb {
     /// on the device: on a host-side optimizer, the first flagged update moves them there.
     fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         let keep = keep_mask(found_inf);
-        let weight_decay = self.weight_decay;
         tch::no_grad(|| {
             for (index, p) in self.params.iter_mut().enumerate() {
                 let grad = p.grad();
                 if !grad.defined() {
                     continue;
                 }
-                let direction = self.moments.direction(index, p, &grad, keep.as_ref());
-                let direction = if self.exclude_1d && p.dim() <= 1 {
-                    direction
-                } else {
-                    let r = if weight_decay == 0.0 { direction } else { direction + &*p * weight_decay };
-                    let (weight_norm, r_norm) = (p.norm(), r.norm());
-                    let ratio = trust_ratio(&(&weight_norm / &r_norm), &weight_norm, &r_norm);
-                    r * ratio
-                };
+                let adam = self.moments.direction(index, p, &grad, keep.as_ref());
+                let direction = self.layer_wise.direction(p, adam);
                 let step = self.lr.times(&direction);
                 unless_skipped(p, keep.as_ref(), |p| {
                     let _ = p.g_sub_(&step);

@@ -17,7 +17,7 @@
 
 use tch::{Device, Tensor};
 
-use super::update::{keep_mask, trust_ratio, unless_skipped, zero_grads, Hyper};
+use super::update::{keep_mask, unless_skipped, zero_grads, Hyper, LayerWise, TrustRatio};
 use super::Optimizer;
 use crate::error::Error;
 
@@ -45,9 +45,7 @@ impl Default for LarsConfig {
 /// LARS over a fixed list of parameters, one parameter at a time.
 #[derive(Debug)]
 pub struct Lars {
-    weight_decay: f64,
-    trust_coefficient: f64,
-    exclude_1d: bool,
+    layer_wise: LayerWise,
     params: Vec<Tensor>,
     velocities: Vec<Option<Tensor>>,
     lr: Hyper,
@@ -59,10 +57,9 @@ impl Lars {
     pub fn new(params: Vec<Tensor>, config: LarsConfig) -> Self {
         let LarsConfig { momentum, weight_decay, trust_coefficient, exclude_1d } = config;
         let velocities = params.iter().map(|_| None).collect();
+        let trust_ratio = TrustRatio::Lars { trust_coefficient };
         Self {
-            weight_decay,
-            trust_coefficient,
-            exclude_1d,
+            layer_wise: LayerWise { weight_decay, exclude_1d, trust_ratio },
             params,
             velocities,
             lr: Hyper::Host(0.0),
@@ -84,22 +81,13 @@ impl Optimizer for Lars {
 
     fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
         let keep = keep_mask(found_inf);
-        let (weight_decay, eta) = (self.weight_decay, self.trust_coefficient);
         tch::no_grad(|| {
             for (p, velocity) in self.params.iter_mut().zip(&mut self.velocities) {
                 let grad = p.grad();
                 if !grad.defined() {
                     continue;
                 }
-                let direction = if self.exclude_1d && p.dim() <= 1 {
-                    grad
-                } else {
-                    let (weight_norm, grad_norm) = (p.norm(), grad.norm());
-                    let ratio = &weight_norm * eta / (&grad_norm + &weight_norm * weight_decay);
-                    let ratio = trust_ratio(&ratio, &weight_norm, &grad_norm);
-                    let decayed = if weight_decay == 0.0 { grad } else { grad + &*p * weight_decay };
-                    decayed * ratio
-                };
+                let direction = self.layer_wise.direction(p, grad);
                 let increment = self.lr.times(&direction);
                 let velocity = velocity.get_or_insert_with(|| p.zeros_like());
                 unless_skipped(velocity, keep.as_ref(), |v| {

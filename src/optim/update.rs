@@ -1,5 +1,6 @@
 //! Building blocks that the SGD, Adam, LARS and LAMB updates share: hyper-parameters that live on the
-//! host or in device tensors, the device-side overflow skip, and clearing gradients.
+//! host or in device tensors, the device-side overflow skip, the layer-wise trust ratio of LARS and
+//! LAMB, and clearing gradients.
 
 use tch::{Device, Kind, Tensor};
 
@@ -139,11 +140,59 @@ pub(super) fn unless_skipped(target: &mut Tensor, keep: Option<&Tensor>, apply: 
     }
 }
 
-/// A trust ratio: `ratio` (0-d), or 1 where `weight_norm` or `other_norm` is 0 (LARS's and LAMB's
-/// convention, so that zero-initialised weights and zero updates are left to the plain rule).
-pub(super) fn trust_ratio(ratio: &Tensor, weight_norm: &Tensor, other_norm: &Tensor) -> Tensor {
-    let both_positive = weight_norm.gt(0.0).logical_and(&other_norm.gt(0.0));
-    ratio.where_scalarother(&both_positive, 1.0)
+/// The trust ratio of LARS or LAMB: how a layer's (a parameter tensor's) weight norm `‖w‖` is set
+/// against its step, with weight decay `β`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum TrustRatio {
+    /// LARS: `η·‖w‖ / (‖g‖ + β·‖w‖)`, with the gradient `g` before weight decay and the trust
+    /// coefficient `η`.
+    Lars {
+        /// The trust coefficient `η`.
+        trust_coefficient: f64,
+    },
+    /// LAMB: `‖w‖ / ‖r‖`, with Adam's direction after weight decay, `r = d + β·w`.
+    Lamb,
+}
+
+/// The layer-wise adaptation LARS and LAMB share: weight decay added to the optimizer's direction,
+/// scaled by a per-layer trust ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct LayerWise {
+    /// Weight decay `β`, added to the direction (and, for LARS, to the ratio's denominator).
+    pub weight_decay: f64,
+    /// Leave parameters of dimension ≤ 1 (biases, normalisation scales and shifts) out of weight
+    /// decay and adaptation.
+    pub exclude_1d: bool,
+    /// Which trust ratio.
+    pub trust_ratio: TrustRatio,
+}
+
+impl LayerWise {
+    /// The step direction of parameter `p` from the optimizer's plain `direction` (LARS: the
+    /// gradient; LAMB: Adam's): `(direction + β·p) · ratio`, the ratio being 1 where the weight norm
+    /// or the norm it is set against is 0 (so zero-initialised weights and zero updates follow the
+    /// plain rule); `direction` unchanged for an excluded parameter. Computed on the device.
+    pub(super) fn direction(&self, p: &Tensor, direction: Tensor) -> Tensor {
+        if self.exclude_1d && p.dim() <= 1 {
+            return direction;
+        }
+        let weight_decay = self.weight_decay;
+        let decayed =
+            if weight_decay == 0.0 { direction.shallow_clone() } else { &direction + p * weight_decay };
+        let weight_norm = p.norm();
+        let (ratio, other_norm) = match self.trust_ratio {
+            TrustRatio::Lars { trust_coefficient } => {
+                let grad_norm = direction.norm();
+                (&weight_norm * trust_coefficient / (&grad_norm + &weight_norm * weight_decay), grad_norm)
+            }
+            TrustRatio::Lamb => {
+                let update_norm = decayed.norm();
+                (&weight_norm / &update_norm, update_norm)
+            }
+        };
+        let both_positive = weight_norm.gt(0.0).logical_and(&other_norm.gt(0.0));
+        decayed * ratio.where_scalarother(&both_positive, 1.0)
+    }
 }
 
 /// Clears the gradients of `params`: sets them to None, or zero-fills them in place.

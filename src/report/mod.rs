@@ -5,7 +5,6 @@
 //! ([`figures`]) rendered by [`plots`] (the only module that knows the plotting library) → HTML and
 //! Markdown templates ([`html`], [`markdown`]) and the CSV table.
 
-mod claims;
 mod compare;
 mod csv;
 mod figures;

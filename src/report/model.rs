@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::device::DeviceSpec;
-use crate::report::claims;
 use crate::report::plots::Rgb;
 use crate::results::quality;
 use crate::results::schema::{
@@ -577,45 +576,10 @@ pub(crate) fn bytes_text(b: u64) -> String {
     }
 }
 
-/// The colour of a trick, the same in every plot (Tableau 10).
+/// The colour of a trick, the same in every plot (the trick table's).
 pub(crate) fn trick_colour(t: Trick) -> Rgb {
-    match t {
-        Trick::Amp => Rgb(31, 119, 180),
-        Trick::AmpBf16 => Rgb(23, 190, 207),
-        Trick::CudnnBenchmark => Rgb(255, 127, 14),
-        Trick::AvoidSync => Rgb(44, 160, 44),
-        Trick::NoBiasBeforeBn => Rgb(148, 103, 189),
-        Trick::ZeroGradNone => Rgb(140, 86, 75),
-        Trick::NoGradEval => Rgb(227, 119, 194),
-        Trick::ChannelsLast => Rgb(188, 189, 34),
-        // Data-pipeline tricks (#3): matplotlib's tab20b darks.
-        Trick::LoaderWorkers => Rgb(57, 59, 121),
-        Trick::PinMemory => Rgb(99, 121, 57),
-        Trick::ZeroCopy => Rgb(140, 109, 49),
-        Trick::GpuAugment => Rgb(132, 60, 57),
-        Trick::PackedDataset => Rgb(123, 65, 115),
-        // Step tricks (#3)
-        Trick::FusedOptimizer => Rgb(174, 199, 232),
-        Trick::Tf32 => Rgb(255, 187, 120),
-        Trick::JitFusion => Rgb(152, 223, 138),
-        Trick::DebugOff => Rgb(196, 156, 148),
-        Trick::CudaGraphs => Rgb(247, 182, 210),
-        // Convergence and memory tricks (#5): matplotlib's tab20b/tab20c lights.
-        Trick::OneCycle => Rgb(107, 110, 207),
-        Trick::MaxBatch => Rgb(181, 207, 107),
-        Trick::Adamw => Rgb(231, 186, 82),
-        Trick::Lars => Rgb(214, 97, 107),
-        Trick::Lamb => Rgb(206, 109, 189),
-        Trick::Checkpointing => Rgb(49, 130, 189),
-        Trick::GradAccumulation => Rgb(230, 85, 13),
-        Trick::GradClipping => Rgb(49, 163, 84),
-        Trick::InputNorm => Rgb(117, 107, 177),
-        Trick::BatchNorm => Rgb(99, 99, 99),
-        // Transformer tricks (#6)
-        Trick::FlashAttention => Rgb(158, 1, 66),
-        // Data parallelism (#8)
-        Trick::Ddp => Rgb(0, 104, 55),
-    }
+    let [r, g, b] = t.colour();
+    Rgb(r, g, b)
 }
 
 /// The colour of a trick set: grey for the baseline, the trick's colour for one trick, the mean of
@@ -714,7 +678,7 @@ impl Report<'_> {
                     off: t.off(family),
                     on: t.on(family),
                     metric: t.metric().label(),
-                    claim: claims::claim(t),
+                    claim: t.claim(),
                     colour: format!("rgb({r}, {g}, {b})"),
                     measured,
                     time_to_accuracy,

@@ -1,0 +1,224 @@
+//! Where a trick can be measured: the needs in its table entry, checked against a workload and the
+//! hardware facts the caller passes in (so any machine can be described, on any machine).
+
+use super::Trick;
+use crate::device::Hardware;
+use crate::workloads::WorkloadId;
+
+/// Whether a trick can be measured for a workload on a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applicability {
+    /// It can.
+    Applies,
+    /// It cannot, for the stated reason.
+    NotApplicable(String),
+}
+
+/// One thing measuring a trick needs. Texts that say why a workload cannot run the trick write
+/// `{workload}` for the workload's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// A CUDA device; the text says why.
+    Cuda(&'static str),
+    /// A convolutional workload (a CIFAR ResNet); the text says why another cannot run the trick.
+    Cnn(&'static str),
+    /// A transformer workload (a GPT); the text says why another cannot run the trick.
+    Transformer(&'static str),
+    /// A binary built with CUDA graph capture (CUDA headers at build time).
+    CudaGraphsCompiled,
+    /// At least 2 CUDA GPUs, the device being one of them; the text says why.
+    SeveralGpus(&'static str),
+    /// A binary built with the distributed engine (gloo's headers at build time).
+    DataParallelCompiled,
+    /// A binary built with NCCL, the GPU all-reduce (NCCL's headers at build time).
+    NcclCompiled,
+}
+
+impl Need {
+    /// Why this need is not met for `workload` on `hardware`, if it is not.
+    pub fn unmet_reason(self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
+        let about = |text: &str| text.replace("{workload}", workload.id());
+        match self {
+            Need::Cuda(why) => (!hardware.device.is_cuda()).then(|| format!("needs a CUDA GPU: {why}")),
+            Need::Cnn(why) => (!workload.is_cnn()).then(|| about(why)),
+            Need::Transformer(why) => workload.is_cnn().then(|| about(why)),
+            Need::CudaGraphsCompiled => (!hardware.cuda_graphs_compiled).then(|| {
+                "this binary was built without CUDA headers, so without CUDA graph support (run \
+                 scripts/setup-libtorch, which installs nvidia-cuda-crt, then rebuild)"
+                    .to_owned()
+            }),
+            Need::SeveralGpus(why) => {
+                several_gpus_missing(hardware).map(|has| format!("needs ≥ 2 GPUs ({has}): {why}"))
+            }
+            Need::DataParallelCompiled => hardware.data_parallel_unavailable.clone(),
+            Need::NcclCompiled => (!hardware.nccl_compiled).then(|| {
+                "this binary was built without NCCL's headers, so it cannot all-reduce on GPUs (run \
+                 scripts/setup-libtorch, which installs nvidia-cuda-cccl, then rebuild)"
+                    .to_owned()
+            }),
+        }
+    }
+}
+
+/// What the run has instead of several GPUs, where it has fewer than 2: the machine's count when
+/// the device is a GPU, else the device.
+fn several_gpus_missing(hardware: &Hardware) -> Option<String> {
+    if !hardware.device.is_cuda() {
+        return Some(format!("running on {}", hardware.device));
+    }
+    (hardware.cuda_gpus < 2).then(|| format!("this machine has {}", hardware.cuda_gpus))
+}
+
+impl Trick {
+    /// Whether the trick can be measured for `workload` on `hardware` (whose device is resolved):
+    /// not when one of its needs is unmet, the first such need giving the reason.
+    pub fn applicability(self, workload: WorkloadId, hardware: &Hardware) -> Applicability {
+        self.info()
+            .needs
+            .iter()
+            .find_map(|need| need.unmet_reason(workload, hardware))
+            .map_or(Applicability::Applies, Applicability::NotApplicable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceSpec;
+
+    /// The reason `trick` cannot be measured for `workload` on `hardware`; panics if it can.
+    fn reason(trick: Trick, workload: WorkloadId, hardware: &Hardware) -> String {
+        match trick.applicability(workload, hardware) {
+            Applicability::NotApplicable(reason) => reason,
+            Applicability::Applies => panic!("{trick} must not apply to {workload} on {hardware:?}"),
+        }
+    }
+
+    #[test]
+    fn gpu_only_tricks_are_not_applicable_on_cpu_with_a_reason() {
+        for t in [Trick::Amp, Trick::AmpBf16, Trick::CudnnBenchmark, Trick::Tf32, Trick::CudaGraphs] {
+            let why = reason(t, WorkloadId::Resnet20, &Hardware::with_gpus(0));
+            assert!(why.starts_with("needs a CUDA GPU: "), "{why}");
+            assert_eq!(
+                t.applicability(WorkloadId::Resnet20, &Hardware::with_gpus(1)),
+                Applicability::Applies
+            );
+        }
+        assert_eq!(
+            reason(Trick::PinMemory, WorkloadId::Resnet20, &Hardware::with_gpus(0)),
+            "needs a CUDA GPU: pinned memory speeds host-to-GPU copies; there is no GPU"
+        );
+        for t in [Trick::LoaderWorkers, Trick::ZeroCopy, Trick::GpuAugment, Trick::PackedDataset] {
+            assert_eq!(
+                t.applicability(WorkloadId::Resnet20, &Hardware::with_gpus(0)),
+                Applicability::Applies,
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gpu_on_the_machine_does_not_count_when_the_run_is_on_the_cpu() {
+        let cpu_of_a_gpu_machine = Hardware { device: DeviceSpec::Cpu, ..Hardware::with_gpus(4) };
+        let why = reason(Trick::Amp, WorkloadId::Resnet8, &cpu_of_a_gpu_machine);
+        assert!(why.starts_with("needs a CUDA GPU"), "{why}");
+        assert!(reason(Trick::Ddp, WorkloadId::Resnet8, &cpu_of_a_gpu_machine)
+            .starts_with("needs ≥ 2 GPUs (running on cpu): DDP and DataParallel"));
+    }
+
+    #[test]
+    fn cuda_graphs_need_a_gpu_first_and_then_a_binary_with_graph_support() {
+        let without_graphs = Hardware { cuda_graphs_compiled: false, ..Hardware::with_gpus(1) };
+        let why = reason(Trick::CudaGraphs, WorkloadId::Resnet8, &without_graphs);
+        assert!(why.starts_with("this binary was built without CUDA headers"), "{why}");
+        let on_cpu = Hardware { cuda_graphs_compiled: false, ..Hardware::with_gpus(0) };
+        let why = reason(Trick::CudaGraphs, WorkloadId::Resnet8, &on_cpu);
+        assert!(why.starts_with("needs a CUDA GPU: a CUDA graph records GPU kernel launches"), "{why}");
+        assert_eq!(
+            Trick::CudaGraphs.applicability(WorkloadId::GptMini, &Hardware::with_gpus(1)),
+            Applicability::Applies
+        );
+    }
+
+    #[test]
+    fn ddp_needs_two_gpus_then_gloo_then_nccl() {
+        let two_gpus = "DDP and DataParallel both spread training over several GPUs";
+        assert_eq!(
+            reason(Trick::Ddp, WorkloadId::Resnet8, &Hardware::with_gpus(0)),
+            format!("needs ≥ 2 GPUs (running on cpu): {two_gpus}")
+        );
+        assert_eq!(
+            reason(Trick::Ddp, WorkloadId::GptMini, &Hardware::with_gpus(1)),
+            format!("needs ≥ 2 GPUs (this machine has 1): {two_gpus}")
+        );
+        assert_eq!(
+            Trick::Ddp.applicability(WorkloadId::GptMini, &Hardware::with_gpus(2)),
+            Applicability::Applies
+        );
+        assert_eq!(
+            Trick::Ddp.applicability(WorkloadId::Resnet56, &Hardware::with_gpus(8)),
+            Applicability::Applies
+        );
+        let without_gloo = Hardware {
+            data_parallel_unavailable: Some("built without gloo".to_owned()),
+            nccl_compiled: false,
+            ..Hardware::with_gpus(4)
+        };
+        assert_eq!(reason(Trick::Ddp, WorkloadId::Resnet8, &without_gloo), "built without gloo");
+        let without_nccl = Hardware { nccl_compiled: false, ..Hardware::with_gpus(4) };
+        let why = reason(Trick::Ddp, WorkloadId::Resnet8, &without_nccl);
+        assert!(why.starts_with("this binary was built without NCCL's headers"), "{why}");
+    }
+
+    #[test]
+    fn the_gpt_runs_the_issue_list_and_reports_the_cnn_only_tricks_with_reasons() {
+        let gpu = Hardware::with_gpus(1);
+        let gpt_tricks = [
+            Trick::Amp,
+            Trick::AmpBf16,
+            Trick::Tf32,
+            Trick::FlashAttention,
+            Trick::FusedOptimizer,
+            Trick::GradClipping,
+            Trick::Checkpointing,
+            Trick::GradAccumulation,
+            Trick::JitFusion,
+            Trick::ZeroGradNone,
+            Trick::AvoidSync,
+            Trick::NoGradEval,
+            Trick::DebugOff,
+            Trick::LoaderWorkers,
+            Trick::PinMemory,
+            Trick::OneCycle,
+            Trick::CudaGraphs,
+        ];
+        for t in gpt_tricks {
+            assert_eq!(t.applicability(WorkloadId::GptShakespeare, &gpu), Applicability::Applies, "{t}");
+        }
+        let cnn_only = [
+            (Trick::CudnnBenchmark, "convolutions"),
+            (Trick::NoBiasBeforeBn, "BatchNorm"),
+            (Trick::ChannelsLast, "convolutions"),
+            (Trick::GpuAugment, "not augmented"),
+            (Trick::PackedDataset, "text file"),
+            (Trick::MaxBatch, "batch-sweep"),
+            (Trick::Adamw, "AdamW in every cell"),
+            (Trick::Lars, "large-batch"),
+            (Trick::Lamb, "large-batch"),
+            (Trick::InputNorm, "token ids"),
+            (Trick::BatchNorm, "LayerNorm"),
+        ];
+        for (t, why) in cnn_only {
+            let reason = reason(t, WorkloadId::GptShakespeare, &gpu);
+            assert!(reason.starts_with("gpt-shakespeare") && reason.contains(why), "{t}: {reason}");
+            assert!(!reason.contains("{workload}"), "{t}: {reason}");
+        }
+        assert_eq!(reason(Trick::FlashAttention, WorkloadId::Resnet56, &gpu), "resnet56 has no attention");
+    }
+
+    #[test]
+    fn a_cnn_only_trick_says_the_workload_first_even_on_a_cpu() {
+        let why = reason(Trick::CudnnBenchmark, WorkloadId::GptMini, &Hardware::with_gpus(0));
+        assert_eq!(why, "gpt-mini has no convolutions, whose algorithms are what cuDNN autotunes");
+    }
+}

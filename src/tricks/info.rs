@@ -1,0 +1,108 @@
+//! The shape of an entry of the trick table: the facts the catalogue holds about every trick.
+
+use serde::{Deserialize, Serialize};
+
+use super::Need;
+use crate::workloads::Family;
+
+/// Every fact about one trick; the trick table holds one per trick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrickInfo {
+    /// The id on the command line, in results files and in reports (kebab-case).
+    pub id: &'static str,
+    /// The trick's number in the 2021 guide "Faster Deep Learning Training with PyTorch"; `None`
+    /// for tricks that became standard after it.
+    pub guide_number: Option<u8>,
+    /// What the trick is judged by.
+    pub metric: Metric,
+    /// What the baseline ("off") does.
+    pub off: Wording,
+    /// What the trick ("on") does.
+    pub on: Wording,
+    /// The cell the trick is compared with.
+    pub reference: Reference,
+    /// What measuring the trick needs of the workload and the hardware, checked in order: the
+    /// first unmet need is the reason it cannot be measured.
+    pub needs: &'static [Need],
+    /// The trick's colour in every plot, as sRGB red, green and blue.
+    pub colour: [u8; 3],
+    /// What the guides claim for the trick, in one sentence naming its source.
+    pub claim: &'static str,
+}
+
+/// A description in each workload family's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wording {
+    /// The same words in every family's recipe.
+    Same(&'static str),
+    /// Different words in the CIFAR ResNet recipe and in the char-level GPT's.
+    ByFamily {
+        /// In the CIFAR ResNet recipe.
+        cifar_resnet: &'static str,
+        /// In the char-level GPT recipe.
+        char_gpt: &'static str,
+    },
+}
+
+impl Wording {
+    /// The words for a workload of `family`.
+    pub fn of(self, family: Family) -> &'static str {
+        match (self, family) {
+            (Wording::Same(words), _) => words,
+            (Wording::ByFamily { cifar_resnet, .. }, Family::CifarResnet) => cifar_resnet,
+            (Wording::ByFamily { char_gpt, .. }, Family::CharGpt) => char_gpt,
+        }
+    }
+}
+
+/// What a trick's "on" cell is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    /// The baseline, the plain recipe, which is the trick's "off" side.
+    Baseline,
+    /// A reference cell of its own with this label: the baseline with the trick's "off" side
+    /// switched on, for tricks whose "off" side is not the plain recipe (debugging left on, Adam
+    /// with L2, DataParallel, or a trick of the recipe taken out).
+    Own(&'static str),
+    /// The baseline, with a further cell of this label measured beside it and itself compared with
+    /// the baseline, for a trick whose recipe default is already partly on: `tf32`'s
+    /// `strict-fp32` cell forbids TF32 everywhere, which shows what PyTorch's default of TF32 in
+    /// cuDNN is worth.
+    Beside(&'static str),
+}
+
+impl Reference {
+    /// The label of the trick's reference cell, where it has one.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            Reference::Baseline => None,
+            Reference::Own(label) | Reference::Beside(label) => Some(label),
+        }
+    }
+}
+
+/// What a trick is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Metric {
+    /// Training throughput (samples/s).
+    Throughput,
+    /// Evaluation throughput (samples/s) and memory.
+    EvalThroughput,
+    /// Peak memory (bytes).
+    Memory,
+    /// Time to reach a target accuracy (s).
+    TimeToAccuracy,
+}
+
+impl Metric {
+    /// A short label for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::EvalThroughput => "eval throughput",
+            Metric::Memory => "memory",
+            Metric::TimeToAccuracy => "time-to-accuracy",
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The `--tricks` list: trick ids, and the groups that select the tricks judged by some metrics.
+
+use super::{Metric, Trick};
+use crate::error::Error;
+
+/// The groups `--tricks` accepts besides trick ids, each with the metrics of its tricks.
+pub const TRICK_GROUPS: [(&str, &[Metric]); 4] = [
+    ("all", &[Metric::Throughput, Metric::EvalThroughput, Metric::Memory, Metric::TimeToAccuracy]),
+    ("throughput", &[Metric::Throughput, Metric::EvalThroughput]),
+    ("memory", &[Metric::Memory]),
+    ("convergence", &[Metric::TimeToAccuracy]),
+];
+
+/// Parses `--tricks`: a comma-separated list of trick ids and groups (`all`, `throughput`,
+/// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group.
+pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
+    let mut tricks = Vec::new();
+    for id in s.split(',').map(str::trim).filter(|id| !id.is_empty()) {
+        let group = TRICK_GROUPS.iter().find(|(name, _)| *name == id);
+        let members: Vec<Trick> = match group {
+            Some((_, metrics)) => Trick::ALL.into_iter().filter(|t| metrics.contains(&t.metric())).collect(),
+            None => vec![id.parse().map_err(|e| {
+                Error::Invalid(format!("--tricks: {e}; or a group: all, throughput, memory, convergence"))
+            })?],
+        };
+        for trick in members {
+            if !tricks.contains(&trick) {
+                tricks.push(trick);
+            }
+        }
+    }
+    if tricks.is_empty() {
+        return Err(Error::Invalid(
+            "--tricks: empty list; give trick ids or groups such as 'all'".to_owned(),
+        ));
+    }
+    Ok(tricks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_select_tricks_by_metric_and_mix_with_ids() {
+        let convergence = parse_trick_list("convergence").unwrap();
+        assert!(convergence.contains(&Trick::OneCycle) && convergence.contains(&Trick::BatchNorm));
+        assert!(convergence.iter().all(|t| t.metric() == Metric::TimeToAccuracy));
+        let mixed = parse_trick_list("memory,amp,checkpointing").unwrap();
+        assert_eq!(mixed, [Trick::Checkpointing, Trick::GradAccumulation, Trick::Amp]);
+        assert_eq!(parse_trick_list("all").unwrap().len(), Trick::ALL.len());
+    }
+
+    #[test]
+    fn unknown_trick_lists_the_valid_names() {
+        let message = parse_trick_list("amp,turbo").unwrap_err().to_string();
+        assert!(message.contains("'turbo'") && message.contains("channels-last"), "{message}");
+        assert!(parse_trick_list(" , ").is_err());
+    }
+}

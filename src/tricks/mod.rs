@@ -1,0 +1,257 @@
+//! The trick catalogue: which tricks there are and every fact about each, looked up in one table
+//! (`table.rs`); where each can be measured on the hardware the caller describes
+//! (`applicability.rs`); sets of tricks switched on together (`set.rs`); the `--tricks` list
+//! (`list.rs`).
+
+mod applicability;
+mod info;
+mod list;
+mod set;
+mod table;
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::workloads::Family;
+
+pub use applicability::{Applicability, Need};
+pub use info::{Metric, Reference, TrickInfo, Wording};
+pub use list::{parse_trick_list, TRICK_GROUPS};
+pub use set::TrickSet;
+
+/// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
+/// Results files spell a trick by its id ([`Trick::id`]), the kebab-case of the variant's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum Trick {
+    /// Automatic mixed precision: autocast to fp16 with dynamic loss scaling.
+    Amp,
+    /// Autocast to bf16 (no loss scaling needed).
+    AmpBf16,
+    /// cuDNN autotuner (`torch.backends.cudnn.benchmark = True`).
+    CudnnBenchmark,
+    /// Keep metrics on the device instead of reading them to the host every step.
+    AvoidSync,
+    /// No bias in convolutions that are followed by BatchNorm.
+    NoBiasBeforeBn,
+    /// Set gradients to None instead of zero-filling them.
+    ZeroGradNone,
+    /// Evaluate under no-grad instead of recording autograd graphs.
+    NoGradEval,
+    /// NHWC (channels_last) memory format for CNN activations and weights.
+    ChannelsLast,
+    /// Worker threads assemble and augment batches ahead of the training thread.
+    LoaderWorkers,
+    /// Pinned host staging buffers and non-blocking host-to-device copies.
+    PinMemory,
+    /// Tensors that view host memory instead of copying it.
+    ZeroCopy,
+    /// Random crop and flip of whole batches on the training device.
+    GpuAugment,
+    /// Read the pre-packed binary dataset instead of decoding image files.
+    PackedDataset,
+    /// The optimizer update as one fused multi-tensor kernel instead of a loop over parameters.
+    FusedOptimizer,
+    /// TensorFloat-32 tensor-core math in fp32 matmuls too (cuDNN convolutions already use it by
+    /// PyTorch's default).
+    Tf32,
+    /// The residual epilogue (add + ReLU) as a TorchScript-compiled fused function.
+    JitFusion,
+    /// Debugging APIs (autograd anomaly detection) switched off.
+    DebugOff,
+    /// The whole training step captured once into a CUDA graph and replayed.
+    CudaGraphs,
+    /// The 1cycle learning-rate and momentum policy instead of the step schedule.
+    OneCycle,
+    /// The largest batch that fits, with the learning rate scaled linearly and warmed up.
+    MaxBatch,
+    /// AdamW (decoupled weight decay) instead of Adam with L2 in the gradient.
+    Adamw,
+    /// LARS (layer-wise trust ratios) for large-batch training.
+    Lars,
+    /// LAMB (layer-wise trust ratios on Adam updates) for large-batch training.
+    Lamb,
+    /// Activation checkpointing: segments recomputed in backward instead of stored.
+    Checkpointing,
+    /// Several micro-batches per optimizer step at the same effective batch.
+    GradAccumulation,
+    /// Global-norm gradient clipping without a host sync.
+    GradClipping,
+    /// Per-channel standardised inputs instead of raw [0, 1] pixels.
+    InputNorm,
+    /// BatchNorm after every convolution instead of a plainly initialised net without it.
+    BatchNorm,
+    /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
+    FlashAttention,
+    /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
+    /// every GPU (DataParallel).
+    Ddp,
+}
+
+impl Trick {
+    /// Every trick, in catalogue order.
+    pub const ALL: [Trick; 30] = [
+        Trick::Amp,
+        Trick::AmpBf16,
+        Trick::CudnnBenchmark,
+        Trick::AvoidSync,
+        Trick::NoBiasBeforeBn,
+        Trick::ZeroGradNone,
+        Trick::NoGradEval,
+        Trick::ChannelsLast,
+        Trick::LoaderWorkers,
+        Trick::PinMemory,
+        Trick::ZeroCopy,
+        Trick::GpuAugment,
+        Trick::PackedDataset,
+        Trick::FusedOptimizer,
+        Trick::Tf32,
+        Trick::JitFusion,
+        Trick::DebugOff,
+        Trick::CudaGraphs,
+        Trick::OneCycle,
+        Trick::MaxBatch,
+        Trick::Adamw,
+        Trick::Lars,
+        Trick::Lamb,
+        Trick::Checkpointing,
+        Trick::GradAccumulation,
+        Trick::GradClipping,
+        Trick::InputNorm,
+        Trick::BatchNorm,
+        Trick::FlashAttention,
+        Trick::Ddp,
+    ];
+
+    /// The tricks that choose the optimizer; at most one can be on.
+    pub const OPTIMIZERS: [Trick; 3] = [Trick::Adamw, Trick::Lars, Trick::Lamb];
+
+    /// Everything the catalogue says about the trick: its entry in the table.
+    pub fn info(self) -> &'static TrickInfo {
+        table::info(self)
+    }
+
+    /// The id used on the command line, in results files and in reports (kebab-case).
+    pub fn id(self) -> &'static str {
+        self.info().id
+    }
+
+    /// The trick's number in the 2021 guide "Faster Deep Learning Training with PyTorch";
+    /// `None` for tricks that became standard after it.
+    pub fn guide_number(self) -> Option<u8> {
+        self.info().guide_number
+    }
+
+    /// What the baseline ("off") does for a workload of `family`.
+    pub fn off(self, family: Family) -> &'static str {
+        self.info().off.of(family)
+    }
+
+    /// What the trick ("on") does for a workload of `family`.
+    pub fn on(self, family: Family) -> &'static str {
+        self.info().on.of(family)
+    }
+
+    /// The metric the trick is judged by.
+    pub fn metric(self) -> Metric {
+        self.info().metric
+    }
+
+    /// The label of the trick's own reference cell, for the tricks that have one (see
+    /// [`Reference`]).
+    pub fn reference_label(self) -> Option<&'static str> {
+        self.info().reference.label()
+    }
+
+    /// Whether the trick is compared with its own reference cell rather than with the baseline.
+    pub fn judged_against_own_reference(self) -> bool {
+        matches!(self.info().reference, Reference::Own(_))
+    }
+
+    /// What the guides claim for the trick, in one sentence naming its source.
+    pub fn claim(self) -> &'static str {
+        self.info().claim
+    }
+
+    /// The trick's colour in every plot, as sRGB red, green and blue.
+    pub fn colour(self) -> [u8; 3] {
+        self.info().colour
+    }
+}
+
+impl fmt::Display for Trick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for Trick {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Trick::ALL.into_iter().find(|t| t.id() == s).ok_or_else(|| {
+            let valid: Vec<_> = Trick::ALL.iter().map(|t| t.id()).collect();
+            Error::Invalid(format!("unknown trick '{s}'; valid tricks: {}", valid.join(", ")))
+        })
+    }
+}
+
+impl From<Trick> for &'static str {
+    fn from(t: Trick) -> &'static str {
+        t.id()
+    }
+}
+
+impl TryFrom<String> for Trick {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// serde's kebab-case of a variant name: a hyphen before each capital but the first, all lower
+    /// case (how results files written before the table spelled the tricks).
+    fn kebab_case(variant: &str) -> String {
+        let mut id = String::new();
+        for (i, c) in variant.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                id.push('-');
+            }
+            id.push(c.to_ascii_lowercase());
+        }
+        id
+    }
+
+    #[test]
+    fn ids_are_the_serde_names_unique_and_round_trip() {
+        let ids: BTreeSet<_> = Trick::ALL.iter().map(|t| t.id()).collect();
+        assert_eq!(ids.len(), Trick::ALL.len());
+        for t in Trick::ALL {
+            assert_eq!(t.id(), kebab_case(&format!("{t:?}")));
+            assert_eq!(t.id().parse::<Trick>().unwrap(), t);
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.id()));
+            assert_eq!(serde_json::from_str::<Trick>(&json).unwrap(), t);
+        }
+        let err = serde_json::from_str::<Trick>("\"turbo\"").unwrap_err().to_string();
+        assert!(err.contains("unknown trick 'turbo'"), "{err}");
+    }
+
+    #[test]
+    fn all_is_in_declaration_order_without_repeats() {
+        assert!(Trick::ALL.windows(2).all(|pair| pair[0] < pair[1]));
+        let optimizers: Vec<Trick> =
+            Trick::ALL.into_iter().filter(|t| Trick::OPTIMIZERS.contains(t)).collect();
+        assert_eq!(optimizers, Trick::OPTIMIZERS);
+    }
+}

@@ -1,0 +1,201 @@
+//! Sets of tricks switched on together: their labels, and the rules for tricks that cannot go
+//! together or cannot run with the data sources at hand.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Applicability, Trick};
+use crate::device::Hardware;
+use crate::workloads::WorkloadId;
+
+/// A set of tricks switched on together; the empty set is the baseline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TrickSet(BTreeSet<Trick>);
+
+impl TrickSet {
+    /// The baseline: every trick off.
+    pub fn baseline() -> Self {
+        Self::default()
+    }
+
+    /// The set holding just `trick`.
+    pub fn only(trick: Trick) -> Self {
+        Self(BTreeSet::from([trick]))
+    }
+
+    /// Whether `trick` is on.
+    pub fn has(&self, trick: Trick) -> bool {
+        self.0.contains(&trick)
+    }
+
+    /// How many tricks are on.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether every trick is off (the same as [`Self::is_baseline`]).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether every trick is off.
+    pub fn is_baseline(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The tricks that are on, in catalogue order.
+    pub fn iter(&self) -> impl Iterator<Item = Trick> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// The first reason, if any, why this set cannot run for `workload` on `hardware`.
+    pub fn not_applicable_reason(&self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
+        self.iter()
+            .find_map(|t| match t.applicability(workload, hardware) {
+                Applicability::Applies => None,
+                Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
+            })
+            .or_else(|| self.conflict_reason())
+            .or_else(|| {
+                (workload.trains_with_dropout()
+                    && self.has(Trick::CudaGraphs)
+                    && self.has(Trick::Checkpointing))
+                .then(|| {
+                    format!(
+                        "{}: checkpointing replays {workload}'s dropout from a saved generator state, \
+                             which cannot be read while a CUDA graph is captured",
+                        Trick::CudaGraphs
+                    )
+                })
+            })
+    }
+
+    /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
+    /// optimizer, and `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS or LAMB).
+    pub fn conflict_reason(&self) -> Option<String> {
+        let optimizers: Vec<&str> =
+            Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
+        if optimizers.len() > 1 {
+            return Some(format!(
+                "{} each replace the optimizer; only one can be on",
+                optimizers.join(" and ")
+            ));
+        }
+        if self.has(Trick::CudaGraphs) && self.has(Trick::Ddp) {
+            return Some(format!(
+                "{}: DDP's gradient all-reduce is driven from the host while backward runs, which a \
+                 captured graph cannot replay",
+                Trick::CudaGraphs
+            ));
+        }
+        if self.has(Trick::CudaGraphs) && self.has(Trick::OneCycle) {
+            return Some(format!(
+                "{}: 1cycle changes the momentum every step, and the SGD and fused kernels take it \
+                 as a number, which a captured graph would freeze",
+                Trick::CudaGraphs
+            ));
+        }
+        let unfused = [Trick::Lars, Trick::Lamb].into_iter().find(|&t| self.has(t));
+        unfused.filter(|_| self.has(Trick::FusedOptimizer)).map(|t| {
+            format!("{}: there is no fused kernel for {t}, only for SGD and AdamW", Trick::FusedOptimizer)
+        })
+    }
+
+    /// Why this set cannot run with the data sources at hand, if it cannot: `packed-dataset` is
+    /// measured against decoding image files, so it needs `--images` (`has_images`).
+    pub fn missing_source_reason(&self, has_images: bool) -> Option<String> {
+        (self.has(Trick::PackedDataset) && !has_images)
+            .then(|| format!("{}: needs --images PATH: the JPEG/PNG files to decode", Trick::PackedDataset))
+    }
+
+    /// A stable, human-readable label: `baseline`, or the ids joined by `+`.
+    pub fn label(&self) -> String {
+        if self.is_baseline() {
+            "baseline".to_owned()
+        } else {
+            self.iter().map(Trick::id).collect::<Vec<_>>().join("+")
+        }
+    }
+}
+
+impl FromIterator<Trick> for TrickSet {
+    fn from_iter<I: IntoIterator<Item = Trick>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optimizer_tricks_conflict_with_each_other() {
+        let both: TrickSet = [Trick::Adamw, Trick::Lars].into_iter().collect();
+        assert!(both.conflict_reason().unwrap().contains("adamw and lars"));
+        assert!(TrickSet::only(Trick::Lamb).conflict_reason().is_none());
+        assert!(both.not_applicable_reason(WorkloadId::Resnet8, &Hardware::with_gpus(0)).is_some());
+        let graphed_cycle: TrickSet = [Trick::CudaGraphs, Trick::OneCycle].into_iter().collect();
+        assert!(graphed_cycle.conflict_reason().unwrap().contains("momentum"));
+    }
+
+    #[test]
+    fn fused_optimizer_goes_with_sgd_and_adamw_but_not_lars_or_lamb() {
+        for optimizer in [Trick::Lars, Trick::Lamb] {
+            let set: TrickSet = [Trick::FusedOptimizer, optimizer].into_iter().collect();
+            let reason = set.conflict_reason().unwrap();
+            assert_eq!(
+                reason,
+                format!("fused-optimizer: there is no fused kernel for {optimizer}, only for SGD and AdamW")
+            );
+        }
+        assert!(TrickSet::only(Trick::FusedOptimizer).conflict_reason().is_none());
+        let adamw: TrickSet = [Trick::FusedOptimizer, Trick::Adamw].into_iter().collect();
+        assert!(adamw.conflict_reason().is_none());
+    }
+
+    #[test]
+    fn the_first_trick_that_cannot_run_names_itself() {
+        let set: TrickSet = [Trick::ChannelsLast, Trick::Amp].into_iter().collect();
+        let reason = set.not_applicable_reason(WorkloadId::Resnet56, &Hardware::with_gpus(0)).unwrap();
+        assert!(reason.starts_with("amp: needs a CUDA GPU"), "{reason}");
+        assert_eq!(set.not_applicable_reason(WorkloadId::Resnet56, &Hardware::with_gpus(1)), None);
+    }
+
+    #[test]
+    fn ddp_does_not_go_with_cuda_graphs() {
+        let graphed: TrickSet = [Trick::Ddp, Trick::CudaGraphs].into_iter().collect();
+        assert!(graphed.conflict_reason().unwrap().contains("all-reduce"));
+        let reason = graphed.not_applicable_reason(WorkloadId::Resnet8, &Hardware::with_gpus(2)).unwrap();
+        assert!(reason.starts_with("cuda-graphs: DDP's gradient all-reduce"), "{reason}");
+    }
+
+    #[test]
+    fn checkpointing_a_dropout_model_cannot_be_captured_in_a_cuda_graph() {
+        let both: TrickSet = [Trick::CudaGraphs, Trick::Checkpointing].into_iter().collect();
+        let gpu = Hardware::with_gpus(1);
+        let reason = both.not_applicable_reason(WorkloadId::GptShakespeare, &gpu).unwrap();
+        assert!(
+            reason.starts_with("cuda-graphs: checkpointing replays gpt-shakespeare's dropout"),
+            "{reason}"
+        );
+        assert_eq!(both.not_applicable_reason(WorkloadId::GptMini, &gpu), None);
+    }
+
+    #[test]
+    fn packed_dataset_needs_image_files() {
+        let packed = TrickSet::only(Trick::PackedDataset);
+        let reason = packed.missing_source_reason(false).unwrap();
+        assert_eq!(reason, "packed-dataset: needs --images PATH: the JPEG/PNG files to decode");
+        assert_eq!(packed.missing_source_reason(true), None);
+        assert_eq!(TrickSet::baseline().missing_source_reason(false), None);
+    }
+
+    #[test]
+    fn labels_are_stable() {
+        assert_eq!(TrickSet::baseline().label(), "baseline");
+        let set: TrickSet = [Trick::ZeroGradNone, Trick::Amp].into_iter().collect();
+        assert_eq!(set.label(), "amp+zero-grad-none");
+    }
+}

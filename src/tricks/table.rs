@@ -1,0 +1,610 @@
+//! The trick table: one entry per trick holding every fact about it (id, guide number, metric,
+//! what "off" and "on" mean in each family's recipe, reference cell, needs, plot colour and the
+//! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
+
+use super::info::Wording::{ByFamily, Same};
+use super::info::{Metric, Reference, TrickInfo};
+use super::{Need, Trick};
+
+/// The baseline of both mixed-precision tricks.
+const FP32_EVERYWHERE: &str = "fp32 everywhere";
+
+/// The baseline of both large-batch optimizers.
+const SGD_AT_THE_LARGE_BATCH: &str =
+    "SGD with momentum at the same large batch, learning rate scaled linearly and warmed up";
+
+/// Why neither large-batch optimizer is measured on the GPT.
+const LARGE_BATCH_ONLY: &str = "{workload}'s recipe is AdamW at a fixed batch of windows; the large-batch \
+                                optimizers are measured on the CIFAR ResNet at its large batch";
+
+/// The table entry of `trick`.
+pub(super) fn info(trick: Trick) -> &'static TrickInfo {
+    match trick {
+        Trick::Amp => &TrickInfo {
+            id: "amp",
+            guide_number: Some(4),
+            metric: Metric::Throughput,
+            off: Same(FP32_EVERYWHERE),
+            on: Same("autocast to fp16 with dynamic loss scaling"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cuda("fp16 autocast pays off on tensor cores; CPUs have no fast fp16 kernels")],
+            colour: [31, 119, 180],
+            claim: "Guide #4 and NVIDIA's tuning guide: autocast to fp16 with a gradient scaler runs matrix \
+                    multiplies and convolutions on tensor cores, giving up to about 3× overall speed-up on \
+                    arithmetically intense models on Volta and newer GPUs, and smaller activations.",
+        },
+        Trick::AmpBf16 => &TrickInfo {
+            id: "amp-bf16",
+            guide_number: Some(4),
+            metric: Metric::Throughput,
+            off: Same(FP32_EVERYWHERE),
+            on: Same("autocast to bf16, no loss scaling"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")],
+            colour: [23, 190, 207],
+            claim: "Modern addition to guide #4: bf16 has fp32's exponent range, so autocast needs no loss \
+                    scaling, and on Ampere and newer it runs on tensor cores as fast as fp16.",
+        },
+        Trick::CudnnBenchmark => &TrickInfo {
+            id: "cudnn-benchmark",
+            guide_number: Some(6),
+            metric: Metric::Throughput,
+            off: Same("cuDNN picks convolution algorithms by heuristics"),
+            on: Same("cuDNN autotunes convolution algorithms on first use"),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Cnn("{workload} has no convolutions, whose algorithms are what cuDNN autotunes"),
+                Need::Cuda("cuDNN is NVIDIA's GPU library"),
+            ],
+            colour: [255, 127, 14],
+            claim: "Guide #6 and NVIDIA's tuning guide: with torch.backends.cudnn.benchmark = True cuDNN \
+                    times several convolution algorithms and keeps the fastest, which speeds up CNNs whose \
+                    input shapes do not change.",
+        },
+        Trick::AvoidSync => &TrickInfo {
+            id: "avoid-sync",
+            guide_number: Some(7),
+            metric: Metric::Throughput,
+            off: Same("loss and accuracy read to the host (.item()) every step"),
+            on: Same("metrics accumulated on the device, read once per log interval"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [44, 160, 44],
+            claim: "Guide #7 and NVIDIA's tuning guide: host reads such as .item(), .cpu() or printing a \
+                    tensor every step force a CPU-GPU synchronisation that stalls the pipeline; keep metrics \
+                    on the device and read them rarely.",
+        },
+        Trick::NoBiasBeforeBn => &TrickInfo {
+            id: "no-bias-before-bn",
+            guide_number: Some(15),
+            metric: Metric::Throughput,
+            off: Same("convolutions followed by BatchNorm carry a bias"),
+            on: Same("no bias in convolutions followed by BatchNorm"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(
+                "{workload} has no BatchNorm (it uses LayerNorm, and its linear layers have no biases)",
+            )],
+            colour: [148, 103, 189],
+            claim: "Guide #15 and NVIDIA's tuning guide: a convolution bias directly before BatchNorm is \
+                    cancelled by the normalisation, so dropping it saves parameters and work for free.",
+        },
+        Trick::ZeroGradNone => &TrickInfo {
+            id: "zero-grad-none",
+            guide_number: Some(11),
+            metric: Metric::Throughput,
+            off: Same("gradients zero-filled before each backward"),
+            on: Same("gradients set to None before each backward"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [140, 86, 75],
+            claim: "Guide #11 and NVIDIA's tuning guide: setting gradients to None instead of zero-filling \
+                    them skips one memset per parameter and lets backward write instead of accumulate.",
+        },
+        Trick::NoGradEval => &TrickInfo {
+            id: "no-grad-eval",
+            guide_number: Some(16),
+            metric: Metric::EvalThroughput,
+            off: Same("evaluation records autograd graphs"),
+            on: Same("evaluation under no-grad"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [227, 119, 194],
+            claim: "Guide #16: evaluating under torch.no_grad() records no autograd graph, so evaluation is \
+                    faster and needs less memory.",
+        },
+        Trick::ChannelsLast => &TrickInfo {
+            id: "channels-last",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same("NCHW (contiguous) activations and weights"),
+            on: Same("NHWC (channels_last) activations and weights"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(
+                "{workload} has no convolutions: channels_last is a layout of 4-d image activations",
+            )],
+            colour: [188, 189, 34],
+            claim:
+                "Modern addition (NVIDIA's tuning guide, PyTorch channels_last tutorial): the NHWC memory \
+                 format lets tensor-core convolution kernels run without layout transposes, which speeds up \
+                 CNN training, most of all together with mixed precision.",
+        },
+        // Data-pipeline tricks
+        Trick::LoaderWorkers => &TrickInfo {
+            id: "loader-workers",
+            guide_number: Some(2),
+            metric: Metric::Throughput,
+            off: ByFamily {
+                cifar_resnet: "batches assembled and augmented on the training thread",
+                char_gpt: "batches of random windows assembled on the training thread",
+            },
+            on: ByFamily {
+                cifar_resnet:
+                    "one worker thread per core (at least 2) assembles and augments batches into a bounded \
+                     prefetch queue; the same batches in the same order",
+                char_gpt:
+                    "one worker thread per core (at least 2) assembles batches into a bounded prefetch \
+                     queue; the same batches in the same order",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [57, 59, 121],
+            claim: "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
+                    batches in worker processes while the GPU trains, so the training loop no longer waits \
+                    for data.",
+        },
+        Trick::PinMemory => &TrickInfo {
+            id: "pin-memory",
+            guide_number: Some(2),
+            metric: Metric::Throughput,
+            off: Same("pageable host tensors, blocking host-to-device copies"),
+            on: Same("reused pinned host buffers, non-blocking host-to-device copies"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cuda("pinned memory speeds host-to-GPU copies; there is no GPU")],
+            colour: [99, 121, 57],
+            claim: "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
+                    memory, which makes host-to-GPU copies faster and lets them run asynchronously with \
+                    non_blocking=True.",
+        },
+        Trick::ZeroCopy => &TrickInfo {
+            id: "zero-copy",
+            guide_number: Some(12),
+            metric: Metric::Throughput,
+            off: ByFamily {
+                cifar_resnet: "each batch's pixels copied from host vectors into a new tensor",
+                char_gpt: "each batch's tokens copied into a new tensor",
+            },
+            on: ByFamily {
+                cifar_resnet: "host pixels wrapped as tensors without a copy; unaugmented batches \
+                               (evaluation, or with gpu-augment) gathered from the packed split held as one \
+                               tensor",
+                char_gpt: "the host batch wrapped as a tensor without a copy",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [140, 109, 49],
+            claim: "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
+                    memory, instead of torch.tensor, which copies it.",
+        },
+        Trick::GpuAugment => &TrickInfo {
+            id: "gpu-augment",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same("random crop and flip per image in a CPU loop"),
+            on: Same("random crop and flip of the whole batch on the training device"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn("{workload} reads text windows, which are not augmented")],
+            colour: [132, 60, 57],
+            claim:
+                "Reader tip: augmenting whole batches on the GPU instead of image by image in CPU workers \
+                 removes the CPU bottleneck of small-image training.",
+        },
+        Trick::PackedDataset => &TrickInfo {
+            id: "packed-dataset",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same("with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"),
+            on: Same("the images decoded once and packed in memory"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(
+                "{workload} reads one text file, held in memory as tokens: there are no image files to \
+                 decode",
+            )],
+            colour: [123, 65, 115],
+            claim: "Reader tip: decoding thousands of small JPEG/PNG files every epoch costs more CPU time \
+                    than the training step; pack the decoded dataset once into one binary file.",
+        },
+        // Step tricks
+        Trick::FusedOptimizer => &TrickInfo {
+            id: "fused-optimizer",
+            guide_number: Some(5),
+            metric: Metric::Throughput,
+            off: Same("SGD or AdamW updates each parameter in turn (several small kernels each)"),
+            on: Same("SGD or AdamW updates every parameter in one fused multi-tensor kernel"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [174, 199, 232],
+            claim: "Guide #5 and NVIDIA's tuning guide: fused optimizers apply the update to all parameters \
+                    in a few multi-tensor kernel launches instead of several launches per parameter, which \
+                    removes launch overhead and memory round trips and speeds up the optimizer step.",
+        },
+        Trick::Tf32 => &TrickInfo {
+            id: "tf32",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(
+                "PyTorch's default: TF32 in cuDNN convolutions, fp32 matmuls at full precision (a separate \
+                 strict-fp32 reference cell forbids TF32 in both)",
+            ),
+            on: Same(
+                "TF32 in fp32 matmuls too (torch.set_float32_matmul_precision(\"high\")), as well as in \
+                 cuDNN convolutions",
+            ),
+            reference: Reference::Beside("strict-fp32"),
+            needs: &[Need::Cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs")],
+            colour: [255, 187, 120],
+            claim: "Modern addition (NVIDIA's tuning guide, PyTorch's TF32 notes): on Ampere and newer GPUs \
+                    TF32 runs fp32 matrix multiplies and convolutions on tensor cores with a 10-bit \
+                    mantissa, up to about 8× faster than full fp32 math, with no code change beyond a flag. \
+                    PyTorch already allows it in cuDNN convolutions by default; the flag adds the matmuls.",
+        },
+        Trick::JitFusion => &TrickInfo {
+            id: "jit-fusion",
+            guide_number: Some(18),
+            metric: Metric::Throughput,
+            off: ByFamily {
+                cifar_resnet: "residual epilogue as eager ops: add, then ReLU (a kernel each)",
+                char_gpt: "GELU and the residual dropout-add as eager ops (a kernel each)",
+            },
+            on: ByFamily {
+                cifar_resnet: "residual epilogue relu(x + shortcut) as a TorchScript-compiled function",
+                char_gpt:
+                    "GELU and the residual dropout-add as TorchScript-compiled functions the fuser can run \
+                     as one kernel each",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [152, 223, 138],
+            claim: "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
+                    TorchScript lets its fuser run them as one kernel, cutting kernel launches and memory \
+                    reads and writes for memory-bound code.",
+        },
+        Trick::DebugOff => &TrickInfo {
+            id: "debug-off",
+            guide_number: Some(13),
+            metric: Metric::Throughput,
+            off: Same("autograd anomaly detection left on (a separate debug-apis-on reference cell)"),
+            on: Same("anomaly detection off, as in the plain recipe"),
+            reference: Reference::Own("debug-apis-on"),
+            needs: &[],
+            colour: [196, 156, 148],
+            claim: "Guide #13: anomaly detection (torch.autograd.set_detect_anomaly) and the autograd \
+                    profiler record extra information for every operation and slow training down; switch \
+                    them off once debugging is done.",
+        },
+        Trick::CudaGraphs => &TrickInfo {
+            id: "cuda-graphs",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same("every kernel of the step launched from the host, op by op"),
+            on: Same(
+                "after 3 warm-up steps on a side stream, the whole step (forward, backward, optimizer with \
+                 its learning rate and fp16 overflow skip on the device) captured once into a CUDA graph and \
+                 replayed: one launch per step",
+            ),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Cuda("a CUDA graph records GPU kernel launches; a CPU step has none"),
+                Need::CudaGraphsCompiled,
+            ],
+            colour: [247, 182, 210],
+            claim: "Modern addition (PyTorch's CUDA Graphs blog post and NVIDIA's tuning guide): capturing \
+                    the whole training step once and replaying it replaces thousands of kernel launches with \
+                    one, which pays most when the GPU waits on the CPU (small batches, small models); NVIDIA \
+                    reported up to 1.7× for Mask R-CNN and 1.12× for BERT at scale.",
+        },
+        // Convergence and memory tricks
+        Trick::OneCycle => &TrickInfo {
+            id: "one-cycle",
+            guide_number: Some(1),
+            metric: Metric::TimeToAccuracy,
+            off: ByFamily {
+                cifar_resnet: "step schedule: the base rate, ÷10 at 50% and 75% of training, momentum 0.9",
+                char_gpt: "the recipe's schedule: linear warm-up over 100 steps to 1e-3, cosine decay to \
+                           1e-4",
+            },
+            on: ByFamily {
+                cifar_resnet:
+                    "1cycle: learning rate warmed up from 1/25 of its peak (4× the base rate) over 30% of \
+                     training, then cosine-annealed to 1/250,000 of the peak, momentum cycled inversely \
+                     between 0.95 and 0.85",
+                char_gpt: "1cycle at the same peak of 1e-3: warmed up from 1/25 of it over 30% of training, \
+                           then cosine-annealed to 1/250,000 of it, β₁ cycled inversely between 0.95 and \
+                           0.85",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [107, 110, 207],
+            claim: "Guide #1 (Smith & Topin, Super-Convergence): the 1cycle policy (warm up to a large \
+                    learning rate, anneal far below the start, momentum cycled inversely) reaches a given \
+                    accuracy in a fraction of the iterations a step schedule needs, e.g. ResNet-56 on \
+                    CIFAR-10 in about 10k instead of 80k iterations.",
+        },
+        Trick::MaxBatch => &TrickInfo {
+            id: "max-batch",
+            guide_number: Some(3),
+            metric: Metric::TimeToAccuracy,
+            off: Same("the recipe's batch and learning rate"),
+            on: Same(
+                "the largest batch that fits (probed in child processes, doubling until out of memory), \
+                 learning rate scaled linearly with it and warmed up",
+            ),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(
+                "{workload}'s recipe keeps nanoGPT's fixed batch of windows; the batch-size study is the \
+                 CIFAR ResNet's (--design batch-sweep)",
+            )],
+            colour: [181, 207, 107],
+            claim: "Guide #3: use the largest batch that fits in GPU memory, with the learning rate scaled \
+                    up accordingly (Goyal et al.: linearly, after a warm-up), to use the hardware fully and \
+                    train faster per epoch; generalisation may suffer at very large batches.",
+        },
+        Trick::Adamw => &TrickInfo {
+            id: "adamw",
+            guide_number: Some(5),
+            metric: Metric::TimeToAccuracy,
+            off: Same("Adam with L2 added to the gradient (a separate adam-l2 reference cell)"),
+            on: Same("AdamW: weight decay decoupled from the adaptive update"),
+            reference: Reference::Own("adam-l2"),
+            needs: &[Need::Cnn(
+                "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side to \
+                 compare",
+            )],
+            colour: [231, 186, 82],
+            claim: "Guide #5 (Loshchilov & Hutter): AdamW decouples weight decay from the adaptive update, \
+                    which regularises as intended and generalises better than Adam with L2, reaching better \
+                    accuracy in the same time.",
+        },
+        Trick::Lars => &TrickInfo {
+            id: "lars",
+            guide_number: Some(5),
+            metric: Metric::TimeToAccuracy,
+            off: Same(SGD_AT_THE_LARGE_BATCH),
+            on: Same("LARS: momentum SGD with a layer-wise trust ratio ‖w‖/‖∇w + λw‖"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
+            colour: [214, 97, 107],
+            claim: "Guide #5 (You, Gitman & Ginsburg): LARS's layer-wise trust ratio keeps large-batch \
+                    training stable where plain SGD with a linearly scaled learning rate diverges or loses \
+                    accuracy (ResNet-50 at batch 8k–32k).",
+        },
+        Trick::Lamb => &TrickInfo {
+            id: "lamb",
+            guide_number: Some(5),
+            metric: Metric::TimeToAccuracy,
+            off: Same(SGD_AT_THE_LARGE_BATCH),
+            on: Same("LAMB: Adam updates scaled by a layer-wise trust ratio ‖w‖/‖update‖"),
+            reference: Reference::Baseline,
+            needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
+            colour: [206, 109, 189],
+            claim: "Guide #5 (You et al.): LAMB applies layer-wise trust ratios to Adam's updates, which \
+                    made BERT pre-training at batch 32k–64k possible (76 minutes) without losing accuracy.",
+        },
+        Trick::Checkpointing => &TrickInfo {
+            id: "checkpointing",
+            guide_number: Some(8),
+            metric: Metric::Memory,
+            off: Same("every activation kept for backward"),
+            on: Same("only each segment's input kept; segments recomputed in backward"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [49, 130, 189],
+            claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
+                    recomputes the rest in backward, trading about one extra forward pass (~20–30% time) for \
+                    much less activation memory, hence larger batches or models.",
+        },
+        Trick::GradAccumulation => &TrickInfo {
+            id: "grad-accumulation",
+            guide_number: Some(9),
+            metric: Metric::Memory,
+            off: Same("the whole batch in one forward and backward"),
+            on: Same("4 micro-batches per optimizer step, gradients accumulated"),
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [230, 85, 13],
+            claim:
+                "Guide #9: accumulating gradients over several micro-batches gives the effective batch of a \
+                 larger one in the memory of a smaller one, at the cost of some throughput.",
+        },
+        Trick::GradClipping => &TrickInfo {
+            id: "grad-clipping",
+            guide_number: Some(14),
+            metric: Metric::TimeToAccuracy,
+            off: Same("no clipping"),
+            on: ByFamily {
+                cifar_resnet: "gradients clipped to global norm 2.0, computed on the device without a host \
+                               read",
+                char_gpt: "gradients clipped to global norm 1.0 (the recipe's), computed on the device \
+                           without a host read",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [49, 163, 84],
+            claim: "Guide #14: clipping gradients to a maximum global norm stabilises training and permits \
+                    higher learning rates, which can shorten training (long used for RNNs and transformers).",
+        },
+        Trick::InputNorm => &TrickInfo {
+            id: "input-norm",
+            guide_number: Some(17),
+            metric: Metric::TimeToAccuracy,
+            off: Same("raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)"),
+            on: Same("per-channel standardised inputs, as in the recipe"),
+            reference: Reference::Own("raw-inputs"),
+            needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
+            colour: [117, 107, 177],
+            claim: "Guide #17: standardising the inputs (zero mean, unit variance per channel) conditions \
+                    the optimisation better, so training converges faster.",
+        },
+        Trick::BatchNorm => &TrickInfo {
+            id: "batch-norm",
+            guide_number: Some(17),
+            metric: Metric::TimeToAccuracy,
+            off: Same(
+                "no BatchNorm: plainly initialised convolutions with biases (a separate no-batch-norm \
+                 reference cell)",
+            ),
+            on: Same("BatchNorm after every convolution, as in the recipe"),
+            reference: Reference::Own("no-batch-norm"),
+            needs: &[Need::Cnn(
+                "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's",
+            )],
+            colour: [99, 99, 99],
+            claim: "Guide #17 (Ioffe & Szegedy): BatchNorm allows much higher learning rates and less care \
+                    with initialisation; it reached Inception's accuracy in 14 times fewer steps.",
+        },
+        // Transformer tricks
+        Trick::FlashAttention => &TrickInfo {
+            id: "flash-attention",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(
+                "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for backward",
+            ),
+            on: Same(
+                "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
+                 memory-efficient attention on a GPU) that never stores the T×T weights",
+            ),
+            reference: Reference::Baseline,
+            needs: &[Need::Transformer("{workload} has no attention")],
+            colour: [158, 1, 66],
+            claim: "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
+                    one kernel, without writing the T×T attention matrix to GPU memory, gives 2–4× faster \
+                    attention and memory linear instead of quadratic in the sequence length; PyTorch 2 \
+                    exposes it as scaled_dot_product_attention.",
+        },
+        // Data parallelism
+        Trick::Ddp => &TrickInfo {
+            id: "ddp",
+            guide_number: Some(10),
+            metric: Metric::Throughput,
+            off: Same(
+                "DataParallel: one process drives every GPU, copying the weights to each every step, \
+                 splitting a batch of N × the cell's batch over them and adding their gradients onto the \
+                 first (a separate data-parallel reference cell)",
+            ),
+            on: Same(
+                "DDP: one process per GPU, each with the cell's batch; gradients averaged by NCCL all-reduce \
+                 in 25 MiB buckets launched while backward runs; throughput summed over the GPUs",
+            ),
+            reference: Reference::Own("data-parallel"),
+            needs: &[
+                Need::SeveralGpus("DDP and DataParallel both spread training over several GPUs"),
+                Need::DataParallelCompiled,
+                Need::NcclCompiled,
+            ],
+            colour: [0, 104, 55],
+            claim: "Guide #10: DistributedDataParallel (one process per GPU, gradients all-reduced in \
+                    buckets while backward runs) scales better than DataParallel, whose single process \
+                    copies the model to every GPU each step and gathers outputs and gradients on the first; \
+                    PyTorch recommends it even on one machine.",
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::super::{Applicability, Wording};
+    use super::*;
+    use crate::device::Hardware;
+    use crate::workloads::{Family, WorkloadId};
+
+    /// Whether `trick` can be measured on some workload of `family` on a machine that has
+    /// everything (several GPUs, every CUDA path compiled in).
+    fn applies_to(trick: Trick, family: Family) -> bool {
+        let everything = Hardware::with_gpus(8);
+        WorkloadId::ALL
+            .into_iter()
+            .filter(|w| w.family() == family)
+            .any(|w| trick.applicability(w, &everything) == Applicability::Applies)
+    }
+
+    #[test]
+    fn every_trick_has_a_claim_naming_its_source_in_the_guide_or_as_an_addition() {
+        for t in Trick::ALL {
+            let claim = t.claim();
+            assert!(claim.ends_with('.') && claim.len() > 40, "{t}: {claim}");
+            match t.guide_number() {
+                Some(n) => assert!(claim.contains(&format!("#{n}")), "{t}: {claim}"),
+                None => {
+                    assert!(claim.starts_with("Modern addition") || claim.starts_with("Reader tip"), "{t}")
+                }
+            }
+        }
+        let numbers: BTreeSet<u8> = Trick::ALL.into_iter().filter_map(Trick::guide_number).collect();
+        assert_eq!(numbers, (1..=18).collect(), "each of the guide's 17 tips and its bonus #18");
+    }
+
+    #[test]
+    fn every_trick_says_what_off_and_on_mean_in_each_family_it_applies_to() {
+        for t in Trick::ALL {
+            let families: Vec<Family> =
+                [Family::CifarResnet, Family::CharGpt].into_iter().filter(|&f| applies_to(t, f)).collect();
+            assert!(!families.is_empty(), "{t} applies nowhere");
+            for &family in &families {
+                let (off, on) = (t.off(family), t.on(family));
+                assert!(!off.is_empty() && !on.is_empty() && off != on, "{t} in {family:?}: {off} / {on}");
+            }
+            for wording in [t.info().off, t.info().on] {
+                if let Wording::ByFamily { cifar_resnet, char_gpt } = wording {
+                    assert_ne!(cifar_resnet, char_gpt, "{t}: the same words need no per-family wording");
+                    assert_eq!(families.len(), 2, "{t} has GPT wording but runs in one family only");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn workload_reasons_start_with_the_workload() {
+        for t in Trick::ALL {
+            for &need in t.info().needs {
+                if let Need::Cnn(why) | Need::Transformer(why) = need {
+                    assert!(why.starts_with("{workload}"), "{t}: {why}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn colours_are_distinct_and_none_is_the_baseline_s_grey() {
+        let colours: BTreeSet<[u8; 3]> = Trick::ALL.into_iter().map(Trick::colour).collect();
+        assert_eq!(colours.len(), Trick::ALL.len());
+        assert!(!colours.contains(&[127, 127, 127]));
+    }
+
+    #[test]
+    fn reference_labels_are_distinct_from_each_other_and_from_trick_ids() {
+        let labels: Vec<&str> = Trick::ALL.into_iter().filter_map(Trick::reference_label).collect();
+        let distinct: BTreeSet<&str> = labels.iter().copied().collect();
+        assert_eq!(distinct.len(), labels.len());
+        for label in labels {
+            assert!(label != "baseline" && label.parse::<Trick>().is_err(), "{label}");
+        }
+        assert_eq!(Trick::Ddp.reference_label(), Some("data-parallel"));
+        let judged_beside: Vec<Trick> = Trick::ALL
+            .into_iter()
+            .filter(|t| t.reference_label().is_some() && !t.judged_against_own_reference())
+            .collect();
+        assert_eq!(judged_beside, [Trick::Tf32]);
+    }
+
+    #[test]
+    fn off_and_on_read_in_the_workload_family_s_terms() {
+        assert!(Trick::OneCycle.off(Family::CharGpt).contains("cosine"));
+        assert!(Trick::OneCycle.off(Family::CifarResnet).contains("step schedule"));
+        assert!(Trick::GradClipping.on(Family::CharGpt).contains("1.0"));
+        assert!(Trick::JitFusion.on(Family::CharGpt).contains("GELU"));
+        assert_eq!(Trick::Amp.on(Family::CharGpt), Trick::Amp.on(Family::CifarResnet));
+        assert_eq!((Trick::Ddp.guide_number(), Trick::Ddp.metric()), (Some(10), Metric::Throughput));
+    }
+}
