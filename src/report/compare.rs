@@ -127,8 +127,8 @@ pub(crate) struct Row {
 }
 
 impl Row {
-    /// Where the devices disagree: their verdicts on the trick's metric differ, or their
-    /// speed-up intervals do not overlap. `None` where they agree or fewer than two devices
+    /// Where the devices disagree: their verdicts on the trick's metric differ, or (for a trick
+    /// judged by throughput) their speed-up intervals do not overlap. `None` where they agree or fewer than two devices
     /// measured the cell.
     pub fn disagreement(&self, devices: &[Device]) -> Option<String> {
         let measured: Vec<(&str, (f64, f64, f64), Effect)> = self
@@ -141,7 +141,9 @@ impl Row {
         let verdicts_differ = measured.iter().any(|m| m.2 != first.2);
         let highest_low = measured.iter().map(|m| m.1 .1).fold(f64::NEG_INFINITY, f64::max);
         let lowest_high = measured.iter().map(|m| m.1 .2).fold(f64::INFINITY, f64::min);
-        if !verdicts_differ && highest_low <= lowest_high {
+        // A memory trick is judged by its peak memory: its throughput intervals may differ freely.
+        let intervals_apart = highest_low > lowest_high && self.key.metric() != Metric::Memory;
+        if !verdicts_differ && !intervals_apart {
             return None;
         }
         let each: Vec<String> = measured

@@ -390,9 +390,13 @@ struct CompareRowView {
 
 #[derive(Serialize)]
 struct CompareCellView {
+    /// The whole verdict in one line (for Markdown).
     text: String,
+    /// The badge: the verdict's word, or what happened instead.
+    badge: String,
+    /// The effect in words under the badge ("" when there is none).
+    detail: String,
     class: &'static str,
-    memory: String,
 }
 
 /// The rows of the tricks × devices table.
@@ -405,14 +409,15 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
             cells: r
                 .cells
                 .iter()
-                .map(|cell| CompareCellView {
-                    text: cell.text(),
-                    class: match (&cell.cell, &cell.judged) {
-                        (None, _) => "missing",
-                        (Some(_), Some(v)) => v.effect.class(),
-                        (Some(c), None) => model::status_class(&c.status),
-                    },
-                    memory: cell.memory_ratio.map_or_else(String::new, |m| format!("memory {m:.2}×")),
+                .map(|cell| {
+                    let (badge, detail, class) = match (&cell.cell, &cell.judged) {
+                        (None, _) => ("missing".to_owned(), String::new(), "missing"),
+                        (Some(_), Some(v)) => (v.effect.label().to_owned(), v.text.clone(), v.effect.class()),
+                        (Some(c), None) => {
+                            (model::status_summary(&c.status), String::new(), model::status_class(&c.status))
+                        }
+                    };
+                    CompareCellView { text: cell.text(), badge, detail, class }
                 })
                 .collect(),
         })
