@@ -43,7 +43,7 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              format lets tensor-core convolution kernels run without layout transposes, which speeds \
              up CNN training, most of all together with mixed precision."
         }
-        // Data-pipeline tricks (#3)
+        // Data-pipeline tricks
         Trick::LoaderWorkers => {
             "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
              batches in worker processes while the GPU trains, so the training loop no longer waits \
@@ -93,7 +93,7 @@ pub(crate) fn claim(trick: Trick) -> &'static str {
              with one, which pays most when the GPU waits on the CPU (small batches, small models); \
              NVIDIA reported up to 1.7× for Mask R-CNN and 1.12× for BERT at scale."
         }
-        // Convergence and memory tricks (#5)
+        // Convergence and memory tricks
         Trick::OneCycle => {
             "Guide #1 (Smith & Topin, Super-Convergence): the 1cycle policy (warm up to a large \
              learning rate, anneal far below the start, momentum cycled inversely) reaches a given \

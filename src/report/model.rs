@@ -79,7 +79,7 @@ impl<'a> Report<'a> {
                 let entry = Entry { file, cell, comparison: comparisons.get(cell.id.as_str()).copied() };
                 let workload = cell.key.workload;
                 let device = r.run.device;
-                let profile = r.run.profile.as_str();
+                let profile = r.run.profile.id();
                 let device_name = device_name(r);
                 match groups.iter_mut().find(|g| {
                     g.workload == workload
@@ -533,19 +533,19 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::ZeroGradNone => Rgb(140, 86, 75),
         Trick::NoGradEval => Rgb(227, 119, 194),
         Trick::ChannelsLast => Rgb(188, 189, 34),
-        // Data-pipeline tricks (#3): matplotlib's tab20b darks.
+        // Data-pipeline tricks: matplotlib's tab20b darks.
         Trick::LoaderWorkers => Rgb(57, 59, 121),
         Trick::PinMemory => Rgb(99, 121, 57),
         Trick::ZeroCopy => Rgb(140, 109, 49),
         Trick::GpuAugment => Rgb(132, 60, 57),
         Trick::PackedDataset => Rgb(123, 65, 115),
-        // Step tricks (#3)
+        // Step tricks
         Trick::FusedOptimizer => Rgb(174, 199, 232),
         Trick::Tf32 => Rgb(255, 187, 120),
         Trick::JitFusion => Rgb(152, 223, 138),
         Trick::DebugOff => Rgb(196, 156, 148),
         Trick::CudaGraphs => Rgb(247, 182, 210),
-        // Convergence and memory tricks (#5): matplotlib's tab20b/tab20c lights.
+        // Convergence and memory tricks: matplotlib's tab20b/tab20c lights.
         Trick::OneCycle => Rgb(107, 110, 207),
         Trick::MaxBatch => Rgb(181, 207, 107),
         Trick::Adamw => Rgb(231, 186, 82),
@@ -556,9 +556,9 @@ pub(crate) fn trick_colour(t: Trick) -> Rgb {
         Trick::GradClipping => Rgb(49, 163, 84),
         Trick::InputNorm => Rgb(117, 107, 177),
         Trick::BatchNorm => Rgb(99, 99, 99),
-        // Transformer tricks (#6)
+        // Transformer tricks
         Trick::FlashAttention => Rgb(158, 1, 66),
-        // Data parallelism (#8)
+        // Data parallelism
         Trick::Ddp => Rgb(0, 104, 55),
     }
 }
