@@ -99,8 +99,7 @@ pub struct DdpCheckArgs {
 /// The options `run` and `parity` share: the profile, device, seed, batch size and data.
 #[derive(Debug, Args)]
 pub struct TrainingArgs {
-    /// Profile: auto picks standard on a CUDA GPU and quick otherwise (`parity` compares the
-    /// profile's baseline cell: recipe, batch size, data subset).
+    /// Measurement profile (`parity` compares its baseline cell: recipe, batch size, data subset).
     #[arg(long, default_value = "auto")]
     pub profile: ProfileRequest,
     /// Device: auto, cpu, cuda or cuda:N.
