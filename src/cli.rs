@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use trickbench::bench::plan::Design;
+use trickbench::bench::config::{TrickList, WorkloadChoice};
+use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
 use trickbench::device::DeviceSpec;
 
@@ -95,6 +96,31 @@ pub struct DdpCheckArgs {
     pub out: Option<PathBuf>,
 }
 
+/// The options `run` and `parity` share: the profile, device, seed, batch size and data.
+#[derive(Debug, Args)]
+pub struct TrainingArgs {
+    /// Measurement profile (`parity` compares its baseline cell: recipe, batch size, data subset).
+    #[arg(long, default_value = "auto")]
+    pub profile: ProfileRequest,
+    /// Device: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceSpec,
+    /// Seed of weights, data order and augmentation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Samples per step (default: the profile's, 128 for a ResNet).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
+    #[arg(long, default_value = "data/cifar10")]
+    pub data: PathBuf,
+    /// UTF-8 text file the GPT workloads train on (character-level; the first 90% trains, the
+    /// last 10% validates). `trickbench data fetch shakespeare --out data/shakespeare` (or `make
+    /// data`) writes the default.
+    #[arg(long, default_value = "data/shakespeare/tinyshakespeare.txt")]
+    pub text: PathBuf,
+}
+
 /// Options of `trickbench run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -102,33 +128,22 @@ pub struct RunArgs {
     /// (the profile's member of the family: ResNet-8 and the 2-layer GPT in smoke and quick,
     /// ResNet-56 and the shakespeare-char GPT in standard and full); or all (both families).
     #[arg(long, default_value = "all")]
-    pub workload: String,
+    pub workload: WorkloadChoice,
     /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
     /// judged by training throughput, peak memory, or time to accuracy).
     #[arg(long, default_value = "all")]
-    pub tricks: String,
+    pub tricks: TrickList,
     /// Experimental design.
     #[arg(long, default_value = "ablation")]
     pub design: Design,
-    /// Profile: auto (standard on a CUDA GPU, quick otherwise), smoke (seconds, a set-up check),
-    /// quick (minutes on a CPU), standard (GPU, one time-to-accuracy seed) or full (GPU, to 93%,
-    /// three seeds).
-    #[arg(long, default_value = "auto")]
-    pub profile: ProfileRequest,
     /// TOML file whose values replace the profile's: the measurement protocol at its top level,
     /// workload and time-to-accuracy settings at the top level (every family) or in [resnet] and
-    /// [gpt] tables (see the README's "Profiles"). Flags replace the file's values.
+    /// [gpt] tables (see docs/designs.md, "The profile file"). Flags replace the file's values.
     #[arg(long, value_name = "FILE")]
     pub profile_file: Option<PathBuf>,
-    /// Device: auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    pub device: DeviceSpec,
-    /// Seed of weights, data order and augmentation.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Samples per step (default: the profile's, 128).
-    #[arg(long)]
-    pub batch_size: Option<usize>,
+    /// The profile, device, seed, batch size and data.
+    #[command(flatten)]
+    pub training: TrainingArgs,
     /// Skip the time-to-accuracy cells (the tricks judged by them become not applicable).
     #[arg(long)]
     pub no_time_to_accuracy: bool,
@@ -185,19 +200,11 @@ pub struct RunArgs {
     /// profile's).
     #[arg(long, allow_negative_numbers = true)]
     pub cell_timeout_s: Option<f64>,
-    /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
-    #[arg(long, default_value = "data/cifar10")]
-    pub data: PathBuf,
     /// ImageFolder directory or tar of 32×32 JPEG/PNG files (as for `data import`) to train on
     /// instead of --data: every batch decodes its files unless packed-dataset is on, which packs
     /// them once. Without it packed-dataset is not applicable.
     #[arg(long)]
     pub images: Option<PathBuf>,
-    /// UTF-8 text file the GPT workloads train on (character-level; the first 90% trains, the
-    /// last 10% validates). `trickbench data fetch shakespeare --out data/shakespeare` (or `make
-    /// data`) writes the default.
-    #[arg(long, default_value = "data/shakespeare/tinyshakespeare.txt")]
-    pub text: PathBuf,
     /// Output directory (default: reports/runs/<run id>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -327,21 +334,11 @@ pub struct CellArgs {
 pub struct ParityArgs {
     /// Comma-separated workloads: ids (resnet8, gpt-mini, …), resnet or gpt (the profile's member
     /// of the family), or all (both).
-    #[arg(long, default_value = "all")]
-    pub workload: String,
-    /// Profile whose baseline cell (recipe, batch size, data subset) is compared: auto (standard
-    /// on a CUDA GPU, quick otherwise), smoke, quick, standard or full.
-    #[arg(long, default_value = "auto")]
-    pub profile: ProfileRequest,
-    /// Device: auto, cpu, cuda or cuda:N (both sides run on it).
-    #[arg(long, default_value = "auto")]
-    pub device: DeviceSpec,
-    /// Seed of weights, data order and augmentation.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Samples per step (default: the profile's).
-    #[arg(long)]
-    pub batch_size: Option<usize>,
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    pub workload: Vec<WorkloadChoice>,
+    /// The profile, device (both sides run on it), seed, batch size and data.
+    #[command(flatten)]
+    pub training: TrainingArgs,
     /// Training steps whose losses are compared (one exported batch each).
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
@@ -361,13 +358,7 @@ pub struct ParityArgs {
     /// Python interpreter with PyTorch (default: .venv/bin/python when present, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
-    /// Directory of CIFAR-10 binary files; synthetic data is generated when it holds none.
-    #[arg(long, default_value = "data/cifar10")]
-    pub data: PathBuf,
-    /// UTF-8 text file the GPT workloads train on.
-    #[arg(long, default_value = "data/shakespeare/tinyshakespeare.txt")]
-    pub text: PathBuf,
-    /// Output directory (default: reports/runs/<time>-parity).
+    /// Output directory (default: reports/runs/<time>-<profile>-parity).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -411,14 +402,4 @@ pub enum ParityMode {
     Losses,
     /// Windows of timed steps.
     Time,
-}
-
-impl ParityMode {
-    /// The name on the command line (the PyTorch side's script takes the same).
-    pub fn id(self) -> &'static str {
-        match self {
-            ParityMode::Losses => "losses",
-            ParityMode::Time => "time",
-        }
-    }
 }

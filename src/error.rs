@@ -33,6 +33,21 @@ pub enum Error {
     /// A value given by the user (flag, name, file content) is not acceptable.
     #[error("{0}")]
     Invalid(String),
+    /// The output folder could not be locked, or another process holds its lock.
+    #[error(transparent)]
+    Lock(#[from] crate::bench::lock::LockError),
+    /// What failed, in the context of the flag or step named (`--text`, "running into DIR").
+    #[error("{context}")]
+    Context {
+        /// The flag or step.
+        context: String,
+        /// What failed in it (an [`Error`]).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A child process (a side of a parity comparison) failed or ran past its time.
+    #[error("{0}")]
+    Process(String),
     /// Data-parallel training failed: rendezvous, a collective, or a worker process.
     #[error("distributed: {0}")]
     Distributed(String),
@@ -90,6 +105,11 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
     }
+
+    /// This error in the context of `context`: the flag whose value failed, or the step.
+    pub fn context(self, context: impl Into<String>) -> Self {
+        Error::Context { context: context.into(), source: Box::new(self) }
+    }
 }
 
 /// Exit status of a command refused before it did anything: a flag, value or input file is wrong
@@ -113,21 +133,27 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         DataError::Io { .. } => None,
         _ => Some(USAGE_STATUS),
     };
+    let lock_status = |error: &LockError| matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
     if let Some(error) = cause.downcast_ref::<Error>() {
         return match error {
             Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
             Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
             Error::Invalid(_) => Some(USAGE_STATUS),
             Error::Data(data) => data_status(data),
-            Error::Io { .. } | Error::Json { .. } => None,
-            Error::Torch(_) | Error::OutOfMemory(_) | Error::Distributed(_) | Error::Write { .. } => Some(1),
+            Error::Lock(lock) => lock_status(lock),
+            Error::Io { .. } | Error::Json { .. } | Error::Context { .. } => None,
+            Error::Torch(_)
+            | Error::OutOfMemory(_)
+            | Error::Distributed(_)
+            | Error::Process(_)
+            | Error::Write { .. } => Some(1),
         };
     }
     if let Some(error) = cause.downcast_ref::<DataError>() {
         return data_status(error);
     }
     if let Some(error) = cause.downcast_ref::<LockError>() {
-        return matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
+        return lock_status(error);
     }
     if cause.is::<crate::results::merge::MergeError>() {
         return Some(USAGE_STATUS);
@@ -164,6 +190,12 @@ mod tests {
         assert_eq!(status(write), Some(1), "a failed write is no bad usage, whatever its cause");
         // Left to the cause in the chain: an I/O error is bad usage only for a missing file.
         assert_eq!(status(Error::io("r.json", not_found())), None);
+        let in_context = Error::Invalid("--seeds 0".into()).context("--text");
+        let chain: Vec<Option<u8>> =
+            std::iter::successors(Some(&in_context as &(dyn std::error::Error + 'static)), |e| e.source())
+                .map(exit_status)
+                .collect();
+        assert_eq!(chain, [None, Some(USAGE_STATUS)], "a context leaves the status to what failed in it");
         assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
     }
 }

@@ -597,3 +597,33 @@ fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The committed reports render from numbered results files (`results-1.json`, …), written by
+/// this schema: loading one and saving it again must give the same bytes, so that no field's
+/// serde name or format drifts.
+#[test]
+fn committed_results_files_load_and_save_back_byte_for_byte() {
+    let reports = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for run in std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()) {
+        for file in std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().path()) {
+            let name = file.file_name().unwrap().to_string_lossy().into_owned();
+            if !(name.starts_with("results-") && name.ends_with(".json")) {
+                continue;
+            }
+            let saved = dir.path().join(format!("{checked}.json"));
+            trickbench::results::store::save(&trickbench::results::store::load(&file).unwrap(), &saved)
+                .unwrap();
+            let (before, after) = (std::fs::read(&file).unwrap(), std::fs::read(&saved).unwrap());
+            // A copied file may have lost its final newline; nothing else may differ.
+            assert!(
+                before.trim_ascii_end() == after.trim_ascii_end(),
+                "{} changes when saved again",
+                file.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} committed results files found");
+}

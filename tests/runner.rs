@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
+use trickbench::bench::design::Design;
 use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
@@ -83,9 +84,9 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
             trickbench_version: "test".into(),
             git_commit: None,
             command: vec![],
-            profile: "smoke".into(),
+            profile: ProfileName::Smoke,
             profile_settings: Default::default(),
-            design: "ablation".into(),
+            design: Design::Ablation,
             device: DeviceSpec::Cpu,
             data: DataInfo {
                 name: "cifar10".into(),
@@ -236,7 +237,7 @@ fn resume_refuses_results_from_a_different_run_and_a_new_run_refuses_to_overwrit
     assert!(again.contains("already exists") && again.contains("--resume"), "{again}");
 
     let mut other = spec(dir.path(), vec![Trick::ChannelsLast]);
-    other.info.profile = "quick".into();
+    other.info.profile = ProfileName::Quick;
     other.resume = true;
     let message = runner::run(&other, &mut MockExecutor::default(), &mut Silent).unwrap_err().to_string();
     assert!(message.contains("different run"), "{message}");

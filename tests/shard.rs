@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
+use trickbench::bench::design::Design;
 use trickbench::bench::interrupt::Interrupt;
-use trickbench::bench::plan::{Design, Plan, PlanRequest};
+use trickbench::bench::plan::{Plan, PlanRequest};
+use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, CellExecutor, Execution, RunSpec, Silent};
 use trickbench::bench::shard::{shard_record, Shard};
 use trickbench::device::{DeviceSpec, Hardware};
@@ -115,9 +117,9 @@ fn spec(out_dir: &Path, tricks: Vec<Trick>, shard: Option<Shard>) -> RunSpec {
         trickbench_version: "test".into(),
         git_commit: None,
         command: vec![],
-        profile: "smoke".into(),
+        profile: ProfileName::Smoke,
         profile_settings: Default::default(),
-        design: Design::Ablation.to_string(),
+        design: Design::Ablation,
         device: DeviceSpec::Cpu,
         data: DataInfo {
             name: "cifar10".into(),

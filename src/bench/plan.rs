@@ -1,91 +1,13 @@
 //! Plans: which cells a design measures, and in which order they run.
 
-use std::fmt;
-use std::str::FromStr;
-
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::device::Hardware;
-use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
-
-/// An experimental design.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Design {
-    /// The baseline against the baseline plus each trick, one at a time.
-    Ablation,
-    /// All tricks on against all on minus each one.
-    LeaveOneOut,
-    /// The ablation, then tricks added cumulatively, best measured first (a waterfall).
-    Stack,
-    /// Throughput, peak memory and time-to-accuracy of the baseline over batch sizes from 64 to
-    /// the largest that fits (probed first; the out-of-memory point is part of the results).
-    BatchSweep,
-    /// Smith & Topin's super-convergence comparison: ResNet-56 trained to accuracy with a
-    /// piecewise-constant step schedule and with 1cycle.
-    SuperConvergence,
-}
-
-impl Design {
-    /// Every design, in the order `--help` lists them.
-    pub const ALL: [Design; 5] =
-        [Design::Ablation, Design::LeaveOneOut, Design::Stack, Design::BatchSweep, Design::SuperConvergence];
-
-    /// What the design measures, in a line of `--help`.
-    fn help(self) -> &'static str {
-        match self {
-            Design::Ablation => "the baseline against the baseline plus each trick",
-            Design::LeaveOneOut => "all tricks on against all on minus each",
-            Design::Stack => "the ablation, then the tricks added cumulatively, best first",
-            Design::BatchSweep => {
-                "throughput, memory and time to accuracy from batch 64 up to the largest that fits"
-            }
-            Design::SuperConvergence => "Smith & Topin's ResNet-56 step schedule against 1cycle",
-        }
-    }
-
-    /// The name on the command line and in results.
-    pub fn id(self) -> &'static str {
-        match self {
-            Design::Ablation => "ablation",
-            Design::LeaveOneOut => "leave-one-out",
-            Design::Stack => "stack",
-            Design::BatchSweep => "batch-sweep",
-            Design::SuperConvergence => "super-convergence",
-        }
-    }
-}
-
-impl fmt::Display for Design {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-impl FromStr for Design {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Design::ALL.into_iter().find(|d| d.id() == s).ok_or_else(|| {
-            let valid: Vec<&str> = Design::ALL.iter().map(|d| d.id()).collect();
-            Error::Invalid(format!("unknown design '{s}'; valid designs: {}", valid.join(", ")))
-        })
-    }
-}
-
-impl clap::ValueEnum for Design {
-    fn value_variants<'a>() -> &'a [Self] {
-        &Design::ALL
-    }
-
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.id()).help(self.help()))
-    }
-}
 
 /// One process of a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -702,7 +624,6 @@ mod tests {
                 "resnet56/one-cycle/b64/s1/tta"
             ]
         );
-        assert_eq!("super-convergence".parse::<Design>().unwrap(), Design::SuperConvergence);
     }
 
     #[test]

@@ -314,10 +314,14 @@ impl clap::ValueEnum for ProfileRequest {
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(match self {
-            ProfileRequest::Auto => "auto",
-            ProfileRequest::Named(name) => name.id(),
-        }))
+        let (name, help) = match self {
+            ProfileRequest::Auto => ("auto", "standard on a CUDA GPU, quick otherwise"),
+            ProfileRequest::Named(ProfileName::Smoke) => ("smoke", "seconds: a set-up check"),
+            ProfileRequest::Named(ProfileName::Quick) => ("quick", "minutes on a CPU"),
+            ProfileRequest::Named(ProfileName::Standard) => ("standard", "GPU, one time-to-accuracy seed"),
+            ProfileRequest::Named(ProfileName::Full) => ("full", "GPU, to 93%, three seeds"),
+        };
+        Some(clap::builder::PossibleValue::new(name).help(help))
     }
 }
 

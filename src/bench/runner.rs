@@ -2,16 +2,16 @@
 //! cap, the results file rewritten atomically after every process, SIGINT/SIGTERM stopping the
 //! current process without recording it, and `--resume` skipping what is already measured.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod process;
+mod stderr;
 
-use wait_timeout::ChildExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use process::{LineSink, ProcessExecutor};
 
 use crate::bench::cell::CellJob;
-use crate::bench::interrupt::{signal_name, Interrupt};
+use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
 use crate::error::Error;
 use crate::results::analysis::{refresh_derived, summarise_cell};
@@ -96,8 +96,7 @@ pub fn run(
     let this_shard;
     let spec = match &spec.info.shard {
         Some(record) => {
-            this_shard =
-                RunSpec { plan: record.part_of(&spec.plan, spec.info.design.parse()?), ..spec.clone() };
+            this_shard = RunSpec { plan: record.part_of(&spec.plan, spec.info.design), ..spec.clone() };
             &this_shard
         }
         None => spec,
@@ -115,7 +114,7 @@ pub fn run(
         if let Some(signal) = spec.interrupt.signal() {
             return Err(Error::Interrupted { signal, results: path });
         }
-        let job = job_for(spec, key, slot.round)?;
+        let job = job_for(spec, key, slot.round);
         if slot.is_warmup() {
             observer.warmup_started(n, pending.len(), key, slot.round);
             // Only an interruption matters: the measurement is discarded, and a cell that cannot
@@ -170,17 +169,17 @@ fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
 }
 
 /// The job of the process of cell `key` in `round`.
-fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> Result<CellJob, Error> {
-    Ok(CellJob {
+fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> CellJob {
+    CellJob {
         key: key.clone(),
         device: spec.info.device,
-        profile: spec.info.profile.parse()?,
+        profile: spec.info.profile,
         data_dir: spec.data_dir.clone(),
         round,
         images: spec.images.clone(),
         text: spec.text.clone(),
         memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
-        super_convergence: spec.info.design == "super-convergence",
+        super_convergence: spec.info.design.trains_super_convergence(),
         protocol: Some(spec.info.protocol.clone()),
         family_settings: spec
             .info
@@ -189,7 +188,7 @@ fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> Result<CellJob, Error
             .iter()
             .find(|s| s.family == key.workload.family())
             .cloned(),
-    })
+    }
 }
 
 /// A fresh results value with the not-applicable cells filled in, or the existing one to resume
@@ -288,293 +287,4 @@ fn cell_mut<'a>(cells: &'a mut Vec<CellResult>, plan: &Plan, index: usize) -> &'
         }
     };
     &mut cells[position]
-}
-
-/// Runs each cell in a fresh `trickbench cell` process, so global state (cuDNN autotuner cache,
-/// allocator, TF32 flags) cannot leak between cells and a crash only costs that cell.
-#[derive(Clone)]
-pub struct ProcessExecutor {
-    program: PathBuf,
-    scratch_dir: PathBuf,
-    stderr_lines: Option<LineSink>,
-    memory_limit_bytes: Option<u64>,
-    interrupt: Interrupt,
-}
-
-/// Where a child's stderr lines (progress of time-to-accuracy cells) are forwarded.
-pub type LineSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
-
-impl std::fmt::Debug for ProcessExecutor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessExecutor")
-            .field("program", &self.program)
-            .field("scratch_dir", &self.scratch_dir)
-            .field("forwards_stderr", &self.stderr_lines.is_some())
-            .field("memory_limit_bytes", &self.memory_limit_bytes)
-            .field("interrupt", &self.interrupt)
-            .finish()
-    }
-}
-
-/// Bytes of a failed child's stderr kept in the results (less the frames of C++ backtraces).
-const STDERR_TAIL_BYTES: usize = 4000;
-
-/// How often a waiting executor looks at the interrupt.
-const INTERRUPT_POLL: Duration = Duration::from_millis(50);
-
-/// What a process writes to stderr when an allocation fails (lower case): libtorch's CPU and CUDA
-/// allocators, the C library, C++'s `new` and Rust's global allocator.
-const OUT_OF_MEMORY_MESSAGES: [&str; 5] = [
-    "out of memory",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "std::bad_alloc",
-    "memory allocation of",
-];
-
-impl ProcessExecutor {
-    /// An executor that runs `program cell …`, keeping job and output files in `scratch_dir`.
-    pub fn new(program: PathBuf, scratch_dir: PathBuf) -> Self {
-        Self {
-            program,
-            scratch_dir,
-            stderr_lines: None,
-            memory_limit_bytes: None,
-            interrupt: Interrupt::new(),
-        }
-    }
-
-    /// Caps each cell process's data segment (`RLIMIT_DATA`: heap and private writable mappings,
-    /// which includes the ≈0.5 GiB libtorch's libraries take when loaded) at `bytes`, so that a
-    /// cell that needs more fails to allocate and is recorded as out of memory instead of
-    /// swapping the machine or waking the kernel's OOM killer.
-    pub fn with_memory_limit(mut self, bytes: u64) -> Self {
-        self.memory_limit_bytes = Some(bytes);
-        self
-    }
-
-    /// Stops the current cell process (its whole process group) as soon as `interrupt` triggers.
-    pub fn with_interrupt(mut self, interrupt: Interrupt) -> Self {
-        self.interrupt = interrupt;
-        self
-    }
-
-    /// Forwards every line the child writes to stderr to `sink` as it arrives.
-    pub fn with_stderr_lines(mut self, sink: LineSink) -> Self {
-        self.stderr_lines = Some(sink);
-        self
-    }
-
-    fn try_execute(&self, job: &CellJob, timeout: Duration) -> Result<Execution, Error> {
-        std::fs::create_dir_all(&self.scratch_dir).map_err(|e| Error::io(&self.scratch_dir, e))?;
-        let job_file = tempfile::Builder::new()
-            .prefix("cell-job-")
-            .suffix(".json")
-            .tempfile_in(&self.scratch_dir)
-            .map_err(|e| Error::io(&self.scratch_dir, e))?;
-        let output = job_file.path().with_extension("out.json");
-        let json =
-            serde_json::to_vec(job).map_err(|e| Error::Json { path: job_file.path().into(), source: e })?;
-        std::fs::write(job_file.path(), json).map_err(|e| Error::io(job_file.path(), e))?;
-        let started = Instant::now();
-        let mut command = Command::new(&self.program);
-        command
-            .arg("cell")
-            .arg("--job")
-            .arg(job_file.path())
-            .arg("--output")
-            .arg(&output)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            // Its own process group: a Ctrl-C in the terminal reaches only this process, which
-            // then stops the child (and anything it started) itself.
-            .process_group(0);
-        let limit = self.memory_limit_bytes;
-        // SAFETY: the closure runs between fork and exec and only makes two system calls, both
-        // async-signal-safe; it touches no lock and allocates nothing.
-        unsafe {
-            command.pre_exec(move || limit_child(limit));
-        }
-        let mut child = command.spawn().map_err(|e| Error::io(&self.program, e))?;
-        let mut stderr = child.stderr.take().expect("stderr is piped");
-        let sink = self.stderr_lines.clone();
-        let reader = std::thread::spawn(move || {
-            let mut tail = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let mut line = Vec::new();
-            // Searched line by line: libtorch follows its allocator's message with a C++
-            // backtrace longer than the tail that is kept.
-            let mut out_of_memory = None;
-            let mut finish_line = |line: &mut Vec<u8>| {
-                let text = String::from_utf8_lossy(line);
-                if let Some(sink) = &sink {
-                    sink(&text);
-                }
-                if says_out_of_memory(&text) {
-                    out_of_memory = Some(text.trim().to_owned());
-                }
-                // The frames of libtorch's C++ backtraces would crowd the message out of the tail.
-                if !text.starts_with("frame #") {
-                    tail.extend_from_slice(line);
-                    tail.push(b'\n');
-                    if tail.len() > 4 * STDERR_TAIL_BYTES {
-                        tail.drain(..tail.len() - STDERR_TAIL_BYTES);
-                    }
-                }
-                line.clear();
-            };
-            while let Ok(n) = stderr.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                for &byte in &chunk[..n] {
-                    if byte == b'\n' {
-                        finish_line(&mut line);
-                    } else {
-                        line.push(byte);
-                    }
-                }
-            }
-            if !line.is_empty() {
-                finish_line(&mut line);
-            }
-            (tail, out_of_memory)
-        });
-        let ended = self.wait(&mut child, timeout)?;
-        if !matches!(ended, Waited::Exited) {
-            kill_group(&mut child);
-        }
-        let status = child.wait().map_err(|e| Error::io(&self.program, e))?;
-        let (stderr, out_of_memory) = reader.join().unwrap_or_default();
-        let tail = tail_text(&stderr);
-        let timed_out = match ended {
-            Waited::Interrupted(signal) => {
-                let _ = std::fs::remove_file(&output);
-                return Ok(Execution::Interrupted(signal));
-            }
-            Waited::TimedOut => true,
-            Waited::Exited => false,
-        };
-        let read_output = || -> Result<ProcessMeasurement, Error> {
-            let bytes = std::fs::read(&output).map_err(|e| Error::io(&output, e))?;
-            serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output.clone(), source: e })
-        };
-        let result = if timed_out {
-            Execution::Failed(CellStatus::Timeout { limit_s: timeout.as_secs_f64(), stderr_tail: tail })
-        } else if status.success() {
-            match read_output() {
-                Ok(measurement) => Execution::Measured(Box::new(measurement)),
-                Err(e) => Execution::Failed(CellStatus::Failed { error: e.to_string(), stderr_tail: tail }),
-            }
-        } else if let Some(line) = out_of_memory {
-            Execution::Failed(CellStatus::OutOfMemory { error: line, stderr_tail: tail })
-        } else {
-            let how = describe_exit(status, started.elapsed());
-            Execution::Failed(CellStatus::Failed { error: how, stderr_tail: tail })
-        };
-        let _ = std::fs::remove_file(&output);
-        Ok(result)
-    }
-
-    /// Waits for `child` until it exits, `timeout` passes or the run is interrupted.
-    fn wait(&self, child: &mut std::process::Child, timeout: Duration) -> Result<Waited, Error> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(signal) = self.interrupt.signal() {
-                return Ok(Waited::Interrupted(signal));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Ok(Waited::TimedOut);
-            }
-            let slice = left.min(INTERRUPT_POLL);
-            if child.wait_timeout(slice).map_err(|e| Error::io(&self.program, e))?.is_some() {
-                return Ok(Waited::Exited);
-            }
-        }
-    }
-}
-
-/// How waiting for a cell process ended.
-enum Waited {
-    /// The process exited by itself.
-    Exited,
-    /// The cell timeout passed.
-    TimedOut,
-    /// The run was interrupted by this signal.
-    Interrupted(i32),
-}
-
-/// In the child, before exec: the memory cap, and death with the parent (a killed `run` must not
-/// leave a cell process training on its own).
-fn limit_child(memory_limit_bytes: Option<u64>) -> std::io::Result<()> {
-    if let Some(bytes) = memory_limit_bytes {
-        let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
-        // SAFETY: setrlimit reads the struct it is given and nothing else.
-        if unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and touches no memory.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Kills a cell process and everything in its process group. An already exited process is fine.
-fn kill_group(child: &mut std::process::Child) {
-    match libc::pid_t::try_from(child.id()) {
-        // SAFETY: killpg only sends a signal; the group is the child's own (`process_group(0)`).
-        Ok(group) => unsafe {
-            libc::killpg(group, libc::SIGKILL);
-        },
-        Err(_) => {
-            let _ = child.kill();
-        }
-    }
-}
-
-impl CellExecutor for ProcessExecutor {
-    fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
-        self.try_execute(job, timeout).unwrap_or_else(|e| {
-            Execution::Failed(CellStatus::Failed {
-                error: format!("could not run the cell process: {e}"),
-                stderr_tail: String::new(),
-            })
-        })
-    }
-}
-
-/// The last [`STDERR_TAIL_BYTES`] of a child's stderr, as text.
-fn tail_text(bytes: &[u8]) -> String {
-    let start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
-    String::from_utf8_lossy(&bytes[start..]).trim().to_owned()
-}
-
-/// Whether a line a process wrote to stderr says that an allocation failed.
-fn says_out_of_memory(line: &str) -> bool {
-    let line = line.to_lowercase();
-    OUT_OF_MEMORY_MESSAGES.iter().any(|message| line.contains(message))
-}
-
-/// How a child ended, in words.
-fn describe_exit(status: std::process::ExitStatus, after: Duration) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => {
-            format!("cell process exited with status {code} after {:.1} s", after.as_secs_f64())
-        }
-        (None, Some(libc::SIGKILL)) => format!(
-            "cell process was killed (signal 9, SIGKILL, possibly the kernel's out-of-memory killer) after {:.1} s",
-            after.as_secs_f64()
-        ),
-        (None, Some(signal)) => format!(
-            "cell process died of signal {signal} ({}) after {:.1} s",
-            signal_name(signal),
-            after.as_secs_f64()
-        ),
-        (None, None) => "cell process ended without a status".to_owned(),
-    }
 }

@@ -23,7 +23,8 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use crate::bench::plan::{Design, Plan};
+use crate::bench::design::Design;
+use crate::bench::plan::Plan;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, RunInfo, ShardCell, ShardRecord};
 use crate::tricks::Trick;
@@ -76,7 +77,7 @@ impl FromStr for Shard {
 /// The shard unit of a cell under `design` (see the module documentation): `WORKLOAD/throughput`
 /// for the cells that must share a machine, the cell's id for a self-contained time-to-accuracy cell.
 pub fn unit_of(key: &CellKey, design: Design) -> String {
-    let probed_batch = design == Design::BatchSweep || key.tricks.has(Trick::MaxBatch);
+    let probed_batch = design.probes_every_batch() || key.tricks.has(Trick::MaxBatch);
     match key.kind {
         CellKind::TimeToAccuracy if !probed_batch => key.id(),
         CellKind::TimeToAccuracy | CellKind::Throughput { .. } | CellKind::MemoryProbe => {
@@ -100,7 +101,7 @@ pub fn shard_record(
     workloads: &[WorkloadId],
     known: &Plan,
 ) -> Result<ShardRecord, Error> {
-    let design: Design = info.design.parse()?;
+    let design = info.design;
     let mut units: Vec<String> = Vec::new();
     let mut unit_index = |unit: String| match units.iter().position(|u| *u == unit) {
         Some(i) => i,
@@ -111,7 +112,7 @@ pub fn shard_record(
     };
     let mut cells = Vec::new();
     for &workload in workloads {
-        if design != Design::SuperConvergence {
+        if design.measures_throughput() {
             unit_index(throughput_unit(workload));
         }
         for planned in known.cells.iter().filter(|c| c.key.workload == workload) {
@@ -189,6 +190,7 @@ impl ShardRecord {
 mod tests {
     use super::*;
     use crate::bench::plan::PlanRequest;
+    use crate::bench::profile::ProfileName;
     use crate::device::{DeviceSpec, Hardware};
     use crate::results::schema::{DataInfo, Phase, Protocol};
     use crate::tricks::TrickSet;
@@ -236,9 +238,9 @@ mod tests {
             trickbench_version: "test".into(),
             git_commit: None,
             command: vec![],
-            profile: "quick".into(),
+            profile: ProfileName::Quick,
             profile_settings: Default::default(),
-            design: design.to_string(),
+            design,
             device: DeviceSpec::Cpu,
             data: DataInfo {
                 name: "cifar10".into(),

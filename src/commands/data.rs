@@ -88,8 +88,8 @@ pub fn synth(args: &SynthArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes synthetic data to `dir` (used by `data synth` and by `run` when no CIFAR-10 is found).
-pub fn write_synthetic(dir: &Path, train: usize, test: usize, seed: u64) -> Result<()> {
+/// Writes synthetic data to `dir`.
+fn write_synthetic(dir: &Path, train: usize, test: usize, seed: u64) -> Result<()> {
     synth::write_synthetic(dir, train, test, seed)
         .with_context(|| format!("writing synthetic data to {}", dir.display()))
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use trickbench::bench::runner::RESULTS_FILE;
+use trickbench::bench::session;
 use trickbench::results::merge::{merge as merge_shards, ShardResults};
 use trickbench::results::store;
 use trickbench::summary::summary_table;
@@ -15,7 +16,7 @@ use crate::cli::MergeArgs;
 /// the report and exits as `run` does (non-zero when a cell did not measure).
 pub fn merge(args: &MergeArgs) -> Result<()> {
     let out_file = args.out.join(RESULTS_FILE);
-    let _lock = super::run::lock_output(&args.out)?;
+    let _lock = session::hold_output(&args.out)?;
     let mut files = Vec::new();
     for path in &args.shards {
         files.extend(results_files(path, &out_file)?);
@@ -37,8 +38,8 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     store::save(&results, &out_file)?;
     println!("{}", summary_table(&results));
     println!("results: {}", out_file.display());
-    super::report::write_run_report(&results, &args.out)?;
-    super::run::refuse_failed_cells(&results, &args.out)
+    super::write_report(std::slice::from_ref(&results), &args.out)?;
+    Ok(session::refuse_failed_cells(&results, &args.out)?)
 }
 
 /// The results files `path` names: the file itself; a directory's results.json; or, for a

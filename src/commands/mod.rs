@@ -18,7 +18,11 @@ mod parity;
 mod report;
 mod run;
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use trickbench::report::{render_report, ReportFiles};
+use trickbench::results::schema::Results;
 
 use crate::cli::{Cli, Command, DataCommand};
 
@@ -60,6 +64,27 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Parity(args) => parity::parity(&args),
         Command::ParitySide(args) => parity::side(&args),
     }
+}
+
+/// Renders the report of `results` into `out` and says where its files are (`run`, `merge` and
+/// `report` end with it).
+pub fn write_report(results: &[Results], out: &Path) -> Result<()> {
+    let files = render_report(results, out)
+        .with_context(|| format!("rendering the report into {}", out.display()))?;
+    print_files(&files);
+    Ok(())
+}
+
+/// Says where a report's files are.
+fn print_files(files: &ReportFiles) {
+    println!("report:  {}", files.index_html.display());
+    println!("summary: {}", files.summary_md.display());
+    println!("cells:   {}", files.csv.display());
+    println!(
+        "plots:   {} files in {}",
+        files.plots.len(),
+        files.index_html.with_file_name("plots").display()
+    );
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use trickbench::report::{render_comparison, render_report, write_index, ReportFiles};
+use trickbench::report::{render_comparison, write_index};
 use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::schema::Results;
 use trickbench::results::store;
@@ -22,10 +22,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(|| {
         args.results[0].parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
     });
-    let files = render_report(&results, &out)
-        .with_context(|| format!("rendering the report into {}", out.display()))?;
-    print_files(&files);
-    Ok(())
+    super::write_report(&results, &out)
 }
 
 /// Renders the cross-device comparison of results files.
@@ -36,15 +33,7 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
         args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
     let files = render_comparison(&results, &reports, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
-    print_files(&files);
-    Ok(())
-}
-
-/// Writes the report of a run that just finished into `out_dir` and says where it is.
-pub fn write_run_report(results: &Results, out_dir: &Path) -> Result<()> {
-    let files = render_report(std::slice::from_ref(results), out_dir)
-        .with_context(|| format!("rendering the report into {}", out_dir.display()))?;
-    print_files(&files);
+    super::print_files(&files);
     Ok(())
 }
 
@@ -59,15 +48,4 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Results>> {
             Ok(results)
         })
         .collect()
-}
-
-fn print_files(files: &ReportFiles) {
-    println!("report:  {}", files.index_html.display());
-    println!("summary: {}", files.summary_md.display());
-    println!("cells:   {}", files.csv.display());
-    println!(
-        "plots:   {} files in {}",
-        files.plots.len(),
-        files.index_html.with_file_name("plots").display()
-    );
 }

@@ -9,6 +9,7 @@
 
 pub mod case;
 pub mod compare;
+pub mod session;
 pub mod side;
 
 /// The PyTorch side (`scripts/parity/parity.py`), built into the binary so that `trickbench

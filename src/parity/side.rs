@@ -39,6 +39,14 @@ pub enum SideMode {
 }
 
 impl SideMode {
+    /// The mode's name on the sides' command lines (`losses`, `time`).
+    pub fn id(self) -> &'static str {
+        match self {
+            SideMode::Losses => "losses",
+            SideMode::Time(_) => "time",
+        }
+    }
+
     /// The floating-point kind of the weights and image inputs: float64 for the losses, float32
     /// (as the benchmark trains) for the timing.
     pub fn kind(self) -> Kind {

@@ -195,7 +195,7 @@ impl<'a> Comparison<'a> {
                     aa_control: cell.key.aa_control,
                     batch_size: cell.key.batch_size,
                     kind: cell.key.kind,
-                    profile: r.run.profile.clone(),
+                    profile: r.run.profile.to_string(),
                 };
                 let slot = &mut joined.entry(key).or_insert_with(|| vec![None; results.len()])[i];
                 if slot.is_none_or(|(c, _)| cell.key.seed < c.key.seed) {
@@ -261,7 +261,7 @@ impl<'a> Comparison<'a> {
 
     /// "standard profile", or "quick / standard profiles" when the files differ.
     pub fn profile_text(&self) -> String {
-        let profiles: BTreeSet<&str> = self.results.iter().map(|r| r.run.profile.as_str()).collect();
+        let profiles: BTreeSet<&str> = self.results.iter().map(|r| r.run.profile.id()).collect();
         let list = profiles.into_iter().collect::<Vec<_>>();
         format!("{} profile{}", list.join(" / "), if list.len() > 1 { "s" } else { "" })
     }

@@ -79,7 +79,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             results_file: super::results_file_name(e.file),
             run_id: &r.run.id,
             device: g.device_name.clone(),
-            profile: &r.run.profile,
+            profile: r.run.profile.id(),
             synthetic_data: r.run.data.synthetic,
             cell_id: &cell.id,
             workload: cell.key.workload.to_string(),

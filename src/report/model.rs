@@ -78,7 +78,7 @@ impl<'a> Report<'a> {
                 let entry = Entry { file, cell, comparison: comparisons.get(cell.id.as_str()).copied() };
                 let workload = cell.key.workload;
                 let device = r.run.device;
-                let profile = r.run.profile.as_str();
+                let profile = r.run.profile.id();
                 let device_name = device_name(r);
                 match groups.iter_mut().find(|g| {
                     g.workload == workload

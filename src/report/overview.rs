@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::bench::design::Design;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::results::schema::{CellKind, CellStatus, Comparison, Phase, Results, TtaSummary};
 use crate::tricks::{Metric, Trick, TrickSet};
@@ -78,8 +79,7 @@ impl Report<'_> {
 }
 
 fn overview(results: &[Results], g: &Group) -> Overview {
-    let design = g.entries.first().map_or("", |e| results[e.file].run.design.as_str());
-    let leave_one_out = design == "leave-one-out";
+    let leave_one_out = g.entries.first().is_some_and(|e| results[e.file].run.design == Design::LeaveOneOut);
     let mut rows = if leave_one_out { leave_one_out_rows(g) } else { ablation_rows(results, g) };
     rows.sort_by_key(|r| r.verdict.effect);
     let stack = if leave_one_out { Vec::new() } else { stack_rows(g) };

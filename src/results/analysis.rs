@@ -1,5 +1,6 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
+use crate::bench::design::Design;
 use crate::measure::flops::{peak_flops_per_s, Precision};
 use crate::measure::power::EnergyMethod;
 use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
@@ -82,7 +83,7 @@ fn utilisation(
 /// is compared with the baseline too. Under the leave-one-out design, a set that lacks one trick
 /// of the largest set is compared with that largest set instead (below 1: the missing trick was
 /// helping).
-pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
+pub fn comparisons(cells: &[CellResult], design: Design) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     let measured: Vec<&CellResult> = cells.iter().filter(ok).collect();
     let compared = |c: &&CellResult| match c.key.reference_for {
@@ -104,7 +105,7 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
                 .filter(same_setting)
                 .filter(|c| c.key.reference_for.is_none() && !c.key.aa_control)
                 .max_by_key(|c| c.key.tricks.len())?;
-            let leave_one_out = design == "leave-one-out"
+            let leave_one_out = design.compares_with_all_on()
                 && cell.key.reference_for.is_none()
                 && cell.key.tricks.len() + 1 == largest.key.tricks.len()
                 && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
@@ -121,7 +122,7 @@ pub fn comparisons(cells: &[CellResult], design: &str) -> Vec<Comparison> {
 /// Everything `results` derives from its cells: the comparisons, with each workload's noise
 /// floor applied to their verdicts, the noise floors, and the time-to-accuracy summaries.
 pub fn refresh_derived(results: &mut Results) {
-    let mut found = comparisons(&results.cells, &results.run.design);
+    let mut found = comparisons(&results.cells, results.run.design);
     results.noise_floors = noise_floors(&results.cells, &found);
     apply_noise_floors(&mut found, &results.cells, &results.noise_floors);
     results.comparisons = found;
@@ -391,7 +392,7 @@ mod tests {
         let fast =
             cell(TrickSet::only(Trick::ChannelsLast), [[150.0, 149.0, 152.0], [151.0, 148.0, 150.0]], 800);
         let same = cell(TrickSet::only(Trick::AvoidSync), [[97.0, 103.0, 100.0], [101.0, 99.0, 98.0]], 1000);
-        let cmp = comparisons(&[base.clone(), fast, same], "ablation");
+        let cmp = comparisons(&[base.clone(), fast, same], Design::Ablation);
         assert_eq!(cmp.len(), 2);
         assert_eq!(cmp[0].verdict, Verdict::Faster);
         assert!((cmp[0].speedup - 1.5).abs() < 0.02, "{:?}", cmp[0]);
@@ -405,7 +406,7 @@ mod tests {
         let mut base = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
         base.status = CellStatus::Failed { error: "boom".into(), stderr_tail: String::new() };
         let fast = cell(TrickSet::only(Trick::ChannelsLast), [[150.0; 3]; 2], 1);
-        assert!(comparisons(&[base, fast], "ablation").is_empty());
+        assert!(comparisons(&[base, fast], Design::Ablation).is_empty());
     }
 
     #[test]
@@ -415,7 +416,7 @@ mod tests {
         debugging.key.reference_for = Some(Trick::DebugOff);
         debugging.id = debugging.key.id();
         let off = cell(TrickSet::only(Trick::DebugOff), [[100.0; 3]; 2], 1);
-        let cmp = comparisons(&[plain, debugging.clone(), off], "ablation");
+        let cmp = comparisons(&[plain, debugging.clone(), off], Design::Ablation);
         assert_eq!(cmp.len(), 1, "the debugging-on cell is a reference, not a trick");
         assert_eq!(cmp[0].baseline, debugging.id);
         assert_eq!(cmp[0].speedup, 2.0);
@@ -428,7 +429,7 @@ mod tests {
         strict.key.reference_for = Some(Trick::Tf32);
         strict.id = strict.key.id();
         let tf32 = cell(TrickSet::only(Trick::Tf32), [[110.0; 3]; 2], 1);
-        let cmp = comparisons(&[plain.clone(), strict.clone(), tf32.clone()], "ablation");
+        let cmp = comparisons(&[plain.clone(), strict.clone(), tf32.clone()], Design::Ablation);
         assert_eq!(cmp.len(), 2, "{cmp:?}");
         let of = |id: &str| cmp.iter().find(|c| c.cell == id).unwrap();
         assert_eq!((of(&tf32.id).baseline.as_str(), of(&tf32.id).speedup), (plain.id.as_str(), 1.1));
@@ -444,12 +445,12 @@ mod tests {
             cell(both, [[200.0; 3]; 2], 1),
             cell(TrickSet::only(Trick::AvoidSync), [[100.0; 3]; 2], 1),
         ];
-        let cmp = comparisons(&cells, "leave-one-out");
+        let cmp = comparisons(&cells, Design::LeaveOneOut);
         assert_eq!(cmp[0].baseline, cells[0].id, "the full set is compared with the baseline");
         assert_eq!(cmp[1].cell, cells[2].id);
         assert_eq!(cmp[1].baseline, cells[1].id, "a reduced set is compared with the full set");
         assert_eq!(cmp[1].speedup, 0.5);
-        assert_eq!(comparisons(&cells, "ablation")[1].baseline, cells[0].id);
+        assert_eq!(comparisons(&cells, Design::Ablation)[1].baseline, cells[0].id);
     }
 
     /// A finished time-to-accuracy cell of `tricks` (or `reference_for`'s reference) at `batch`

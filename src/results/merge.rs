@@ -228,8 +228,8 @@ fn check_same_sweep(
                 differences.push(format!("{what} {x} vs {y}"));
             }
         };
-        differ("profile", a.profile.clone(), b.profile.clone());
-        differ("design", a.design.clone(), b.design.clone());
+        differ("profile", a.profile.to_string(), b.profile.to_string());
+        differ("design", a.design.to_string(), b.design.to_string());
         differ("device", a.device.to_string(), b.device.to_string());
         differ("protocol", format!("{:?}", a.protocol), format!("{:?}", b.protocol));
         let settings = |r: &RunInfo| format!("{:?}", r.profile_settings.families);

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::profile::{ProfileRequest, TtaSettings};
+use crate::bench::design::Design;
+use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::power::{Energy, EnergyMethod};
@@ -167,13 +168,14 @@ pub struct RunInfo {
     /// The command line of the run.
     pub command: Vec<String>,
     /// The measurement profile picked (`smoke`, `quick`, `standard`, `full`).
-    pub profile: String,
+    pub profile: ProfileName,
     /// How the profile was chosen and changed: what `--profile` asked for, the profile file, and
     /// the settings of each family.
     #[serde(default)]
     pub profile_settings: ProfileSettings,
-    /// The experimental design (`ablation`, …).
-    pub design: String,
+    /// The experimental design (`ablation`, `leave-one-out`, `stack`, `batch-sweep`,
+    /// `super-convergence`).
+    pub design: Design,
     /// The device measured (`cpu`, `cuda:0`).
     pub device: DeviceSpec,
     /// The data the cells trained on: the run's first dataset (CIFAR-10 when a ResNet ran).
@@ -199,7 +201,7 @@ impl RunInfo {
 
     /// The profile in words, with why `auto` picked it: "quick profile (auto: no CUDA GPU)".
     pub fn profile_text(&self) -> String {
-        profile_text(&self.profile, self.profile_settings.reason.as_deref())
+        profile_text(self.profile.id(), self.profile_settings.reason.as_deref())
     }
 }
 

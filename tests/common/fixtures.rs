@@ -1,6 +1,8 @@
 //! Hand-built `Results` values for the report tests. None of these numbers were measured: they are
 //! test fixtures, shaped like real runs so that every part of a report has something to draw.
 
+use trickbench::bench::design::Design;
+use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
 use trickbench::measure::power::GpuInfo;
 use trickbench::results::schema::{
@@ -27,9 +29,9 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
             trickbench_version: "0.1.0".to_owned(),
             git_commit: Some("0123456789abcdef0123456789abcdef01234567".to_owned()),
             command: vec!["trickbench".into(), "run".into(), "--profile".into(), "quick".into()],
-            profile: "quick".to_owned(),
+            profile: ProfileName::Quick,
             profile_settings: Default::default(),
-            design: "ablation".to_owned(),
+            design: Design::Ablation,
             device,
             data: DataInfo {
                 name: "cifar10".to_owned(),
@@ -311,7 +313,7 @@ pub fn gpu_fixture() -> Results {
 /// in which one-cycle reaches the target later: 300 s against 210 s for the baseline.
 pub fn super_convergence_run() -> Results {
     let mut r = results(DeviceSpec::Cpu, "fixture-super-convergence", false);
-    r.run.design = "super-convergence".to_owned();
+    r.run.design = Design::SuperConvergence;
     r.run.id = "fixture-super-convergence-run".to_owned();
     for seed in 0..3 {
         add_tta(&mut r, &[], seed, CellStatus::Ok, Some(tta(0.5, 0.62, 300.0)));
@@ -325,7 +327,7 @@ pub fn super_convergence_run() -> Results {
 /// first batch that does not fit.
 pub fn batch_sweep_run() -> Results {
     let mut r = results(DeviceSpec::Cpu, "fixture-batch-sweep", false);
-    r.run.design = "batch-sweep".to_owned();
+    r.run.design = Design::BatchSweep;
     r.run.id = "fixture-batch-sweep-run".to_owned();
     for (batch, samples_per_s, mib) in
         [(64, 330.0, 640), (128, 410.0, 900), (256, 455.0, 1500), (512, 470.0, 2700)]

@@ -1,0 +1,282 @@
+//! The experimental designs: what each measures, the rules it sets for sharding, comparisons and
+//! cell recipes, and its phases (memory probes, the main plan, the stack's second half ranked by
+//! what the ablation measured). The one place that matches on a [`Design`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::plan::{Plan, PlanRequest};
+use crate::error::Error;
+use crate::results::schema::{CellKind, CellStatus, Phase, Results};
+use crate::tricks::{Applicability, Metric, Trick, TrickSet};
+use crate::workloads::{Family, WorkloadId};
+
+/// The first batch size a probe tries; each next one doubles it.
+pub const PROBE_START_BATCH: usize = 64;
+/// The largest batch size a probe tries.
+pub const PROBE_MAX_BATCH: usize = 65_536;
+
+/// An experimental design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Design {
+    /// The baseline against the baseline plus each trick, one at a time.
+    Ablation,
+    /// All tricks on against all on minus each one.
+    LeaveOneOut,
+    /// The ablation, then tricks added cumulatively, best measured first (a waterfall).
+    Stack,
+    /// Throughput, peak memory and time-to-accuracy of the baseline over batch sizes from 64 to
+    /// the largest that fits (probed first; the out-of-memory point is part of the results).
+    BatchSweep,
+    /// Smith & Topin's super-convergence comparison: ResNet-56 trained to accuracy with a
+    /// piecewise-constant step schedule and with 1cycle.
+    SuperConvergence,
+}
+
+impl Design {
+    /// Every design, in the order `--help` lists them.
+    pub const ALL: [Design; 5] =
+        [Design::Ablation, Design::LeaveOneOut, Design::Stack, Design::BatchSweep, Design::SuperConvergence];
+
+    /// What the design measures, in a line of `--help`.
+    fn help(self) -> &'static str {
+        match self {
+            Design::Ablation => "the baseline against the baseline plus each trick",
+            Design::LeaveOneOut => "all tricks on against all on minus each",
+            Design::Stack => "the ablation, then the tricks added cumulatively, best first",
+            Design::BatchSweep => {
+                "throughput, memory and time to accuracy from batch 64 up to the largest that fits"
+            }
+            Design::SuperConvergence => "Smith & Topin's ResNet-56 step schedule against 1cycle",
+        }
+    }
+
+    /// The name on the command line and in results.
+    pub fn id(self) -> &'static str {
+        match self {
+            Design::Ablation => "ablation",
+            Design::LeaveOneOut => "leave-one-out",
+            Design::Stack => "stack",
+            Design::BatchSweep => "batch-sweep",
+            Design::SuperConvergence => "super-convergence",
+        }
+    }
+
+    /// The workloads `--workload all` means under this design: ResNet-56 alone for the
+    /// super-convergence design, which is about it; `None` for the profile's ResNet and GPT.
+    pub fn all_workloads(self) -> Option<Vec<WorkloadId>> {
+        (self == Design::SuperConvergence).then(|| vec![WorkloadId::Resnet56])
+    }
+
+    /// Whether every batch size of a cell comes from a probe (so its cells must share the probe's
+    /// machine in a sharded run).
+    pub fn probes_every_batch(self) -> bool {
+        self == Design::BatchSweep
+    }
+
+    /// Whether the design measures throughput cells (every one but the super-convergence
+    /// comparison, which is time-to-accuracy only).
+    pub fn measures_throughput(self) -> bool {
+        self != Design::SuperConvergence
+    }
+
+    /// Whether a set lacking one trick is compared with the largest set rather than with the
+    /// baseline (leave-one-out).
+    pub fn compares_with_all_on(self) -> bool {
+        self == Design::LeaveOneOut
+    }
+
+    /// Whether its cells train with the super-convergence experiment's own recipe.
+    pub fn trains_super_convergence(self) -> bool {
+        self == Design::SuperConvergence
+    }
+
+    /// The cells of the plans of `requests` known before anything is measured: what a sharded
+    /// run splits and what an estimate counts (probes, the cells planned from their answers and
+    /// the stack's second half come later and join their workload's throughput unit).
+    pub fn known_plan(self, requests: &[PlanRequest]) -> Plan {
+        let mut plan = Plan { cells: Vec::new() };
+        for request in requests {
+            plan.extend(match self {
+                Design::Ablation | Design::Stack => Plan::ablation(request).cells,
+                Design::LeaveOneOut => Plan::leave_one_out(request).cells,
+                Design::SuperConvergence => Plan::super_convergence(request).cells,
+                Design::BatchSweep => Vec::new(),
+            });
+        }
+        plan
+    }
+
+    /// Runs the phases of `request` under this design on `phases`: first the probes it needs,
+    /// then its cells, and for the stack design the tricks added cumulatively. `train_samples`
+    /// (the training split's size) caps a ResNet's probe.
+    pub fn run_phases(
+        self,
+        phases: &mut dyn Phases,
+        request: &PlanRequest,
+        train_samples: usize,
+    ) -> Result<(), Error> {
+        // The probe doubles the batch up to what the training split can fill.
+        let probe_cap = match request.workloads[0].family() {
+            Family::CifarResnet => train_samples.min(PROBE_MAX_BATCH),
+            Family::CharGpt => PROBE_MAX_BATCH,
+        };
+        match self {
+            Design::BatchSweep => {
+                for &workload in &request.workloads {
+                    let fitting = probe(phases, request, workload, TrickSet::baseline(), probe_cap)?;
+                    phases.run(Plan::batch_sweep(request, workload, &fitting))?;
+                }
+                Ok(())
+            }
+            Design::SuperConvergence => phases.run(Plan::super_convergence(request)),
+            Design::Ablation | Design::Stack | Design::LeaveOneOut => {
+                let request = with_max_batch(phases, request, probe_cap)?;
+                phases.run(match self {
+                    Design::LeaveOneOut => Plan::leave_one_out(&request),
+                    _ => Plan::ablation(&request),
+                })?;
+                if self == Design::Stack {
+                    stack(phases, &request)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Design {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for Design {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Design::ALL.into_iter().find(|d| d.id() == s).ok_or_else(|| {
+            let valid: Vec<&str> = Design::ALL.iter().map(|d| d.id()).collect();
+            Error::Invalid(format!("unknown design '{s}'; valid designs: {}", valid.join(", ")))
+        })
+    }
+}
+
+impl clap::ValueEnum for Design {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Design::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.id()).help(self.help()))
+    }
+}
+
+/// What runs a design's phases: each phase a plan that extends the cells of the phases before
+/// it, all in one results file.
+pub trait Phases {
+    /// Runs the cells planned so far plus `plan`'s (what is already measured is skipped).
+    fn run(&mut self, plan: Plan) -> Result<(), Error>;
+    /// The results so far.
+    fn results(&self) -> Result<&Results, Error>;
+    /// Tells the user `line`.
+    fn note(&self, line: &str);
+}
+
+/// `request` with the largest batch that fits when `max-batch` is asked for with
+/// time-to-accuracy cells: probed for every workload it applies to (not the GPT, whose recipe
+/// fixes the batch), and with `checkpointing` too, how much larger a batch it lets fit.
+fn with_max_batch(phases: &mut dyn Phases, request: &PlanRequest, cap: usize) -> Result<PlanRequest, Error> {
+    let mut request = request.clone();
+    if !request.tricks.contains(&Trick::MaxBatch) || request.time_to_accuracy_batch_size.is_none() {
+        return Ok(request);
+    }
+    let hardware = request.hardware.clone();
+    let probed = request
+        .workloads
+        .clone()
+        .into_iter()
+        .filter(|&workload| Trick::MaxBatch.applicability(workload, &hardware) == Applicability::Applies);
+    for workload in probed {
+        let fitting = probe(phases, &request, workload, TrickSet::baseline(), cap)?;
+        if request.tricks.contains(&Trick::Checkpointing) {
+            probe(phases, &request, workload, TrickSet::only(Trick::Checkpointing), cap)?;
+        }
+        request.max_batch_size = fitting.last().copied();
+    }
+    Ok(request)
+}
+
+/// The stack's second half: the tricks added cumulatively, best measured first (in the shard
+/// that measured them).
+fn stack(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
+    let ranking = stack_ranking(phases.results()?, request.workloads[0]);
+    if ranking.is_empty() {
+        return Ok(());
+    }
+    let order: Vec<&str> = ranking.iter().map(|t| t.id()).collect();
+    phases.note(&format!("stacking tricks, best first: {}", order.join(", ")));
+    phases.run(Plan::stack(request, &ranking))
+}
+
+/// Probes `tricks` on `workload` at batch sizes 64, 128, … up to `cap`, one process each, until
+/// one runs out of memory (or fails): each probe is a cell of the results. Returns the batch
+/// sizes that fit, smallest first.
+fn probe(
+    phases: &mut dyn Phases,
+    request: &PlanRequest,
+    workload: WorkloadId,
+    tricks: TrickSet,
+    cap: usize,
+) -> Result<Vec<usize>, Error> {
+    let mut fitting = Vec::new();
+    let mut batch = PROBE_START_BATCH;
+    while batch <= cap {
+        let cell = Plan::probe(request, workload, tricks.clone(), batch);
+        if cell.not_applicable.is_some() {
+            break;
+        }
+        let id = cell.key.id();
+        phases.run(Plan { cells: vec![cell] })?;
+        match phases.results()?.cells.iter().find(|c| c.id == id).map(|c| &c.status) {
+            Some(CellStatus::Ok) => fitting.push(batch),
+            Some(CellStatus::OutOfMemory { .. }) => {
+                phases.note(&format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
+                break;
+            }
+            _ => break,
+        }
+        batch *= 2;
+    }
+    if let Some(largest) = fitting.last() {
+        phases.note(&format!("  {workload} {}: largest batch that fits {largest}", tricks.label()));
+    }
+    Ok(fitting)
+}
+
+/// The tricks whose ablation cells of `workload` measured training throughput, fastest first.
+pub fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
+    let mut ranked: Vec<(Trick, f64)> = results
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            let cell =
+                results.cells.iter().find(|cell| cell.id == c.cell && cell.key.workload == workload)?;
+            let only: Vec<Trick> = cell.key.tricks.iter().collect();
+            match (only.as_slice(), cell.key.kind) {
+                // The stack starts from the plain recipe, in which debugging is already off.
+                ([trick], CellKind::Throughput { phase: Phase::Train })
+                    if *trick != Trick::DebugOff && trick.metric() == Metric::Throughput =>
+                {
+                    Some((*trick, c.speedup))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    ranked.into_iter().map(|(t, _)| t).collect()
+}

@@ -1,0 +1,194 @@
+//! What is kept of a cell process's stderr: every line forwarded as it arrives, the last
+//! [`STDERR_TAIL_BYTES`] without the frames of C++ backtraces, and the line that says an
+//! allocation failed.
+
+use std::io::Read;
+
+use super::process::LineSink;
+
+/// Bytes of a failed child's stderr kept in the results (less the frames of C++ backtraces).
+pub const STDERR_TAIL_BYTES: usize = 4000;
+
+/// What a process writes to stderr when an allocation fails (lower case): libtorch's CPU and CUDA
+/// allocators, the C library, C++'s `new` and Rust's global allocator.
+const OUT_OF_MEMORY_MESSAGES: [&str; 5] = [
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "std::bad_alloc",
+    "memory allocation of",
+];
+
+/// The start of a frame line of libtorch's C++ backtraces, which would crowd the message out of
+/// the tail.
+const BACKTRACE_FRAME: &str = "frame #";
+
+/// A child's stderr read in chunks of any size, split into lines across chunk edges.
+pub struct StderrTail {
+    /// Where every complete line goes as it arrives.
+    sink: Option<LineSink>,
+    /// The line read so far, not yet ended by a newline.
+    line: Vec<u8>,
+    /// The lines kept, newline-terminated; trimmed to [`STDERR_TAIL_BYTES`] when it grows past
+    /// four times that.
+    kept: Vec<u8>,
+    /// The last line that said an allocation failed, trimmed.
+    out_of_memory: Option<String>,
+}
+
+/// What a child's stderr said, once it is closed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StderrSummary {
+    /// The last [`STDERR_TAIL_BYTES`] of the kept lines, as trimmed text.
+    pub tail: String,
+    /// The last line that said an allocation failed, trimmed (searched line by line: libtorch
+    /// follows its allocator's message with a backtrace longer than the tail).
+    pub out_of_memory: Option<String>,
+}
+
+impl StderrTail {
+    /// An empty tail that forwards each line to `sink`, if given.
+    pub fn new(sink: Option<LineSink>) -> Self {
+        Self { sink, line: Vec::new(), kept: Vec::new(), out_of_memory: None }
+    }
+
+    /// Takes the next bytes the child wrote.
+    pub fn push(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if byte == b'\n' {
+                self.end_line();
+            } else {
+                self.line.push(byte);
+            }
+        }
+    }
+
+    /// Reads `reader` to its end (or its first error) and summarises what it said.
+    pub fn read_to_end(mut self, mut reader: impl Read) -> StderrSummary {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            self.push(&chunk[..n]);
+        }
+        self.finish()
+    }
+
+    /// Ends a last line left without a newline and summarises what was read.
+    pub fn finish(mut self) -> StderrSummary {
+        if !self.line.is_empty() {
+            self.end_line();
+        }
+        let start = self.kept.len().saturating_sub(STDERR_TAIL_BYTES);
+        let tail = String::from_utf8_lossy(&self.kept[start..]).trim().to_owned();
+        StderrSummary { tail, out_of_memory: self.out_of_memory }
+    }
+
+    /// Handles the line read so far: forwards it, notes an allocation failure, keeps it unless it
+    /// is a backtrace frame.
+    fn end_line(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        if let Some(sink) = &self.sink {
+            sink(&text);
+        }
+        if says_out_of_memory(&text) {
+            self.out_of_memory = Some(text.trim().to_owned());
+        }
+        if !text.starts_with(BACKTRACE_FRAME) {
+            self.kept.extend_from_slice(&self.line);
+            self.kept.push(b'\n');
+            if self.kept.len() > 4 * STDERR_TAIL_BYTES {
+                self.kept.drain(..self.kept.len() - STDERR_TAIL_BYTES);
+            }
+        }
+        self.line.clear();
+    }
+}
+
+/// Whether a line a process wrote to stderr says that an allocation failed.
+fn says_out_of_memory(line: &str) -> bool {
+    let line = line.to_lowercase();
+    OUT_OF_MEMORY_MESSAGES.iter().any(|message| line.contains(message))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// Feeds `chunks` one by one and summarises them, collecting the forwarded lines.
+    fn read(chunks: &[&[u8]]) -> (StderrSummary, Vec<String>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&lines);
+        let sink: LineSink = Arc::new(move |line: &str| seen.lock().unwrap().push(line.to_owned()));
+        let mut tail = StderrTail::new(Some(sink));
+        for chunk in chunks {
+            tail.push(chunk);
+        }
+        let summary = tail.finish();
+        let lines = lines.lock().unwrap().clone();
+        (summary, lines)
+    }
+
+    #[test]
+    fn lines_split_across_reads_are_joined_and_forwarded_whole() {
+        let (summary, lines) = read(&[b"step 1 lo", b"ss 2.3\nstep", b" 2 loss 2.1\n", b"done"]);
+        assert_eq!(lines, ["step 1 loss 2.3", "step 2 loss 2.1", "done"]);
+        assert_eq!(summary.tail, "step 1 loss 2.3\nstep 2 loss 2.1\ndone");
+        assert_eq!(summary.out_of_memory, None);
+    }
+
+    #[test]
+    fn the_out_of_memory_line_is_found_behind_a_backtrace_longer_than_the_tail() {
+        let mut chunks: Vec<Vec<u8>> =
+            vec![b"Error: CUDA out of memory. Tried to allocate 2.00 GiB\n".to_vec()];
+        for i in 0..400 {
+            chunks.push(format!("frame #{i}: 0x7f00 in at::native::something_long_enough()\n").into_bytes());
+        }
+        // A frame line split between two reads is still recognised as a frame.
+        chunks.push(b"fra".to_vec());
+        chunks.push(b"me #400: 0x7f01\nexception raised\n".to_vec());
+        let borrowed: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+        let (summary, lines) = read(&borrowed);
+        assert_eq!(
+            summary.out_of_memory.as_deref(),
+            Some("Error: CUDA out of memory. Tried to allocate 2.00 GiB")
+        );
+        assert_eq!(summary.tail, "Error: CUDA out of memory. Tried to allocate 2.00 GiB\nexception raised");
+        assert_eq!(lines.len(), 403, "frames are forwarded even though they are not kept");
+    }
+
+    #[test]
+    fn each_allocator_s_message_counts_as_out_of_memory() {
+        for line in [
+            "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes",
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+            "memory allocation of 1048576 bytes failed",
+            "mmap: Cannot allocate memory",
+        ] {
+            let (summary, _) = read(&[line.as_bytes()]);
+            assert_eq!(summary.out_of_memory.as_deref(), Some(line));
+        }
+        assert_eq!(read(&[b"loss is nan\n"]).0.out_of_memory, None);
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_only() {
+        let long: Vec<u8> =
+            (0..3 * STDERR_TAIL_BYTES).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let (summary, _) = read(&[&long]);
+        assert!(summary.tail.len() <= STDERR_TAIL_BYTES);
+        assert!(summary.tail.ends_with(&format!("line {}", 3 * STDERR_TAIL_BYTES - 1)));
+        assert!(!summary.tail.contains("line 0\n"));
+    }
+
+    #[test]
+    fn reading_a_stream_to_its_end_equals_pushing_it() {
+        let bytes: &[u8] = b"warning: slow\nstd::bad_alloc\n";
+        let summary = StderrTail::new(None).read_to_end(bytes);
+        assert_eq!(summary, read(&[bytes]).0);
+        assert_eq!(summary.out_of_memory.as_deref(), Some("std::bad_alloc"));
+    }
+}

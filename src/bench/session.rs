@@ -1,0 +1,202 @@
+//! A whole run from a checked [`RunConfig`]: its inputs, plan requests and record, the shard it
+//! runs, the cell processes' executor, the lock on its output folder, and each workload's design
+//! phases in turn, all measured into one results file.
+
+use std::path::{Path, PathBuf};
+
+use crate::bench::config::RunConfig;
+use crate::bench::design::{Design, Phases};
+use crate::bench::inputs::resolve_inputs;
+use crate::bench::interrupt::Interrupt;
+use crate::bench::lock::{Locked, OutputLock};
+use crate::bench::plan::{Plan, PlanRequest};
+use crate::bench::progress::Progress;
+use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
+use crate::bench::shard::shard_record;
+use crate::error::Error;
+use crate::results::schema::{profile_text, Results};
+use crate::results::system::SystemInfo;
+use crate::summary::workload_table;
+use crate::workloads::WorkloadId;
+
+/// Where the cell processes' job and output files are kept, inside the output folder.
+const SCRATCH_DIR: &str = ".cells";
+
+/// A run that has measured every cell it could.
+#[derive(Debug)]
+pub struct FinishedRun {
+    /// The final results (also in `out_dir`'s results file).
+    pub results: Results,
+    /// The output folder.
+    pub out_dir: PathBuf,
+    /// The workloads whose tables were shown while the run ran.
+    pub shown: Vec<WorkloadId>,
+    /// The output folder's lock, held until this value drops (through the report).
+    pub lock: Option<OutputLock>,
+}
+
+impl FinishedRun {
+    /// The results file.
+    pub fn results_path(&self) -> PathBuf {
+        self.out_dir.join(RESULTS_FILE)
+    }
+}
+
+/// Runs `config`, each cell in a process of `program` (the trickbench binary), telling the user
+/// through `progress`.
+pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Result<FinishedRun, Error> {
+    let design = config.request.design;
+    let workload_ids: Vec<&str> = config.workloads.iter().map(|w| w.id()).collect();
+    progress.note(&format!(
+        "trickbench run: {} · {design} design · {} · {}",
+        profile_text(config.profile.id(), config.profile_reason.as_deref()),
+        config.device,
+        workload_ids.join(", ")
+    ));
+    let inputs = resolve_inputs(config, &|line| progress.note(line))?;
+    let requests = config.plan_requests(inputs.text.missing())?;
+    let started = chrono::Utc::now();
+    let id = format!("{}-{}-{design}", started.format("%Y%m%d-%H%M%S"), config.profile);
+    let out_dir = config.request.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
+    let id = out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned());
+    let mut info = config.run_info(id, started, inputs.data, inputs.more_data);
+    if let Some(shard) = config.request.shard {
+        let record = shard_record(shard, &info, &config.workloads, &design.known_plan(&requests))?;
+        let units = record.units_of(shard.index).len();
+        progress.note(&format!(
+            "note: shard {shard} holds {units} of the plan's {} units (plan fingerprint {})",
+            record.units.len(),
+            &record.fingerprint[..12]
+        ));
+        info.shard = Some(record);
+    }
+    let spec = RunSpec {
+        info,
+        system: SystemInfo::collect(config.device),
+        plan: Plan { cells: Vec::new() },
+        data_dir: inputs.data_dir,
+        images: config.request.inputs.images.clone(),
+        text: inputs.text.path().map(Path::to_path_buf),
+        out_dir: out_dir.clone(),
+        resume: config.request.resume,
+        interrupt: Interrupt::new(),
+    };
+    let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
+        .with_stderr_lines(progress.child_lines())
+        .with_interrupt(spec.interrupt.clone());
+    if let Some(mib) = config.request.memory_limit_mib {
+        executor = executor.with_memory_limit(mib << 20);
+    }
+    let lock = hold_output(&out_dir)?;
+    spec.interrupt.catch_signals()?;
+    let mut session = Session { spec, executor, progress, results: None };
+    let shown = session.run_requests(&requests, design)?;
+    session.progress.finish();
+    let results = session.results.ok_or_else(no_results)?;
+    let _ = std::fs::remove_dir(out_dir.join(SCRATCH_DIR));
+    Ok(FinishedRun { results, out_dir, shown, lock })
+}
+
+/// Locks `out_dir` for as long as the returned lock lives, so that a second run (or merge) into
+/// it is refused; says so on stderr when it takes over the lock of a run that did not end
+/// cleanly, or when the folder's file system cannot lock.
+pub fn hold_output(out_dir: &Path) -> Result<Option<OutputLock>, Error> {
+    match OutputLock::acquire(out_dir)? {
+        Locked::Held { lock, previous } => {
+            if let Some(previous) = previous {
+                eprintln!(
+                    "note: {} was left by a run that ended without releasing it ({previous}); taking it over",
+                    lock.path().display()
+                );
+            }
+            Ok(Some(lock))
+        }
+        Locked::Unsupported { path, source } => {
+            eprintln!(
+                "warning: {}: cannot lock ({source}); nothing stops another run from writing into {} at the \
+                 same time",
+                path.display(),
+                out_dir.display()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The error a run or a merge ends with when any of its cells did not measure (its own exit
+/// status, apart from bad usage), after everything was written.
+pub fn refuse_failed_cells(results: &Results, out_dir: &Path) -> Result<(), Error> {
+    match results.cells.iter().filter(|c| c.failed()).count() {
+        0 => Ok(()),
+        failed => Err(Error::CellsFailed {
+            failed,
+            cells: results.cells.len(),
+            results: out_dir.join(RESULTS_FILE),
+        }),
+    }
+}
+
+/// The error for results asked for before any cell has run.
+fn no_results() -> Error {
+    Error::Invalid("no cell has run yet".to_owned())
+}
+
+/// A run in phases (probes, then the main plan, then the stack), each a plan that extends the
+/// cells of the phases before it, all in one results file.
+struct Session<'a> {
+    spec: RunSpec,
+    executor: ProcessExecutor,
+    progress: &'a mut Progress,
+    results: Option<Results>,
+}
+
+impl Session<'_> {
+    /// Runs every request in turn. Each workload's table is printed as soon as it is measured,
+    /// with an estimate of what the rest will take; returns the workloads whose tables were shown.
+    fn run_requests(&mut self, requests: &[PlanRequest], design: Design) -> Result<Vec<WorkloadId>, Error> {
+        let mut shown = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            let train_samples = self.spec.info.data.train_samples;
+            design.run_phases(self, request, train_samples)?;
+            let rest = &requests[i + 1..];
+            if rest.is_empty() {
+                break;
+            }
+            let results = self.results()?;
+            for &workload in &request.workloads {
+                self.progress.table(&workload_table(results, workload));
+                shown.push(workload);
+            }
+            let protocol = &self.spec.info.protocol;
+            let processes =
+                design.known_plan(rest).schedule(protocol.rounds, protocol.order_seed.unwrap_or(0)).len();
+            let names: Vec<String> = rest.iter().flat_map(|r| &r.workloads).map(|w| w.to_string()).collect();
+            let estimate = self
+                .progress
+                .time_for(processes)
+                .map_or_else(String::new, |t| format!(", {t} at this run's pace"));
+            self.progress.note(&format!("next: {}, {processes} cell processes{estimate}", names.join(", ")));
+        }
+        Ok(shown)
+    }
+}
+
+impl Phases for Session<'_> {
+    fn run(&mut self, plan: Plan) -> Result<(), Error> {
+        self.spec.plan.extend(plan.cells);
+        self.progress.begin_phase();
+        let results = runner::run(&self.spec, &mut self.executor, self.progress)
+            .map_err(|e| e.context(format!("running into {}", self.spec.out_dir.display())))?;
+        self.spec.resume = true;
+        self.results = Some(results);
+        Ok(())
+    }
+
+    fn results(&self) -> Result<&Results, Error> {
+        self.results.as_ref().ok_or_else(no_results)
+    }
+
+    fn note(&self, line: &str) {
+        self.progress.note(line);
+    }
+}

@@ -1,0 +1,351 @@
+//! A whole parity comparison: each workload's baseline cell exported as a case, trained on both
+//! sides for the loss comparison, then both sides timed in interleaved processes, the report
+//! rewritten after every workload.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt;
+
+use crate::bench::profile::ProfileName;
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::measure::stats::median;
+use crate::parity::case::{self, ExportRequest};
+use crate::parity::compare::{
+    LossAgreement, ParityReport, SpeedComparison, TimingRound, WorkloadParity, LOSS_RELATIVE_TOLERANCE,
+};
+use crate::parity::side::{SideMode, SideOutput, TimingPlan};
+use crate::parity::PYTORCH_SCRIPT;
+use crate::results::store;
+use crate::results::system::{git_commit, SystemInfo};
+use crate::workloads::WorkloadId;
+
+/// The file a comparison writes after every workload.
+pub const REPORT_FILE: &str = "parity.json";
+/// The copy of the PyTorch script a comparison runs, left beside its report.
+const SCRIPT_FILE: &str = "parity.py";
+/// The longest a side's process may run before it is stopped.
+const SIDE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Lines of a failed side's stderr quoted in the error.
+const STDERR_TAIL_LINES: usize = 15;
+
+/// A checked comparison.
+#[derive(Debug, Clone)]
+pub struct ParityConfig {
+    /// The workloads, in order.
+    pub workloads: Vec<WorkloadId>,
+    /// The profile whose baseline cells are exported.
+    pub profile: ProfileName,
+    /// The device both sides run on, resolved.
+    pub device: DeviceSpec,
+    /// Seed of weights, data order and augmentation.
+    pub seed: u64,
+    /// Samples per step (`None`: the profile's).
+    pub batch_size: Option<usize>,
+    /// Training steps whose losses are compared.
+    pub steps: usize,
+    /// Timing rounds, each one process per side in alternating order (0: losses only).
+    pub rounds: usize,
+    /// How each timing process times its steps.
+    pub timing: TimingPlan,
+    /// The Python interpreter with PyTorch.
+    pub python: PathBuf,
+    /// The trickbench binary, which runs trickbench's side.
+    pub trickbench: PathBuf,
+    /// The CIFAR-10 directory, checked.
+    pub data_dir: PathBuf,
+    /// The GPTs' text file.
+    pub text: PathBuf,
+    /// Output directory.
+    pub out: PathBuf,
+    /// The command line, as recorded in the report.
+    pub command: Vec<String>,
+}
+
+/// Runs the comparison of `config`, telling the user on stderr; returns the report (also in
+/// `config.out`).
+pub fn run(config: &ParityConfig) -> Result<ParityReport, Error> {
+    let started = chrono::Utc::now();
+    std::fs::create_dir_all(&config.out).map_err(|e| Error::io(&config.out, e))?;
+    let script = config.out.join(SCRIPT_FILE);
+    std::fs::write(&script, PYTORCH_SCRIPT).map_err(|e| Error::io(&script, e))?;
+    let mut report = ParityReport {
+        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        trickbench_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: git_commit(),
+        command: config.command.clone(),
+        device: config.device,
+        system: SystemInfo::collect(config.device),
+        profile: config.profile.to_string(),
+        loss_steps: config.steps,
+        warmup_steps: config.timing.warmup_steps,
+        windows_per_process: config.timing.windows,
+        steps_per_window: config.timing.steps_per_window,
+        workloads: Vec::new(),
+    };
+    let sides = Sides { trickbench: config.trickbench.clone(), python: config.python.clone(), script };
+    for &workload in &config.workloads {
+        let request = ExportRequest {
+            workload,
+            profile: config.profile,
+            batch_size: config.batch_size.unwrap_or(config.profile.settings(workload.family()).batch_size),
+            seed: config.seed,
+            device: config.device,
+            data_dir: config.data_dir.clone(),
+            text: Some(config.text.clone()),
+            steps: config.steps,
+        };
+        report.workloads.push(compare_workload(&request, config, &sides)?);
+        store::write_json_atomically(&report, &config.out.join(REPORT_FILE))?;
+    }
+    Ok(report)
+}
+
+/// The programs of the two sides.
+struct Sides {
+    /// This binary.
+    trickbench: PathBuf,
+    /// The Python interpreter with PyTorch.
+    python: PathBuf,
+    /// The PyTorch script.
+    script: PathBuf,
+}
+
+/// Which side a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Implementation {
+    Trickbench,
+    PyTorch,
+}
+
+impl Implementation {
+    fn name(self) -> &'static str {
+        match self {
+            Implementation::Trickbench => "trickbench",
+            Implementation::PyTorch => "pytorch",
+        }
+    }
+}
+
+/// Exports the case of `request`, compares the losses, then times both sides.
+fn compare_workload(
+    request: &ExportRequest,
+    config: &ParityConfig,
+    sides: &Sides,
+) -> Result<WorkloadParity, Error> {
+    let workload = request.workload;
+    let case_dir = config.out.join(workload.id());
+    eprintln!(
+        "{workload}: exporting the baseline cell's initial weights and {} batches of {} to {}",
+        request.steps,
+        request.batch_size,
+        case_dir.display()
+    );
+    case::export(request, &case_dir)
+        .map_err(|e| e.context(format!("exporting the {workload} parity case")))?;
+    eprintln!("{workload}: training {} steps on each side", request.steps);
+    let run = |implementation, mode, label: &str| run_side(sides, implementation, &case_dir, mode, label);
+    let tb = run(Implementation::Trickbench, SideMode::Losses, "losses")?;
+    let py = run(Implementation::PyTorch, SideMode::Losses, "losses")?;
+    let losses = LossAgreement::compare(tb.losses.clone(), py.losses.clone(), LOSS_RELATIVE_TOLERANCE)
+        .map_err(|e| e.context(format!("{workload}: comparing the losses")))?;
+    eprintln!(
+        "{workload}: loss after {} steps: trickbench {:.6}, PyTorch {:.6}; largest difference {:.2e} ({:.2e} relative): {}",
+        request.steps,
+        losses.trickbench_losses.last().copied().unwrap_or(f64::NAN),
+        losses.pytorch_losses.last().copied().unwrap_or(f64::NAN),
+        losses.max_abs_diff,
+        losses.max_rel_diff,
+        if losses.agrees() { "agree" } else { "DISAGREE" }
+    );
+    let unit = workload.family().sample_unit();
+    let mut rounds = Vec::new();
+    for round in 0..config.rounds {
+        let timing = timing_round(round, &|implementation, label| {
+            run(implementation, SideMode::Time(config.timing), label)
+        })?;
+        eprintln!(
+            "{workload}: round {}/{}: trickbench {:.0} {unit}/s, PyTorch {:.0} {unit}/s (median window)",
+            round + 1,
+            config.rounds,
+            median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
+            median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
+        );
+        rounds.push(timing);
+    }
+    Ok(WorkloadParity {
+        workload,
+        batch_size: request.batch_size,
+        sample_unit: unit.to_owned(),
+        case_dir: workload.id().to_owned(),
+        pytorch_version: py.version,
+        trickbench_threads: tb.threads,
+        pytorch_threads: py.threads,
+        losses,
+        speed: SpeedComparison::from_rounds(rounds),
+    })
+}
+
+/// Timing round `round`: one process of each side through `time`, trickbench first in even
+/// rounds and PyTorch first in odd ones.
+fn timing_round(
+    round: usize,
+    time: &dyn Fn(Implementation, &str) -> Result<SideOutput, Error>,
+) -> Result<TimingRound, Error> {
+    let trickbench_first = round.is_multiple_of(2);
+    let order = if trickbench_first {
+        [Implementation::Trickbench, Implementation::PyTorch]
+    } else {
+        [Implementation::PyTorch, Implementation::Trickbench]
+    };
+    let mut timing = TimingRound {
+        trickbench_first,
+        trickbench_window_samples_per_s: Vec::new(),
+        pytorch_window_samples_per_s: Vec::new(),
+    };
+    for implementation in order {
+        let windows = time(implementation, &format!("time-{round}"))?.window_samples_per_s;
+        match implementation {
+            Implementation::Trickbench => timing.trickbench_window_samples_per_s = windows,
+            Implementation::PyTorch => timing.pytorch_window_samples_per_s = windows,
+        }
+    }
+    Ok(timing)
+}
+
+/// Runs one side's process on the case in `case_dir` in `mode`, its output and stderr kept in
+/// the case directory under `label`, and reads what it wrote.
+fn run_side(
+    sides: &Sides,
+    implementation: Implementation,
+    case_dir: &Path,
+    mode: SideMode,
+    label: &str,
+) -> Result<SideOutput, Error> {
+    let output = case_dir.join(format!("{}-{label}.json", implementation.name()));
+    let stderr_path = case_dir.join(format!("{}-{label}.stderr", implementation.name()));
+    let (mut command, program) = match implementation {
+        Implementation::Trickbench => {
+            let mut c = Command::new(&sides.trickbench);
+            c.arg("parity-side");
+            (c, sides.trickbench.display().to_string())
+        }
+        Implementation::PyTorch => {
+            let mut c = Command::new(&sides.python);
+            c.arg(&sides.script);
+            (c, format!("{} {}", sides.python.display(), sides.script.display()))
+        }
+    };
+    command.arg("--case").arg(case_dir).args(["--mode", mode.id(), "--output"]).arg(&output);
+    if let SideMode::Time(timing) = mode {
+        command
+            .args(["--warmup-steps", &timing.warmup_steps.to_string()])
+            .args(["--windows", &timing.windows.to_string()])
+            .args(["--steps-per-window", &timing.steps_per_window.to_string()]);
+    }
+    let stderr = std::fs::File::create(&stderr_path).map_err(|e| Error::io(&stderr_path, e))?;
+    let starting = match implementation {
+        Implementation::PyTorch => format!(
+            "starting {} (the Python with PyTorch; pass --python PATH, or run `make setup` for .venv/bin/python)",
+            sides.python.display()
+        ),
+        Implementation::Trickbench => format!("starting {program}"),
+    };
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| Error::Context { context: starting, source: Box::new(e) })?;
+    let status = wait_for_side(child, &program, mode, &stderr_path)?;
+    if !status.success() {
+        let text = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+        return Err(Error::Process(format!(
+            "the {} side ({}) failed with {status}: {program}\n{tail}",
+            implementation.name(),
+            mode.id()
+        )));
+    }
+    let bytes = std::fs::read(&output).map_err(|e| Error::io(&output, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output, source: e })
+}
+
+/// Waits for a side's `child` up to [`SIDE_TIMEOUT`], stopping it past that.
+fn wait_for_side(
+    mut child: Child,
+    program: &str,
+    mode: SideMode,
+    stderr_path: &Path,
+) -> Result<ExitStatus, Error> {
+    let waited = child
+        .wait_timeout(SIDE_TIMEOUT)
+        .map_err(|e| Error::Context { context: format!("waiting for {program}"), source: Box::new(e) })?;
+    match waited {
+        Some(status) => Ok(status),
+        None => {
+            child.kill().ok();
+            child.wait().ok();
+            Err(Error::Process(format!(
+                "{program} ({}) ran past {} s and was stopped; its stderr is in {}",
+                mode.id(),
+                SIDE_TIMEOUT.as_secs(),
+                stderr_path.display()
+            )))
+        }
+    }
+}
+
+/// The terminal summary of a report.
+pub fn summary(report: &ParityReport) -> String {
+    let mut text = format!(
+        "\nparity with PyTorch · {} · {} profile · losses over {} steps · timing: {} warm-up steps, then {} windows × {} steps per process\n",
+        report.device, report.profile, report.loss_steps, report.warmup_steps, report.windows_per_process, report.steps_per_window
+    );
+    text.push_str(&format!(
+        "{:<16} {:>6}  {:>22}  {:<9} {:>22} {:>22} {:>24}\n",
+        "workload",
+        "batch",
+        "loss |Δ| max (rel.)",
+        "losses",
+        "trickbench",
+        "PyTorch eager",
+        "trickbench ÷ PyTorch"
+    ));
+    for w in &report.workloads {
+        let agreement = format!("{:.1e} ({:.1e})", w.losses.max_abs_diff, w.losses.max_rel_diff);
+        let verdict = if w.losses.agrees() { "agree" } else { "DISAGREE" };
+        let (tb, py, ratio) = match &w.speed {
+            Some(s) => (
+                format!("{:.0} {}/s", s.trickbench_samples_per_s.point, w.sample_unit),
+                format!("{:.0} {}/s", s.pytorch_samples_per_s.point, w.sample_unit),
+                format!("{:.3}× [{:.3}, {:.3}]", s.speed_ratio.point, s.speed_ratio.low, s.speed_ratio.high),
+            ),
+            None => ("-".to_owned(), "-".to_owned(), "(not timed)".to_owned()),
+        };
+        text.push_str(&format!(
+            "{:<16} {:>6}  {:>22}  {:<9} {:>22} {:>22} {:>24}\n",
+            w.workload.id(),
+            w.batch_size,
+            agreement,
+            verdict,
+            tb,
+            py,
+            ratio
+        ));
+        if let Some(speed) = &w.speed {
+            text.push_str(&format!(
+                "{:<16} PyTorch {} with {} threads, trickbench with {}; {} rounds, processes alternating\n",
+                "",
+                w.pytorch_version,
+                w.pytorch_threads,
+                w.trickbench_threads,
+                speed.rounds.len()
+            ));
+        }
+    }
+    text
+}
