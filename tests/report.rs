@@ -222,6 +222,7 @@ fn comparison_joins_devices_and_lists_mismatches() {
             [
                 "compare-heatmap.png",
                 "compare-heatmap.svg",
+                "compare-heatmap-narrow.svg",
                 "compare-bars.png",
                 "compare-bars.svg",
                 "compare-bars-narrow.svg"
@@ -243,7 +244,7 @@ fn comparison_joins_devices_and_lists_mismatches() {
             .unwrap_or_else(|| panic!("no row {label}"))
     };
     let amp = row("resnet20 · amp · b128");
-    assert!(amp.contains("not applicable") && amp.contains("helps: 2.10× throughput [2.00, 2.20]"), "{amp}");
+    assert!(amp.contains("not applicable") && amp.contains("helps2.10× throughput [2.00, 2.20]"), "{amp}");
     assert!(row("resnet20 · no-bias-before-bn · b128").contains("missing"));
     assert!(row("resnet20 · amp+channels-last · b128").contains("missing"));
 

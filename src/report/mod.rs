@@ -162,10 +162,10 @@ struct FigureFile {
     png: String,
     /// `plots/<slug>.svg`, relative to the report.
     svg_file: String,
-    /// The narrow form's SVG, inlined for phones; `None` for charts without one.
-    svg_narrow: Option<String>,
-    /// `plots/<slug>-narrow.svg`, relative to the report, where there is a narrow form.
-    svg_narrow_file: Option<String>,
+    /// The narrow form's SVG, inlined for phones.
+    svg_narrow: String,
+    /// `plots/<slug>-narrow.svg`, relative to the report.
+    svg_narrow_file: String,
 }
 
 /// The path of `page` relative to the directory `from`, with `/` separators, for a link; `None`
@@ -218,9 +218,7 @@ impl Output {
         write(&self.path(&svg_file), rendered.svg.as_bytes())?;
         write(&self.path(&png), &rendered.png)?;
         let svg_narrow = plots::render_narrow(&f.chart).map_err(failed(&narrow_file))?;
-        if let Some(svg) = &svg_narrow {
-            write(&self.path(&narrow_file), svg.as_bytes())?;
-        }
+        write(&self.path(&narrow_file), svg_narrow.as_bytes())?;
         Ok(FigureFile {
             section: f.section,
             title: f.title,
@@ -228,7 +226,7 @@ impl Output {
             svg: rendered.svg,
             png,
             svg_file,
-            svg_narrow_file: svg_narrow.is_some().then_some(narrow_file),
+            svg_narrow_file: narrow_file,
             svg_narrow,
         })
     }
@@ -236,8 +234,7 @@ impl Output {
     fn plot_files(&self, figures: &[FigureFile]) -> Vec<PathBuf> {
         figures
             .iter()
-            .flat_map(|f| [Some(&f.png), Some(&f.svg_file), f.svg_narrow_file.as_ref()])
-            .flatten()
+            .flat_map(|f| [&f.png, &f.svg_file, &f.svg_narrow_file])
             .map(|file| self.path(file))
             .collect()
     }

@@ -119,12 +119,9 @@ pub(crate) fn render(chart: &Chart) -> Result<Rendered, String> {
     Ok(Rendered { svg, png })
 }
 
-/// The narrow form of `chart` as SVG, for charts that have one (a heatmap's grid has none).
-pub(crate) fn render_narrow(chart: &Chart) -> Result<Option<String>, String> {
-    match chart {
-        Chart::Bars(_) | Chart::Lines(_) => render_svg(chart, Form::Narrow).map(Some),
-        Chart::Heatmap(_) => Ok(None),
-    }
+/// The narrow form of `chart` as SVG, for a phone's column.
+pub(crate) fn render_narrow(chart: &Chart) -> Result<String, String> {
+    render_svg(chart, Form::Narrow)
 }
 
 fn render_svg(chart: &Chart, form: Form) -> Result<String, String> {
@@ -151,7 +148,7 @@ fn size(chart: &Chart, form: Form) -> (u32, u32) {
     match chart {
         Chart::Bars(c) => bars::Layout::of(c, form).size(),
         Chart::Lines(c) => lines::size(c, form),
-        Chart::Heatmap(h) => heatmap::size(h),
+        Chart::Heatmap(h) => heatmap::size(h, form),
     }
 }
 
@@ -165,7 +162,7 @@ fn draw<DB: DrawingBackend>(
     match chart {
         Chart::Bars(c) => bars::draw(&root, c, hovers, form),
         Chart::Lines(c) => lines::draw(&root, c, hovers, form),
-        Chart::Heatmap(h) => heatmap::draw(&root, h, hovers),
+        Chart::Heatmap(h) => heatmap::draw(&root, h, hovers, form),
     }
     .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())

@@ -4,12 +4,17 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{font, text, width, DrawResult, Hovers};
+use super::{font, text, width, wrap, DrawResult, Form, Hovers};
 use super::{BODY_EM, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
 const PAD: i32 = 12;
 const ROW: i32 = 34;
 const TOP: i32 = 44;
+/// The width a narrow figure aims at, SVG pixels.
+const NARROW_WIDTH: i32 = 400;
+/// The height of a row label's line above its cells in a narrow figure.
+const LABEL_LINE: i32 = 20;
+const TITLE_LINE: i32 = 24;
 
 /// A grid of speed-ups: rows × columns, coloured around 1.0.
 #[derive(Debug, Clone)]
@@ -35,11 +40,61 @@ fn column_width(h: &Heatmap) -> i32 {
     texts.chain(heads).max().unwrap_or(0).max(80) + 16
 }
 
+/// Where the grid goes: wide, row labels left of the cells; narrow, each row's label on a line
+/// above its cells, which share the figure's width.
+struct Layout {
+    width: i32,
+    title: Vec<String>,
+    left: i32,
+    column_width: i32,
+    grid_top: i32,
+    row_height: i32,
+    label_line: i32,
+}
+
+impl Layout {
+    fn of(h: &Heatmap, form: Form) -> Layout {
+        let columns = h.columns.len().max(1) as i32;
+        match form {
+            Form::Wide => {
+                let grid = label_width(h) + column_width(h) * columns;
+                let width = (2 * PAD + grid).max(2 * PAD + width(&h.title, TITLE_EM)).max(480);
+                let (left, column_width) = (PAD + label_width(h), column_width(h));
+                let title = vec![h.title.clone()];
+                Layout {
+                    width,
+                    title,
+                    left,
+                    column_width,
+                    grid_top: TOP + 24,
+                    row_height: ROW,
+                    label_line: 0,
+                }
+            }
+            Form::Narrow => {
+                let column_width = column_width(h).max((NARROW_WIDTH - 2 * PAD) / columns);
+                let labels = h.rows.iter().map(|r| width(r, BODY_EM)).max().unwrap_or(0);
+                let width = (2 * PAD + column_width * columns).max(2 * PAD + labels);
+                let title = wrap(&h.title, TITLE_EM, width - 2 * PAD);
+                let grid_top = PAD + TITLE_LINE * title.len() as i32 + 32;
+                Layout {
+                    width,
+                    title,
+                    left: PAD,
+                    column_width,
+                    grid_top,
+                    row_height: LABEL_LINE + 30,
+                    label_line: LABEL_LINE,
+                }
+            }
+        }
+    }
+}
+
 /// Width and height of the figure.
-pub(crate) fn size(h: &Heatmap) -> (u32, u32) {
-    let grid = label_width(h) + column_width(h) * h.columns.len().max(1) as i32;
-    let w = (2 * PAD + grid).max(2 * PAD + width(&h.title, TITLE_EM)).max(480);
-    (w as u32, (TOP + 24 + ROW * h.rows.len().max(1) as i32 + PAD) as u32)
+pub(crate) fn size(h: &Heatmap, form: Form) -> (u32, u32) {
+    let l = Layout::of(h, form);
+    (l.width as u32, (l.grid_top + l.row_height * h.rows.len().max(1) as i32 + PAD) as u32)
 }
 
 /// The heat colour of a speed-up: red below 1, white at 1, green above; saturated at ½× and 2×.
@@ -55,23 +110,33 @@ pub(crate) fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     h: &Heatmap,
     hovers: &Hovers,
+    form: Form,
 ) -> DrawResult<DB> {
-    text(root, &h.title, (PAD, PAD), font(TITLE_EM), (HPos::Left, VPos::Top))?;
-    let (left, cw) = (PAD + label_width(h), column_width(h));
-    let grid_top = TOP + 24;
+    let l = Layout::of(h, form);
+    for (i, line) in l.title.iter().enumerate() {
+        text(root, line, (PAD, PAD + TITLE_LINE * i as i32), font(TITLE_EM), (HPos::Left, VPos::Top))?;
+    }
+    let (left, cw, grid_top) = (l.left, l.column_width, l.grid_top);
     for (col, label) in h.columns.iter().enumerate() {
         let x = left + cw * col as i32 + cw / 2;
         text(root, label, (x, grid_top - 6), font(SMALL_EM), (HPos::Center, VPos::Bottom))?;
     }
     for (r, row) in h.cells.iter().enumerate() {
-        let y = grid_top + ROW * r as i32;
         let label = h.rows.get(r).map_or("", String::as_str);
-        text(root, label, (left - 10, y + ROW / 2), font(BODY_EM), (HPos::Right, VPos::Center))?;
+        let row_top = grid_top + l.row_height * r as i32;
+        let y = row_top + l.label_line;
+        match form {
+            Form::Wide => {
+                text(root, label, (left - 10, y + ROW / 2), font(BODY_EM), (HPos::Right, VPos::Center))?
+            }
+            Form::Narrow => text(root, label, (PAD, row_top + 2), font(BODY_EM), (HPos::Left, VPos::Top))?,
+        }
+        let cell_height = l.row_height - l.label_line;
         for (col, (value, cell_text, hover)) in row.iter().enumerate() {
             let x = left + cw * col as i32;
             let fill = value.map_or(RGBColor(233, 236, 239), heat);
-            root.draw(&Rectangle::new([(x, y), (x + cw, y + ROW)], fill.filled()))?;
-            root.draw(&Rectangle::new([(x, y), (x + cw, y + ROW)], WHITE.stroke_width(2)))?;
+            root.draw(&Rectangle::new([(x, y), (x + cw, y + cell_height)], fill.filled()))?;
+            root.draw(&Rectangle::new([(x, y), (x + cw, y + cell_height)], WHITE.stroke_width(2)))?;
             let colour = match value {
                 Some(v) if v.max(1e-9).log2().abs() > 0.6 => WHITE,
                 Some(_) => TEXT,
@@ -80,11 +145,11 @@ pub(crate) fn draw<DB: DrawingBackend>(
             text(
                 root,
                 cell_text,
-                (x + cw / 2, y + ROW / 2),
+                (x + cw / 2, y + cell_height / 2),
                 font(SMALL_EM).color(&colour),
                 (HPos::Center, VPos::Center),
             )?;
-            hovers.add((x, y), (cw, ROW), hover);
+            hovers.add((x, y), (cw, cell_height), hover);
         }
     }
     Ok(())
