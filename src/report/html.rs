@@ -270,90 +270,89 @@ pub(crate) fn run_title(results: &[Results], what: &str) -> String {
     format!("{} — trickbench {what}", ids.join(", "))
 }
 
+/// One row of the all-cells table.
+fn cell_view(report: &Report, g: &model::Group, e: &model::Entry) -> CellView {
+    let c = e.cell;
+    let target = report.results[e.file].run.protocol.target_ci_half_width;
+    CellView {
+        anchor: model::anchor(e),
+        id: c.id.clone(),
+        group: g.title(),
+        status: model::status_label(&c.status),
+        status_class: model::status_class(&c.status),
+        detail: model::status_detail(c),
+        stderr_tail: model::stderr_tail(&c.status).to_owned(),
+        throughput: c.throughput.map_or_else(
+            || "—".to_owned(),
+            |t| {
+                let unit = g.workload.family().sample_unit();
+                let (median, low, high) =
+                    (t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s);
+                format!("{median:.1} [{low:.1}, {high:.1}] {unit}/s")
+            },
+        ),
+        noise: c.throughput.map_or_else(String::new, |t| {
+            let cv =
+                t.coefficient_of_variation.map_or_else(|| "—".to_owned(), |cv| format!("{:.1}%", cv * 100.0));
+            format!("CV {cv}, {} of {} windows outliers", t.outlier_windows, t.windows)
+        }),
+        noise_warning: c.throughput.and_then(|t| t.noise_warning(target)).unwrap_or_default(),
+        memory: c.memory.and_then(|m| m.primary_bytes()).map_or_else(|| "—".to_owned(), model::bytes_text),
+        memory_note: warmup_note(c),
+        speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
+        compute_note: compute_note(c),
+        compute: compute_text(c),
+        energy: energy_text(c),
+    }
+}
+
+/// Achieved model FLOP/s and the utilisation of the device's peak, or "—".
+fn compute_text(c: &CellResult) -> String {
+    c.utilisation.as_ref().map_or_else(
+        || "—".to_owned(),
+        |u| match u.mfu {
+            Some(mfu) => format!("{:.2} TFLOP/s ({:.1}% MFU)", u.achieved_flops_per_s / 1e12, mfu * 100.0),
+            None => format!("{:.3} TFLOP/s (MFU: no known peak)", u.achieved_flops_per_s / 1e12),
+        },
+    )
+}
+
+/// Energy per sample, mean power and how they were measured, or "—".
+fn energy_text(c: &CellResult) -> String {
+    c.energy.map_or_else(
+        || "—".to_owned(),
+        |e| {
+            let method = match e.method {
+                EnergyMethod::Counter => "energy counter",
+                EnergyMethod::SampledPower => "sampled power",
+            };
+            format!("{:.2} mJ/sample at {:.0} W ({method})", e.joules_per_sample * 1e3, e.mean_power_w)
+        },
+    )
+}
+
+/// One row of the time-to-accuracy cells table, for a cell that trained to a target.
+fn tta_view(g: &model::Group, e: &model::Entry) -> Option<TtaView> {
+    let (c, t) = (e.cell, e.cell.time_to_accuracy.as_ref()?);
+    Some(TtaView {
+        anchor: model::anchor(e),
+        id: c.id.clone(),
+        group: g.title(),
+        status: model::status_label(&c.status),
+        target: quality::target_text(&t.metric, t.target),
+        time_to_target: t
+            .time_to_target_s
+            .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),
+        epochs: t.epochs_to_target.map_or_else(|| "—".to_owned(), |e| format!("{e:.1}")),
+        best: quality::value_text(&t.metric, t.best_metric),
+        evaluations: t.curve.len(),
+    })
+}
+
 /// Renders `index.html` of a report.
 pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
-    let mut cells = Vec::new();
-    let mut tta = Vec::new();
-    for (g, e) in report.entries() {
-        let c = e.cell;
-        cells.push(CellView {
-            anchor: model::anchor(e),
-            id: c.id.clone(),
-            group: g.title(),
-            status: model::status_label(&c.status),
-            status_class: model::status_class(&c.status),
-            detail: model::status_detail(c),
-            stderr_tail: model::stderr_tail(&c.status).to_owned(),
-            throughput: c.throughput.map_or_else(
-                || "—".to_owned(),
-                |t| {
-                    format!(
-                        "{:.1} [{:.1}, {:.1}] {}/s",
-                        t.median_samples_per_s,
-                        t.ci_low_samples_per_s,
-                        t.ci_high_samples_per_s,
-                        g.workload.family().sample_unit()
-                    )
-                },
-            ),
-            noise: c.throughput.map_or_else(String::new, |t| {
-                let cv = t
-                    .coefficient_of_variation
-                    .map_or_else(|| "—".to_owned(), |cv| format!("{:.1}%", cv * 100.0));
-                format!("CV {cv}, {} of {} windows outliers", t.outlier_windows, t.windows)
-            }),
-            noise_warning: c
-                .throughput
-                .and_then(|t| t.noise_warning(report.results[e.file].run.protocol.target_ci_half_width))
-                .unwrap_or_default(),
-            memory: c
-                .memory
-                .and_then(|m| m.primary_bytes())
-                .map_or_else(|| "—".to_owned(), model::bytes_text),
-            memory_note: warmup_note(c),
-            speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),
-            compute_note: compute_note(c),
-            compute: c.utilisation.as_ref().map_or_else(
-                || "—".to_owned(),
-                |u| match u.mfu {
-                    Some(mfu) => {
-                        format!("{:.2} TFLOP/s ({:.1}% MFU)", u.achieved_flops_per_s / 1e12, mfu * 100.0)
-                    }
-                    None => format!("{:.3} TFLOP/s (MFU: no known peak)", u.achieved_flops_per_s / 1e12),
-                },
-            ),
-            energy: c.energy.map_or_else(
-                || "—".to_owned(),
-                |e| {
-                    let method = match e.method {
-                        EnergyMethod::Counter => "energy counter",
-                        EnergyMethod::SampledPower => "sampled power",
-                    };
-                    format!(
-                        "{:.2} mJ/sample at {:.0} W ({method})",
-                        e.joules_per_sample * 1e3,
-                        e.mean_power_w
-                    )
-                },
-            ),
-        });
-        if let Some(t) = &c.time_to_accuracy {
-            let value = |v: f64| quality::value_text(&t.metric, v);
-            tta.push(TtaView {
-                anchor: model::anchor(e),
-                id: c.id.clone(),
-                group: g.title(),
-                status: model::status_label(&c.status),
-                target: quality::target_text(&t.metric, t.target),
-                time_to_target: t
-                    .time_to_target_s
-                    .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),
-                epochs: t.epochs_to_target.map_or_else(|| "—".to_owned(), |e| format!("{e:.1}")),
-                best: value(t.best_metric),
-                evaluations: t.curve.len(),
-            });
-        }
-    }
+    let cells: Vec<CellView> = report.entries().map(|(g, e)| cell_view(report, g, e)).collect();
+    let tta: Vec<TtaView> = report.entries().filter_map(|(g, e)| tta_view(g, e)).collect();
     let overviews = report.overviews();
     let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
     let conclusion =
