@@ -193,7 +193,7 @@ fn plot_area<DB: DrawingBackend>(
     form: Form,
 ) -> DrawResult<DB> {
     let ((x0, x1), (y0, y1)) = ranges(c);
-    let mut chart = ChartBuilder::on(&plot)
+    let mut chart = ChartBuilder::on(plot)
         .margin(PAD as u32)
         .x_label_area_size(46)
         .y_label_area_size(70)
