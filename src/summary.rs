@@ -5,7 +5,6 @@ use std::fmt::Write;
 
 use crate::bench::progress::duration_text;
 use crate::report;
-use crate::results::quality;
 use crate::results::schema::{
     CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, TimeToAccuracy, Verdict,
 };
@@ -74,7 +73,7 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
                 t.batch_size,
                 t.reached,
                 t.seeds,
-                quality::target_text(&t.metric, t.target)
+                t.metric.target_text(t.target)
             );
         }
     }
@@ -285,19 +284,15 @@ pub fn status_detail(cell: &CellResult) -> Option<String> {
         CellStatus::OutOfMemory { error, .. } => Some(format!("out of memory: {error}")),
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
         CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| {
-            let value = |v: f64| quality::value_text(&tta.metric, v);
-            let target = quality::target_text(&tta.metric, tta.target);
+            let value = |v: f64| tta.metric.value_text(v);
+            let target = tta.metric.target_text(tta.target);
             match tta.time_to_target_s {
                 Some(s) => format!(
                     "reached {} after {s:.1} s of training ({:.2} epochs; target {target}; best {})",
                     tta.curve
                         .iter()
-                        .find(|p| quality::reaches(&tta.metric, p.metric, tta.target))
-                        .map_or_else(String::new, |p| format!(
-                            "{} {}",
-                            quality::metric_words(&tta.metric),
-                            value(p.metric)
-                        )),
+                        .find(|p| tta.metric.reaches(p.metric, tta.target))
+                        .map_or_else(String::new, |p| format!("{} {}", tta.metric.words(), value(p.metric))),
                     tta.epochs_to_target.unwrap_or(f64::NAN),
                     value(tta.best_metric)
                 ),
@@ -324,6 +319,7 @@ fn why_stopped(tta: &TimeToAccuracy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::quality::QualityMetric;
     use crate::results::schema::CurvePoint;
 
     fn missed(last_train_s: f64) -> TimeToAccuracy {
@@ -336,7 +332,7 @@ mod tests {
             train_loss: Some(1.5),
         };
         TimeToAccuracy {
-            metric: "test_accuracy".to_owned(),
+            metric: QualityMetric::TestAccuracy,
             target: 0.6,
             budget_s: 100.0,
             time_to_target_s: None,

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
 use trickbench::measure::flops::Precision;
+use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
 use trickbench::results::store;
 use trickbench::workloads::gpt::AttentionBackend;
@@ -246,7 +247,7 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     assert_eq!(attention("gpt-mini/flash-attention/b8/s0/train"), Some(AttentionBackend::FlashAttention));
     assert_eq!(attention("resnet8/baseline/b32/s0/train"), None);
     let tta = cell("gpt-mini/baseline/b8/s0/tta").time_to_accuracy.clone().unwrap();
-    assert_eq!(tta.metric, "validation_loss");
+    assert_eq!(tta.metric, QualityMetric::ValidationLoss);
     let untrained = tta.curve[0].metric;
     let uniform = (vocabulary as f64).ln();
     assert!((untrained - uniform).abs() < 0.5, "an untrained GPT is near uniform: {untrained} vs {uniform}");

@@ -15,6 +15,7 @@ use trickbench::bench::shard::{shard_record, Shard};
 use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::measure::flops::Precision;
 use trickbench::results::merge::{merge, MergeError, ShardResults};
+use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::*;
 use trickbench::results::store;
 use trickbench::results::system::SystemInfo;
@@ -36,7 +37,7 @@ impl CellExecutor for Mock {
         let time_to_accuracy = job.key.kind.runs_once().then(|| {
             let seconds = if job.key.tricks.has(Trick::OneCycle) { 30.0 } else { 50.0 } + job.key.seed as f64;
             TimeToAccuracy {
-                metric: "test_accuracy".into(),
+                metric: QualityMetric::TestAccuracy,
                 target: 0.6,
                 budget_s: 240.0,
                 time_to_target_s: Some(seconds),

@@ -20,7 +20,6 @@ use crate::error::Error;
 use crate::measure::power::EnergyMeter;
 use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::{memory, timer::SyncedTimer};
-use crate::results::quality;
 use crate::results::schema::{
     CellKey, CellKind, CurvePoint, FamilySettings, Memory, Phase, ProcessMeasurement, Protocol,
     TimeToAccuracy,
@@ -658,13 +657,13 @@ fn train_to_target<W: Workload>(
     };
     let wall = Instant::now();
     let mut result = TimeToAccuracy {
-        metric: metric.id().to_owned(),
+        metric,
         target: settings.target,
         budget_s: settings.budget_s,
         time_to_target_s: None,
         wall_time_to_target_s: None,
         epochs_to_target: None,
-        best_metric: quality::worst(metric.id()),
+        best_metric: metric.worst(),
         curve: Vec::new(),
     };
     let mut train_s = 0.0;
@@ -702,8 +701,8 @@ fn train_to_target<W: Workload>(
             "step {step:>6}  epoch {:>5.2}  train {train_s:>7.1} s  loss {:.3}  {} {}",
             point.epoch,
             point.train_loss.unwrap_or(f64::NAN),
-            quality::metric_words(&result.metric),
-            quality::value_text(&result.metric, point.metric)
+            result.metric.words(),
+            result.metric.value_text(point.metric)
         );
         record_point(&mut result, point);
     }
@@ -713,8 +712,8 @@ fn train_to_target<W: Workload>(
 /// Adds an evaluation to the curve and marks the first time the target is reached.
 fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
     result.curve.push(point);
-    result.best_metric = quality::better(&result.metric, result.best_metric, point.metric);
-    if quality::reaches(&result.metric, point.metric, result.target) && result.time_to_target_s.is_none() {
+    result.best_metric = result.metric.better(result.best_metric, point.metric);
+    if result.metric.reaches(point.metric, result.target) && result.time_to_target_s.is_none() {
         result.time_to_target_s = Some(point.train_s);
         result.wall_time_to_target_s = Some(point.wall_s);
         result.epochs_to_target = Some(point.epoch);

@@ -10,7 +10,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::bench::runner::{LineSink, RunObserver};
 use crate::measure::stats::median;
-use crate::results::quality;
 use crate::results::schema::{CellKey, CellResult, CellStatus};
 
 /// How a run shows its progress.
@@ -241,12 +240,12 @@ fn outcome_text(cell: &CellResult, round: usize) -> String {
     match &cell.status {
         CellStatus::Ok => match &cell.time_to_accuracy {
             Some(tta) => {
-                let target = quality::target_text(&tta.metric, tta.target);
+                let target = tta.metric.target_text(tta.target);
                 match tta.time_to_target_s {
                     Some(s) => format!("ok, reached {target} after {s:.1} s of training"),
                     None => format!(
                         "ok, did not reach {target} (best {})",
-                        quality::value_text(&tta.metric, tta.best_metric)
+                        tta.metric.value_text(tta.best_metric)
                     ),
                 }
             }

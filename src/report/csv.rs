@@ -109,7 +109,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             speedup_ci_high_x: c.map(|c| c.speedup_ci_high),
             verdict: c.map(|c| model::verdict_label(c.verdict)),
             memory_ratio_x: c.and_then(|c| c.memory_ratio),
-            tta_metric: tta.map(|t| t.metric.as_str()),
+            tta_metric: tta.map(|t| t.metric.id()),
             tta_target: tta.map(|t| t.target),
             tta_budget_s: tta.map(|t| t.budget_s),
             time_to_target_s: tta.and_then(|t| t.time_to_target_s),

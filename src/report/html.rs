@@ -11,7 +11,6 @@ use crate::measure::power::EnergyMethod;
 use crate::report::compare::{self, Comparison};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
-use crate::results::quality;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
@@ -339,12 +338,12 @@ fn tta_view(g: &model::Group, e: &model::Entry) -> Option<TtaView> {
         id: c.id.clone(),
         group: g.title(),
         status: model::status_label(&c.status),
-        target: quality::target_text(&t.metric, t.target),
+        target: t.metric.target_text(t.target),
         time_to_target: t
             .time_to_target_s
             .map_or_else(|| format!("not reached in {:.0} s", t.budget_s), |s| format!("{s:.1} s")),
         epochs: t.epochs_to_target.map_or_else(|| "—".to_owned(), |e| format!("{e:.1}")),
-        best: quality::value_text(&t.metric, t.best_metric),
+        best: t.metric.value_text(t.best_metric),
         evaluations: t.curve.len(),
     })
 }

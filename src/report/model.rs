@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use crate::device::DeviceSpec;
 use crate::report::plots::Rgb;
-use crate::results::quality;
 use crate::results::schema::{
     time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,
 };
@@ -113,14 +112,14 @@ impl<'a> Report<'a> {
             .flat_map(|r| {
                 let device = device_name(r);
                 r.time_to_accuracy.iter().map(move |t| {
-                    let value = |v: f64| quality::value_text(&t.metric, v);
+                    let value = |v: f64| t.metric.value_text(v);
                     let median = |v: Option<f64>, unit: &str, decimals: usize| {
                         v.map_or_else(|| "not reached".to_owned(), |v| format!("{v:.decimals$}{unit}"))
                     };
                     TtaRow {
                         group: format!("{} · {device} · {}", t.workload, r.run.profile),
                         configuration: format!("{} · b{}", t.configuration, t.batch_size),
-                        target: quality::target_text(&t.metric, t.target),
+                        target: t.metric.target_text(t.target),
                         reached: format!("{}/{}", t.reached, t.seeds),
                         median_time: median(t.median_time_to_target_s, " s", 1),
                         median_epochs: median(t.median_epochs_to_target, "", 2),
@@ -401,7 +400,7 @@ pub(crate) fn tta_verdict(summary: &TtaSummary) -> TrickVerdict {
 }
 
 fn summary_target(summary: &TtaSummary) -> String {
-    quality::target_text(&summary.metric, summary.target)
+    summary.metric.target_text(summary.target)
 }
 
 /// The verdict of a compared cell on its trick's own metric: a trick left out (the reference has

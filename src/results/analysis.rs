@@ -250,7 +250,7 @@ fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
         reference_for: key.reference_for,
         batch_size: key.batch_size,
         cells: members.iter().map(|c| c.id.clone()).collect(),
-        metric: first.map_or_else(String::new, |r| r.metric.clone()),
+        metric: first.map_or(key.workload.family().quality_metric(), |r| r.metric),
         target: first.map_or(0.0, |r| r.target),
         seeds: runs.len(),
         reached: runs.iter().filter(|r| r.time_to_target_s.is_some()).count(),
@@ -309,6 +309,7 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 mod tests {
     use super::*;
     use crate::measure::power::Energy;
+    use crate::results::quality::QualityMetric;
     use crate::results::schema::{CellKind, Phase};
     use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
@@ -473,7 +474,7 @@ mod tests {
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.time_to_accuracy = Some(TimeToAccuracy {
-            metric: "test_accuracy".to_owned(),
+            metric: QualityMetric::TestAccuracy,
             target: 0.9,
             budget_s: 100.0,
             time_to_target_s: seconds,

@@ -9,6 +9,7 @@ use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
+use crate::results::quality::QualityMetric;
 use crate::results::system::SystemInfo;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
@@ -120,8 +121,8 @@ pub struct TtaSummary {
     pub batch_size: usize,
     /// The ids of the cells, one per seed, that finished.
     pub cells: Vec<String>,
-    /// The metric and its target (`test_accuracy`, a fraction).
-    pub metric: String,
+    /// The metric of its target (`test_accuracy`, a fraction, or `validation_loss`).
+    pub metric: QualityMetric,
     /// The target value of the metric.
     pub target: f64,
     /// Seeds that finished training (reached the target or ran out of budget).
@@ -257,7 +258,7 @@ impl FamilySettings {
     /// 0.05".
     pub fn text(&self) -> String {
         let tta = &self.time_to_accuracy;
-        let metric = self.family.quality_metric().id();
+        let metric = self.family.quality_metric();
         let length = match tta.planned_steps {
             Some(steps) => format!("{steps} steps"),
             None => format!("{} epochs", tta.planned_epochs),
@@ -266,7 +267,7 @@ impl FamilySettings {
             "batch {}; time to accuracy: {} within {} s of training, schedule over {length}, batch {}, \
              evaluated every {} steps, learning rate {}",
             self.batch_size,
-            crate::results::quality::target_text(metric, tta.target),
+            metric.target_text(tta.target),
             tta.budget_s,
             tta.batch_size,
             tta.eval_every_steps,
@@ -821,8 +822,8 @@ impl Throughput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimeToAccuracy {
     /// The metric: `test_accuracy` (a fraction in [0, 1], higher is better) or `validation_loss`
-    /// (nats per token, lower is better); see [`crate::results::quality`].
-    pub metric: String,
+    /// (nats per token, lower is better).
+    pub metric: QualityMetric,
     /// The target value of the metric.
     pub target: f64,
     /// Training time allowed before giving up, seconds (evaluation excluded).

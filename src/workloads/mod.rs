@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tch::{nn, Kind, Tensor};
 
 use crate::error::Error;
+pub use crate::results::quality::QualityMetric;
 use gpt::AttentionBackend;
 
 /// A reference workload by name.
@@ -69,30 +70,6 @@ impl Family {
             Family::CifarResnet => QualityMetric::TestAccuracy,
             Family::CharGpt => QualityMetric::ValidationLoss,
         }
-    }
-}
-
-/// A held-out quality metric and which way is better.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QualityMetric {
-    /// Fraction of test images classified correctly (higher is better).
-    TestAccuracy,
-    /// Mean cross-entropy per token on the validation split, nats (lower is better).
-    ValidationLoss,
-}
-
-impl QualityMetric {
-    /// The name recorded in results.
-    pub fn id(self) -> &'static str {
-        match self {
-            QualityMetric::TestAccuracy => "test_accuracy",
-            QualityMetric::ValidationLoss => "validation_loss",
-        }
-    }
-
-    /// Whether a lower value is better.
-    pub fn lower_is_better(self) -> bool {
-        matches!(self, QualityMetric::ValidationLoss)
     }
 }
 

@@ -5,6 +5,7 @@ use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
 use trickbench::measure::power::GpuInfo;
+use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
     CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
     Results, RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
@@ -187,7 +188,7 @@ fn tta(target: f64, plateau: f64, seconds: f64) -> TimeToAccuracy {
         .collect();
     let hit = curve.iter().find(|p| p.metric >= target).copied();
     TimeToAccuracy {
-        metric: "test_accuracy".to_owned(),
+        metric: QualityMetric::TestAccuracy,
         target,
         budget_s: seconds,
         time_to_target_s: hit.map(|p| p.train_s),

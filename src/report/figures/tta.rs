@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, LineChart, Rgb, Scale, Series};
-use crate::results::quality;
+use crate::results::quality::QualityMetric;
 use crate::results::schema::{CellStatus, TimeToAccuracy};
 use crate::tricks::{Trick, TrickSet};
 
@@ -96,14 +96,14 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// The metric axis framed around the target: as far either side as the farthest best value of any
 /// curve (at least 5% of the target), times 2.5, within the data and, for fractions, within 0–100%.
-fn framed(metric: &str, target: f64, curves: &[&TimeToAccuracy]) -> (f64, f64) {
+fn framed(metric: QualityMetric, target: f64, curves: &[&TimeToAccuracy]) -> (f64, f64) {
     let values = curves.iter().flat_map(|t| t.curve.iter().map(|p| p.metric));
     let (lo, hi) = values.fold((target, target), |(a, b), v| (a.min(v), b.max(v)));
     let reach =
         curves.iter().map(|t| (t.best_metric - target).abs()).filter(|d| d.is_finite()).fold(0.0, f64::max);
     let reach = reach.max(target.abs() * 0.05) * 2.5;
     let (mut a, mut b) = ((target - reach).max(lo), (target + reach).min(hi));
-    if quality::is_fraction(metric) {
+    if metric.is_fraction() {
         (a, b) = (a.max(0.0), b.min(1.0));
     }
     (a, b.max(a + 1e-6))
@@ -133,15 +133,15 @@ fn cut_curves(series: &[Series], end: f64) -> Vec<String> {
         .collect()
 }
 
-fn point_hover(label: &str, metric: &str, train_s: f64, value: f64) -> String {
-    format!("{label}: {} after {train_s:.1} s of training", quality::value_text(metric, value))
+fn point_hover(label: &str, metric: QualityMetric, train_s: f64, value: f64) -> String {
+    format!("{label}: {} after {train_s:.1} s of training", metric.value_text(value))
 }
 
 fn curves_of(
     label: &str,
     colour: Rgb,
     dashed: bool,
-    metric: &str,
+    metric: QualityMetric,
     cells: &[(&str, &TimeToAccuracy)],
 ) -> Vec<Series> {
     let curves: Vec<&TimeToAccuracy> = cells.iter().map(|c| c.1).collect();
@@ -188,16 +188,13 @@ fn curves_of(
 }
 
 /// What a configuration's bar or footnote says when it did not reach the target.
-fn unreached(metric: &str, cells: &[&Entry], curves: &[&TimeToAccuracy]) -> String {
+fn unreached(metric: QualityMetric, cells: &[&Entry], curves: &[&TimeToAccuracy]) -> String {
     if let Some(e) = cells.iter().find(|e| e.cell.status != CellStatus::Ok) {
         return model::status_summary(&e.cell.status);
     }
-    let best = curves
-        .iter()
-        .map(|t| t.best_metric)
-        .fold(quality::worst(metric), |a, b| quality::better(metric, a, b));
+    let best = curves.iter().map(|t| t.best_metric).fold(metric.worst(), |a, b| metric.better(a, b));
     if best.is_finite() {
-        format!("target not reached, best {}", quality::value_text(metric, best))
+        format!("target not reached, best {}", metric.value_text(best))
     } else {
         "target not reached".to_owned()
     }
@@ -209,7 +206,7 @@ pub(super) fn figures(g: &Group) -> Vec<Figure> {
     let Some(first) = entries.iter().find_map(|e| e.cell.time_to_accuracy.as_ref()) else {
         return Vec::new();
     };
-    let metric = first.metric.as_str();
+    let metric = first.metric;
     let configs = configurations(&entries);
     let styles = styles(&configs);
     let batches = configs.keys().map(|k| k.2).collect::<BTreeSet<_>>().len();
@@ -254,9 +251,9 @@ fn curves_figure(
     series: Vec<Series>,
     curves: &[&TimeToAccuracy],
 ) -> Figure {
-    let metric = first.metric.as_str();
-    let percent = quality::is_fraction(metric);
-    let target_text = quality::value_text(metric, first.target);
+    let metric = first.metric;
+    let percent = metric.is_fraction();
+    let target_text = metric.value_text(first.target);
     let x_max = time_frame(curves);
     let cut = x_max.map_or_else(String::new, |end| {
         format!(
@@ -275,12 +272,12 @@ fn curves_figure(
              second batch size) and dashed. With several seeds, thin lines are seeds and the bold line their median. The red \
              dashed line is the target ({target_text}); the axis is framed around it, so early points outside \
              the frame are clipped.{cut}",
-            quality::metric_words(metric)
+            metric.words()
         ),
         chart: Chart::Lines(LineChart {
             title: format!("Time to target — {}", g.title()),
             x_label: "training time, evaluation excluded (s)".to_owned(),
-            y_label: format!("{}{}", quality::metric_words(metric), if percent { " (%)" } else { "" }),
+            y_label: format!("{}{}", metric.words(), if percent { " (%)" } else { "" }),
             x_log2: false,
             y_percent: percent,
             y_range: Some(framed(metric, first.target, curves)),
@@ -293,7 +290,7 @@ fn curves_figure(
 }
 
 fn bars_figure(g: &Group, first: &TimeToAccuracy, rows: Vec<BarRow>, missing: &[(String, String)]) -> Figure {
-    let target_text = quality::value_text(&first.metric, first.target);
+    let target_text = first.metric.value_text(first.target);
     Figure {
         section: "tta",
         slug: format!("tta-bars-{}", g.slug()),
