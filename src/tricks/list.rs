@@ -11,7 +11,7 @@ pub const TRICK_GROUPS: [(&str, &[Metric]); 4] = [
     ("convergence", &[Metric::TimeToAccuracy]),
 ];
 
-/// Parses `--tricks`: a comma-separated list of trick ids and groups (`all`, `throughput`,
+/// Parses a `--tricks` value (clap names the flag in its errors): a comma-separated list of trick ids and groups (`all`, `throughput`,
 /// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group.
 pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
     let mut tricks = Vec::new();
@@ -20,7 +20,7 @@ pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
         let members: Vec<Trick> = match group {
             Some((_, metrics)) => Trick::ALL.into_iter().filter(|t| metrics.contains(&t.metric())).collect(),
             None => vec![id.parse().map_err(|e| {
-                Error::Invalid(format!("--tricks: {e}; or a group: all, throughput, memory, convergence"))
+                Error::Invalid(format!("{e}; or a group: all, throughput, memory, convergence"))
             })?],
         };
         for trick in members {
@@ -30,9 +30,7 @@ pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
         }
     }
     if tricks.is_empty() {
-        return Err(Error::Invalid(
-            "--tricks: empty list; give trick ids or groups such as 'all'".to_owned(),
-        ));
+        return Err(Error::Invalid("empty list; give trick ids or groups such as 'all'".to_owned()));
     }
     Ok(tricks)
 }
