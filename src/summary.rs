@@ -142,7 +142,7 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
             throughput_text(cell),
             comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
             cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
-            report::verdict_label(results, cell).unwrap_or("-"),
+            comparison.map_or("-", |c| report::verdict_label(results, cell, c)),
         );
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");

@@ -30,15 +30,9 @@ pub(crate) struct JoinKey {
 }
 
 impl JoinKey {
-    /// The metric the cell's trick is judged by: a one-trick cell's own where it is throughput or
-    /// memory, else the phase's throughput.
+    /// The metric the cell's trick is judged by.
     fn metric(&self) -> Metric {
-        let eval = matches!(self.kind, CellKind::Throughput { phase: Phase::Eval });
-        match model::single_trick(&self.tricks).map(Trick::metric) {
-            Some(Metric::Memory) if !self.aa_control => Metric::Memory,
-            _ if eval => Metric::EvalThroughput,
-            _ => Metric::Throughput,
-        }
+        model::judged_metric(&self.tricks, self.aa_control, self.kind)
     }
 
     fn label(&self) -> String {
@@ -83,8 +77,8 @@ pub(crate) struct DeviceCell {
     pub verdict: Option<Verdict>,
     /// Memory ratio against the device's baseline.
     pub memory_ratio: Option<f64>,
-    /// The trick's verdict on the metric it is judged by (throughput, or peak memory for a
-    /// memory trick), where the device measured it.
+    /// The trick's verdict on the metric it is judged by, as the run's own report gives it, where
+    /// the device measured it.
     pub judged: Option<TrickVerdict>,
 }
 
@@ -232,7 +226,9 @@ impl<'a> Comparison<'a> {
                             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
                             verdict: comparison.map(|c| c.verdict),
                             memory_ratio: comparison.and_then(|c| c.memory_ratio),
-                            judged: comparison.map(|c| model::cell_verdict(key.metric(), c)),
+                            judged: found.zip(comparison).map(|((cell, r), c)| {
+                                model::judged(cell, c, r.cells.iter().find(|x| x.id == c.baseline))
+                            }),
                         }
                     })
                     .collect(),

@@ -17,7 +17,7 @@ mod plots;
 
 use std::path::{Path, PathBuf};
 
-use crate::results::schema::{CellResult, Results};
+use crate::results::schema::{CellResult, Comparison, Results};
 
 pub use index::write_index;
 
@@ -178,12 +178,11 @@ fn relative_link(from: &Path, page: &Path) -> Option<String> {
     Some(std::iter::repeat_n("..".to_owned(), up).chain(down).collect::<Vec<_>>().join("/"))
 }
 
-/// The verdict a report gives `cell` of `results` on its trick's own metric ("helps", "hurts",
-/// "no measurable effect", …), where the cell was compared with a reference.
-pub fn verdict_label(results: &Results, cell: &CellResult) -> Option<&'static str> {
-    let comparison = results.comparisons.iter().find(|c| c.cell == cell.id)?;
+/// The verdict a report gives `cell` of `results`, compared as `comparison` says, on its trick's
+/// own metric ("helps", "hurts", "no measurable effect", …).
+pub fn verdict_label(results: &Results, cell: &CellResult, comparison: &Comparison) -> &'static str {
     let reference = results.cells.iter().find(|c| c.id == comparison.baseline);
-    Some(model::judged(cell, comparison, reference).effect.label())
+    model::judged(cell, comparison, reference).effect.label()
 }
 
 /// The output directory.

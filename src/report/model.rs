@@ -403,25 +403,35 @@ fn summary_target(summary: &TtaSummary) -> String {
     summary.metric.target_text(summary.target)
 }
 
-/// The verdict of a compared cell on its trick's own metric: a trick left out (the reference has
-/// more tricks) by what removing it does, a memory trick by its peak memory, anything else by its
-/// phase's throughput.
+/// The verdict of a compared cell on its trick's own metric: a trick left out by what removing it
+/// does, anything else on [`judged_metric`].
 pub(crate) fn judged(
     cell: &CellResult,
     comparison: &Comparison,
     reference: Option<&CellResult>,
 ) -> TrickVerdict {
-    let tricks = |c: &CellResult| c.key.tricks.iter().count();
-    if reference.is_some_and(|r| tricks(r) > tricks(cell)) {
+    if leaves_out(cell, reference) {
         return removal_verdict(comparison);
     }
-    let trick = single_trick(&cell.key.tricks).filter(|_| !cell.key.aa_control);
-    let metric = match (trick.map(Trick::metric), cell.key.kind) {
+    cell_verdict(judged_metric(&cell.key.tricks, cell.key.aa_control, cell.key.kind), comparison)
+}
+
+/// Whether `cell` is compared with a larger trick set: its reference less some tricks, as in a
+/// leave-one-out.
+pub(crate) fn leaves_out(cell: &CellResult, reference: Option<&CellResult>) -> bool {
+    let tricks = |c: &CellResult| c.key.tricks.iter().count();
+    reference.is_some_and(|r| tricks(r) > tricks(cell))
+}
+
+/// The metric a throughput cell of `tricks` is judged on: peak memory for a memory trick, else
+/// its phase's throughput (the A/A control is the baseline, judged by throughput).
+pub(crate) fn judged_metric(tricks: &TrickSet, aa_control: bool, kind: CellKind) -> Metric {
+    let trick = single_trick(tricks).filter(|_| !aa_control);
+    match (trick.map(Trick::metric), kind) {
         (Some(Metric::Memory), _) => Metric::Memory,
         (_, CellKind::Throughput { phase: Phase::Eval }) => Metric::EvalThroughput,
         _ => Metric::Throughput,
-    };
-    cell_verdict(metric, comparison)
+    }
 }
 
 /// What removing a trick does, in words, and the trick's verdict that follows: a removal that costs

@@ -65,9 +65,7 @@ fn speedup_row(g: &Group, e: &Entry) -> Option<(BarRow, Effect)> {
 
 /// Whether any measured cell's reference is a larger trick set (a leave-one-out design).
 fn leaves_out(g: &Group, entries: &[&Entry]) -> bool {
-    entries.iter().any(|e| {
-        reference(g, e).is_some_and(|r| r.cell.key.tricks.iter().count() > e.cell.key.tricks.iter().count())
-    })
+    entries.iter().any(|e| model::leaves_out(e.cell, reference(g, e).map(|r| r.cell)))
 }
 
 fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
