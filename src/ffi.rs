@@ -107,15 +107,21 @@ mod raw {
 
 /// Turns a shim status code into a `Result`, fetching the C++ exception message on failure.
 fn check(status: c_int, what: &str) -> Result<(), Error> {
-    if status == 0 {
-        return Ok(());
-    }
-    Err(Error::Torch(format!("{what}: {}", last_error())))
+    shim_status(status).map_err(|message| Error::Torch(format!("{what}: {message}")))
 }
 
-/// The message of the last C++ exception a shim function (of `csrc/shim.cpp` or
-/// `csrc/distributed.cpp`) caught on this thread.
-pub(crate) fn last_error() -> String {
+/// The status code of a shim function (of `csrc/shim.cpp` or `csrc/distributed.cpp`, which follow
+/// `csrc/guarded.h`): `Ok` for 0, else the message of the C++ exception it caught.
+pub(crate) fn shim_status(status: c_int) -> Result<(), String> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(last_error())
+    }
+}
+
+/// The message of the last C++ exception a shim function caught on this thread.
+fn last_error() -> String {
     // SAFETY: `tb_last_error` returns a NUL-terminated string owned by a thread-local of the shim,
     // which lives until this thread's next failing shim call; the string is copied out at once.
     unsafe { CStr::from_ptr(raw::tb_last_error()) }.to_string_lossy().into_owned()

@@ -599,6 +599,30 @@ fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The committed runs keep the `results.json` they wrote, in schema version 1, beside the
+/// `results-1.json` their report was rendered from, which an older trickbench saved with every
+/// field of the time filled in (and, for one run, with its summaries derived again): the upgrade
+/// of the first must read as the second, once both derive their summaries from their cells.
+#[test]
+fn committed_version_1_results_upgrade_to_what_their_reports_were_rendered_from() {
+    let reports = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
+    let mut checked = 0;
+    for run in std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()) {
+        let (written, rendered) = (run.join("results.json"), run.join("results-1.json"));
+        if !(written.is_file() && rendered.is_file()) {
+            continue;
+        }
+        let load = |path: &Path| {
+            let mut results = trickbench::results::store::load(path).unwrap();
+            trickbench::results::analysis::refresh_derived(&mut results);
+            results
+        };
+        assert!(load(&written) == load(&rendered), "{} upgrades differently", written.display());
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} committed runs found");
+}
+
 /// The committed reports render from numbered results files (`results-1.json`, …), written by
 /// this schema: loading one and saving it again must give the same bytes, so that no field's
 /// serde name or format drifts.

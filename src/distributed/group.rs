@@ -55,10 +55,7 @@ mod raw {
 
 /// Turns a status code of the distributed shim into a `Result` with the C++ message.
 fn check(status: c_int) -> Result<(), Error> {
-    if status == 0 {
-        return Ok(());
-    }
-    Err(Error::Distributed(crate::ffi::last_error()))
+    crate::ffi::shim_status(status).map_err(Error::Distributed)
 }
 
 /// Why this binary cannot train data-parallel, if it cannot: it was built without gloo's headers.

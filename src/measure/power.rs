@@ -63,7 +63,7 @@ pub enum EnergyMethod {
     /// right after the synchronisation at each timed window's edges, differences summed.
     Counter,
     /// Board power read every 20 ms and integrated over the timed region, where the GPU has no
-    /// energy counter (results written before the counter was used say this too).
+    /// energy counter.
     #[default]
     SampledPower,
 }
@@ -81,7 +81,6 @@ pub struct Energy {
     /// span (sampled power).
     pub interval_s: f64,
     /// How the energy was measured.
-    #[serde(default)]
     pub method: EnergyMethod,
 }
 

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::profile::ProfileName;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
@@ -150,7 +151,7 @@ pub struct ParityReport {
     /// The machine.
     pub system: SystemInfo,
     /// The profile whose cells were exported.
-    pub profile: String,
+    pub profile: ProfileName,
     /// Training steps compared by loss.
     pub loss_steps: usize,
     /// Untimed steps before each timing process's windows.

@@ -78,7 +78,7 @@ pub fn run(config: &ParityConfig) -> Result<ParityReport, Error> {
         command: config.command.clone(),
         device: config.device,
         system: SystemInfo::collect(config.device),
-        profile: config.profile.to_string(),
+        profile: config.profile,
         loss_steps: config.steps,
         warmup_steps: config.timing.warmup_steps,
         windows_per_process: config.timing.windows,

@@ -1,6 +1,8 @@
-//! The results file: its schema, the system record, storage, and the merge of a sharded sweep.
+//! The results file: its schema, the system record, storage, upgrades of older versions, and the
+//! merge of a sharded sweep.
 pub mod analysis;
 pub mod merge;
+pub mod migrate;
 pub mod quality;
 pub mod schema;
 pub mod store;

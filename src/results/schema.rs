@@ -15,8 +15,9 @@ use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::{Family, WorkloadId};
 
-/// The version of this schema. Readers refuse files with a newer version.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of this schema. Readers refuse files with a newer version and upgrade older ones
+/// ([`crate::results::migrate`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything one `trickbench run` measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,10 +34,8 @@ pub struct Results {
     pub comparisons: Vec<Comparison>,
     /// Time-to-accuracy per configuration over its seeds, each against its reference, derived
     /// from `cells`.
-    #[serde(default)]
     pub time_to_accuracy: Vec<TtaSummary>,
     /// Each workload's noise floor, from its A/A control cell, derived from `cells`.
-    #[serde(default)]
     pub noise_floors: Vec<NoiseFloor>,
 }
 
@@ -146,10 +145,8 @@ pub struct TtaSummary {
     pub speedup: Option<f64>,
     /// The reference's median epochs to target ÷ this one's (>1: needs fewer epochs). Unlike
     /// time, epochs do not depend on how busy the machine was.
-    #[serde(default)]
     pub epochs_speedup: Option<f64>,
     /// Whether the reference reached the target with a median (`None` without a reference).
-    #[serde(default)]
     pub reference_reached: Option<bool>,
 }
 
@@ -172,7 +169,6 @@ pub struct RunInfo {
     pub profile: ProfileName,
     /// How the profile was chosen and changed: what `--profile` asked for, the profile file, and
     /// the settings of each family.
-    #[serde(default)]
     pub profile_settings: ProfileSettings,
     /// The experimental design (`ablation`, `leave-one-out`, `stack`, `batch-sweep`,
     /// `super-convergence`).
@@ -218,8 +214,8 @@ pub fn profile_text(name: &str, reason: Option<&str>) -> String {
 /// How a run's profile was chosen, and the settings of each family it trains.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProfileSettings {
-    /// What `--profile` asked for: `auto` or a profile's name (`None` in results written before
-    /// it was recorded).
+    /// What `--profile` asked for: `auto` or a profile's name (`None` in version 1 files that
+    /// predate it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub asked: Option<ProfileRequest>,
     /// Why `auto` picked [`RunInfo::profile`] ("no CUDA GPU", "CUDA GPU cuda:0"); `None` for a
@@ -338,13 +334,7 @@ pub struct DataInfo {
     /// Held-out samples used for evaluation: test images, or validation tokens.
     pub test_samples: usize,
     /// What a sample is (`images`, `tokens`).
-    #[serde(default = "images")]
     pub sample_unit: String,
-}
-
-/// The sample unit of results written before the GPT existed.
-fn images() -> String {
-    "images".to_owned()
 }
 
 /// How throughput and time-to-accuracy are measured.
@@ -366,32 +356,22 @@ pub struct Protocol {
     /// Wall-clock limit for one cell process, seconds.
     pub cell_timeout_s: f64,
     /// Seeds per time-to-accuracy configuration.
-    #[serde(default = "one")]
     pub time_to_accuracy_seeds: usize,
     /// Peak memory a cell may use before it counts as out of memory, bytes (`None`: the device's
     /// own limit).
-    #[serde(default)]
     pub memory_budget_bytes: Option<u64>,
     /// The precision asked of a cell's median throughput: half the width of its interval as a
     /// fraction of the median (0.03: ±3%). A process adds windows beyond `windows_per_process`
     /// until its own interval is this narrow or `max_windows_per_process` is reached, and a cell
     /// whose interval stays wider carries a noise warning.
-    #[serde(default)]
     pub target_ci_half_width: Option<f64>,
     /// The most timed windows a process runs while its interval is wider than asked.
-    #[serde(default)]
     pub max_windows_per_process: Option<usize>,
     /// Seed of the rounds' orders: each round opens with a warm-up process (its measurement
     /// discarded), then runs every throughput cell once in a random order drawn from this seed
     /// and the round (see [`crate::bench::plan::Plan::schedule`]). `None` in results written
     /// when rounds alternated direction, without a warm-up process.
-    #[serde(default)]
     pub order_seed: Option<u64>,
-}
-
-/// The default of [`Protocol::time_to_accuracy_seeds`] for results written before it existed.
-fn one() -> usize {
-    1
 }
 
 /// Which phase a throughput cell times.
@@ -431,7 +411,6 @@ impl CellKind {
 /// What identifies a cell: (workload, trick set, batch size, seed, kind, reference). The device is
 /// the run's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(from = "CellKeyFields")]
 pub struct CellKey {
     /// The workload trained.
     pub workload: WorkloadId,
@@ -457,37 +436,6 @@ pub struct CellKey {
 
 /// The configuration label of the A/A control cell (`resnet8/aa-control/b128/s0/train`).
 pub const AA_CONTROL_LABEL: &str = "aa-control";
-
-/// [`CellKey`] as stored: results written before `reference_for` existed said
-/// `"debug_apis_on": true` for the `debug-off` reference cell.
-#[derive(Deserialize)]
-struct CellKeyFields {
-    workload: WorkloadId,
-    tricks: TrickSet,
-    batch_size: usize,
-    seed: u64,
-    kind: CellKind,
-    #[serde(default)]
-    reference_for: Option<Trick>,
-    #[serde(default)]
-    debug_apis_on: bool,
-    #[serde(default)]
-    aa_control: bool,
-}
-
-impl From<CellKeyFields> for CellKey {
-    fn from(f: CellKeyFields) -> Self {
-        CellKey {
-            workload: f.workload,
-            tricks: f.tricks,
-            batch_size: f.batch_size,
-            seed: f.seed,
-            kind: f.kind,
-            reference_for: f.reference_for.or(f.debug_apis_on.then_some(Trick::DebugOff)),
-            aa_control: f.aa_control,
-        }
-    }
-}
 
 impl CellKey {
     /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with the
@@ -543,7 +491,7 @@ pub enum CellStatus {
     OutOfMemory {
         /// The allocator's message.
         error: String,
-        /// The last lines the process wrote to stderr (empty in files written before it was kept).
+        /// The last lines the process wrote to stderr (omitted when empty).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         stderr_tail: String,
     },
@@ -572,7 +520,6 @@ pub struct CellResult {
     /// The largest peak memory over the cell's processes (after warm-up in throughput cells).
     pub memory: Option<Memory>,
     /// The largest warm-up peak over the cell's processes (see [`ProcessMeasurement::warmup_memory`]).
-    #[serde(default)]
     pub warmup_memory: Option<Memory>,
     /// Time-to-accuracy (time-to-accuracy cells).
     pub time_to_accuracy: Option<TimeToAccuracy>,
@@ -666,7 +613,6 @@ pub struct CellEnergy {
     /// Mean board power while timed, watts.
     pub mean_power_w: f64,
     /// How the energy was measured (the energy counter, or sampled power where it is absent).
-    #[serde(default)]
     pub method: EnergyMethod,
 }
 
@@ -713,24 +659,19 @@ pub struct ProcessMeasurement {
     /// Why `energy` is missing, when it is.
     pub energy_unavailable: Option<String>,
     /// The process's place among its round's measured processes (0: right after the round's
-    /// warm-up process); `None` in results written before it was recorded.
-    #[serde(default)]
+    /// warm-up process); `None` in version 1 files that predate it.
     pub position: Option<usize>,
     /// Seconds of the process outside its timed windows: start-up, data loading, model building
     /// and warm-up, and the little after the last window (throughput cells).
-    #[serde(default)]
     pub setup_s: Option<f64>,
     /// Seconds inside the timed windows (throughput cells).
-    #[serde(default)]
     pub timed_s: Option<f64>,
     /// Peak memory from the process's start through its warm-up steps (cuDNN autotuning
     /// workspaces, a CUDA graph's warm-up and capture), after which the peaks in `memory` were
-    /// reset (throughput cells; `None` in other cells and in results written before it existed).
-    #[serde(default)]
+    /// reset (throughput cells; `None` in other cells and in version 1 files that predate it).
     pub warmup_memory: Option<Memory>,
     /// The attention kernel the GPT's `scaled_dot_product_attention` dispatched to for this
     /// cell's inputs, or `explicit` for attention written out op by op (`None`: no attention).
-    #[serde(default)]
     pub attention_backend: Option<AttentionBackend>,
 }
 
@@ -781,11 +722,9 @@ pub struct Throughput {
     /// Number of windows behind the estimate.
     pub windows: usize,
     /// Sample standard deviation ÷ mean of the window throughputs (`None` for one window).
-    #[serde(default)]
     pub coefficient_of_variation: Option<f64>,
     /// Windows whose throughput is an outlier by median absolute deviation (modified z-score
     /// above 3.5); they stay in the estimate, which is a median.
-    #[serde(default)]
     pub outlier_windows: usize,
 }
 

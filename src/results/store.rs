@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::Error;
+use crate::results::migrate;
 use crate::results::schema::{Results, SCHEMA_VERSION};
 
 /// Writes `results` to `path` atomically: a temporary file in the same directory is written,
@@ -32,12 +33,13 @@ pub fn load(path: &Path) -> Result<Results, Error> {
     parse(&bytes, path)
 }
 
-/// Parses the content of a results file, refusing a newer schema; `path` is only named in errors.
+/// Parses the content of a results file, refusing a newer schema and upgrading an older one;
+/// `path` is only named in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, Error> {
-    let header: serde_json::Value =
+    let mut file: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| Error::Json { path: path.into(), source: e })?;
-    let version = header.get("schema_version").and_then(serde_json::Value::as_u64);
-    match version {
+    let version = file.get("schema_version").and_then(serde_json::Value::as_u64);
+    let version = match version {
         None => {
             return Err(Error::Invalid(format!(
                 "{}: not a trickbench results file (no schema_version)",
@@ -51,9 +53,11 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, Error> {
                 path.display()
             )))
         }
-        Some(_) => {}
-    }
-    serde_json::from_value(header).map_err(|e| Error::Json { path: path.into(), source: e })
+        Some(v) => v,
+    };
+    migrate::upgrade(&mut file, version);
+    file["schema_version"] = SCHEMA_VERSION.into();
+    serde_json::from_value(file).map_err(|e| Error::Json { path: path.into(), source: e })
 }
 
 #[cfg(test)]
