@@ -1,8 +1,10 @@
 //! The `trickbench` binary end to end: real (tiny) training runs into a temp dir, artefacts
 //! verified, and clear errors for bad input.
 
+#[allow(dead_code)]
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
 use trickbench::measure::flops::Precision;
@@ -12,17 +14,9 @@ use trickbench::results::store;
 use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
 
-fn trickbench(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trickbench"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("trickbench runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::cells::cell;
+use common::cli::{synthetic_cifar, text, trickbench};
+use common::dirs::temp_dir;
 
 #[test]
 fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
@@ -39,7 +33,7 @@ fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
 
 #[test]
 fn bad_flags_name_the_value_and_the_valid_choices() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let cases: [(&[&str], &[&str]); 5] = [
         (&["run", "--tricks", "amp,warp-speed"], &["'warp-speed'", "channels-last"]),
         (&["run", "--workload", "vgg"], &["'vgg'", "resnet56"]),
@@ -61,7 +55,7 @@ fn bad_flags_name_the_value_and_the_valid_choices() {
 
 #[test]
 fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_synthetic_data() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(
         dir.path(),
         &[
@@ -97,8 +91,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
             other => panic!("{}: {other:?}", cell.id),
         }
     }
-    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap();
-    let baseline = cell("resnet8/baseline/b32/s0/train");
+    let baseline = cell(&results, "resnet8/baseline/b32/s0/train");
     assert_eq!(baseline.processes.len(), 2, "one process per round");
     assert_eq!(baseline.throughput.unwrap().windows, 4);
     assert!(baseline.memory.unwrap().peak_rss_bytes.unwrap() > 50 << 20);
@@ -113,9 +106,10 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         .all(|p| p.precision == Precision::Fp32 && p.attention_backend.is_none()));
     // Baseline reads loss and accuracy every timed step; avoid-sync reads nothing inside the windows.
     assert!(baseline.processes.iter().all(|p| p.host_metric_reads == 4));
-    assert!(cell("resnet8/avoid-sync/b32/s0/train").processes.iter().all(|p| p.host_metric_reads == 0));
+    let avoid_sync = cell(&results, "resnet8/avoid-sync/b32/s0/train");
+    assert!(avoid_sync.processes.iter().all(|p| p.host_metric_reads == 0));
     assert_eq!(
-        cell("resnet8/no-grad-eval/b32/s0/eval").key.kind,
+        cell(&results, "resnet8/no-grad-eval/b32/s0/eval").key.kind,
         CellKind::Throughput { phase: Phase::Eval }
     );
     assert_eq!(results.comparisons.len(), 4, "3 tricks that ran and the A/A control");
@@ -124,8 +118,9 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     assert!(stdout.contains("noise floor of resnet8 (A/A control"), "{stdout}");
     assert!(stdout.contains("time: ") && stdout.contains("in timed windows"), "{stdout}");
 
-    assert!(cell("resnet8/baseline/b32/s0/tta").processes.iter().all(|p| p.warmup_memory.is_none()));
-    let tta = cell("resnet8/baseline/b32/s0/tta").time_to_accuracy.clone().unwrap();
+    let tta_cell = cell(&results, "resnet8/baseline/b32/s0/tta");
+    assert!(tta_cell.processes.iter().all(|p| p.warmup_memory.is_none()));
+    let tta = tta_cell.time_to_accuracy.clone().unwrap();
     assert_eq!(tta.curve[0].train_s, 0.0, "the curve starts with the untrained network");
     assert!(tta.time_to_target_s.is_some(), "synthetic data is learnable: {tta:?}");
 
@@ -177,7 +172,7 @@ fn write_corpus(path: &Path, chars: usize) -> usize {
 
 #[test]
 fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let vocabulary = write_corpus(&dir.path().join("corpus.txt"), 40_000);
     assert!(vocabulary > 30, "an untrained model's loss, ln {vocabulary}, must lie above the target 3.0");
     let out = trickbench(
@@ -223,8 +218,7 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     assert_eq!((text_data.name.as_str(), text_data.sample_unit.as_str()), ("corpus.txt", "tokens"));
     let characters = std::fs::read_to_string(dir.path().join("corpus.txt")).unwrap().chars().count();
     assert_eq!(text_data.train_samples, characters * 9 / 10, "the first 90% of the characters train");
-    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("{id} missing"));
-    let na = |id: &str| match &cell(id).status {
+    let na = |id: &str| match &cell(&results, id).status {
         CellStatus::NotApplicable { reason } => reason.clone(),
         other => panic!("{id} should be not applicable: {other:?}"),
     };
@@ -235,18 +229,19 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
         "gpt-mini/flash-attention/b8/s0/train",
         "gpt-mini/jit-fusion/b8/s0/train",
     ] {
-        assert_eq!(cell(id).status, CellStatus::Ok, "{id}");
+        let gpt = cell(&results, id);
+        assert_eq!(gpt.status, CellStatus::Ok, "{id}");
         // A window of 64 tokens is 64 samples: throughput counts tokens.
-        assert!(cell(id).processes.iter().all(|p| p.timed_samples.is_multiple_of(64) && p.timed_samples > 0));
-        let windows: Vec<usize> = cell(id).processes.iter().map(|p| p.window_samples_per_s.len()).collect();
+        assert!(gpt.processes.iter().all(|p| p.timed_samples.is_multiple_of(64) && p.timed_samples > 0));
+        let windows: Vec<usize> = gpt.processes.iter().map(|p| p.window_samples_per_s.len()).collect();
         assert_eq!(windows, [3], "{id}: one round of three windows, as the flags say");
     }
     // gpt-mini has no dropout, with which PyTorch's CPU SDPA runs its flash kernel.
-    let attention = |id: &str| cell(id).processes[0].attention_backend;
+    let attention = |id: &str| cell(&results, id).processes[0].attention_backend;
     assert_eq!(attention("gpt-mini/baseline/b8/s0/train"), Some(AttentionBackend::Explicit));
     assert_eq!(attention("gpt-mini/flash-attention/b8/s0/train"), Some(AttentionBackend::FlashAttention));
     assert_eq!(attention("resnet8/baseline/b32/s0/train"), None);
-    let tta = cell("gpt-mini/baseline/b8/s0/tta").time_to_accuracy.clone().unwrap();
+    let tta = cell(&results, "gpt-mini/baseline/b8/s0/tta").time_to_accuracy.clone().unwrap();
     assert_eq!(tta.metric, QualityMetric::ValidationLoss);
     let untrained = tta.curve[0].metric;
     let uniform = (vocabulary as f64).ln();
@@ -265,7 +260,7 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
 
 #[test]
 fn gpt_text_problems_name_the_file_and_the_flag() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let gpt_run = |text_file: &str| {
         trickbench(
             dir.path(),
@@ -314,7 +309,7 @@ fn gpt_text_problems_name_the_file_and_the_flag() {
 
 #[test]
 fn data_import_and_synth_write_the_cifar_binary_layout() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     for split in ["train", "test"] {
         for (c, class) in ["cat", "dog"].iter().enumerate() {
             let folder = dir.path().join("folder").join(split).join(class);
@@ -331,14 +326,13 @@ fn data_import_and_synth_write_the_cifar_binary_layout() {
     let data = trickbench::data::cifar::load_dir(&dir.path().join("imported")).unwrap();
     assert_eq!(data.train.len(), 6);
 
-    let out = trickbench(dir.path(), &["data", "synth", "--train", "50", "--test", "10", "--out", "synth"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    synthetic_cifar(dir.path(), "synth", 50, 10);
     assert!(trickbench::data::cifar::is_synthetic_dir(&dir.path().join("synth")));
 }
 
 #[test]
 fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(
         dir.path(),
         &[
@@ -394,7 +388,7 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
 
 #[test]
 fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(dir.path(), &["run", "--memory-budget-mib", "0", "--data", "no-such-dir"]);
     assert!(!out.status.success() && text(&out.stderr).contains("--memory-budget-mib"));
     let out = trickbench(dir.path(), &["run", "--seeds", "0", "--data", "no-such-dir"]);
@@ -415,15 +409,13 @@ fn bad_seeds_budgets_and_designs_are_refused_with_the_flag_named() {
 
 #[test]
 fn shards_run_apart_and_merge_into_one_results_file_and_report() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     for bad in ["3/2", "0/0", "abc"] {
         let out = trickbench(dir.path(), &["run", "--shard", bad]);
         let stderr = text(&out.stderr);
         assert!(!out.status.success() && stderr.contains("--shard") && stderr.contains(bad), "{stderr}");
     }
-    let synth =
-        trickbench(dir.path(), &["data", "synth", "--out", "synth", "--train", "2000", "--test", "500"]);
-    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    synthetic_cifar(dir.path(), "synth", 2000, 500);
     // Two units: the ResNet's throughput cells, and the GPT's (not applicable without a text
     // file, so nothing trains); a third shard has nothing to do.
     let shard = |i: &str| {
@@ -484,7 +476,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
 
 #[test]
 fn contradictory_flags_are_refused_naming_both() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let cases: [(&[&str], &[&str]); 6] = [
         (&["--no-time-to-accuracy", "--seeds", "3"], &["--seeds", "--no-time-to-accuracy"]),
         (&["--design", "batch-sweep", "--batch-size", "64"], &["--batch-size", "--design batch-sweep"]),
@@ -511,7 +503,7 @@ fn contradictory_flags_are_refused_naming_both() {
 
 #[test]
 fn bad_protocol_and_time_to_accuracy_values_are_refused_before_any_cell_naming_flag_and_value() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let cases: &[(&[&str], &[&str])] = &[
         (&["--rounds", "-1"], &["--rounds", "'-1'"]),
         (&["--windows", "many"], &["--windows", "'many'"]),
@@ -579,10 +571,8 @@ fn bad_protocol_and_time_to_accuracy_values_are_refused_before_any_cell_naming_f
 
 #[test]
 fn a_profile_file_and_flags_reach_the_cells_progress_is_plain_lines_off_a_terminal_and_quiet_is_quiet() {
-    let dir = tempfile::tempdir().unwrap();
-    let synth =
-        trickbench(dir.path(), &["data", "synth", "--out", "synth", "--train", "2000", "--test", "500"]);
-    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "synth", 2000, 500);
     let profile_file = r#"
 rounds = 1
 windows_per_process = 1
@@ -619,9 +609,8 @@ target = 0.3
     let protocol = &results.run.protocol;
     assert_eq!((protocol.rounds, protocol.windows_per_process, protocol.warmup_steps), (1, 1, 0));
     assert_eq!(protocol.cell_timeout_s, 600.0);
-    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("{id} missing"));
-    assert_eq!(cell("resnet8/baseline/b32/s0/train").processes[0].window_samples_per_s.len(), 1);
-    let tta_cell = cell("resnet8/baseline/b32/s0/tta");
+    assert_eq!(cell(&results, "resnet8/baseline/b32/s0/train").processes[0].window_samples_per_s.len(), 1);
+    let tta_cell = cell(&results, "resnet8/baseline/b32/s0/tta");
     assert_eq!(tta_cell.status, CellStatus::Ok);
     let tta = tta_cell.time_to_accuracy.clone().unwrap();
     assert_eq!((tta.target, tta.budget_s, tta.time_to_target_s), (1.0, 100.0, None));

@@ -2,8 +2,11 @@
 //! train exactly as one process on the whole batch, and a missing or dead peer or a bad
 //! rendezvous ends with a clear error within a bounded time instead of hanging.
 
+#[allow(dead_code)]
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use tch::Tensor;
@@ -15,29 +18,28 @@ use trickbench::results::schema::CellStatus;
 use trickbench::results::store;
 use trickbench::tricks::Trick;
 
+use common::cli::{command, synthetic_cifar, text};
+use common::dirs::temp_dir;
+
 /// Longest any one command here may take before the test calls it hung (a guard, not a timing
 /// assertion: every wait inside is bounded by TRICKBENCH_DIST_TIMEOUT_S, a few seconds).
 const HUNG: Duration = Duration::from_secs(120);
 
 /// Runs trickbench in `dir` with `env` on top of an environment without the torchrun variables.
 fn trickbench(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_trickbench"));
-    command.current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut run = command(dir, args);
+    run.stdout(Stdio::piped()).stderr(Stdio::piped());
     for name in REQUIRED {
-        command.env_remove(name);
+        run.env_remove(name);
     }
-    command.env(TIMEOUT_S, "5");
-    command.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    let mut child = command.spawn().expect("trickbench starts");
+    run.env(TIMEOUT_S, "5");
+    run.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    let mut child = run.spawn().expect("trickbench starts");
     if child.wait_timeout(HUNG).expect("waiting for trickbench").is_none() {
         child.kill().expect("killing a hung trickbench");
         panic!("trickbench {args:?} hung for {HUNG:?}");
     }
     child.wait_with_output().expect("trickbench output")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The weight checksum a `ddp-check` line reports.
@@ -47,7 +49,7 @@ fn checksum(line: &str) -> f64 {
 
 #[test]
 fn two_gloo_ranks_train_exactly_as_one_process_on_the_concatenated_batch() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     // 3 steps, 4 images per rank, 64 KiB buckets: the ResNet-8's 300 KiB of gradients go out in
     // several buckets, each all-reduced while backward is still running.
     let args = ["--steps", "3", "--batch-size", "4", "--bucket-kib", "64", "--out", "ddp.ot"];
@@ -91,7 +93,7 @@ fn rank_env(rank: usize, port: u16) -> Vec<(&'static str, String)> {
 
 #[test]
 fn a_world_whose_peer_never_comes_fails_within_the_timeout_naming_the_rendezvous() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     for rank in [0, 1] {
         let port = free_port().unwrap();
         let mut env = rank_env(rank, port);
@@ -107,7 +109,7 @@ fn a_world_whose_peer_never_comes_fails_within_the_timeout_naming_the_rendezvous
 
 #[test]
 fn a_rank_that_dies_stops_the_launch_which_names_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(
         dir.path(),
         &["launch", "--nproc-per-node", "2", "--", "ddp-check", "--fail-rank", "1"],
@@ -129,7 +131,7 @@ fn a_rank_that_dies_stops_the_launch_which_names_it() {
 
 #[test]
 fn bad_rendezvous_variables_are_refused_naming_the_variable() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let port = free_port().unwrap();
     let with = |name: &'static str, value: Option<&str>| {
         let mut env: Vec<(&str, String)> =
@@ -160,7 +162,7 @@ fn ddp_is_not_applicable_with_fewer_than_two_gpus_and_the_run_says_why() {
     if tch::Cuda::device_count() >= 2 {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(
         dir.path(),
         &["run", "--profile", "smoke", "--tricks", "ddp", "--no-time-to-accuracy", "--out", "out"],
@@ -190,10 +192,8 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     use trickbench::tricks::TrickSet;
     use trickbench::workloads::{Family, WorkloadId};
 
-    let dir = tempfile::tempdir().unwrap();
-    let synth =
-        trickbench(dir.path(), &["data", "synth", "--out", "cifar", "--train", "256", "--test", "64"], &[]);
-    assert!(synth.status.success(), "{}", text(&synth.stderr));
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "cifar", 256, 64);
     // The cell machinery on CPU: the plan never makes this cell here (ddp needs ≥ 2 GPUs), but a
     // job handed to two launched ranks runs the same code a GPU machine's ranks run, with gloo.
     let job = CellJob {

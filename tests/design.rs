@@ -1,15 +1,20 @@
 //! Each design's phases on a fake runner: the probes a design makes and where they stop, the plan
 //! it runs from their answers, and the stack ranked by the speed-ups the ablation measured.
 
+#[allow(dead_code)]
+mod common;
+
 use trickbench::bench::design::{stack_ranking, Design, Phases};
 use trickbench::bench::plan::{Plan, PlanRequest};
-use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::bench::profile::ProfileName;
 use trickbench::error::Error;
-use trickbench::results::schema::{
-    CellKey, CellKind, CellResult, CellStatus, Comparison, Phase, Results, Verdict,
-};
-use trickbench::tricks::{Trick, TrickSet};
+use trickbench::results::schema::{CellKind, CellResult, CellStatus, Phase, Results};
+use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
+
+use common::cells::{comparison, train_key, KeyWith};
+use common::dirs::checkout;
+use common::plan::cpu_request;
 
 /// Runs phases instantly: probes fit below `fits_below` and run out of memory from it on, every
 /// other cell measures; records each phase's plan and every note.
@@ -63,50 +68,22 @@ impl Phases for FakePhases {
 }
 
 fn request(tricks: Vec<Trick>) -> PlanRequest {
-    PlanRequest {
-        workloads: vec![WorkloadId::Resnet20],
-        tricks,
-        hardware: Hardware::probe(DeviceSpec::Cpu),
-        batch_size: 128,
-        seed: 0,
-        time_to_accuracy_batch_size: Some(64),
-        time_to_accuracy_seeds: 1,
-        large_batch_size: 512,
-        max_batch_size: None,
-        missing_text: None,
-        has_images: false,
-    }
+    cpu_request(ProfileName::Quick, &[WorkloadId::Resnet20], &tricks)
 }
 
 /// A committed run's results without its cells: what a run holds before it measures.
 fn empty_results() -> Results {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("reports/cpu-xeon-2core-20261130-quick/results-1.json");
+    let path = checkout("reports/cpu-xeon-2core-20261130-quick/results-1.json");
     let results = trickbench::results::store::load(&path).unwrap();
     Results { cells: Vec::new(), comparisons: Vec::new(), ..results }
 }
 
 /// Adds a measured ResNet-20 cell of `tricks` in `phase`, `speedup` times the baseline's speed.
 fn add_measured(results: &mut Results, tricks: &[Trick], phase: Phase, speedup: f64) {
-    let key = CellKey {
-        workload: WorkloadId::Resnet20,
-        tricks: tricks.iter().copied().collect::<TrickSet>(),
-        batch_size: 128,
-        seed: 0,
-        kind: CellKind::Throughput { phase },
-        reference_for: None,
-        aa_control: false,
-    };
+    let key = train_key(WorkloadId::Resnet20, tricks).with_kind(CellKind::Throughput { phase });
     let cell = CellResult::new(key, CellStatus::Ok);
-    results.comparisons.push(Comparison {
-        cell: cell.id.clone(),
-        baseline: "resnet20/baseline/b128/s0/train".to_owned(),
-        speedup,
-        speedup_ci_low: speedup * 0.97,
-        speedup_ci_high: speedup * 1.03,
-        verdict: Verdict::NoSignificantEffect,
-        memory_ratio: None,
-    });
+    let baseline = "resnet20/baseline/b128/s0/train";
+    results.comparisons.push(comparison(&cell.id, baseline, speedup, speedup * 0.03));
     results.cells.push(cell);
 }
 

@@ -6,6 +6,9 @@
 //! (see `src/commands/cell.rs`). Nothing here asserts on timings: waits have generous deadlines
 //! that only stop a broken test from hanging.
 
+#[allow(dead_code)]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -13,6 +16,10 @@ use std::time::{Duration, Instant};
 use trickbench::bench::lock::LOCK_FILE;
 use trickbench::results::schema::{CellStatus, Results};
 use trickbench::results::store;
+
+use common::cells::cell;
+use common::cli::{command, synthetic_cifar, text, BINARY, FAULT_VARIABLE};
+use common::dirs::temp_dir;
 
 const BASELINE: &str = "resnet8/baseline/b32/s0/train";
 const CHANNELS_LAST: &str = "resnet8/channels-last/b32/s0/train";
@@ -26,42 +33,19 @@ const PATIENCE: Duration = Duration::from_secs(300);
 /// peaks near 800 MiB, libtorch's libraries included.
 const MEMORY_LIMIT_MIB: &str = "2000";
 
-/// Writes a small synthetic CIFAR-10 (as large as the smoke profile uses) into `dir/data`.
-fn synthetic_data(dir: &Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_trickbench"))
-        .current_dir(dir)
-        .args(["data", "synth", "--train", "2000", "--test", "500", "--out", "data"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-}
-
 /// `trickbench run` of ResNet-8 cells in the smoke profile on the CPU, in `dir`, into `out`,
 /// each cell process's memory capped.
 fn run_command(dir: &Path, out: &str, tricks: &str, extra: &[&str], fault: Option<&str>) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_trickbench"));
-    command
-        .current_dir(dir)
-        .args(["run", "--profile", "smoke", "--workload", "resnet8", "--device", "cpu"])
-        .args(["--no-time-to-accuracy", "--data", "data", "--tricks", tricks, "--out", out])
+    let mut run = command(dir, &["run", "--profile", "smoke", "--workload", "resnet8", "--device", "cpu"]);
+    run.args(["--no-time-to-accuracy", "--data", "data", "--tricks", tricks, "--out", out])
         .args(["--memory-limit-mib", MEMORY_LIMIT_MIB])
         .args(extra)
-        .env_remove("TRICKBENCH_FAULT")
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(fault) = fault {
-        command.env("TRICKBENCH_FAULT", fault);
+        run.env(FAULT_VARIABLE, fault);
     }
-    command
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn cell<'a>(results: &'a Results, id: &str) -> &'a trickbench::results::schema::CellResult {
-    results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no cell {id}"))
+    run
 }
 
 /// The processes still running with `dir` as their working directory (cell processes of a run
@@ -102,7 +86,6 @@ fn interrupt(mut child: Child, signal: i32) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// Whether a cell job file exists under `out`'s scratch directory (a cell process was started).
 /// Whether a cell process whose job mentions `what` (a trick id, say) is running for the run in
 /// `out` (its job file is in the scratch folder while it runs).
 fn job_running(out: &Path, what: &str) -> bool {
@@ -116,14 +99,15 @@ fn job_running(out: &Path, what: &str) -> bool {
     })
 }
 
+/// Whether a cell job file exists under `out`'s scratch directory (a cell process was started).
 fn cell_started(out: &Path) -> bool {
     std::fs::read_dir(out.join(".cells")).is_ok_and(|mut entries| entries.next().is_some())
 }
 
 #[test]
 fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    synthetic_data(dir.path());
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
     // The baseline runs first: the others still run after it hangs.
     let faults = format!("hang@{BASELINE},segv@{CHANNELS_LAST},abort@{ZERO_GRAD_NONE},oom@{NO_BIAS}");
     let tricks = "channels-last,zero-grad-none,no-bias-before-bn";
@@ -166,8 +150,8 @@ fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_go
 
 #[test]
 fn sigterm_stops_the_run_and_resume_finishes_it_as_an_uninterrupted_run_would() {
-    let dir = tempfile::tempdir().unwrap();
-    synthetic_data(dir.path());
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
     let tricks = "channels-last,zero-grad-none";
     let whole = run_command(dir.path(), "whole", tricks, &[], None).output().unwrap();
     assert!(whole.status.success(), "{}", text(&whole.stderr));
@@ -226,7 +210,7 @@ fn sigterm_stops_the_run_and_resume_finishes_it_as_an_uninterrupted_run_would() 
         .current_dir(dir.path())
         .arg("-c")
         .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
-        .arg(env!("CARGO_BIN_EXE_trickbench"))
+        .arg(BINARY)
         .args(run_command(dir.path(), "whole", tricks, &["--resume"], None).get_args());
     let failed = limited.output().unwrap();
     let stderr = text(&failed.stderr);
@@ -245,8 +229,8 @@ fn sigterm_stops_the_run_and_resume_finishes_it_as_an_uninterrupted_run_would() 
 
 #[test]
 fn sigint_during_the_first_cell_stops_the_run_with_nothing_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    synthetic_data(dir.path());
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
     let child = run_command(dir.path(), "run", "channels-last", &[], Some("hang")).spawn().unwrap();
     let out_dir = dir.path().join("run");
     wait_until("the first cell process started", || cell_started(&out_dir));

@@ -4,6 +4,9 @@
 //! server thread still waiting in `accept` does not keep the test binary
 //! alive).
 
+#[allow(dead_code)]
+mod common;
+
 use std::collections::HashMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -20,6 +23,8 @@ use sha2::{Digest, Sha256};
 use trickbench::data::fetch::{
     cifar10_source, fetch, shakespeare_source, FetchError, FetchProgress, Source, SourceKind, MARKER_FILE,
 };
+
+use common::dirs::temp_dir;
 
 /// One canned response.
 #[derive(Clone)]
@@ -172,7 +177,7 @@ fn tar_gz_success_strips_prefix_and_reports_progress() {
     let files = cifar_like_files();
     let archive = tar_gz("cifar-10-batches-bin", &files);
     let server = Server::start(HashMap::from([("/cifar-10-binary.tar.gz", Reply::ok(archive.clone()))]), 1);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("data").join("cifar10");
     let source = cifar_source_for(&archive, server.url("/cifar-10-binary.tar.gz"));
 
@@ -222,7 +227,7 @@ fn tar_gz_success_strips_prefix_and_reports_progress() {
 fn wrong_checksum_leaves_nothing_behind() {
     let archive = tar_gz("cifar-10-batches-bin", &cifar_like_files());
     let server = Server::start(HashMap::from([("/a.tar.gz", Reply::ok(archive.clone()))]), 1);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("cifar10");
     let url = server.url("/a.tar.gz");
     let wrong = "ab".repeat(32);
@@ -248,7 +253,7 @@ fn wrong_checksum_leaves_nothing_behind() {
 #[test]
 fn http_404_names_url_and_status() {
     let server = Server::start(HashMap::new(), 1);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("cifar10");
     let url = server.url("/missing.tar.gz");
     let source = cifar10_source().with_url(url.clone());
@@ -268,7 +273,7 @@ fn connection_refused_names_url() {
     // Bind, note the port, close: nothing listens there any more.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/x.tar.gz");
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("cifar10");
     let err = fetch(&cifar10_source().with_url(url.clone()), &out, &mut no_progress()).unwrap_err();
     assert!(matches!(&err, FetchError::Http { url: u, .. } if *u == url), "{err:?}");
@@ -279,7 +284,7 @@ fn connection_refused_names_url() {
 
 #[test]
 fn unsafe_archives_are_rejected_without_writing_anything() {
-    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = temp_dir();
     let absolute = elsewhere.path().join("evil");
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
@@ -315,7 +320,7 @@ fn unsafe_archives_are_rejected_without_writing_anything() {
 
     for (path, archive, reason) in &cases {
         // `root/a/b/cifar10`: `..` entries would land in `root/a` or `root`.
-        let root = tempfile::tempdir().unwrap();
+        let root = temp_dir();
         let parent = root.path().join("a").join("b");
         fs::create_dir_all(&parent).unwrap();
         let out = parent.join("cifar10");
@@ -342,7 +347,7 @@ fn unsafe_archives_are_rejected_without_writing_anything() {
 fn corrupt_archive_with_matching_checksum_is_an_archive_error() {
     let garbage = b"this is not gzip".to_vec();
     let server = Server::start(HashMap::from([("/bad.tar.gz", Reply::ok(garbage.clone()))]), 1);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("cifar10");
     let url = server.url("/bad.tar.gz");
     let err = fetch(&cifar_source_for(&garbage, url.clone()), &out, &mut no_progress()).unwrap_err();
@@ -358,7 +363,7 @@ fn plain_file_is_verified_and_installed() {
         ("/no-length.txt", Reply { content_length: false, ..Reply::ok(text.clone()) }),
     ]);
     let server = Server::start(routes, 3);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let plain = |url: String, sha256: String| Source { sha256, ..shakespeare_source().with_url(url) };
 
     // Correct checksum, with Content-Length.
@@ -405,7 +410,7 @@ fn plain_file_is_verified_and_installed() {
 fn occupied_output_is_refused_before_downloading() {
     // Answers no request at all: a download attempt would fail differently.
     let server = Server::start(HashMap::new(), 0);
-    let root = tempfile::tempdir().unwrap();
+    let root = temp_dir();
     let out = root.path().join("cifar10");
     fs::create_dir(&out).unwrap();
     fs::write(out.join("mine.txt"), b"user data").unwrap();

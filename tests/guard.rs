@@ -5,53 +5,51 @@
 //! run into a folder another process holds is refused naming it, while a lock left behind by a run
 //! that did not end cleanly is taken over.
 
+#[allow(dead_code)]
+mod common;
+
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use trickbench::bench::lock::LOCK_FILE;
 use trickbench::data::cifar::RECORD_BYTES;
 use trickbench::results::schema::CellStatus;
 use trickbench::results::store;
 
+use common::cells::cell;
+use common::cli::{command, synthetic_cifar, text, trickbench, FAULT_VARIABLE};
+use common::dirs::temp_dir;
+
 const BASELINE: &str = "resnet8/baseline/b32/s0/train";
 const CHANNELS_LAST: &str = "resnet8/channels-last/b32/s0/train";
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// `trickbench args` in `dir`, with the cell processes' fault `fault` injected.
+fn with_fault(dir: &Path, args: &[&str], fault: &str) -> Output {
+    command(dir, args).env(FAULT_VARIABLE, fault).output().unwrap()
 }
 
-fn trickbench(dir: &Path, args: &[&str], fault: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_trickbench"));
-    command.current_dir(dir).args(args).env_remove("TRICKBENCH_FAULT").stdin(Stdio::null());
-    if let Some(fault) = fault {
-        command.env("TRICKBENCH_FAULT", fault);
-    }
-    command.output().unwrap()
-}
-
-/// Writes a small synthetic CIFAR-10 (as large as the smoke profile uses) into `dir/name`.
-fn synthetic_data(dir: &Path, name: &str) {
-    let out = trickbench(dir, &["data", "synth", "--train", "2000", "--test", "500", "--out", name], None);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-}
-
-/// `run` of the smoke profile on the CPU into `out`, one round, `args` added.
-fn run(dir: &Path, args: &[&str], fault: Option<&str>) -> Output {
+/// The arguments of `run` of the smoke profile on the CPU into `out`, one round, `args` added.
+fn run_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
     let mut all =
         vec!["run", "--profile", "smoke", "--device", "cpu", "--no-time-to-accuracy", "--rounds", "1"];
     all.extend(["--tricks", "channels-last", "--out", "out"]);
     all.extend(args);
-    trickbench(dir, &all, fault)
+    all
+}
+
+/// `run` as [`run_args`] says, in `dir`.
+fn run(dir: &Path, args: &[&str]) -> Output {
+    trickbench(dir, &run_args(args))
 }
 
 #[test]
 fn bad_input_is_refused_before_any_cell_naming_the_file_with_status_2() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let d = dir.path();
     for name in ["data", "cut", "label", "partial"] {
-        synthetic_data(d, name);
+        synthetic_cifar(d, name, 2000, 500);
     }
     let cut = d.join("cut/data_batch_3.bin");
     let length = std::fs::metadata(&cut).unwrap().len();
@@ -87,7 +85,7 @@ fn bad_input_is_refused_before_any_cell_naming_the_file_with_status_2() {
         (&["--workload", "resnet8", "--data", "data", "--images", "absent.tar"], "absent.tar", &["--images"]),
     ];
     for (args, file, words) in cases {
-        let out = run(d, args, None);
+        let out = run(d, args);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(file) && words.iter().all(|w| stderr.contains(w)), "{args:?}: {stderr}");
@@ -95,17 +93,17 @@ fn bad_input_is_refused_before_any_cell_naming_the_file_with_status_2() {
     }
     // Flags: the same status, whether clap or the command refuses them.
     for args in [&["--tricks", "warp-speed"][..], &["--seeds", "0"], &["--no-such-flag"]] {
-        let out = run(d, args, None);
+        let out = run(d, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
     }
 }
 
 #[test]
 fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
-    let dir = tempfile::tempdir().unwrap();
-    synthetic_data(dir.path(), "data");
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
     let fault = format!("error@{BASELINE}");
-    let out = run(dir.path(), &["--workload", "resnet8", "--data", "data"], Some(&fault));
+    let out = with_fault(dir.path(), &run_args(&["--workload", "resnet8", "--data", "data"]), &fault);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(3), "{stdout}{stderr}");
     let why = format!(
@@ -126,9 +124,9 @@ fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
 
     let results = store::load(&dir.path().join("out/results.json")).unwrap();
     assert!(results.run.finished_at.is_some(), "the run finished");
-    let cell = |id: &str| results.cells.iter().find(|c| c.id == id).unwrap();
-    assert!(matches!(cell(BASELINE).status, CellStatus::Failed { .. }));
-    assert!(cell(CHANNELS_LAST).status == CellStatus::Ok && !cell(CHANNELS_LAST).processes.is_empty());
+    assert!(matches!(cell(&results, BASELINE).status, CellStatus::Failed { .. }));
+    let channels_last = cell(&results, CHANNELS_LAST);
+    assert!(channels_last.status == CellStatus::Ok && !channels_last.processes.is_empty());
     let html = std::fs::read_to_string(dir.path().join("out/index.html")).unwrap();
     let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
     assert!(page.contains(&format!("the injected error of cell {BASELINE}")), "the report shows the reason");
@@ -155,8 +153,8 @@ fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
         "--out",
         "shard",
     ];
-    assert_eq!(trickbench(dir.path(), &sharded, Some(&fault)).status.code(), Some(3));
-    let merge = trickbench(dir.path(), &["merge", "shard", "--out", "merged"], None);
+    assert_eq!(with_fault(dir.path(), &sharded, &fault).status.code(), Some(3));
+    let merge = trickbench(dir.path(), &["merge", "shard", "--out", "merged"]);
     assert_eq!(merge.status.code(), Some(3), "{}", text(&merge.stderr));
     assert!(text(&merge.stdout).contains(&why), "{}", text(&merge.stdout));
     assert!(
@@ -166,8 +164,8 @@ fn a_run_with_a_failed_cell_writes_everything_shows_why_and_exits_with_3() {
 
 #[test]
 fn a_second_run_into_a_held_folder_is_refused_and_a_lock_left_behind_is_taken_over() {
-    let dir = tempfile::tempdir().unwrap();
-    synthetic_data(dir.path(), "data");
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
     let out_dir = dir.path().join("out");
     std::fs::create_dir(&out_dir).unwrap();
     let lock_path = out_dir.join(LOCK_FILE);
@@ -180,13 +178,13 @@ fn a_second_run_into_a_held_folder_is_refused_and_a_lock_left_behind_is_taken_ov
     let holder = format!("pid {} on testhost", std::process::id());
     let resnet = ["--workload", "resnet8", "--data", "data"];
     for extra in [&[][..], &["--resume"]] {
-        let out = run(dir.path(), &[&resnet[..], extra].concat(), None);
+        let out = run(dir.path(), &[&resnet[..], extra].concat());
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
         assert!(stderr.contains(&format!("out/{LOCK_FILE}")) && stderr.contains(&holder), "{stderr}");
         assert!(!out_dir.join("results.json").exists() && !out_dir.join(".cells").exists(), "nothing ran");
     }
-    let merge = trickbench(dir.path(), &["merge", "elsewhere", "--out", "out"], None);
+    let merge = trickbench(dir.path(), &["merge", "elsewhere", "--out", "out"]);
     assert_eq!(merge.status.code(), Some(2), "{}", text(&merge.stderr));
     assert!(text(&merge.stderr).contains(&holder), "{}", text(&merge.stderr));
     drop(held);
@@ -195,7 +193,7 @@ fn a_second_run_into_a_held_folder_is_refused_and_a_lock_left_behind_is_taken_ov
     let mut ended = Command::new("true").spawn().unwrap();
     ended.wait().unwrap();
     std::fs::write(&lock_path, format!("{} testhost 2026-12-01T10:00:00Z\n", ended.id())).unwrap();
-    let out = run(dir.path(), &resnet, None);
+    let out = run(dir.path(), &resnet);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let taken = format!("was left by a run that ended without releasing it (pid {} on testhost", ended.id());

@@ -2,8 +2,11 @@
 //! both workloads agree step by step and are timed in alternating processes, a recipe difference
 //! on one side is caught at the step where it first shows, and bad input gets a clear error.
 
+#[allow(dead_code)]
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
@@ -12,29 +15,19 @@ use trickbench::parity::compare::{LossAgreement, ParityReport, LOSS_RELATIVE_TOL
 use trickbench::parity::side::{self, SideMode, SideOutput};
 use trickbench::workloads::WorkloadId;
 
+use common::cli::{synthetic_cifar, text, trickbench};
+use common::dirs::{checkout, temp_dir};
+
 /// The Python with PyTorch that `make setup` links into the checkout.
 fn python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let python = checkout(".venv/bin/python");
     assert!(python.is_file(), "{} is missing: run `make setup` first", python.display());
     python
 }
 
-fn trickbench(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trickbench"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("trickbench runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// A small CIFAR-layout dataset and a text file in `dir`.
 fn write_data(dir: &Path) {
-    let out = trickbench(dir, &["data", "synth", "--train", "256", "--test", "64", "--out", "cifar"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    synthetic_cifar(dir, "cifar", 256, 64);
     let verse = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate.\n";
     std::fs::write(dir.join("verse.txt"), verse.repeat(200)).unwrap();
 }
@@ -58,7 +51,7 @@ fn pytorch_losses(dir: &Path, case_dir: &Path) -> SideOutput {
 
 #[test]
 fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     write_data(dir.path());
     let python = python();
     let out = trickbench(
@@ -118,7 +111,7 @@ fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
 
 #[test]
 fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     write_data(dir.path());
     let case_dir = dir.path().join("case");
     let request = ExportRequest {
@@ -154,7 +147,7 @@ fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
 
 #[test]
 fn parity_errors_name_the_flag_or_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let out = trickbench(dir.path(), &["parity", "--workload", "gpt", "--text", "nowhere.txt"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("--text nowhere.txt: no such file"), "{}", text(&out.stderr));
@@ -197,7 +190,7 @@ fn parity_errors_name_the_flag_or_file() {
 
 #[test]
 fn dropout_masks_line_up_so_a_gpt_with_dropout_agrees_too() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     write_data(dir.path());
     let case_dir = dir.path().join("case");
     let request = ExportRequest {

@@ -4,14 +4,17 @@
 //! in a hover `<title>`), and every PNG twice its SVG's size. Each check is also run on a
 //! deliberately broken chart, to show that it can fail.
 
-#[path = "common/fixtures.rs"]
-mod fixtures;
+#[allow(dead_code)]
+mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ab_glyph::{Font, FontRef, ScaleFont};
 use trickbench::report::render_report;
 use trickbench::results::schema::{CellKind, CellStatus, Results};
+
+use common::dirs::{checkout, kept_output_dir};
+use common::fixtures;
 
 const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 /// DejaVu Sans' ascent and descent in em: the vertical extent of a line of text.
@@ -182,16 +185,9 @@ fn undrawn(expected: &[(&str, String)], figures: &[(String, String)]) -> Vec<Str
         .collect()
 }
 
-fn output_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../test-output/plots").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Renders `results` and returns every problem its plots have.
 fn problems(name: &str, results: &[Results]) -> Vec<String> {
-    let files = render_report(results, &output_dir(name)).unwrap();
+    let files = render_report(results, &kept_output_dir(&format!("plots/{name}"))).unwrap();
     let mut problems = Vec::new();
     let mut figures = Vec::new();
     for svg_path in files.plots.iter().filter(|p| p.extension().is_some_and(|e| e == "svg")) {
@@ -226,7 +222,7 @@ fn problems(name: &str, results: &[Results]) -> Vec<String> {
 }
 
 fn committed_reports() -> Vec<(String, Vec<Results>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
+    let root = checkout("reports");
     let mut reports = Vec::new();
     for dir in std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().path()) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();

@@ -3,8 +3,8 @@
 //! the report is also opened headless, checked for console errors and screenshotted into
 //! `target/test-output/`.
 
-#[path = "common/fixtures.rs"]
-mod fixtures;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -14,14 +14,8 @@ use scraper::{Html, Selector};
 use trickbench::report::{render_comparison, render_report, ReportError, ReportFiles};
 use trickbench::results::schema::Results;
 
-/// A per-test output directory under `target/test-output/`, kept after the test so that a person
-/// can look at what was rendered.
-fn output_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../test-output").join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.canonicalize().unwrap()
-}
+use common::dirs::{checkout, kept_output_dir, temp_dir};
+use common::fixtures;
 
 fn file_names(files: &ReportFiles) -> BTreeSet<String> {
     files.plots.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect()
@@ -74,7 +68,7 @@ fn text(doc: &Html) -> String {
 #[test]
 fn report_renders_every_cell_plot_and_table() {
     let cpu = fixtures::cpu_run();
-    let out = output_dir("report");
+    let out = kept_output_dir("report");
     let files = render_report(std::slice::from_ref(&cpu), &out).unwrap();
     let doc = check_files(&files);
     let page = text(&doc);
@@ -148,7 +142,7 @@ fn report_renders_every_cell_plot_and_table() {
 #[test]
 fn csv_has_one_row_per_cell_with_units() {
     let cpu = fixtures::cpu_run();
-    let files = render_report(std::slice::from_ref(&cpu), &output_dir("csv")).unwrap();
+    let files = render_report(std::slice::from_ref(&cpu), &kept_output_dir("csv")).unwrap();
     let mut reader = csv::Reader::from_path(&files.csv).unwrap();
     let headers = reader.headers().unwrap().clone();
     for h in [
@@ -177,7 +171,7 @@ fn csv_has_one_row_per_cell_with_units() {
 #[test]
 fn summary_markdown_has_the_headline_and_working_plot_links() {
     let cpu = fixtures::cpu_run();
-    let out = output_dir("markdown");
+    let out = kept_output_dir("markdown");
     let files = render_report(std::slice::from_ref(&cpu), &out).unwrap();
     let md = std::fs::read_to_string(&files.summary_md).unwrap();
     assert!(md.contains("| Trick | Judged by | Verdict | Effect on its metric |"), "{md}");
@@ -199,7 +193,7 @@ fn summary_markdown_has_the_headline_and_working_plot_links() {
 #[test]
 fn several_results_files_render_together() {
     let (cpu, gpu) = (fixtures::cpu_run(), fixtures::gpu_fixture());
-    let files = render_report(&[cpu.clone(), gpu.clone()], &output_dir("two-runs")).unwrap();
+    let files = render_report(&[cpu.clone(), gpu.clone()], &kept_output_dir("two-runs")).unwrap();
     let doc = check_files(&files);
     let page = text(&doc);
     for cell in cpu.cells.iter().chain(&gpu.cells) {
@@ -212,7 +206,7 @@ fn several_results_files_render_together() {
 #[test]
 fn comparison_joins_devices_and_lists_mismatches() {
     let (cpu, gpu) = (fixtures::cpu_run(), fixtures::gpu_fixture());
-    let out = output_dir("compare");
+    let out = kept_output_dir("compare");
     let cpu_report = render_report(std::slice::from_ref(&cpu), &out.join("cpu-run")).unwrap();
     let files = render_comparison(&[cpu, gpu], &[Some(cpu_report.index_html)], &out.join("both")).unwrap();
     let doc = check_files(&files);
@@ -268,7 +262,7 @@ fn comparison_joins_devices_and_lists_mismatches() {
 
 #[test]
 fn errors_name_their_file() {
-    let out = output_dir("errors");
+    let out = kept_output_dir("errors");
     assert!(matches!(render_report(&[], &out), Err(ReportError::NoResults)));
     let blocker = out.join("not-a-directory");
     std::fs::write(&blocker, "").unwrap();
@@ -294,13 +288,13 @@ fn report_renders_in_headless_chromium_without_console_errors() {
         println!("skipping: chromium is not installed (scripts/install-test-deps installs it)");
         return;
     };
-    let out = output_dir("chromium");
+    let out = kept_output_dir("chromium");
     let files = render_report(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("report")).unwrap();
     let compare =
         render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &[], &out.join("compare"))
             .unwrap();
     for (name, index) in [("report", &files.index_html), ("compare", &compare.index_html)] {
-        let profile = tempfile::tempdir().unwrap();
+        let profile = temp_dir();
         let screenshot = out.join(format!("{name}.png"));
         let run = Command::new(&chromium)
             .args([
@@ -336,7 +330,7 @@ fn report_renders_in_headless_chromium_without_console_errors() {
 
 /// The committed results of a real run under `reports/`, loaded as `trickbench report` loads them.
 fn committed(run: &str, files: &[&str]) -> Vec<Results> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports").join(run);
+    let dir = checkout("reports").join(run);
     files
         .iter()
         .map(|f| {
@@ -385,7 +379,7 @@ fn design_reports() -> Vec<(&'static str, Vec<Results>)> {
 
 /// Renders every design and a comparison into `target/test-output/<name>/<design>`.
 fn render_designs(name: &str) -> PathBuf {
-    let out = output_dir(name);
+    let out = kept_output_dir(name);
     for (name, results) in design_reports() {
         render_report(&results, &out.join(name)).unwrap();
     }
@@ -400,7 +394,7 @@ fn page(dir: &Path) -> Html {
 
 #[test]
 fn first_screen_judges_each_trick_by_its_own_metric() {
-    let out = output_dir("first-screen");
+    let out = kept_output_dir("first-screen");
     let designs = design_reports();
     let render = |name: &str| {
         let results = &designs.iter().find(|(n, _)| *n == name).unwrap().1;
@@ -452,7 +446,7 @@ fn regex_free_find(text: &str, suffix: &str, bad: impl Fn(f64) -> bool) -> Optio
 
 #[test]
 fn leave_one_out_and_stack_say_what_each_step_does() {
-    let out = output_dir("designs-wording");
+    let out = kept_output_dir("designs-wording");
     let designs = design_reports();
     for (name, results) in &designs {
         if *name == "leave-one-out" || *name == "stack-gpt" {
@@ -556,7 +550,7 @@ fn layout(chromium: &Path, dir: &Path, width: u32) -> serde_json::Value {
     let probe = dir.join("layout-probe.html");
     let script = LAYOUT_PROBE.replace("WIDTH", &width.to_string());
     std::fs::write(&probe, html.replace("</body>", &format!("{script}</body>"))).unwrap();
-    let profile = tempfile::tempdir().unwrap();
+    let profile = temp_dir();
     let run = Command::new(chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run"])
         .arg(format!("--window-size={width},1000"))
@@ -628,8 +622,8 @@ fn committed_version_1_results_upgrade_to_what_their_reports_were_rendered_from(
 /// serde name or format drifts.
 #[test]
 fn committed_results_files_load_and_save_back_byte_for_byte() {
-    let reports = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
-    let dir = tempfile::tempdir().unwrap();
+    let reports = checkout("reports");
+    let dir = temp_dir();
     let mut checked = 0;
     for run in std::fs::read_dir(&reports).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()) {
         for file in std::fs::read_dir(&run).unwrap().map(|e| e.unwrap().path()) {

@@ -1,25 +1,30 @@
 //! The runner end to end with a mock executor (deterministic, no training) and with the real
 //! process executor against stand-in programs that crash, hang or run out of memory.
 
+#[allow(dead_code)]
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
-use trickbench::bench::design::Design;
 use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{
     self, CellExecutor, Execution, ProcessExecutor, RunObserver, RunSpec, Silent,
 };
-use trickbench::device::{DeviceSpec, Hardware};
-use trickbench::measure::flops::Precision;
+use trickbench::device::DeviceSpec;
 use trickbench::results::schema::*;
 use trickbench::results::store;
-use trickbench::results::system::SystemInfo;
 use trickbench::tricks::Trick;
 use trickbench::workloads::{Family, WorkloadId};
+
+use common::cells::{cell, comparison_of, measurement};
+use common::dirs::temp_dir;
+use common::plan::cpu_request;
+use common::run::{run_spec, RunInfoBuilder};
 
 /// Throughput windows that depend only on the trick set and round: channels-last 1.5× faster,
 /// everything else as fast as the baseline with a little deterministic jitter.
@@ -40,89 +45,18 @@ impl CellExecutor for MockExecutor {
         }
         let factor = if job.key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
         let jitter = [1.0, 0.99, 1.01, 1.005];
-        Execution::Measured(Box::new(ProcessMeasurement {
-            round: job.round,
-            wall_s: 2.0,
-            window_samples_per_s: jitter.iter().map(|j| 100.0 * factor * j).collect(),
-            memory: Memory { peak_rss_bytes: Some(1 << 30), ..Default::default() },
-            host_metric_reads: 8,
-            last_loss: Some(2.0),
-            time_to_accuracy: None,
-            flops_per_sample: 1e8,
-            precision: Precision::Fp32,
-            timed_samples: 128,
-            energy: None,
-            energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
-            warmup_memory: None,
-            position: None,
-            setup_s: None,
-            timed_s: None,
-            attention_backend: None,
-        }))
+        let windows = jitter.iter().map(|j| 100.0 * factor * j).collect();
+        Execution::Measured(Box::new(measurement(job.round, windows)))
     }
 }
 
+/// A smoke-profile run of ResNet-8's throughput cells with `tricks` into `out_dir`.
 fn spec(out_dir: &Path, tricks: Vec<Trick>) -> RunSpec {
     let request = PlanRequest {
-        workloads: vec![WorkloadId::Resnet8],
-        tricks,
-        hardware: Hardware::probe(DeviceSpec::Cpu),
-        batch_size: 32,
-        seed: 0,
         time_to_accuracy_batch_size: None,
-        time_to_accuracy_seeds: 1,
-        large_batch_size: 128,
-        max_batch_size: None,
-        missing_text: None,
-        has_images: false,
+        ..cpu_request(ProfileName::Smoke, &[WorkloadId::Resnet8], &tricks)
     };
-    RunSpec {
-        info: RunInfo {
-            id: "test".into(),
-            started_at: "2026-11-30T00:00:00Z".into(),
-            finished_at: None,
-            trickbench_version: "test".into(),
-            git_commit: None,
-            command: vec![],
-            profile: ProfileName::Smoke,
-            profile_settings: Default::default(),
-            design: Design::Ablation,
-            device: DeviceSpec::Cpu,
-            data: DataInfo {
-                name: "cifar10".into(),
-                path: "none".into(),
-                synthetic: true,
-                train_samples: 0,
-                test_samples: 0,
-                sample_unit: "images".to_owned(),
-            },
-            more_data: Vec::new(),
-            protocol: Protocol {
-                warmup_steps: 1,
-                windows_per_process: 4,
-                steps_per_window: 1,
-                rounds: 2,
-                bootstrap_resamples: 2000,
-                confidence_level: 0.95,
-                cell_timeout_s: 10.0,
-                time_to_accuracy_seeds: 1,
-                memory_budget_bytes: None,
-                target_ci_half_width: None,
-                max_windows_per_process: None,
-                order_seed: Some(0),
-            },
-            shard: None,
-            merged: None,
-        },
-        system: SystemInfo::collect(DeviceSpec::Cpu),
-        plan: Plan::ablation(&request),
-        images: None,
-        text: None,
-        data_dir: PathBuf::from("unused"),
-        out_dir: out_dir.to_path_buf(),
-        resume: false,
-        interrupt: Interrupt::new(),
-    }
+    run_spec(RunInfoBuilder::new("test").build(), Plan::ablation(&request), out_dir)
 }
 
 /// Checks the results file on disk after every process.
@@ -141,7 +75,7 @@ impl RunObserver for FileWatcher {
 
 #[test]
 fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Amp]);
     let mut mock = MockExecutor::default();
     let mut watcher = FileWatcher { path: dir.path().join("results.json"), measured_processes: vec![] };
@@ -158,7 +92,7 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
         results.cells.iter().flat_map(|c| c.processes.iter().map(|p| p.position)).collect();
     assert!(positions.iter().all(|p| p.is_some_and(|p| p < 4)), "{positions:?}");
 
-    let amp = results.cells.iter().find(|c| c.id == "resnet8/amp/b32/s0/train").unwrap();
+    let amp = cell(&results, "resnet8/amp/b32/s0/train");
     assert!(matches!(&amp.status, CellStatus::NotApplicable { reason } if reason.contains("CUDA")));
     let ids: Vec<&str> = results.cells.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
@@ -172,7 +106,7 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
         ],
         "cells stay in plan order"
     );
-    let verdict = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().clone();
+    let verdict = |id: &str| comparison_of(&results, id).clone();
     let cl = verdict("resnet8/channels-last/b32/s0/train");
     assert_eq!(cl.verdict, Verdict::Faster);
     assert!((cl.speedup - 1.5).abs() < 1e-9);
@@ -185,14 +119,14 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
 
 #[test]
 fn a_failing_cell_is_recorded_and_the_run_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     let mut mock = MockExecutor::default();
     let failed =
         CellStatus::Failed { error: "cell process died of signal 11".into(), stderr_tail: "segfault".into() };
     mock.failures.insert("resnet8/channels-last/b32/s0/train".into(), failed.clone());
     let results = runner::run(&spec, &mut mock, &mut Silent).unwrap();
-    let cl = results.cells.iter().find(|c| c.id == "resnet8/channels-last/b32/s0/train").unwrap();
+    let cl = cell(&results, "resnet8/channels-last/b32/s0/train");
     assert_eq!(cl.status, failed);
     // The failed cell is not retried in round 2; the others complete both rounds, after a warm-up.
     assert_eq!(mock.calls.iter().filter(|(id, _)| id.contains("channels-last")).count(), 1);
@@ -202,7 +136,7 @@ fn a_failing_cell_is_recorded_and_the_run_goes_on() {
 
 #[test]
 fn resume_runs_only_what_is_missing_and_ends_with_the_same_results() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut full_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     let complete = runner::run(&full_spec, &mut MockExecutor::default(), &mut Silent).unwrap();
 
@@ -229,7 +163,7 @@ fn resume_runs_only_what_is_missing_and_ends_with_the_same_results() {
 
 #[test]
 fn resume_refuses_results_from_a_different_run_and_a_new_run_refuses_to_overwrite() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let first = spec(dir.path(), vec![Trick::ChannelsLast]);
     runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
 
@@ -245,7 +179,7 @@ fn resume_refuses_results_from_a_different_run_and_a_new_run_refuses_to_overwrit
 
 #[test]
 fn every_cell_process_follows_the_run_s_settings_and_resume_refuses_other_settings() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut first = spec(dir.path(), vec![Trick::ChannelsLast]);
     let mut resnet = ProfileName::Smoke.settings(Family::CifarResnet).family_settings(Family::CifarResnet);
     resnet.time_to_accuracy.target = 0.42;
@@ -272,7 +206,7 @@ fn every_cell_process_follows_the_run_s_settings_and_resume_refuses_other_settin
 fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
     // As `run --design stack` does: the ablation, then a larger plan in the same file. Resuming
     // the first phase later must neither refuse the file nor drop the second phase's cells.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let first = spec(dir.path(), vec![Trick::ChannelsLast]);
     runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
     let mut second = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
@@ -292,22 +226,13 @@ fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
 fn a_workload_measured_in_an_earlier_phase_gets_no_more_warm_ups() {
     // As `run --workload all` does: the ResNet's plan, then the GPT's added to the same file. The
     // second phase warms up only the workload it still has to measure.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let first = spec(dir.path(), vec![Trick::ZeroGradNone]);
     runner::run(&first, &mut MockExecutor::default(), &mut Silent).unwrap();
     let mut second = first.clone();
     let gpt = PlanRequest {
-        workloads: vec![WorkloadId::GptMini],
-        tricks: vec![Trick::ZeroGradNone],
-        hardware: Hardware::probe(DeviceSpec::Cpu),
-        batch_size: 8,
-        seed: 0,
         time_to_accuracy_batch_size: None,
-        time_to_accuracy_seeds: 1,
-        large_batch_size: 8,
-        max_batch_size: None,
-        missing_text: None,
-        has_images: false,
+        ..cpu_request(ProfileName::Smoke, &[WorkloadId::GptMini], &[Trick::ZeroGradNone])
     };
     second.plan.extend(Plan::ablation(&gpt).cells);
     second.resume = true;
@@ -343,7 +268,7 @@ impl CellExecutor for InterruptedAt {
 
 #[test]
 fn an_interrupted_run_keeps_every_finished_process_and_resume_completes_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     let mut mock =
         InterruptedAt { inner: MockExecutor::default(), n: 4, interrupt: run_spec.interrupt.clone() };
@@ -368,7 +293,7 @@ fn an_interrupted_run_keeps_every_finished_process_and_resume_completes_it() {
     // Round 0's warm-up again, the interrupted process and the one after it, then round 1.
     assert_eq!(rest.calls.len(), 8, "only the interrupted process and those after it: {:?}", rest.calls);
     assert_eq!(mock.inner.calls[3], rest.calls[1]);
-    let other = tempfile::tempdir().unwrap();
+    let other = temp_dir();
     let uninterrupted = spec(other.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     let complete = runner::run(&uninterrupted, &mut MockExecutor::default(), &mut Silent).unwrap();
     let strip = |mut r: Results| {
@@ -407,7 +332,7 @@ fn job() -> CellJob {
 
 #[test]
 fn process_executor_records_crashes_hangs_and_out_of_memory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let second = Duration::from_secs(1);
 
     let crash = fake_program(dir.path(), "echo 'about to crash' >&2; kill -SEGV $$").execute(&job(), second);
@@ -470,33 +395,23 @@ fn process_executor_records_crashes_hangs_and_out_of_memory() {
 
 #[test]
 fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let measurement = ProcessMeasurement {
-        round: 0,
+    let dir = temp_dir();
+    let measured = ProcessMeasurement {
         wall_s: 1.5,
-        window_samples_per_s: vec![10.0, 11.0],
         memory: Memory::default(),
         host_metric_reads: 0,
         last_loss: None,
-        time_to_accuracy: None,
-        flops_per_sample: 1e8,
-        precision: Precision::Fp32,
         timed_samples: 2,
-        energy: None,
         energy_unavailable: None,
-        warmup_memory: None,
-        position: None,
-        setup_s: None,
-        timed_s: None,
-        attention_backend: None,
+        ..measurement(0, vec![10.0, 11.0])
     };
-    let json = serde_json::to_string(&measurement).unwrap();
+    let json = serde_json::to_string(&measured).unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = lines.clone();
     let mut executor =
         fake_program(dir.path(), &format!("echo 'step 1' >&2; echo 'step 2' >&2; echo '{json}' > \"$5\""))
             .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
-    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(Box::new(measurement)));
+    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(Box::new(measured)));
     assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
 }
 
@@ -524,19 +439,19 @@ impl CellExecutor for SlowFirstOfRound {
 
 #[test]
 fn the_slow_first_process_of_each_round_is_a_warm_up_and_biases_no_cell() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     run_spec.info.protocol.rounds = 3;
     let mut machine = SlowFirstOfRound::default();
     let results = runner::run(&run_spec, &mut machine, &mut Silent).unwrap();
     assert_eq!(machine.slowed.len(), 3, "one slow process per round");
-    let speedup = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().speedup;
+    let speedup = |id: &str| comparison_of(&results, id).speedup;
     // Without the warm-up, whichever cell opened a round would carry the slow process: 0.7× in one
     // of its three rounds.
     assert!((speedup("resnet8/aa-control/b32/s0/train") - 1.0).abs() < 1e-9);
     assert!((speedup("resnet8/zero-grad-none/b32/s0/train") - 1.0).abs() < 1e-9);
     assert!((speedup("resnet8/channels-last/b32/s0/train") - 1.5).abs() < 1e-9);
-    let baseline = results.cells.iter().find(|c| c.id == "resnet8/baseline/b32/s0/train").unwrap();
+    let baseline = cell(&results, "resnet8/baseline/b32/s0/train");
     let medians: Vec<f64> = baseline.processes.iter().map(|p| p.window_samples_per_s[1]).collect();
     assert_eq!(medians, [99.0; 3], "the baseline's processes measure alike in every round");
 }
@@ -560,12 +475,12 @@ impl CellExecutor for Drifting {
 
 #[test]
 fn the_a_a_control_catches_drift_and_the_verdicts_are_worded_against_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut run_spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
     run_spec.info.protocol.rounds = 3;
     let results = runner::run(&run_spec, &mut Drifting::default(), &mut Silent).unwrap();
     let floor = &results.noise_floors[0];
-    let verdict = |id: &str| results.comparisons.iter().find(|c| c.cell == id).unwrap().clone();
+    let verdict = |id: &str| comparison_of(&results, id).clone();
     // The same cell measured twice came out apart: that is what this machine can resolve.
     assert!(floor.half_width > 0.03, "{floor:?}");
     // Drift alone moved zero-grad-none (no effect of its own) far enough for its interval to

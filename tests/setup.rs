@@ -7,17 +7,19 @@
 //! packages through symbolic links, so that nothing is downloaded and the real install is only
 //! read.
 
+#[allow(dead_code)]
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use common::cli::text;
+use common::dirs::{checkout, temp_dir};
 
 /// The checkout's `.venv`, which `make test` sets up before the tests run.
 fn venv() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv");
+    let venv = checkout(".venv");
     assert!(venv.join("bin/python").exists(), "{} is missing: run scripts/setup-libtorch", venv.display());
     venv
 }
@@ -86,7 +88,7 @@ fn moved_install(real: &Path, shared: &Path) {
 fn setup(repo: &Path, shared: &Path, python: Option<&str>) -> Output {
     let script = repo.join("scripts/setup-libtorch");
     std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-libtorch"), &script).unwrap();
+    std::fs::copy(checkout("scripts/setup-libtorch"), &script).unwrap();
     let mut command = Command::new("bash");
     command.arg(&script).env("TRICKBENCH_VENV", shared).env_remove("PYTHON");
     if let Some(python) = python {
@@ -107,7 +109,7 @@ fn setup_repairs_an_install_renamed_after_it_was_made_and_redoes_an_unfinished_o
         })
     });
     assert!(!cuda || has_headers, "the real install lacks the CUDA headers scripts/setup-libtorch adds");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let (repo, shared) = (dir.path().join("repo"), dir.path().join("shared"));
     moved_install(&real, &shared);
 

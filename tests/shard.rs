@@ -2,25 +2,28 @@
 //! the unsharded run's cells, comparisons and summaries; merge refuses what does not belong
 //! together and names what is missing.
 
-use std::path::{Path, PathBuf};
+#[allow(dead_code)]
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
 use trickbench::bench::cell::CellJob;
-use trickbench::bench::design::Design;
-use trickbench::bench::interrupt::Interrupt;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, CellExecutor, Execution, RunSpec, Silent};
 use trickbench::bench::shard::{shard_record, Shard};
-use trickbench::device::{DeviceSpec, Hardware};
-use trickbench::measure::flops::Precision;
 use trickbench::results::merge::{merge, MergeError, ShardResults};
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::*;
 use trickbench::results::store;
-use trickbench::results::system::SystemInfo;
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
+
+use common::cells::measurement;
+use common::dirs::{checkout, temp_dir};
+use common::plan::cpu_request;
+use common::run::{protocol, run_spec, RunInfoBuilder};
 
 /// Measurements that depend only on the cell and the round, never on the order cells run in:
 /// channels-last 1.5× faster, one-cycle reaching the target in 60% of the time, seeds differing.
@@ -54,27 +57,10 @@ impl CellExecutor for Mock {
                 }],
             }
         });
+        let windows = [1.0, 0.98, 1.02, 1.01].iter().map(|j| 100.0 * factor * j * (1.0 + round / 100.0));
         Execution::Measured(Box::new(ProcessMeasurement {
-            round: job.round,
-            wall_s: 2.0,
-            window_samples_per_s: [1.0, 0.98, 1.02, 1.01]
-                .iter()
-                .map(|j| 100.0 * factor * j * (1.0 + round / 100.0))
-                .collect(),
-            memory: Memory { peak_rss_bytes: Some(1 << 30), ..Default::default() },
-            host_metric_reads: 8,
-            last_loss: Some(2.0),
             time_to_accuracy,
-            flops_per_sample: 1e8,
-            precision: Precision::Fp32,
-            timed_samples: 128,
-            energy: None,
-            energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
-            warmup_memory: None,
-            position: None,
-            setup_s: None,
-            timed_s: None,
-            attention_backend: None,
+            ..measurement(job.round, windows.collect())
         }))
     }
 }
@@ -83,17 +69,9 @@ const WORKLOADS: [WorkloadId; 2] = [WorkloadId::Resnet8, WorkloadId::GptMini];
 
 fn request(tricks: Vec<Trick>) -> PlanRequest {
     PlanRequest {
-        workloads: WORKLOADS.to_vec(),
-        tricks,
-        hardware: Hardware::probe(DeviceSpec::Cpu),
-        batch_size: 32,
-        seed: 0,
-        has_images: false,
         time_to_accuracy_batch_size: Some(16),
         time_to_accuracy_seeds: 2,
-        large_batch_size: 128,
-        max_batch_size: None,
-        missing_text: None,
+        ..cpu_request(ProfileName::Smoke, &WORKLOADS, &tricks)
     }
 }
 
@@ -111,55 +89,11 @@ fn tricks() -> Vec<Trick> {
 /// The spec of the sweep with `tricks`, as shard `shard` when given.
 fn spec(out_dir: &Path, tricks: Vec<Trick>, shard: Option<Shard>) -> RunSpec {
     let plan = Plan::ablation(&request(tricks));
-    let mut info = RunInfo {
-        id: "sweep".into(),
-        started_at: "2026-11-30T00:00:00Z".into(),
-        finished_at: None,
-        trickbench_version: "test".into(),
-        git_commit: None,
-        command: vec![],
-        profile: ProfileName::Smoke,
-        profile_settings: Default::default(),
-        design: Design::Ablation,
-        device: DeviceSpec::Cpu,
-        data: DataInfo {
-            name: "cifar10".into(),
-            path: "none".into(),
-            synthetic: true,
-            train_samples: 0,
-            test_samples: 0,
-            sample_unit: "images".into(),
-        },
-        more_data: vec![],
-        protocol: Protocol {
-            warmup_steps: 1,
-            windows_per_process: 4,
-            steps_per_window: 1,
-            rounds: 3,
-            bootstrap_resamples: 2000,
-            confidence_level: 0.95,
-            cell_timeout_s: 10.0,
-            time_to_accuracy_seeds: 2,
-            memory_budget_bytes: None,
-            target_ci_half_width: None,
-            max_windows_per_process: None,
-            order_seed: Some(0),
-        },
-        shard: None,
-        merged: None,
-    };
+    let mut info = RunInfoBuilder::new("sweep")
+        .with_protocol(Protocol { rounds: 3, time_to_accuracy_seeds: 2, ..protocol() })
+        .build();
     info.shard = shard.map(|s| shard_record(s, &info, &WORKLOADS, &plan).unwrap());
-    RunSpec {
-        info,
-        system: SystemInfo::collect(DeviceSpec::Cpu),
-        plan,
-        images: None,
-        text: None,
-        data_dir: PathBuf::from("unused"),
-        out_dir: out_dir.to_path_buf(),
-        resume: false,
-        interrupt: Interrupt::new(),
-    }
+    run_spec(info, plan, out_dir)
 }
 
 /// Runs every shard of `count` under `dir/shard-I`, returning the shards and the processes run.
@@ -188,7 +122,7 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
 
 #[test]
 fn all_shards_merged_equal_the_unsharded_run() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let mut mock = Mock::default();
     let whole =
         runner::run(&spec(&dir.path().join("whole"), tricks(), None), &mut mock, &mut Silent).unwrap();
@@ -218,7 +152,7 @@ fn all_shards_merged_equal_the_unsharded_run() {
 
 #[test]
 fn a_shard_holds_whole_units_and_its_own_results_are_meaningful() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let (shards, _) = run_shards(dir.path(), 3);
     for shard in &shards {
         let record = shard.results.run.shard.as_ref().unwrap();
@@ -246,7 +180,7 @@ fn shard_error(shards: Vec<ShardResults>) -> String {
 
 #[test]
 fn merge_refuses_shards_that_do_not_belong_together_naming_the_files() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let (shards, _) = run_shards(&dir.path().join("sweep"), 3);
 
     // A shard of another plan (one trick fewer).
@@ -314,7 +248,7 @@ fn merge_refuses_shards_that_do_not_belong_together_naming_the_files() {
 
 #[test]
 fn missing_and_unfinished_shards_are_refused_with_their_cells_or_merged_with_warnings() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     let (shards, _) = run_shards(dir.path(), 3);
     let record = shards[0].results.run.shard.clone().unwrap();
     let mut unfinished = shards[2].clone();
@@ -344,7 +278,7 @@ fn missing_and_unfinished_shards_are_refused_with_their_cells_or_merged_with_war
 
 #[test]
 fn a_shard_resumes_only_as_the_same_shard() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = temp_dir();
     runner::run(
         &spec(dir.path(), tricks(), Some(Shard { index: 0, count: 2 })),
         &mut Mock::default(),
@@ -364,8 +298,7 @@ fn a_shard_resumes_only_as_the_same_shard() {
 
 #[test]
 fn results_written_before_sharding_still_load_and_are_not_shards() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/cpu-xeon-2core-20261130-quick/results.json");
+    let path = checkout("reports/cpu-xeon-2core-20261130-quick/results.json");
     let results = store::load(&path).unwrap();
     assert_eq!(results.schema_version, SCHEMA_VERSION);
     assert_eq!((&results.run.shard, &results.run.merged), (&None, &None));

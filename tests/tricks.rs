@@ -1,12 +1,14 @@
 //! Each trick does what the guide means, checked on CPU: the "on" path really differs from "off"
 //! in the intended way and, where it should, computes the same thing.
 
+#[allow(dead_code)]
+mod common;
+
 use tch::{Device, Kind, Tensor};
 
 use trickbench::data::loader::Batch;
 use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::ffi;
-use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::checkpoint::checkpointed_forward_backward;
 use trickbench::train::recipe::RECIPE_SGD;
 use trickbench::train::{
@@ -17,6 +19,8 @@ use trickbench::workloads::resnet::{
     CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
 };
 use trickbench::workloads::{Workload, WorkloadId};
+
+use common::cells::{train_key, KeyWith};
 
 /// Runs `make` right after seeding libtorch's global generator, with no other test's draws in
 /// between (tests run in parallel threads and share that generator).
@@ -163,20 +167,12 @@ fn the_baseline_keeps_pytorch_s_tf32_defaults_tf32_adds_matmuls_and_strict_fp32_
     // "highest"). The flags are global; only this test touches them.
     let default = ffi::tf32();
     assert_eq!((default.matmul, default.cudnn), (false, true), "PyTorch 2.11's defaults");
-    let key = |tricks: TrickSet, reference_for: Option<Trick>| CellKey {
-        workload: WorkloadId::Resnet8,
-        tricks,
-        batch_size: 8,
-        seed: 0,
-        kind: CellKind::Throughput { phase: Phase::Train },
-        reference_for,
-        aa_control: false,
-    };
-    apply_process_tricks(&key(TrickSet::only(Trick::Tf32), None), DeviceSpec::Cpu).unwrap();
+    let key = |tricks: &[Trick]| train_key(WorkloadId::Resnet8, tricks).with_batch(8);
+    apply_process_tricks(&key(&[Trick::Tf32]), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: true, cudnn: true });
-    apply_process_tricks(&key(TrickSet::baseline(), Some(Trick::Tf32)), DeviceSpec::Cpu).unwrap();
+    apply_process_tricks(&key(&[]).with_reference_for(Trick::Tf32), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), ffi::Tf32 { matmul: false, cudnn: false }, "strict-fp32");
-    apply_process_tricks(&key(TrickSet::baseline(), None), DeviceSpec::Cpu).unwrap();
+    apply_process_tricks(&key(&[]), DeviceSpec::Cpu).unwrap();
     assert_eq!(ffi::tf32(), default, "the baseline is PyTorch's default");
 }
 

@@ -170,17 +170,12 @@ impl RunConfig {
             .map(|&workload| {
                 let settings = self.profiles.of(workload.family())?;
                 Ok(PlanRequest {
-                    workloads: vec![workload],
-                    tricks: request.tricks.clone(),
-                    hardware: hardware.clone(),
                     batch_size: request.batch_size.unwrap_or(settings.batch_size),
                     seed: request.seed,
                     time_to_accuracy_batch_size: request.time_to_accuracy.then_some(settings.tta.batch_size),
-                    time_to_accuracy_seeds: settings.time_to_accuracy_seeds,
-                    large_batch_size: settings.tta.large_batch_size,
-                    max_batch_size: None,
                     has_images: request.inputs.images.is_some(),
                     missing_text: missing_text.map(str::to_owned),
+                    ..PlanRequest::new(vec![workload], request.tricks.clone(), hardware.clone(), settings)
                 })
             })
             .collect()

@@ -4,6 +4,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::bench::profile::Profile;
 use crate::device::Hardware;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Trick, TrickSet};
@@ -71,6 +72,32 @@ pub struct PlanRequest {
     /// Why the GPT workloads cannot run, when their text file is missing (their cells are then
     /// not applicable).
     pub missing_text: Option<String>,
+}
+
+impl PlanRequest {
+    /// The request for `workloads` with `tricks` on `hardware`, every workload at `profile`'s
+    /// sizes: its batch size, time-to-accuracy batch size and seeds, and large batch; seed 0, no
+    /// batch probed yet, no image files to decode and no text file missing.
+    pub fn new(
+        workloads: Vec<WorkloadId>,
+        tricks: Vec<Trick>,
+        hardware: Hardware,
+        profile: &Profile,
+    ) -> Self {
+        PlanRequest {
+            workloads,
+            tricks,
+            hardware,
+            batch_size: profile.batch_size,
+            seed: 0,
+            has_images: false,
+            time_to_accuracy_batch_size: Some(profile.tta.batch_size),
+            time_to_accuracy_seeds: profile.time_to_accuracy_seeds,
+            large_batch_size: profile.tta.large_batch_size,
+            max_batch_size: None,
+            missing_text: None,
+        }
+    }
 }
 
 impl Plan {
@@ -423,22 +450,12 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::profile::ProfileName;
     use crate::device::DeviceSpec;
 
     fn request(tricks: Vec<Trick>) -> PlanRequest {
-        PlanRequest {
-            workloads: vec![WorkloadId::Resnet20],
-            tricks,
-            hardware: Hardware::probe(DeviceSpec::Cpu),
-            batch_size: 128,
-            seed: 0,
-            time_to_accuracy_batch_size: Some(64),
-            time_to_accuracy_seeds: 1,
-            large_batch_size: 512,
-            max_batch_size: None,
-            missing_text: None,
-            has_images: false,
-        }
+        let quick = ProfileName::Quick.settings(Family::CifarResnet);
+        PlanRequest::new(vec![WorkloadId::Resnet20], tricks, Hardware::probe(DeviceSpec::Cpu), &quick)
     }
 
     #[test]

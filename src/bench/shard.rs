@@ -194,6 +194,7 @@ mod tests {
     use crate::device::{DeviceSpec, Hardware};
     use crate::results::schema::{DataInfo, Phase, Protocol};
     use crate::tricks::TrickSet;
+    use crate::workloads::Family;
 
     #[test]
     fn shards_parse_and_bad_ones_name_the_value() {
@@ -215,19 +216,9 @@ mod tests {
     }
 
     fn request(workloads: Vec<WorkloadId>, tricks: Vec<Trick>, seeds: usize) -> PlanRequest {
-        PlanRequest {
-            workloads,
-            tricks,
-            hardware: Hardware::probe(DeviceSpec::Cpu),
-            batch_size: 128,
-            seed: 0,
-            has_images: false,
-            time_to_accuracy_batch_size: Some(64),
-            time_to_accuracy_seeds: seeds,
-            large_batch_size: 512,
-            max_batch_size: None,
-            missing_text: None,
-        }
+        let quick = ProfileName::Quick.settings(Family::CifarResnet);
+        let request = PlanRequest::new(workloads, tricks, Hardware::probe(DeviceSpec::Cpu), &quick);
+        PlanRequest { time_to_accuracy_seeds: seeds, ..request }
     }
 
     fn info(design: Design) -> RunInfo {

@@ -8,11 +8,14 @@ use trickbench::measure::power::GpuInfo;
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
     CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
-    Results, RunInfo, Throughput, TimeToAccuracy, Verdict, SCHEMA_VERSION,
+    Results, TimeToAccuracy, SCHEMA_VERSION,
 };
 use trickbench::results::system::SystemInfo;
-use trickbench::tricks::{Trick, TrickSet};
+use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
+
+use super::cells::{comparison, throughput, train_key, KeyWith};
+use super::run::{protocol, synthetic_cifar10, RunInfoBuilder};
 
 use Trick::*;
 
@@ -21,68 +24,36 @@ const EVAL: CellKind = CellKind::Throughput { phase: Phase::Eval };
 const MIB: u64 = 1024 * 1024;
 
 fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
+    let run = RunInfoBuilder::new(&format!("fixture-{host}"))
+        .with_times("2026-11-30T05:00:00Z", "2026-11-30T05:20:00Z")
+        .with_build(
+            "0.1.0",
+            "0123456789abcdef0123456789abcdef01234567",
+            &["trickbench", "run", "--profile", "quick"],
+        )
+        .with_profile(ProfileName::Quick)
+        .with_device(device)
+        .with_data(DataInfo {
+            path: "data/cifar10".to_owned(),
+            synthetic,
+            train_samples: 5000,
+            test_samples: 1000,
+            ..synthetic_cifar10()
+        })
+        .with_protocol(Protocol {
+            warmup_steps: 5,
+            windows_per_process: 5,
+            steps_per_window: 10,
+            cell_timeout_s: 600.0,
+            target_ci_half_width: Some(0.05),
+            max_windows_per_process: Some(5),
+            ..protocol()
+        })
+        .build();
     Results {
         schema_version: SCHEMA_VERSION,
-        run: RunInfo {
-            id: format!("fixture-{host}"),
-            started_at: "2026-11-30T05:00:00Z".to_owned(),
-            finished_at: Some("2026-11-30T05:20:00Z".to_owned()),
-            trickbench_version: "0.1.0".to_owned(),
-            git_commit: Some("0123456789abcdef0123456789abcdef01234567".to_owned()),
-            command: vec!["trickbench".into(), "run".into(), "--profile".into(), "quick".into()],
-            profile: ProfileName::Quick,
-            profile_settings: Default::default(),
-            design: Design::Ablation,
-            device,
-            data: DataInfo {
-                name: "cifar10".to_owned(),
-                path: "data/cifar10".to_owned(),
-                synthetic,
-                train_samples: 5000,
-                test_samples: 1000,
-                sample_unit: "images".to_owned(),
-            },
-            more_data: Vec::new(),
-            protocol: Protocol {
-                warmup_steps: 5,
-                windows_per_process: 5,
-                steps_per_window: 10,
-                rounds: 2,
-                bootstrap_resamples: 2000,
-                confidence_level: 0.95,
-                cell_timeout_s: 600.0,
-                time_to_accuracy_seeds: 1,
-                memory_budget_bytes: None,
-                target_ci_half_width: Some(0.05),
-                max_windows_per_process: Some(5),
-                order_seed: Some(0),
-            },
-            shard: None,
-            merged: None,
-        },
-        system: SystemInfo {
-            hostname: Some(host.to_owned()),
-            os: Some("Linux (Debian GNU/Linux 13)".to_owned()),
-            kernel: Some("6.1.0".to_owned()),
-            cpu_model: Some("Test Fixture CPU".to_owned()),
-            cpu_logical_cores: 2,
-            cpu_physical_cores: Some(1),
-            memory_total_bytes: 8 * 1024 * MIB,
-            torch_threads: 2,
-            libtorch_version: "2.11.0".to_owned(),
-            cuda_runtime_version: device.is_cuda().then_some(13000),
-            cudnn_version: device.is_cuda().then_some(91900),
-            cuda_device_count: usize::from(device.is_cuda()),
-            device,
-            gpu: device.is_cuda().then(|| GpuInfo {
-                name: "NVIDIA H200 (test fixture)".to_owned(),
-                driver_version: "test fixture".to_owned(),
-                memory_total_bytes: 141 * 1024 * MIB,
-                compute_capability: "9.0".to_owned(),
-            }),
-            gpu_unavailable: (!device.is_cuda())
-                .then(|| "NVML measures NVIDIA GPUs; this run is on the CPU".to_owned()),
-        },
+        run,
+        system: system(device, host),
         cells: Vec::new(),
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
@@ -90,16 +61,34 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
     }
 }
 
-fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKey {
-    CellKey {
-        workload: WorkloadId::Resnet20,
-        tricks: tricks.iter().copied().collect::<TrickSet>(),
-        batch_size,
-        seed,
-        kind,
-        reference_for: None,
-        aa_control: false,
+fn system(device: DeviceSpec, host: &str) -> SystemInfo {
+    SystemInfo {
+        hostname: Some(host.to_owned()),
+        os: Some("Linux (Debian GNU/Linux 13)".to_owned()),
+        kernel: Some("6.1.0".to_owned()),
+        cpu_model: Some("Test Fixture CPU".to_owned()),
+        cpu_logical_cores: 2,
+        cpu_physical_cores: Some(1),
+        memory_total_bytes: 8 * 1024 * MIB,
+        torch_threads: 2,
+        libtorch_version: "2.11.0".to_owned(),
+        cuda_runtime_version: device.is_cuda().then_some(13000),
+        cudnn_version: device.is_cuda().then_some(91900),
+        cuda_device_count: usize::from(device.is_cuda()),
+        device,
+        gpu: device.is_cuda().then(|| GpuInfo {
+            name: "NVIDIA H200 (test fixture)".to_owned(),
+            driver_version: "test fixture".to_owned(),
+            memory_total_bytes: 141 * 1024 * MIB,
+            compute_capability: "9.0".to_owned(),
+        }),
+        gpu_unavailable: (!device.is_cuda())
+            .then(|| "NVML measures NVIDIA GPUs; this run is on the CPU".to_owned()),
     }
+}
+
+fn key(tricks: &[Trick], batch_size: usize, seed: u64, kind: CellKind) -> CellKey {
+    train_key(WorkloadId::Resnet20, tricks).with_batch(batch_size).with_seed(seed).with_kind(kind)
 }
 
 /// Adds a cell; `samples_per_s` and `memory_mib` make it a measured throughput cell.
@@ -110,7 +99,6 @@ fn add(
     samples_per_s: Option<f64>,
     memory_mib: Option<u64>,
 ) -> String {
-    let id = key.id();
     let primary = |m: u64| {
         if r.run.device.is_cuda() {
             Memory {
@@ -122,25 +110,13 @@ fn add(
             Memory { peak_rss_bytes: Some(m * MIB), ..Memory::default() }
         }
     };
-    r.cells.push(CellResult {
-        id: id.clone(),
-        key,
-        status,
-        processes: Vec::new(),
-        throughput: samples_per_s.map(|s| Throughput {
-            median_samples_per_s: s,
-            ci_low_samples_per_s: s * 0.97,
-            ci_high_samples_per_s: s * 1.03,
-            windows: 10,
-            coefficient_of_variation: Some(0.02),
-            outlier_windows: 0,
-        }),
+    let cell = CellResult {
+        throughput: samples_per_s.map(throughput),
         memory: memory_mib.map(primary),
-        warmup_memory: None,
-        time_to_accuracy: None,
-        energy: None,
-        utilisation: None,
-    });
+        ..CellResult::new(key, status)
+    };
+    let id = cell.id.clone();
+    r.cells.push(cell);
     id
 }
 
@@ -152,23 +128,7 @@ fn compare(
     spread: f64,
     memory_ratio: Option<f64>,
 ) {
-    let (low, high) = (speedup - spread, speedup + spread);
-    let verdict = if low > 1.0 {
-        Verdict::Faster
-    } else if high < 1.0 {
-        Verdict::Slower
-    } else {
-        Verdict::NoSignificantEffect
-    };
-    r.comparisons.push(Comparison {
-        cell: cell.to_owned(),
-        baseline: baseline.to_owned(),
-        speedup,
-        speedup_ci_low: low,
-        speedup_ci_high: high,
-        verdict,
-        memory_ratio,
-    });
+    r.comparisons.push(Comparison { memory_ratio, ..comparison(cell, baseline, speedup, spread) });
 }
 
 /// A learning curve rising towards `plateau` over `seconds` of training.
@@ -229,8 +189,7 @@ pub fn cpu_run() -> Results {
     (t.coefficient_of_variation, t.outlier_windows) = (Some(0.11), 2);
     // debug-off's reference: the baseline's (empty) trick set with debugging on, much slower; it
     // must not stand in for the baseline at the foot of the stack.
-    let mut debugging_on = key(&[], 128, 0, TRAIN);
-    debugging_on.reference_for = Some(DebugOff);
+    let debugging_on = key(&[], 128, 0, TRAIN).with_reference_for(DebugOff);
     let reference = add(&mut r, debugging_on, CellStatus::Ok, Some(37.0), Some(900));
     let debug_off = add(&mut r, key(&[DebugOff], 128, 0, TRAIN), CellStatus::Ok, Some(412.0), Some(900));
     compare(&mut r, &debug_off, &reference, 11.1, 0.3, Some(1.0));
