@@ -36,6 +36,9 @@ pub enum Error {
     /// The output folder could not be locked, or another process holds its lock.
     #[error(transparent)]
     Lock(#[from] crate::bench::lock::LockError),
+    /// Shards that cannot be merged.
+    #[error(transparent)]
+    Merge(#[from] crate::results::merge::MergeError),
     /// What failed, in the context of the flag or step named (`--text`, "running into DIR").
     #[error("{context}")]
     Context {
@@ -138,7 +141,7 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         return match error {
             Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
             Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
-            Error::Invalid(_) => Some(USAGE_STATUS),
+            Error::Invalid(_) | Error::Merge(_) => Some(USAGE_STATUS),
             Error::Data(data) => data_status(data),
             Error::Lock(lock) => lock_status(lock),
             Error::Io { .. } | Error::Json { .. } | Error::Context { .. } => None,

@@ -125,7 +125,7 @@ fn noise_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Op
 fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String {
     let target = results.run.protocol.target_ci_half_width;
     let cells: Vec<&CellResult> = results.cells.iter().filter(|c| include(c)).collect();
-    let width = cells.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
+    let width = cells.iter().map(|c| c.id().as_str().len()).max().unwrap_or(4).max(4);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -133,11 +133,11 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
         "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
     );
     for cell in cells {
-        let comparison = results.comparisons.iter().find(|c| c.cell == cell.id);
+        let comparison = results.comparisons.iter().find(|c| c.cell == cell.id());
         let _ = writeln!(
             out,
             "{:<width$} {:<8} {:>22} {:>32} {:>9}  {}",
-            cell.id,
+            cell.id(),
             status_word(&cell.status),
             throughput_text(cell),
             comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),

@@ -86,9 +86,9 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         match &cell.status {
             CellStatus::Ok => {}
             CellStatus::NotApplicable { reason } => {
-                assert!(cell.id.contains("/amp/") && reason.contains("CUDA"))
+                assert!(cell.id().as_str().contains("/amp/") && reason.contains("CUDA"))
             }
-            other => panic!("{}: {other:?}", cell.id),
+            other => panic!("{}: {other:?}", cell.id()),
         }
     }
     let baseline = cell(&results, "resnet8/baseline/b32/s0/train");
@@ -130,8 +130,10 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     // Every compared cell's row ends with the trick's verdict on its own metric, as in the report.
     let verdicts = ["helps", "hurts", "no measurable effect", "inside the A/A noise floor", "inconclusive"];
     for c in &results.comparisons {
-        let row =
-            stdout.lines().find(|l| l.starts_with(&c.cell)).unwrap_or_else(|| panic!("no row {}", c.cell));
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(c.cell.as_str()))
+            .unwrap_or_else(|| panic!("no row {}", c.cell));
         assert!(verdicts.iter().any(|v| row.trim_end().ends_with(v)), "{row}");
     }
     for file in ["index.html", "summary.md", "cells.csv"] {
@@ -140,7 +142,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
     let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
     for c in &results.cells {
-        assert!(page.contains(&c.id), "{} missing from the HTML report", c.id);
+        assert!(page.contains(c.id().as_str()), "{} missing from the HTML report", c.id());
     }
 
     // A second run into the same directory refuses to overwrite; --resume has nothing left to do.
@@ -301,7 +303,7 @@ fn gpt_text_problems_name_the_file_and_the_flag() {
     );
     assert!(all.status.success(), "{}", text(&all.stderr));
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
-    let gpt = results.cells.iter().find(|c| c.id == "gpt-mini/baseline/b8/s0/train").unwrap();
+    let gpt = results.cells.iter().find(|c| c.id() == "gpt-mini/baseline/b8/s0/train").unwrap();
     assert!(
         matches!(&gpt.status, CellStatus::NotApplicable { reason } if reason.contains("no text file at absent.txt"))
     );
@@ -360,7 +362,7 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
     // as a result (ResNet-8 holds about 0.7 MB of tensors per image, so 512 needs about 340 MiB).
     let (last, fitting) = probes.split_last().expect("probes ran");
     for (i, probe) in probes.iter().enumerate() {
-        assert_eq!(probe.key.batch_size, 64 << i, "{}", probe.id);
+        assert_eq!(probe.key.batch_size, 64 << i, "{}", probe.id());
     }
     assert!(!fitting.is_empty(), "batch 64 fits in 250 MiB: {:?}", last.status);
     assert!(fitting.iter().all(|p| p.status == CellStatus::Ok), "{fitting:?}");
@@ -376,7 +378,7 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
         .iter()
         .filter(|c| c.key.kind == (CellKind::Throughput { phase: Phase::Train }))
         .map(|c| {
-            assert_eq!(c.status, CellStatus::Ok, "{}", c.id);
+            assert_eq!(c.status, CellStatus::Ok, "{}", c.id());
             c.key.batch_size
         })
         .collect();
@@ -426,7 +428,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
         assert!(out.status.success(), "shard {i}: {}", text(&out.stderr));
         store::load(&dir.path().join(out_dir).join("results.json")).unwrap()
     };
-    let ids = |r: &Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    let ids = |r: &Results| r.cells.iter().map(|c| c.id().to_string()).collect::<Vec<_>>();
     let resnet = [
         "resnet8/baseline/b32/s0/train",
         "resnet8/aa-control/b32/s0/train",

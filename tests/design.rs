@@ -82,8 +82,8 @@ fn empty_results() -> Results {
 fn add_measured(results: &mut Results, tricks: &[Trick], phase: Phase, speedup: f64) {
     let key = train_key(WorkloadId::Resnet20, tricks).with_kind(CellKind::Throughput { phase });
     let cell = CellResult::new(key, CellStatus::Ok);
-    let baseline = "resnet20/baseline/b128/s0/train";
-    results.comparisons.push(comparison(&cell.id, baseline, speedup, speedup * 0.03));
+    let baseline = train_key(WorkloadId::Resnet20, &[]).id();
+    results.comparisons.push(comparison(&cell.id(), &baseline, speedup, speedup * 0.03));
     results.cells.push(cell);
 }
 

@@ -173,10 +173,10 @@ fn sigterm_stops_the_run_and_resume_finishes_it_as_an_uninterrupted_run_would() 
     let partial = store::load(&cut.join("results.json")).unwrap();
     for c in &partial.cells {
         let rounds: Vec<usize> = c.processes.iter().map(|p| p.round).collect();
-        assert_eq!(rounds, [0], "{}: finished before the signal, so on disk", c.id);
+        assert_eq!(rounds, [0], "{}: finished before the signal, so on disk", c.id());
     }
     assert!(
-        partial.cells.iter().all(|c| c.id != ZERO_GRAD_NONE),
+        partial.cells.iter().all(|c| c.id() != ZERO_GRAD_NONE),
         "the interrupted cell is not recorded (not as failed either), so --resume runs it"
     );
     assert!(partial.run.finished_at.is_none());
@@ -191,7 +191,7 @@ fn sigterm_stops_the_run_and_resume_finishes_it_as_an_uninterrupted_run_would() 
         r.cells
             .iter()
             .map(|c| {
-                (c.id.clone(), c.status.clone(), c.processes.iter().map(|p| p.round).collect::<Vec<_>>())
+                (c.id().clone(), c.status.clone(), c.processes.iter().map(|p| p.round).collect::<Vec<_>>())
             })
             .collect::<Vec<_>>()
     };

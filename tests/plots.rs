@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use ab_glyph::{Font, FontRef, ScaleFont};
 use trickbench::report::render_report;
-use trickbench::results::schema::{CellKind, CellStatus, Results};
+use trickbench::results::schema::{CellId, CellKind, CellStatus, Results};
 
 use common::dirs::{checkout, kept_output_dir};
 use common::fixtures;
@@ -148,7 +148,7 @@ fn png_mismatch(svg: &str, png: &[u8]) -> Option<String> {
 
 /// The cells a report must draw, by figure kind: every compared cell in a speed-up or stack bar,
 /// every probe that measured memory in a batch sweep, every time-to-accuracy curve.
-fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, String)> {
+fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, CellId)> {
     let mut cells = Vec::new();
     for r in results {
         cells.extend(r.comparisons.iter().map(|c| ("speedup|stack", c.cell.clone())));
@@ -164,14 +164,14 @@ fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, String)> {
                 }
                 _ => None,
             };
-            cells.extend(drawn_as.map(|k| (k, c.id.clone())));
+            cells.extend(drawn_as.map(|k| (k, c.id())));
         }
     }
     cells
 }
 
 /// The cells of `expected` that no figure of its kind shows in a hover title.
-fn undrawn(expected: &[(&str, String)], figures: &[(String, String)]) -> Vec<String> {
+fn undrawn(expected: &[(&str, impl std::fmt::Display)], figures: &[(String, String)]) -> Vec<String> {
     expected
         .iter()
         .filter(|(kinds, id)| {

@@ -74,7 +74,7 @@ fn report_renders_every_cell_plot_and_table() {
     let page = text(&doc);
 
     for cell in &cpu.cells {
-        assert!(page.contains(&cell.id), "index.html lacks cell {}", cell.id);
+        assert!(page.contains(cell.id().as_str()), "index.html lacks cell {}", cell.id());
     }
     let slug = "resnet20-cpu-on-fixture-cpu-host-quick";
     let expected: BTreeSet<String> =
@@ -161,7 +161,7 @@ fn csv_has_one_row_per_cell_with_units() {
     let id = headers.iter().position(|h| h == "cell_id").unwrap();
     let status = headers.iter().position(|h| h == "status").unwrap();
     let ids: Vec<&str> = rows.iter().map(|r| &r[id]).collect();
-    assert_eq!(ids, cpu.cells.iter().map(|c| c.id.as_str()).collect::<Vec<_>>());
+    assert_eq!(ids, cpu.cells.iter().map(|c| c.id().to_string()).collect::<Vec<_>>());
     let unit = headers.iter().position(|h| h == "sample_unit").unwrap();
     assert!(rows.iter().all(|r| &r[unit] == "images"));
     let statuses: BTreeSet<&str> = rows.iter().map(|r| &r[status]).collect();
@@ -197,7 +197,7 @@ fn several_results_files_render_together() {
     let doc = check_files(&files);
     let page = text(&doc);
     for cell in cpu.cells.iter().chain(&gpu.cells) {
-        assert!(page.contains(&cell.id), "index.html lacks {}", cell.id);
+        assert!(page.contains(cell.id().as_str()), "index.html lacks {}", cell.id());
     }
     assert!(file_names(&files).contains("speedup-resnet20-cuda-0-on-test-fixture-gpu-not-measured-quick.png"));
     assert_eq!(files.results_json.len(), 2);

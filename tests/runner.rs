@@ -37,7 +37,7 @@ struct MockExecutor {
 
 impl CellExecutor for MockExecutor {
     fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
-        let id = job.key.id();
+        let id = job.key.id().to_string();
         self.calls.push((id.clone(), job.round));
         self.jobs.push(job.clone());
         if let Some(status) = self.failures.get(&id) {
@@ -94,7 +94,7 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
 
     let amp = cell(&results, "resnet8/amp/b32/s0/train");
     assert!(matches!(&amp.status, CellStatus::NotApplicable { reason } if reason.contains("CUDA")));
-    let ids: Vec<&str> = results.cells.iter().map(|c| c.id.as_str()).collect();
+    let ids: Vec<String> = results.cells.iter().map(|c| c.id().to_string()).collect();
     assert_eq!(
         ids,
         [
@@ -218,7 +218,7 @@ fn a_run_in_phases_resumes_each_phase_and_keeps_the_cells_of_the_others() {
     let resumed = runner::run(&again, &mut mock, &mut Silent).unwrap();
     assert!(mock.calls.is_empty(), "nothing left to measure: {:?}", mock.calls);
     let ids =
-        |r: &trickbench::results::schema::Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        |r: &trickbench::results::schema::Results| r.cells.iter().map(|c| c.id().clone()).collect::<Vec<_>>();
     assert_eq!(ids(&resumed), ids(&grown));
 }
 
@@ -259,7 +259,7 @@ impl CellExecutor for InterruptedAt {
     fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
         if self.inner.calls.len() + 1 == self.n {
             self.interrupt.trigger(2);
-            self.inner.calls.push((job.key.id(), job.round));
+            self.inner.calls.push((job.key.id().to_string(), job.round));
             return Execution::Interrupted(2);
         }
         self.inner.execute(job, timeout)
@@ -430,7 +430,7 @@ impl CellExecutor for SlowFirstOfRound {
         self.last_round = Some(job.round);
         let mut outcome = self.inner.execute(job, timeout);
         if let (true, Execution::Measured(process)) = (first, &mut outcome) {
-            self.slowed.push(job.key.id());
+            self.slowed.push(job.key.id().to_string());
             process.window_samples_per_s.iter_mut().for_each(|w| *w *= 0.7);
         }
         outcome

@@ -34,7 +34,7 @@ struct Mock {
 
 impl CellExecutor for Mock {
     fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
-        self.calls.push((job.key.id(), job.round));
+        self.calls.push((job.key.id().to_string(), job.round));
         let factor = if job.key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
         let round = job.round as f64;
         let time_to_accuracy = job.key.kind.runs_once().then(|| {
@@ -138,7 +138,7 @@ fn all_shards_merged_equal_the_unsharded_run() {
         let merged = merge(shards, false).unwrap();
         assert!(merged.warnings.is_empty(), "{:?}", merged.warnings);
         let results = merged.results;
-        let ids = |r: &Results| r.cells.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        let ids = |r: &Results| r.cells.iter().map(|c| c.id().clone()).collect::<Vec<_>>();
         assert_eq!(ids(&results), ids(&whole), "{count} shards: the cells in the unsharded order");
         assert_eq!(results.cells, whole.cells, "{count} shards");
         assert_eq!(results.comparisons, whole.comparisons, "{count} shards");
@@ -165,9 +165,9 @@ fn a_shard_holds_whole_units_and_its_own_results_are_meaningful() {
         });
         for cell in trick_cells {
             assert!(
-                shard.results.comparisons.iter().any(|c| c.cell == cell.id),
+                shard.results.comparisons.iter().any(|c| c.cell == cell.id()),
                 "{} in shard {}",
-                cell.id,
+                cell.id(),
                 record.index
             );
         }
@@ -228,7 +228,7 @@ fn merge_refuses_shards_that_do_not_belong_together_naming_the_files() {
     let mut conflicting = shards[1].clone();
     conflicting.results.cells.push(shards[0].results.cells[0].clone());
     let message = shard_error(vec![shards[0].clone(), conflicting, shards[2].clone()]);
-    let id = &shards[0].results.cells[0].id;
+    let id = &shards[0].results.cells[0].id();
     assert!(message.contains(&format!("cell {id} is in both")), "{message}");
     assert!(
         message.contains("shard-0/results.json") && message.contains("shard-1/results.json"),
@@ -254,7 +254,7 @@ fn missing_and_unfinished_shards_are_refused_with_their_cells_or_merged_with_war
     let mut unfinished = shards[2].clone();
     unfinished.results.run.finished_at = None;
     let dropped = unfinished.results.cells.iter().position(|c| c.status == CellStatus::Ok).unwrap();
-    let dropped_id = unfinished.results.cells.remove(dropped).id;
+    let dropped_id = unfinished.results.cells.remove(dropped).id();
     let partial = vec![shards[0].clone(), unfinished];
 
     let message = shard_error(partial.clone());
@@ -273,7 +273,7 @@ fn missing_and_unfinished_shards_are_refused_with_their_cells_or_merged_with_war
     assert_eq!(record.shards, [0, 2]);
     assert_eq!(record.missing, merged.warnings);
     assert_eq!(merged.results.run.finished_at, None);
-    assert!(!merged.results.cells.iter().any(|c| c.id == dropped_id));
+    assert!(!merged.results.cells.iter().any(|c| c.id() == dropped_id));
 }
 
 #[test]

@@ -241,7 +241,7 @@ fn probe(
         }
         let id = cell.key.id();
         phases.run(Plan { cells: vec![cell] })?;
-        match phases.results()?.cells.iter().find(|c| c.id == id).map(|c| &c.status) {
+        match phases.results()?.cells.iter().find(|c| c.id() == id).map(|c| &c.status) {
             Some(CellStatus::Ok) => fitting.push(batch),
             Some(CellStatus::OutOfMemory { .. }) => {
                 phases.note(&format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
@@ -264,7 +264,7 @@ pub fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
         .iter()
         .filter_map(|c| {
             let cell =
-                results.cells.iter().find(|cell| cell.id == c.cell && cell.key.workload == workload)?;
+                results.cells.iter().find(|cell| cell.id() == c.cell && cell.key.workload == workload)?;
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
                 // The stack starts from the plain recipe, in which debugging is already off.

@@ -1,13 +1,17 @@
 //! Benchmarks: a run's configuration and inputs, the designs and their phases, profiles and their
-//! overrides, plans, the measurement a cell process makes, the runner that executes a plan cell by
-//! cell in isolated processes, the session that drives a whole run, what a run shows while it
-//! runs, the split of a plan into shards, and the lock that keeps one run per output folder.
+//! overrides, plans, the cell process, the measurement it makes and the faults tests inject into
+//! it, the runner that executes a plan cell by cell in isolated processes, the session that drives
+//! a whole run, what a run shows while it runs, the split of a plan into shards and their merge,
+//! and the lock that keeps one run per output folder.
 pub mod cell;
+pub mod cell_process;
 pub mod config;
 pub mod design;
+pub mod faults;
 pub mod inputs;
 pub mod interrupt;
 pub mod lock;
+pub mod merge;
 pub mod overrides;
 pub mod plan;
 pub mod profile;

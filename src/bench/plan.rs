@@ -461,7 +461,7 @@ mod tests {
     #[test]
     fn ablation_pairs_each_trick_with_a_baseline_in_its_phase() {
         let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::NoGradEval, Trick::Amp]));
-        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -486,7 +486,7 @@ mod tests {
             Trick::NoGradEval,
             Trick::Amp,
         ]));
-        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -506,7 +506,7 @@ mod tests {
     #[test]
     fn debug_off_is_measured_against_a_debugging_on_reference() {
         let plan = Plan::ablation(&request(vec![Trick::DebugOff]));
-        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -564,7 +564,7 @@ mod tests {
                 Trick::Checkpointing,
             ])
         };
-        let ids: Vec<String> = Plan::ablation(&r).cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = Plan::ablation(&r).cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -598,7 +598,7 @@ mod tests {
         assert!(cell.not_applicable.as_deref().unwrap().contains("no batch size was probed"));
         let probed =
             Plan::ablation(&PlanRequest { max_batch_size: Some(2048), ..request(vec![Trick::MaxBatch]) });
-        let ids: Vec<String> = probed.cells.iter().skip(2).map(|c| c.key.id()).collect();
+        let ids: Vec<String> = probed.cells.iter().skip(2).map(|c| c.key.id().to_string()).collect();
         assert_eq!(ids, ["resnet20/max-batch/b2048/s0/tta", "resnet20/max-batch/b2048/s0/train"]);
         let no_tta = PlanRequest { time_to_accuracy_batch_size: None, ..request(vec![Trick::GradClipping]) };
         let plan = Plan::ablation(&no_tta);
@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn batch_sweep_measures_every_fitting_batch_and_probes_are_single_processes() {
         let plan = Plan::batch_sweep(&request(vec![]), WorkloadId::Resnet20, &[64, 128]);
-        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -631,7 +631,8 @@ mod tests {
             time_to_accuracy_seeds: 2,
             ..request(vec![])
         };
-        let ids: Vec<String> = Plan::super_convergence(&r).cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> =
+            Plan::super_convergence(&r).cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [
@@ -682,7 +683,7 @@ mod tests {
             request(vec![Trick::Adamw, Trick::Lars, Trick::InputNorm, Trick::MaxBatch, Trick::OneCycle]);
         gpt.workloads = vec![WorkloadId::GptMini];
         let plan = Plan::ablation(&gpt);
-        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id()).collect();
+        let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
             [

@@ -181,8 +181,11 @@ impl RunObserver for Progress {
     fn process_started(&mut self, done: usize, total: usize, cell: &CellKey, round: usize) {
         self.phase_total = total;
         let number = self.earlier + done + 1;
-        let label =
-            if cell.kind.runs_once() { cell.id() } else { format!("{} round {}", cell.id(), round + 1) };
+        let label = if cell.kind.runs_once() {
+            cell.id().to_string()
+        } else {
+            format!("{} round {}", cell.id(), round + 1)
+        };
         let eta = self.eta.text(self.total() + 1 - number);
         match self.mode {
             ProgressMode::Bar => {

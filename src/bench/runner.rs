@@ -107,8 +107,7 @@ pub fn run(
     store::save(&results, &path)?;
     for (n, slot) in pending.iter().enumerate() {
         let key = &spec.plan.cells[slot.cell].key;
-        let id = key.id();
-        if finished_unsuccessfully(&results.cells, &id) {
+        if finished_unsuccessfully(&results.cells, key) {
             continue;
         }
         if let Some(signal) = spec.interrupt.signal() {
@@ -158,7 +157,7 @@ pub fn run(
 fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
     let protocol = &spec.info.protocol;
     let schedule = spec.plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
-    let todo = |s: &Slot| !is_done(&results.cells, &spec.plan.cells[s.cell].key.id(), s.round);
+    let todo = |s: &Slot| !is_done(&results.cells, &spec.plan.cells[s.cell].key, s.round);
     let workload = |s: &Slot| spec.plan.cells[s.cell].key.workload;
     let pending: Vec<(WorkloadId, usize)> =
         schedule.iter().filter(|s| !s.is_warmup() && todo(s)).map(|s| (workload(s), s.round)).collect();
@@ -260,28 +259,27 @@ fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
     .collect()
 }
 
-/// Whether round `round` of cell `id` is already measured (or the cell cannot run at all).
-fn is_done(cells: &[CellResult], id: &str, round: usize) -> bool {
-    cells
-        .iter()
-        .any(|c| c.id == id && (c.status != CellStatus::Ok || c.processes.iter().any(|p| p.round == round)))
+/// Whether round `round` of cell `key` is already measured (or the cell cannot run at all).
+fn is_done(cells: &[CellResult], key: &CellKey, round: usize) -> bool {
+    cells.iter().any(|c| {
+        c.key == *key && (c.status != CellStatus::Ok || c.processes.iter().any(|p| p.round == round))
+    })
 }
 
-/// Whether cell `id` has ended in a status other than `Ok` (its later rounds are skipped).
-fn finished_unsuccessfully(cells: &[CellResult], id: &str) -> bool {
-    cells.iter().any(|c| c.id == id && c.status != CellStatus::Ok)
+/// Whether cell `key` has ended in a status other than `Ok` (its later rounds are skipped).
+fn finished_unsuccessfully(cells: &[CellResult], key: &CellKey) -> bool {
+    cells.iter().any(|c| c.key == *key && c.status != CellStatus::Ok)
 }
 
 /// The result entry of planned cell `index`, created (in plan order) if it does not exist yet.
 fn cell_mut<'a>(cells: &'a mut Vec<CellResult>, plan: &Plan, index: usize) -> &'a mut CellResult {
     let key = &plan.cells[index].key;
-    let id = key.id();
-    let position = match cells.iter().position(|c| c.id == id) {
+    let position = match cells.iter().position(|c| c.key == *key) {
         Some(p) => p,
         None => {
             let plan_position =
-                |cid: &str| plan.cells.iter().position(|c| c.key.id() == cid).unwrap_or(usize::MAX);
-            let insert_at = cells.iter().position(|c| plan_position(&c.id) > index).unwrap_or(cells.len());
+                |cell: &CellKey| plan.cells.iter().position(|c| c.key == *cell).unwrap_or(usize::MAX);
+            let insert_at = cells.iter().position(|c| plan_position(&c.key) > index).unwrap_or(cells.len());
             cells.insert(insert_at, CellResult::new(key.clone(), CellStatus::Ok));
             insert_at
         }

@@ -79,7 +79,7 @@ impl FromStr for Shard {
 pub fn unit_of(key: &CellKey, design: Design) -> String {
     let probed_batch = design.probes_every_batch() || key.tricks.has(Trick::MaxBatch);
     match key.kind {
-        CellKind::TimeToAccuracy if !probed_batch => key.id(),
+        CellKind::TimeToAccuracy if !probed_batch => key.id().to_string(),
         CellKind::TimeToAccuracy | CellKind::Throughput { .. } | CellKind::MemoryProbe => {
             throughput_unit(key.workload)
         }
@@ -360,7 +360,7 @@ mod tests {
         let stacked: TrickSet = [Trick::ChannelsLast, Trick::AvoidSync].into_iter().collect();
         assert_eq!(unit_of(&key(stacked, 128, train), Design::Stack), unit);
         let tta = key(TrickSet::only(Trick::OneCycle), 64, CellKind::TimeToAccuracy);
-        assert_eq!(unit_of(&tta, Design::Ablation), tta.id());
+        assert_eq!(unit_of(&tta, Design::Ablation), tta.id().to_string());
         // A batch sweep is planned after its probe: its shard is the one with the throughput unit.
         let sweep = shard_record(
             Shard { index: 0, count: 2 },

@@ -305,12 +305,11 @@ mod tests {
     }
 
     #[test]
-    fn energy_written_before_the_counter_reads_as_sampled_power() {
-        let old = r#"{"joules": 5.0, "mean_power_w": 250.0, "readings": 10, "interval_s": 0.02}"#;
-        let e: Energy = serde_json::from_str(old).unwrap();
+    fn energy_methods_are_recorded_by_their_kebab_case_names() {
+        let json = r#"{"joules": 5.0, "mean_power_w": 250.0, "readings": 10, "interval_s": 0.02, "method": "sampled-power"}"#;
+        let e: Energy = serde_json::from_str(json).unwrap();
         assert_eq!(e.method, EnergyMethod::SampledPower);
-        let json = serde_json::to_string(&EnergyMethod::Counter).unwrap();
-        assert_eq!(json, "\"counter\"");
+        assert_eq!(serde_json::to_string(&EnergyMethod::Counter).unwrap(), "\"counter\"");
     }
 
     #[test]

@@ -164,6 +164,13 @@ pub struct ParityReport {
     pub workloads: Vec<WorkloadParity>,
 }
 
+impl ParityReport {
+    /// The workloads whose losses disagree with PyTorch's beyond the tolerance.
+    pub fn disagreeing(&self) -> Vec<WorkloadId> {
+        self.workloads.iter().filter(|w| !w.losses.agrees()).map(|w| w.workload).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@
 
 pub mod case;
 pub mod compare;
+pub mod config;
 pub mod session;
 pub mod side;
 

@@ -8,19 +8,17 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
-use crate::bench::profile::ProfileName;
-use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};
 use crate::parity::compare::{
     LossAgreement, ParityReport, SpeedComparison, TimingRound, WorkloadParity, LOSS_RELATIVE_TOLERANCE,
 };
-use crate::parity::side::{SideMode, SideOutput, TimingPlan};
+use crate::parity::config::ParityConfig;
+use crate::parity::side::{SideMode, SideOutput};
 use crate::parity::PYTORCH_SCRIPT;
 use crate::results::store;
 use crate::results::system::{git_commit, SystemInfo};
-use crate::workloads::WorkloadId;
 
 /// The file a comparison writes after every workload.
 pub const REPORT_FILE: &str = "parity.json";
@@ -30,39 +28,6 @@ const SCRIPT_FILE: &str = "parity.py";
 const SIDE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Lines of a failed side's stderr quoted in the error.
 const STDERR_TAIL_LINES: usize = 15;
-
-/// A checked comparison.
-#[derive(Debug, Clone)]
-pub struct ParityConfig {
-    /// The workloads, in order.
-    pub workloads: Vec<WorkloadId>,
-    /// The profile whose baseline cells are exported.
-    pub profile: ProfileName,
-    /// The device both sides run on, resolved.
-    pub device: DeviceSpec,
-    /// Seed of weights, data order and augmentation.
-    pub seed: u64,
-    /// Samples per step (`None`: the profile's).
-    pub batch_size: Option<usize>,
-    /// Training steps whose losses are compared.
-    pub steps: usize,
-    /// Timing rounds, each one process per side in alternating order (0: losses only).
-    pub rounds: usize,
-    /// How each timing process times its steps.
-    pub timing: TimingPlan,
-    /// The Python interpreter with PyTorch.
-    pub python: PathBuf,
-    /// The trickbench binary, which runs trickbench's side.
-    pub trickbench: PathBuf,
-    /// The CIFAR-10 directory, checked.
-    pub data_dir: PathBuf,
-    /// The GPTs' text file.
-    pub text: PathBuf,
-    /// Output directory.
-    pub out: PathBuf,
-    /// The command line, as recorded in the report.
-    pub command: Vec<String>,
-}
 
 /// Runs the comparison of `config`, telling the user on stderr; returns the report (also in
 /// `config.out`).

@@ -220,14 +220,14 @@ impl<'a> Comparison<'a> {
                     .into_iter()
                     .map(|found| {
                         let comparison =
-                            found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id));
+                            found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id()));
                         DeviceCell {
                             cell: found.map(|(c, _)| c.clone()),
                             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
                             verdict: comparison.map(|c| c.verdict),
                             memory_ratio: comparison.and_then(|c| c.memory_ratio),
                             judged: found.zip(comparison).map(|((cell, r), c)| {
-                                model::judged(cell, c, r.cells.iter().find(|x| x.id == c.baseline))
+                                model::judged(cell, c, r.cells.iter().find(|x| x.id() == c.baseline))
                             }),
                         }
                     })

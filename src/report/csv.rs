@@ -9,7 +9,7 @@ use crate::measure::power::EnergyMethod;
 use crate::report::compare::Comparison;
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
-use crate::results::schema::{CellKind, Phase};
+use crate::results::schema::{CellId, CellKind, Phase};
 use crate::workloads::gpt::AttentionBackend;
 
 /// One row of `cells.csv`.
@@ -20,7 +20,7 @@ struct CellRow<'a> {
     device: String,
     profile: &'a str,
     synthetic_data: bool,
-    cell_id: &'a str,
+    cell_id: CellId,
     workload: String,
     tricks: String,
     batch_size: usize,
@@ -81,7 +81,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             device: g.device_name.clone(),
             profile: r.run.profile.id(),
             synthetic_data: r.run.data.synthetic,
-            cell_id: &cell.id,
+            cell_id: cell.id(),
             workload: cell.key.workload.to_string(),
             tricks: cell.key.configuration_label(),
             batch_size: cell.key.batch_size,
@@ -141,7 +141,7 @@ struct ComparisonRow<'a> {
     batch_size: usize,
     profile: &'a str,
     device: &'a str,
-    cell_id: Option<&'a str>,
+    cell_id: Option<CellId>,
     status: &'static str,
     speedup_x: Option<f64>,
     speedup_ci_low_x: Option<f64>,
@@ -163,7 +163,7 @@ pub(crate) fn write_comparison(path: &Path, c: &Comparison) -> Result<(), Report
                 batch_size: row.key.batch_size,
                 profile: &row.key.profile,
                 device: &device.label,
-                cell_id: cell.cell.as_ref().map(|c| c.id.as_str()),
+                cell_id: cell.cell.as_ref().map(|c| c.id()),
                 status: cell.cell.as_ref().map_or("missing", |c| model::status_label(&c.status)),
                 speedup_x: cell.speedup.map(|s| s.0),
                 speedup_ci_low_x: cell.speedup.map(|s| s.1),

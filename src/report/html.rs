@@ -275,7 +275,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry) -> CellView {
     let target = report.results[e.file].run.protocol.target_ci_half_width;
     CellView {
         anchor: model::anchor(e),
-        id: c.id.clone(),
+        id: c.id().to_string(),
         group: g.title(),
         status: model::status_label(&c.status),
         status_class: model::status_class(&c.status),
@@ -335,7 +335,7 @@ fn tta_view(g: &model::Group, e: &model::Entry) -> Option<TtaView> {
     let (c, t) = (e.cell, e.cell.time_to_accuracy.as_ref()?);
     Some(TtaView {
         anchor: model::anchor(e),
-        id: c.id.clone(),
+        id: c.id().to_string(),
         group: g.title(),
         status: model::status_label(&c.status),
         target: t.metric.target_text(t.target),

@@ -181,7 +181,7 @@ fn relative_link(from: &Path, page: &Path) -> Option<String> {
 /// The verdict a report gives `cell` of `results`, compared as `comparison` says, on its trick's
 /// own metric ("helps", "hurts", "no measurable effect", …).
 pub fn verdict_label(results: &Results, cell: &CellResult, comparison: &Comparison) -> &'static str {
-    let reference = results.cells.iter().find(|c| c.id == comparison.baseline);
+    let reference = results.cells.iter().find(|c| c.id() == comparison.baseline);
     model::judged(cell, comparison, reference).effect.label()
 }
 

@@ -74,7 +74,7 @@ impl<'a> Report<'a> {
             let comparisons: HashMap<&str, &Comparison> =
                 r.comparisons.iter().map(|c| (c.cell.as_str(), c)).collect();
             for cell in &r.cells {
-                let entry = Entry { file, cell, comparison: comparisons.get(cell.id.as_str()).copied() };
+                let entry = Entry { file, cell, comparison: comparisons.get(cell.id().as_str()).copied() };
                 let workload = cell.key.workload;
                 let device = r.run.device;
                 let profile = r.run.profile.id();
@@ -218,7 +218,7 @@ impl Group<'_> {
             tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
         HeadlineRow {
             group: self.title(),
-            cell: e.cell.id.clone(),
+            cell: e.cell.id().to_string(),
             anchor: anchor(e),
             tricks: self.label(e),
             guide: if guide.is_empty() { "—".to_owned() } else { guide.join(", ") },
@@ -475,7 +475,7 @@ pub(crate) fn single_trick(set: &TrickSet) -> Option<Trick> {
 
 /// A unique HTML anchor for a cell.
 pub(crate) fn anchor(e: &Entry) -> String {
-    format!("cell-{}-{}", e.file + 1, slug(&e.cell.id))
+    format!("cell-{}-{}", e.file + 1, slug(e.cell.id().as_str()))
 }
 
 /// Lower-case letters, digits and single dashes.
@@ -649,7 +649,7 @@ impl Report<'_> {
                     let alone = |e: &&Entry| single_trick(&e.cell.key.tricks) == Some(t);
                     for e in g.time_to_accuracy().into_iter().filter(alone) {
                         if let CellStatus::NotApplicable { reason } = &e.cell.status {
-                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id);
+                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id());
                             if !not_applicable.contains(&line) {
                                 not_applicable.push(line);
                             }
@@ -660,7 +660,7 @@ impl Report<'_> {
                             continue;
                         }
                         if let CellStatus::NotApplicable { reason } = &e.cell.status {
-                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id);
+                            let line = format!("{} ({}): {reason}", g.title(), e.cell.id());
                             if !not_applicable.contains(&line) {
                                 not_applicable.push(line);
                             }

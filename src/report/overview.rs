@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::bench::design::Design;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
-use crate::results::schema::{CellKind, CellStatus, Comparison, Phase, Results, TtaSummary};
+use crate::results::schema::{CellId, CellKind, CellStatus, Comparison, Phase, Results, TtaSummary};
 use crate::tricks::{Metric, Trick, TrickSet};
 
 /// The first screen of one group.
@@ -131,7 +131,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
         let verdict = match metric {
             Metric::TimeToAccuracy if e.cell.key.kind == CellKind::TimeToAccuracy => {
                 let Some(summary) = tta_summary(results, e) else { continue };
-                if summary.cells.first() != Some(&e.cell.id) {
+                if summary.cells.first() != Some(&e.cell.id()) {
                     continue;
                 }
                 // One row stands for the configuration over its seeds.
@@ -158,7 +158,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
 
 /// The time-to-accuracy summary a cell belongs to.
 fn tta_summary<'r>(results: &'r [Results], e: &Entry) -> Option<&'r TtaSummary> {
-    results[e.file].time_to_accuracy.iter().find(|t| t.cells.contains(&e.cell.id))
+    results[e.file].time_to_accuracy.iter().find(|t| t.cells.contains(&e.cell.id()))
 }
 
 fn not_measured(e: &Entry) -> TrickVerdict {
@@ -170,7 +170,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
     let mut rows = Vec::new();
     for e in &g.entries {
         let Some(c) = e.comparison else { continue };
-        let Some(full) = g.entries.iter().find(|x| x.cell.id == c.baseline) else { continue };
+        let Some(full) = g.entries.iter().find(|x| x.cell.id() == c.baseline) else { continue };
         let Some(dropped) = dropped_trick(&full.cell.key.tricks, &e.cell.key.tricks) else { continue };
         let verdict = model::removal_verdict(c);
         rows.push(VerdictRow {
@@ -202,9 +202,9 @@ fn every_trick_text(g: &Group) -> Option<String> {
         .entries
         .iter()
         .filter_map(|e| e.comparison)
-        .map(|c| c.baseline.as_str())
-        .find(|id| g.entries.iter().any(|x| x.cell.id == *id && x.cell.key.tricks.len() >= 2))?;
-    let full = g.entries.iter().find(|x| x.cell.id == full_id)?;
+        .map(|c| &c.baseline)
+        .find(|id| g.entries.iter().any(|x| x.cell.id() == **id && x.cell.key.tricks.len() >= 2))?;
+    let full = g.entries.iter().find(|x| x.cell.id() == *full_id)?;
     let unit = g.workload.family().sample_unit();
     let throughput = full.cell.throughput?;
     let mut text = format!(
@@ -220,11 +220,11 @@ fn every_trick_text(g: &Group) -> Option<String> {
 }
 
 /// The configuration label of the cell `id` of the group (the id itself if it is not there).
-fn configuration_of(g: &Group, id: &str) -> String {
+fn configuration_of(g: &Group, id: &CellId) -> String {
     g.entries
         .iter()
-        .find(|e| e.cell.id == id)
-        .map_or_else(|| id.to_owned(), |e| e.cell.key.configuration_label())
+        .find(|e| e.cell.id() == *id)
+        .map_or_else(|| id.to_string(), |e| e.cell.key.configuration_label())
 }
 
 /// Not-applicable tricks grouped by reason, each trick once.

@@ -136,14 +136,14 @@ pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<Noi
         .iter()
         .filter(|c| c.key.aa_control)
         .filter_map(|control| {
-            let c = comparisons.iter().find(|c| c.cell == control.id)?;
+            let c = comparisons.iter().find(|c| c.cell == control.id())?;
             let half_width = [c.speedup, c.speedup_ci_low, c.speedup_ci_high]
                 .into_iter()
                 .map(|r| (r - 1.0).abs())
                 .fold(0.0, f64::max);
             Some(NoiseFloor {
                 workload: control.key.workload,
-                control: control.id.clone(),
+                control: control.id().clone(),
                 baseline: c.baseline.clone(),
                 ratio: c.speedup,
                 ratio_ci_low: c.speedup_ci_low,
@@ -158,8 +158,8 @@ pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<Noi
 /// speed-up lies within its workload's noise floor (the A/A control's own verdict stays).
 fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floors: &[NoiseFloor]) {
     for comparison in comparisons.iter_mut() {
-        let Some(cell) = cells.iter().find(|c| c.id == comparison.cell) else { continue };
-        let floor = floors.iter().find(|f| f.workload == cell.key.workload && f.control != cell.id);
+        let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell) else { continue };
+        let floor = floors.iter().find(|f| f.workload == cell.key.workload && f.control != cell.id());
         let significant = matches!(comparison.verdict, Verdict::Faster | Verdict::Slower);
         if let Some(floor) = floor.filter(|_| significant) {
             if (comparison.speedup - 1.0).abs() <= floor.half_width {
@@ -249,7 +249,7 @@ fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
         tricks: key.tricks.clone(),
         reference_for: key.reference_for,
         batch_size: key.batch_size,
-        cells: members.iter().map(|c| c.id.clone()).collect(),
+        cells: members.iter().map(|c| c.id().clone()).collect(),
         metric: first.map_or(key.workload.family().quality_metric(), |r| r.metric),
         target: first.map_or(0.0, |r| r.target),
         seeds: runs.len(),
@@ -295,8 +295,8 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
         _ => None,
     };
     Some(Comparison {
-        cell: cell.id.clone(),
-        baseline: baseline.id.clone(),
+        cell: cell.id().clone(),
+        baseline: baseline.id().clone(),
         speedup: estimate.point,
         speedup_ci_low: estimate.low,
         speedup_ci_high: estimate.high,
@@ -310,7 +310,7 @@ mod tests {
     use super::*;
     use crate::measure::power::Energy;
     use crate::results::quality::QualityMetric;
-    use crate::results::schema::{CellKind, Phase};
+    use crate::results::schema::{CellId, CellKind, Phase};
     use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
 
@@ -415,11 +415,10 @@ mod tests {
         let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
         let mut debugging = cell(TrickSet::baseline(), [[50.0; 3]; 2], 1);
         debugging.key.reference_for = Some(Trick::DebugOff);
-        debugging.id = debugging.key.id();
         let off = cell(TrickSet::only(Trick::DebugOff), [[100.0; 3]; 2], 1);
         let cmp = comparisons(&[plain, debugging.clone(), off], Design::Ablation);
         assert_eq!(cmp.len(), 1, "the debugging-on cell is a reference, not a trick");
-        assert_eq!(cmp[0].baseline, debugging.id);
+        assert_eq!(cmp[0].baseline, debugging.id());
         assert_eq!(cmp[0].speedup, 2.0);
     }
 
@@ -428,14 +427,13 @@ mod tests {
         let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
         let mut strict = cell(TrickSet::baseline(), [[40.0; 3]; 2], 1);
         strict.key.reference_for = Some(Trick::Tf32);
-        strict.id = strict.key.id();
         let tf32 = cell(TrickSet::only(Trick::Tf32), [[110.0; 3]; 2], 1);
         let cmp = comparisons(&[plain.clone(), strict.clone(), tf32.clone()], Design::Ablation);
         assert_eq!(cmp.len(), 2, "{cmp:?}");
-        let of = |id: &str| cmp.iter().find(|c| c.cell == id).unwrap();
-        assert_eq!((of(&tf32.id).baseline.as_str(), of(&tf32.id).speedup), (plain.id.as_str(), 1.1));
-        assert_eq!((of(&strict.id).baseline.as_str(), of(&strict.id).speedup), (plain.id.as_str(), 0.4));
-        assert!(strict.id.contains("/baseline+strict-fp32/"), "{}", strict.id);
+        let of = |id: CellId| cmp.iter().find(|c| c.cell == id).unwrap();
+        assert_eq!((&of(tf32.id()).baseline, of(tf32.id()).speedup), (&plain.id(), 1.1));
+        assert_eq!((&of(strict.id()).baseline, of(strict.id()).speedup), (&plain.id(), 0.4));
+        assert!(strict.id().as_str().contains("/baseline+strict-fp32/"), "{}", strict.id());
     }
 
     #[test]
@@ -447,11 +445,11 @@ mod tests {
             cell(TrickSet::only(Trick::AvoidSync), [[100.0; 3]; 2], 1),
         ];
         let cmp = comparisons(&cells, Design::LeaveOneOut);
-        assert_eq!(cmp[0].baseline, cells[0].id, "the full set is compared with the baseline");
-        assert_eq!(cmp[1].cell, cells[2].id);
-        assert_eq!(cmp[1].baseline, cells[1].id, "a reduced set is compared with the full set");
+        assert_eq!(cmp[0].baseline, cells[0].id(), "the full set is compared with the baseline");
+        assert_eq!(cmp[1].cell, cells[2].id());
+        assert_eq!(cmp[1].baseline, cells[1].id(), "a reduced set is compared with the full set");
         assert_eq!(cmp[1].speedup, 0.5);
-        assert_eq!(comparisons(&cells, Design::Ablation)[1].baseline, cells[0].id);
+        assert_eq!(comparisons(&cells, Design::Ablation)[1].baseline, cells[0].id());
     }
 
     /// A finished time-to-accuracy cell of `tricks` (or `reference_for`'s reference) at `batch`

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::results::analysis::refresh_derived;
-use crate::results::schema::{CellResult, MergeRecord, Results, RunInfo, ShardRecord, SCHEMA_VERSION};
+use crate::results::schema::{
+    CellKey, CellResult, MergeRecord, Results, RunInfo, ShardRecord, SCHEMA_VERSION,
+};
 
 /// One shard's results and the file they were read from (named in every message).
 #[derive(Debug, Clone)]
@@ -144,17 +146,17 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
             });
         }
     }
-    let mut owner: HashMap<&str, usize> = HashMap::new();
+    let mut owner: HashMap<&CellKey, usize> = HashMap::new();
     for &i in &order {
         for cell in &shards[i].results.cells {
-            if let Some(&j) = owner.get(cell.id.as_str()) {
+            if let Some(&j) = owner.get(&cell.key) {
                 return Err(MergeError::ConflictingCell {
-                    id: cell.id.clone(),
+                    id: cell.id().to_string(),
                     path: shards[j].path.clone(),
                     other: shards[i].path.clone(),
                 });
             }
-            owner.insert(&cell.id, i);
+            owner.insert(&cell.key, i);
         }
     }
     let plan = &records[first];
@@ -268,7 +270,7 @@ fn missing(plan: &ShardRecord, present: &[(&ShardRecord, &ShardResults)]) -> Vec
         plan.cells
             .iter()
             .filter(|c| !c.not_applicable && plan.unit_in_shard(c.unit, index))
-            .filter(|c| !cells.iter().any(|have| have.id == c.id))
+            .filter(|c| !cells.iter().any(|have| have.id() == c.id))
             .map(|c| c.id.as_str())
             .collect()
     };
@@ -347,7 +349,8 @@ fn cells_in_plan_order(plan: &ShardRecord, shards: &[&Vec<CellResult>]) -> Vec<C
         plan.cells.iter().enumerate().map(|(i, c)| (c.id.as_str(), i)).collect();
     let mut keyed: Vec<((usize, u8, usize, usize), CellResult)> = Vec::new();
     for (shard, cells) in shards.iter().enumerate() {
-        let known: Vec<Option<usize>> = cells.iter().map(|c| position.get(c.id.as_str()).copied()).collect();
+        let known: Vec<Option<usize>> =
+            cells.iter().map(|c| position.get(c.id().as_str()).copied()).collect();
         for (i, cell) in cells.iter().enumerate() {
             let key = match known[i] {
                 Some(p) => (p, 1, 0, 0),

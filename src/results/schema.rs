@@ -47,9 +47,9 @@ pub struct NoiseFloor {
     /// The workload.
     pub workload: WorkloadId,
     /// Id of the A/A control cell.
-    pub control: String,
+    pub control: CellId,
     /// Id of the baseline cell.
-    pub baseline: String,
+    pub baseline: CellId,
     /// Control ÷ baseline median throughput (1 on a machine without noise).
     pub ratio: f64,
     /// Lower end of the ratio's bootstrap confidence interval.
@@ -119,7 +119,7 @@ pub struct TtaSummary {
     /// Samples per optimizer step.
     pub batch_size: usize,
     /// The ids of the cells, one per seed, that finished.
-    pub cells: Vec<String>,
+    pub cells: Vec<CellId>,
     /// The metric of its target (`test_accuracy`, a fraction, or `validation_loss`).
     pub metric: QualityMetric,
     /// The target value of the metric.
@@ -295,7 +295,7 @@ pub struct ShardRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardCell {
     /// The cell's id ([`CellKey::id`]).
-    pub id: String,
+    pub id: CellId,
     /// Its unit: an index into [`ShardRecord::units`].
     pub unit: usize,
     /// Whether the cell is not applicable (it is recorded, never run).
@@ -458,14 +458,51 @@ impl CellKey {
     }
 
     /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`.
-    pub fn id(&self) -> String {
+    pub fn id(&self) -> CellId {
         let kind = match self.kind {
             CellKind::Throughput { phase: Phase::Train } => "train",
             CellKind::Throughput { phase: Phase::Eval } => "eval",
             CellKind::TimeToAccuracy => "tta",
             CellKind::MemoryProbe => "probe",
         };
-        format!("{}/{}/b{}/s{}/{kind}", self.workload, self.configuration_label(), self.batch_size, self.seed)
+        CellId(format!(
+            "{}/{}/b{}/s{}/{kind}",
+            self.workload,
+            self.configuration_label(),
+            self.batch_size,
+            self.seed
+        ))
+    }
+}
+
+/// A cell's stable, readable id, made from its key ([`CellKey::id`]); how the results file's
+/// comparisons, summaries and shard records name the cells they are about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CellId(String);
+
+impl CellId {
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for CellId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for CellId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CellId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 
@@ -504,11 +541,11 @@ pub enum CellStatus {
     },
 }
 
-/// One cell's measurements.
+/// One cell's measurements. Stored with its id ([`CellKey::id`]) first, for people reading
+/// the file; reading checks that the id is its key's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct CellResult {
-    /// The cell's readable id ([`CellKey::id`]).
-    pub id: String,
     /// What the cell is.
     pub key: CellKey,
     /// How it ended.
@@ -533,7 +570,6 @@ impl CellResult {
     /// A cell with `status` and nothing measured yet.
     pub fn new(key: CellKey, status: CellStatus) -> Self {
         CellResult {
-            id: key.id(),
             key,
             status,
             processes: Vec::new(),
@@ -544,6 +580,11 @@ impl CellResult {
             energy: None,
             utilisation: None,
         }
+    }
+
+    /// The cell's id.
+    pub fn id(&self) -> CellId {
+        self.key.id()
     }
 
     /// Whether the cell ended without what it was run for: it failed, timed out or ran out of
@@ -564,7 +605,7 @@ impl CellResult {
             CellStatus::Ok | CellStatus::NotApplicable { .. } => None,
             CellStatus::Failed { error, stderr_tail } => Some(match error_line(stderr_tail) {
                 Some(line) => {
-                    let own = format!("cell {}: ", self.id);
+                    let own = format!("cell {}: ", self.id());
                     format!("{} ({error})", line.strip_prefix(&own).unwrap_or(&line))
                 }
                 None => error.clone(),
@@ -574,6 +615,47 @@ impl CellResult {
                 Some(format!("killed after the {limit_s:.0} s cell time limit"))
             }
         }
+    }
+}
+
+/// A cell as stored: its id, then its fields.
+#[derive(Serialize)]
+struct StoredCellRef<'a> {
+    id: CellId,
+    #[serde(flatten, serialize_with = "cell_fields")]
+    cell: &'a CellResult,
+}
+
+/// A cell as read: its id, then its fields.
+#[derive(Deserialize)]
+struct StoredCell {
+    id: CellId,
+    #[serde(flatten, with = "CellResult")]
+    cell: CellResult,
+}
+
+/// The fields of `cell`, without its id.
+fn cell_fields<S: serde::Serializer>(cell: &&CellResult, serializer: S) -> Result<S::Ok, S::Error> {
+    CellResult::serialize(cell, serializer)
+}
+
+impl Serialize for CellResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredCellRef { id: self.id(), cell: self }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CellResult {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredCell::deserialize(deserializer)?;
+        let id = stored.cell.id();
+        if stored.id != id {
+            return Err(serde::de::Error::custom(format!(
+                "the cell stored as {} has the key of {id}",
+                stored.id
+            )));
+        }
+        Ok(stored.cell)
     }
 }
 
@@ -816,9 +898,9 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// Id of the trick cell.
-    pub cell: String,
+    pub cell: CellId,
     /// Id of the baseline cell.
-    pub baseline: String,
+    pub baseline: CellId,
     /// Median window throughput of the trick ÷ that of the baseline (>1: faster).
     pub speedup: f64,
     /// Lower end of the bootstrap confidence interval of `speedup` (windows resampled within

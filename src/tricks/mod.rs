@@ -1,9 +1,10 @@
 //! The trick catalogue: which tricks there are and every fact about each, looked up in one table
 //! (`table.rs`); where each can be measured on the hardware the caller describes
 //! (`applicability.rs`); sets of tricks switched on together (`set.rs`); the `--tricks` list
-//! (`list.rs`).
+//! (`list.rs`); the catalogue `trickbench list` prints (`catalogue.rs`).
 
 mod applicability;
+pub mod catalogue;
 mod info;
 mod list;
 mod set;

@@ -3,8 +3,8 @@
 
 use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{
-    CellKey, CellKind, CellResult, Comparison, Memory, Phase, ProcessMeasurement, Results, Throughput,
-    Verdict,
+    CellId, CellKey, CellKind, CellResult, Comparison, Memory, Phase, ProcessMeasurement, Results,
+    Throughput, Verdict,
 };
 use trickbench::tricks::{Trick, TrickSet};
 use trickbench::workloads::WorkloadId;
@@ -68,7 +68,7 @@ pub fn throughput(samples_per_s: f64) -> Throughput {
 
 /// `cell` compared with `baseline`: `speedup` within ±`spread`, the verdict the interval gives,
 /// no memory ratio.
-pub fn comparison(cell: &str, baseline: &str, speedup: f64, spread: f64) -> Comparison {
+pub fn comparison(cell: &CellId, baseline: &CellId, speedup: f64, spread: f64) -> Comparison {
     let (low, high) = (speedup - spread, speedup + spread);
     let verdict = if low > 1.0 {
         Verdict::Faster
@@ -78,8 +78,8 @@ pub fn comparison(cell: &str, baseline: &str, speedup: f64, spread: f64) -> Comp
         Verdict::NoSignificantEffect
     };
     Comparison {
-        cell: cell.to_owned(),
-        baseline: baseline.to_owned(),
+        cell: cell.clone(),
+        baseline: baseline.clone(),
         speedup,
         speedup_ci_low: low,
         speedup_ci_high: high,
@@ -115,7 +115,7 @@ pub fn measurement(round: usize, window_samples_per_s: Vec<f64>) -> ProcessMeasu
 
 /// The cell `id` of `results`; the test fails naming it when there is none.
 pub fn cell<'a>(results: &'a Results, id: &str) -> &'a CellResult {
-    results.cells.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no cell {id}"))
+    results.cells.iter().find(|c| c.id() == id).unwrap_or_else(|| panic!("no cell {id}"))
 }
 
 /// The comparison of cell `id` in `results`; the test fails naming it when there is none.

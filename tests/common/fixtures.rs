@@ -7,8 +7,8 @@ use trickbench::device::DeviceSpec;
 use trickbench::measure::power::GpuInfo;
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
-    CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase, Protocol,
-    Results, TimeToAccuracy, SCHEMA_VERSION,
+    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase,
+    Protocol, Results, TimeToAccuracy, SCHEMA_VERSION,
 };
 use trickbench::results::system::SystemInfo;
 use trickbench::tricks::Trick;
@@ -98,7 +98,7 @@ fn add(
     status: CellStatus,
     samples_per_s: Option<f64>,
     memory_mib: Option<u64>,
-) -> String {
+) -> CellId {
     let primary = |m: u64| {
         if r.run.device.is_cuda() {
             Memory {
@@ -115,15 +115,15 @@ fn add(
         memory: memory_mib.map(primary),
         ..CellResult::new(key, status)
     };
-    let id = cell.id.clone();
+    let id = cell.id();
     r.cells.push(cell);
     id
 }
 
 fn compare(
     r: &mut Results,
-    cell: &str,
-    baseline: &str,
+    cell: &CellId,
+    baseline: &CellId,
     speedup: f64,
     spread: f64,
     memory_ratio: Option<f64>,

@@ -14,7 +14,7 @@ fn memory_trick(set: &TrickSet) -> Option<Trick> {
 /// The cell a comparison measured `e` against.
 fn reference<'e, 'a>(g: &'e Group<'a>, e: &Entry) -> Option<&'e Entry<'a>> {
     let id = &e.comparison?.baseline;
-    g.entries.iter().find(|x| &x.cell.id == id)
+    g.entries.iter().find(|x| &x.cell.id() == id)
 }
 
 /// A short label of what `e` changes against its reference: the trick's name in an ablation,
@@ -49,7 +49,7 @@ fn speedup_row(g: &Group, e: &Entry) -> Option<(BarRow, Effect)> {
         Some((_, r)) => format!("{:.2}× speed · {r:.2}× memory", c.speedup),
         None => model::speedup_text(c),
     };
-    let hover = format!("{label}: {note} against {against}, {} ({})", effect.label(), e.cell.id);
+    let hover = format!("{label}: {note} against {against}, {} ({})", effect.label(), e.cell.id());
     let row = BarRow {
         label,
         base: 1.0,
@@ -89,7 +89,7 @@ fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
 fn effect_entries<'e>(g: &'e Group, chain: Option<&[&Entry]>) -> Vec<&'e Entry<'e>> {
     let in_chain = |e: &Entry| {
         e.cell.key.tricks.iter().count() > 1
-            && chain.is_some_and(|c| c.iter().any(|x| x.cell.id == e.cell.id))
+            && chain.is_some_and(|c| c.iter().any(|x| x.cell.id() == e.cell.id()))
     };
     let control = g.entries.iter().filter(|e| e.cell.key.aa_control && e.comparison.is_some());
     g.trick_throughput().into_iter().filter(|e| !in_chain(e)).chain(control).collect()

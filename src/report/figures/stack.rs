@@ -87,7 +87,7 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
         format!("{} {unit}/s", value.round())
     };
     BarRow {
-        hover: format!("{label}: {note} ({})", e.cell.id),
+        hover: format!("{label}: {note} ({})", e.cell.id()),
         label,
         base: if previous.is_some() { prev_value } else { 0.0 },
         value,

@@ -65,7 +65,7 @@ fn memory_points(label: &str, cells: &[&Entry]) -> Vec<(f64, f64, String)> {
         .filter(|e| is_probe(e) == probes)
         .filter_map(|e| {
             let (b, m) = (e.cell.key.batch_size, mib(e)?);
-            Some((b as f64, m, format!("{label} · b{b}: {m:.0} MiB peak ({})", e.cell.id)))
+            Some((b as f64, m, format!("{label} · b{b}: {m:.0} MiB peak ({})", e.cell.id())))
         })
         .collect()
 }
@@ -78,7 +78,10 @@ fn throughput_points(label: &str, unit: &str, cells: &[&Entry]) -> Vec<(f64, f64
             let (b, t) = (e.cell.key.batch_size, e.cell.throughput?);
             let text = format!(
                 "{label} · b{b}: {:.0} {unit}/s [{:.0}, {:.0}] ({})",
-                t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s, e.cell.id
+                t.median_samples_per_s,
+                t.ci_low_samples_per_s,
+                t.ci_high_samples_per_s,
+                e.cell.id()
             );
             Some((b as f64, t.median_samples_per_s, text))
         })

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, LineChart, Rgb, Scale, Series};
 use crate::results::quality::QualityMetric;
-use crate::results::schema::{CellStatus, TimeToAccuracy};
+use crate::results::schema::{CellId, CellStatus, TimeToAccuracy};
 use crate::tricks::{Trick, TrickSet};
 
 use super::{footnote, Figure};
@@ -142,7 +142,7 @@ fn curves_of(
     colour: Rgb,
     dashed: bool,
     metric: QualityMetric,
-    cells: &[(&str, &TimeToAccuracy)],
+    cells: &[(CellId, &TimeToAccuracy)],
 ) -> Vec<Series> {
     let curves: Vec<&TimeToAccuracy> = cells.iter().map(|c| c.1).collect();
     let mut series: Vec<Series> = cells
@@ -217,10 +217,8 @@ pub(super) fn figures(g: &Group) -> Vec<Figure> {
         let label = config_label(&k.0, k.1, k.2, batches);
         let curves: Vec<&TimeToAccuracy> =
             cells.iter().filter_map(|e| e.cell.time_to_accuracy.as_ref()).collect();
-        let with_ids: Vec<(&str, &TimeToAccuracy)> = cells
-            .iter()
-            .filter_map(|e| Some((e.cell.id.as_str(), e.cell.time_to_accuracy.as_ref()?)))
-            .collect();
+        let with_ids: Vec<(CellId, &TimeToAccuracy)> =
+            cells.iter().filter_map(|e| Some((e.cell.id(), e.cell.time_to_accuracy.as_ref()?))).collect();
         series.extend(curves_of(&label, colour, dashed, metric, &with_ids));
         all_curves.extend(curves.iter().copied());
         let reached: Vec<f64> = curves.iter().filter_map(|t| t.time_to_target_s).collect();

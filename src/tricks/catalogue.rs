@@ -1,0 +1,46 @@
+//! The trick catalogue as `trickbench list` prints it: each trick's guide number, metric, what
+//! off and on mean in each family's recipe, and where it does not apply on a device.
+
+use std::io::{self, Write};
+
+use super::{Applicability, Trick};
+use crate::device::{DeviceSpec, Hardware};
+use crate::workloads::{Family, WorkloadId};
+
+/// Writes the catalogue to `out`, with applicability on `device`, whose `hardware` is given.
+pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hardware) -> io::Result<()> {
+    writeln!(
+        out,
+        "Tricks (what off and on mean in each family's recipe, and where they apply on {device}):\n"
+    )?;
+    for trick in Trick::ALL {
+        let guide = trick.guide_number().map_or("new".to_owned(), |n| format!("#{n}"));
+        writeln!(out, "{:<18} guide {guide:<4} metric: {}", trick.id(), trick.metric().label())?;
+        write_off_on(out, trick)?;
+        // One line per family: the first member's reason stands for the family.
+        for family in [Family::CifarResnet, Family::CharGpt] {
+            let first = WorkloadId::ALL.into_iter().find(|w| w.family() == family);
+            if let Some(workload) = first {
+                if let Applicability::NotApplicable(reason) = trick.applicability(workload, hardware) {
+                    writeln!(out, "    not applicable to {workload} on {device}: {reason}")?;
+                }
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// What off and on mean: once when both families agree, else for each.
+fn write_off_on(out: &mut impl Write, trick: Trick) -> io::Result<()> {
+    let (cnn, gpt) = (Family::CifarResnet, Family::CharGpt);
+    if (trick.off(cnn), trick.on(cnn)) == (trick.off(gpt), trick.on(gpt)) {
+        writeln!(out, "    off: {}", trick.off(cnn))?;
+        writeln!(out, "    on:  {}", trick.on(cnn))
+    } else {
+        writeln!(out, "    off (ResNet): {}", trick.off(cnn))?;
+        writeln!(out, "    on  (ResNet): {}", trick.on(cnn))?;
+        writeln!(out, "    off (GPT):    {}", trick.off(gpt))?;
+        writeln!(out, "    on  (GPT):    {}", trick.on(gpt))
+    }
+}
