@@ -24,6 +24,7 @@ use crate::results::schema::{
     CellKey, CellKind, CurvePoint, FamilySettings, Memory, Phase, ProcessMeasurement, Protocol,
     TimeToAccuracy,
 };
+use crate::train::parallel::ParallelPlan;
 use crate::train::recipe::{Recipe, Schedule};
 use crate::train::{apply_process_tricks, Trainer};
 use crate::tricks::Trick;
@@ -99,7 +100,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
         (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
         (_, device) => device,
     };
-    let parallel = Parallel::for_cell(job, dist, device)?;
+    let parallel = parallel_plan(job, dist, device)?;
     let rank = dist.map_or(0, |env| env.rank);
     apply_process_tricks(&job.key, device)?;
     let data = CellData::load(job, &profile)?;
@@ -178,59 +179,32 @@ fn round_seed(job: &CellJob, rank: usize) -> u64 {
     job.key.seed.wrapping_mul(1_000_003).wrapping_add(job.round as u64).wrapping_add((rank as u64) << 40)
 }
 
-/// How a cell spreads training over devices.
-enum Parallel {
-    /// One process, one device.
-    None,
-    /// One rank of DDP, in this process group.
-    Ddp(Rc<ProcessGroup>),
-    /// DataParallel from this process over these further CUDA devices (every one but the cell's).
-    Replicas(Vec<tch::Device>),
-}
-
-impl Parallel {
-    /// What the cell's tricks ask for: DDP for `ddp` (as a rank of `dist`, joined here),
-    /// DataParallel over every CUDA device for its reference cell.
-    fn for_cell(job: &CellJob, dist: Option<&DistEnv>, device: DeviceSpec) -> Result<Self, Error> {
-        if job.key.tricks.has(Trick::Ddp) {
-            let env = dist.ok_or_else(|| {
-                Error::Invalid(
-                    "a ddp cell runs as one rank of a data-parallel world: RANK, WORLD_SIZE, LOCAL_RANK, \
-                     MASTER_ADDR and MASTER_PORT must be set (the cell command sets them for its workers)"
-                        .to_owned(),
-                )
-            })?;
-            return Ok(Parallel::Ddp(Rc::new(ProcessGroup::join(env, device)?)));
-        }
-        if job.key.is_reference_for(Trick::Ddp) {
-            let gpus = tch::Cuda::device_count().max(0) as usize;
-            if !device.is_cuda() || gpus < 2 {
-                return Err(Error::Invalid(format!(
-                    "the data-parallel cell needs ≥ 2 CUDA GPUs; this process has {gpus} and runs on {device}"
-                )));
-            }
-            let master = device.tch();
-            let others = (0..gpus).map(tch::Device::Cuda).filter(|&d| d != master).collect();
-            return Ok(Parallel::Replicas(others));
-        }
-        Ok(Parallel::None)
+/// How the cell `job` spreads training over devices, as its tricks ask: DDP for `ddp` (as a rank of
+/// `dist`, joined here), DataParallel over every CUDA device for its reference cell.
+fn parallel_plan(job: &CellJob, dist: Option<&DistEnv>, device: DeviceSpec) -> Result<ParallelPlan, Error> {
+    if job.key.tricks.has(Trick::Ddp) {
+        let env = dist.ok_or_else(|| {
+            Error::Invalid(
+                "a ddp cell runs as one rank of a data-parallel world: RANK, WORLD_SIZE, LOCAL_RANK, \
+                 MASTER_ADDR and MASTER_PORT must be set (the cell command sets them for its workers)"
+                    .to_owned(),
+            )
+        })?;
+        let group = Rc::new(ProcessGroup::join(env, device)?);
+        return Ok(ParallelPlan::Ddp { group, bucket_bytes: DEFAULT_BUCKET_BYTES });
     }
-
-    /// `trainer` spread as asked, building replicas with `build` (a model for a device).
-    fn apply<W: Workload>(
-        self,
-        trainer: Trainer<W>,
-        build: impl Fn(tch::Device) -> Result<W, Error>,
-    ) -> Result<Trainer<W>, Error> {
-        match self {
-            Parallel::None => Ok(trainer),
-            Parallel::Ddp(group) => trainer.with_ddp(group, DEFAULT_BUCKET_BYTES),
-            Parallel::Replicas(devices) => {
-                let replicas = devices.into_iter().map(build).collect::<Result<Vec<W>, Error>>()?;
-                trainer.with_replicas(replicas)
-            }
+    if job.key.is_reference_for(Trick::Ddp) {
+        let gpus = tch::Cuda::device_count().max(0) as usize;
+        if !device.is_cuda() || gpus < 2 {
+            return Err(Error::Invalid(format!(
+                "the data-parallel cell needs ≥ 2 CUDA GPUs; this process has {gpus} and runs on {device}"
+            )));
         }
+        let master = device.tch();
+        let devices = (0..gpus).map(tch::Device::Cuda).filter(|&d| d != master).collect();
+        return Ok(ParallelPlan::DataParallel { devices });
     }
+    Ok(ParallelPlan::Single)
 }
 
 /// The structure of the CIFAR ResNet of the cell `key`: its depth from the workload, conv biases

@@ -5,6 +5,23 @@ use tch::{Device, Kind, Tensor};
 use crate::error::Error;
 use crate::ffi;
 
+/// An autocast region: the kind the eligible ops run in, and whether it is CUDA's autocast (else
+/// the CPU's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Autocast {
+    /// `Kind::Half` or `Kind::BFloat16`.
+    pub kind: Kind,
+    /// CUDA's autocast rather than the CPU's.
+    pub on_cuda: bool,
+}
+
+impl Autocast {
+    /// Enters the region on this thread, until the guard is dropped.
+    pub fn enter(self) -> Result<ffi::AutocastGuard, Error> {
+        ffi::AutocastGuard::enter(self.on_cuda, self.kind)
+    }
+}
+
 /// Dynamic loss scaling with PyTorch's defaults: start at 2¹⁶, halve on an overflow (and skip that
 /// step), double after 2000 overflow-free steps.
 #[derive(Debug)]

@@ -5,10 +5,12 @@
 //! by the chunk's share of the batch (so the sum is the whole batch's mean loss), and the
 //! replicas' gradients are added onto the master's.
 
-use tch::Device;
+use tch::{Device, Tensor};
 
 use crate::error::Error;
 use crate::ffi;
+use crate::train::micro_batch::{MicroBatchPass, Totals};
+use crate::train::LossScale;
 use crate::workloads::Workload;
 
 /// The replicas of a master model, one per further device.
@@ -45,8 +47,8 @@ impl<W: Workload> Replicas<W> {
         self.replicas.len() + 1
     }
 
-    /// Replica `i` (1-based: 0 is the master).
-    pub fn get<'a>(&'a self, master: &'a W, i: usize) -> &'a W {
+    /// The model on device `i`: the master for 0, else replica `i - 1`.
+    fn get<'a>(&'a self, master: &'a W, i: usize) -> &'a W {
         if i == 0 {
             master
         } else {
@@ -68,6 +70,34 @@ impl<W: Workload> Replicas<W> {
             }
             Ok(())
         })
+    }
+
+    /// `pass` over one micro-batch split into a chunk per device, the master taking the first: each
+    /// chunk is moved to its model's device and backpropagated there at `loss_scale` times its
+    /// share of the micro-batch. Returns the micro-batch's mean loss (the chunks' losses weighted
+    /// by their shares) and its number of correct predictions, on the inputs' device. The
+    /// gradients stay on each model until [`Self::reduce_grads_into`].
+    pub fn forward_backward(
+        &self,
+        master: &W,
+        pass: &MicroBatchPass,
+        inputs: &Tensor,
+        targets: &Tensor,
+        loss_scale: &LossScale,
+    ) -> Result<(Tensor, Tensor), Error> {
+        let samples = inputs.size()[0] as f64;
+        let home = inputs.device();
+        let width = self.width() as i64;
+        let mut totals = Totals::default();
+        for (i, (x, y)) in inputs.chunk(width, 0).into_iter().zip(targets.chunk(width, 0)).enumerate() {
+            let model = self.get(master, i);
+            let device = device_of(model);
+            let share = x.size()[0] as f64 / samples;
+            let scale = loss_scale.on(device).times(share);
+            let (loss, correct) = pass.run(model, &x.to_device(device), &y.to_device(device), &scale)?;
+            totals.add(loss.to_device(home) * share, correct.to_device(home));
+        }
+        Ok(totals.sums())
     }
 
     /// Adds every replica's gradients onto the master's (on the master's device) and clears the
@@ -98,7 +128,7 @@ impl<W: Workload> Replicas<W> {
 }
 
 /// The device a workload's variables live on.
-pub fn device_of<W: Workload>(workload: &W) -> Device {
+fn device_of<W: Workload>(workload: &W) -> Device {
     workload.var_store().device()
 }
 
@@ -155,5 +185,12 @@ mod tests {
         for (name, p) in &a {
             assert!(p.allclose(&b[name], 1e-4, 1e-5, false), "{name}: {}", (p - &b[name]).abs().max());
         }
+    }
+
+    #[test]
+    fn a_trainer_is_spread_over_devices_once() {
+        let (spread, more) = seeded(12, || (trainer(net()).with_replicas(vec![net()]).unwrap(), net()));
+        let refused = spread.with_replicas(vec![more]).unwrap_err().to_string();
+        assert!(refused.contains("data-parallel: the trainer already runs data-parallel"), "{refused}");
     }
 }

@@ -1,0 +1,81 @@
+//! The arithmetic a trainer's steps run in: the autocast region (`amp`, `amp-bf16`), fp16 loss
+//! scaling (`amp`), and the process's TF32 settings as they were when the trainer was made.
+
+use tch::{Kind, Tensor};
+
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::ffi;
+use crate::measure::flops::Precision;
+use crate::train::amp::{Autocast, GradScaler};
+use crate::tricks::{Trick, TrickSet};
+
+/// A trainer's precision: autocast's kind (none: fp32), the loss scaler of fp16 autocast, and the
+/// TF32 settings of [`crate::train::apply_process_tricks`].
+#[derive(Debug)]
+pub struct StepPrecision {
+    autocast_kind: Option<Kind>,
+    scaler: Option<GradScaler>,
+    tf32: ffi::Tf32,
+    on_cuda: bool,
+}
+
+impl StepPrecision {
+    /// The precision `tricks` ask for on `device`: fp16 autocast with dynamic loss scaling under
+    /// `amp`, bf16 autocast under `amp-bf16`, else fp32; the process's TF32 settings as they are
+    /// now.
+    pub fn for_tricks(tricks: &TrickSet, device: DeviceSpec) -> Self {
+        let autocast_kind = if tricks.has(Trick::Amp) {
+            Some(Kind::Half)
+        } else if tricks.has(Trick::AmpBf16) {
+            Some(Kind::BFloat16)
+        } else {
+            None
+        };
+        Self {
+            autocast_kind,
+            scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
+            tf32: ffi::tf32(),
+            on_cuda: device.is_cuda(),
+        }
+    }
+
+    /// The autocast region forward passes run in (`None`: no autocast).
+    pub fn autocast(&self) -> Option<Autocast> {
+        self.autocast_kind.map(|kind| Autocast { kind, on_cuda: self.on_cuda })
+    }
+
+    /// Enters the autocast region when there is one, until the guard is dropped.
+    pub fn enter_autocast(&self) -> Result<Option<ffi::AutocastGuard>, Error> {
+        self.autocast().map(Autocast::enter).transpose()
+    }
+
+    /// The kind the model's matmuls run in: autocast's, else fp32.
+    pub fn compute_kind(&self) -> Kind {
+        self.autocast_kind.unwrap_or(Kind::Float)
+    }
+
+    /// fp16 loss scaling's current scale, a device tensor (`None` without loss scaling).
+    pub fn loss_scale(&self) -> Option<Tensor> {
+        self.scaler.as_ref().map(GradScaler::factor)
+    }
+
+    /// The loss scaler, under fp16 autocast.
+    pub fn scaler_mut(&mut self) -> Option<&mut GradScaler> {
+        self.scaler.as_mut()
+    }
+
+    /// The arithmetic most of a model's FLOPs run in (`mostly_convolutions`: cuDNN does most of
+    /// its work, else cuBLAS): half precision under autocast; on a GPU TF32 where that library
+    /// allows it; else fp32.
+    pub fn of_flops(&self, mostly_convolutions: bool) -> Precision {
+        let tf32 = if mostly_convolutions { self.tf32.cudnn } else { self.tf32.matmul };
+        if self.autocast_kind.is_some() {
+            Precision::Half
+        } else if tf32 && self.on_cuda {
+            Precision::Tf32
+        } else {
+            Precision::Fp32
+        }
+    }
+}
