@@ -25,7 +25,6 @@ use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throug
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use trickbench::bench::cell::{gpt_config, gpt_for, resnet_for};
 use trickbench::bench::profile::{Profile, ProfileName};
 use trickbench::data::cifar::CifarSplit;
 use trickbench::data::loader::{Batch, CifarLoader, LoaderOptions, Pipeline};
@@ -38,6 +37,7 @@ use trickbench::results::schema::{CellKey, CellKind, Phase};
 use trickbench::train::recipe::Recipe;
 use trickbench::train::{apply_process_tricks, Trainer};
 use trickbench::tricks::{Applicability, Metric, Trick, TrickSet};
+use trickbench::workloads::build::{gpt_config, gpt_for, resnet_for};
 use trickbench::workloads::{Family, Workload, WorkloadId};
 
 /// Images per ResNet-8 step.

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bench::cell::gpt_context;
 use crate::bench::config::{RunConfig, WorkloadChoice};
 use crate::data::text::TextCorpus;
 use crate::data::{cifar, import, synth};
 use crate::error::Error;
 use crate::results::schema::DataInfo;
+use crate::workloads::build::gpt_context;
 use crate::workloads::{Family, WorkloadId};
 
 /// Where a run generates synthetic data when the data directory holds no CIFAR-10.

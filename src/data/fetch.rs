@@ -284,26 +284,63 @@ pub fn fetch(
         OutDirState::Occupied => return Err(occupied()),
     }
 
+    let parent = parent_dir(out_dir)?;
+    let (download, bytes_downloaded) = download_verified(source, &expected, parent, &out_name, progress)?;
+    let staging = temp_dir(parent, &format!(".{out_name}.partial-"))?;
+    let files = stage(source, download, staging.path())?;
+    write_marker(staging.path(), &expected, &source.url, &files)?;
+    install(staging, out_dir, &expected)?;
+
+    Ok(FetchSummary {
+        out_dir: out_dir.to_owned(),
+        sha256: expected,
+        bytes_downloaded,
+        files,
+        already_present: false,
+    })
+}
+
+/// The directory `out_dir` is installed in, created with any missing
+/// parents: the download and the staging directory are made there, so that
+/// the final rename stays on one file system.
+fn parent_dir(out_dir: &Path) -> Result<&Path, FetchError> {
     let parent = match out_dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     fs::create_dir_all(parent).map_err(io_err("cannot create directory", parent))?;
+    Ok(parent)
+}
 
+/// Download `source` into a hidden temporary file in `parent` named after
+/// `out_name`, and check that it hashes to `expected`. Returns the file and
+/// the bytes downloaded.
+fn download_verified(
+    source: &Source,
+    expected: &str,
+    parent: &Path,
+    out_name: &str,
+    progress: &mut dyn FnMut(FetchProgress),
+) -> Result<(NamedTempFile, u64), FetchError> {
     let mut download = temp_file(parent, &format!(".{out_name}.download-"))?;
     let (bytes_downloaded, actual) =
         download_to(&source.url, download.as_file_mut(), progress).map_err(|e| e.at_path(download.path()))?;
     if actual != expected {
-        return Err(FetchError::Checksum { url: source.url.clone(), expected, actual });
+        return Err(FetchError::Checksum { url: source.url.clone(), expected: expected.to_owned(), actual });
     }
+    Ok((download, bytes_downloaded))
+}
 
-    let staging = temp_dir(parent, &format!(".{out_name}.partial-"))?;
+/// Put the payload of the verified `download` into `staging`: the archive's
+/// files, unpacked, or the plain file itself, moved. Returns the files
+/// installed, relative to `staging`, sorted and without duplicates.
+fn stage(source: &Source, mut download: NamedTempFile, staging: &Path) -> Result<Vec<PathBuf>, FetchError> {
     let mut files = match &source.kind {
         SourceKind::TarGz { strip_prefix } => {
             let download_path = download.path().to_owned();
             let file = download.as_file_mut();
             file.seek(SeekFrom::Start(0)).map_err(io_err("cannot read", &download_path))?;
-            unpack_tar_gz(&source.url, file, strip_prefix, staging.path())?
+            unpack_tar_gz(&source.url, file, strip_prefix, staging)?
         }
         SourceKind::PlainFile { file_name } => {
             if !is_plain_name(Path::new(file_name)) {
@@ -313,7 +350,7 @@ pub fn fetch(
                     reason: "is not a plain file name".to_owned(),
                 });
             }
-            let dest = staging.path().join(file_name);
+            let dest = staging.join(file_name);
             download.persist(&dest).map_err(|e| FetchError::Io {
                 action: "cannot move the download to",
                 path: dest,
@@ -324,29 +361,27 @@ pub fn fetch(
     };
     files.sort();
     files.dedup();
-    write_marker(staging.path(), &expected, &source.url, &files)?;
+    Ok(files)
+}
 
+/// Rename the complete `staging` directory to `out_dir`.
+fn install(staging: TempDir, out_dir: &Path, expected_sha256: &str) -> Result<(), FetchError> {
     // Re-check right before the rename: never replace anything that appeared
     // while downloading. An empty directory is removed so the rename can take
     // its place.
-    match inspect_out_dir(out_dir, &expected)? {
+    match inspect_out_dir(out_dir, expected_sha256)? {
         OutDirState::Missing => {}
         OutDirState::Empty => {
             fs::remove_dir(out_dir).map_err(io_err("cannot replace empty directory", out_dir))?
         }
-        OutDirState::Complete(_) | OutDirState::Occupied => return Err(occupied()),
+        OutDirState::Complete(_) | OutDirState::Occupied => {
+            return Err(FetchError::OutDirOccupied { path: out_dir.to_owned() })
+        }
     }
     fs::rename(staging.path(), out_dir).map_err(io_err("cannot move data into", out_dir))?;
     // The directory now lives at `out_dir`; only forget the temporary name.
     let _installed = staging.keep();
-
-    Ok(FetchSummary {
-        out_dir: out_dir.to_owned(),
-        sha256: expected,
-        bytes_downloaded,
-        files,
-        already_present: false,
-    })
+    Ok(())
 }
 
 /// What [`fetch`] found at the output path.
@@ -490,74 +525,101 @@ fn unpack_tar_gz(
     strip_prefix: &str,
     dest: &Path,
 ) -> Result<Vec<PathBuf>, FetchError> {
-    let archive_err = |source: io::Error| FetchError::Archive { url: url.to_owned(), source };
     let prefix: Vec<Component> =
         Path::new(strip_prefix).components().filter(|c| *c != Component::CurDir).collect();
     let mut archive = tar::Archive::new(GzDecoder::new(reader));
     let mut files = Vec::new();
     let mut buf = vec![0u8; CHUNK_BYTES];
-    for entry in archive.entries().map_err(archive_err)? {
-        let mut entry = entry.map_err(archive_err)?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let unsafe_entry = |reason: &str| FetchError::UnsafeEntry {
-            url: url.to_owned(),
-            entry: raw.clone(),
-            reason: reason.to_owned(),
-        };
-        let entry_type = entry.header().entry_type();
-        match entry_type {
-            EntryType::Regular | EntryType::Continuous | EntryType::Directory => {}
-            // pax global headers carry metadata only
-            EntryType::XGlobalHeader => continue,
-            EntryType::Symlink | EntryType::Link => {
-                return Err(unsafe_entry("is a link; links are not allowed"));
-            }
-            _ => return Err(unsafe_entry("is not a regular file or directory")),
-        }
-        let path = entry.path().map_err(archive_err)?.into_owned();
-        if path.has_root() || path.components().any(|c| matches!(c, Component::Prefix(_))) {
-            return Err(unsafe_entry("has an absolute path"));
-        }
-        if path.components().any(|c| c == Component::ParentDir) {
-            return Err(unsafe_entry("contains a `..` component"));
-        }
-        let parts: Vec<Component> = path.components().filter(|c| *c != Component::CurDir).collect();
-        if !parts.starts_with(&prefix) {
-            return Err(unsafe_entry(&format!("is outside {strip_prefix:?}")));
-        }
-        let relative: PathBuf = parts[prefix.len()..].iter().collect();
-        if relative.as_os_str().is_empty() {
-            // the prefix directory itself
+    for entry in archive.entries().map_err(archive_err(url))? {
+        let mut entry = entry.map_err(archive_err(url))?;
+        let Some(relative) = entry_destination(url, &entry, &prefix, strip_prefix)? else {
             continue;
-        }
-        if relative.to_str().is_none_or(|s| s.contains('\n')) {
-            return Err(unsafe_entry("has a name that is not valid UTF-8 or has a newline"));
-        }
+        };
         let target = dest.join(&relative);
-        if entry_type == EntryType::Directory {
+        if entry.header().entry_type() == EntryType::Directory {
             fs::create_dir_all(&target).map_err(io_err("cannot create directory", &target))?;
             continue;
         }
-        if let Some(dir) = target.parent() {
-            fs::create_dir_all(dir).map_err(io_err("cannot create directory", dir))?;
-        }
-        let mut out = File::create(&target).map_err(io_err("cannot create", &target))?;
-        // A failed read means a corrupt archive; a failed write is local.
-        loop {
-            let n = match entry.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(archive_err(e)),
-            };
-            out.write_all(&buf[..n]).map_err(io_err("cannot write", &target))?;
-        }
+        write_entry(url, &mut entry, &target, &mut buf)?;
         files.push(relative);
     }
     if files.is_empty() {
         return Err(FetchError::EmptyArchive { url: url.to_owned(), prefix: strip_prefix.to_owned() });
     }
     Ok(files)
+}
+
+/// Shorthand for building [`FetchError::Archive`] for `url` in `map_err`.
+fn archive_err(url: &str) -> impl Fn(io::Error) -> FetchError + '_ {
+    move |source| FetchError::Archive { url: url.to_owned(), source }
+}
+
+/// Where the archive `entry` unpacks to, relative to the destination once
+/// `prefix` (the components of `strip_prefix`) is removed: `None` for an entry
+/// that writes nothing (a pax global header, the prefix directory itself), an
+/// error for one that is a link, not a regular file or directory, or could
+/// land outside the prefix.
+fn entry_destination<R: Read>(
+    url: &str,
+    entry: &tar::Entry<'_, R>,
+    prefix: &[Component],
+    strip_prefix: &str,
+) -> Result<Option<PathBuf>, FetchError> {
+    let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+    let unsafe_entry = |reason: &str| FetchError::UnsafeEntry {
+        url: url.to_owned(),
+        entry: raw.clone(),
+        reason: reason.to_owned(),
+    };
+    match entry.header().entry_type() {
+        EntryType::Regular | EntryType::Continuous | EntryType::Directory => {}
+        // pax global headers carry metadata only
+        EntryType::XGlobalHeader => return Ok(None),
+        EntryType::Symlink | EntryType::Link => {
+            return Err(unsafe_entry("is a link; links are not allowed"));
+        }
+        _ => return Err(unsafe_entry("is not a regular file or directory")),
+    }
+    let path = entry.path().map_err(archive_err(url))?.into_owned();
+    if path.has_root() || path.components().any(|c| matches!(c, Component::Prefix(_))) {
+        return Err(unsafe_entry("has an absolute path"));
+    }
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(unsafe_entry("contains a `..` component"));
+    }
+    let parts: Vec<Component> = path.components().filter(|c| *c != Component::CurDir).collect();
+    if !parts.starts_with(prefix) {
+        return Err(unsafe_entry(&format!("is outside {strip_prefix:?}")));
+    }
+    let relative: PathBuf = parts[prefix.len()..].iter().collect();
+    if relative.as_os_str().is_empty() {
+        // the prefix directory itself
+        return Ok(None);
+    }
+    if relative.to_str().is_none_or(|s| s.contains('\n')) {
+        return Err(unsafe_entry("has a name that is not valid UTF-8 or has a newline"));
+    }
+    Ok(Some(relative))
+}
+
+/// Write the file `entry` of the archive from `url` to `target`, creating
+/// its directory, streaming through `buf`.
+fn write_entry(url: &str, entry: &mut impl Read, target: &Path, buf: &mut [u8]) -> Result<(), FetchError> {
+    if let Some(dir) = target.parent() {
+        fs::create_dir_all(dir).map_err(io_err("cannot create directory", dir))?;
+    }
+    let mut out = File::create(target).map_err(io_err("cannot create", target))?;
+    // A failed read means a corrupt archive; a failed write is local.
+    loop {
+        let n = match entry.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(archive_err(url)(e)),
+        };
+        out.write_all(&buf[..n]).map_err(io_err("cannot write", target))?;
+    }
+    Ok(())
 }
 
 /// Write [`MARKER_FILE`] into the staging directory.

@@ -15,7 +15,7 @@ use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
 use crate::train::recipe::{OptimizerChoice, Recipe};
 use crate::tricks::TrickSet;
-use crate::workloads::{Family, Workload, WorkloadId};
+use crate::workloads::{build, Family, Workload, WorkloadId};
 
 /// The version of the case format both sides read (`CASE_FORMAT` in the script).
 pub const CASE_FORMAT: u32 = 1;
@@ -208,8 +208,8 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
     tch::manual_seed(request.seed as i64);
     let (model, weights) = match request.workload.family() {
         Family::CifarResnet => {
-            let options = cell::resnet_options(&job.key, recipe)?;
-            let model = cell::resnet_for(&job.key, recipe, device)?;
+            let options = build::resnet_options(&job.key, recipe)?;
+            let model = build::resnet_for(&job.key, recipe, device)?;
             let spec = ModelSpec::CifarResnet {
                 blocks_per_stage: options.blocks_per_stage,
                 conv_bias: options.conv_bias,
@@ -220,7 +220,7 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
             let vocab_size = inputs.vocab_size.ok_or_else(|| {
                 Error::Invalid(format!("{}: the text corpus gave no vocabulary", request.workload))
             })?;
-            let model = cell::gpt_for(&job.key, vocab_size, device)?;
+            let model = build::gpt_for(&job.key, vocab_size, device)?;
             let c = *model.config();
             let spec = ModelSpec::Gpt {
                 vocab_size: c.vocab_size,

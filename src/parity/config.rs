@@ -46,37 +46,24 @@ pub struct ParityRequest {
     pub command: Vec<String>,
 }
 
-/// A checked comparison.
+/// A checked comparison: the request with its device, profile, workloads, interpreter, data and
+/// output folder resolved.
 #[derive(Debug, Clone)]
 pub struct ParityConfig {
-    /// The workloads, in order.
+    /// What was asked for.
+    pub request: ParityRequest,
+    /// The workloads, in order, without repeats.
     pub workloads: Vec<WorkloadId>,
     /// The profile whose baseline cells are exported.
     pub profile: ProfileName,
     /// The device both sides run on, resolved.
     pub device: DeviceSpec,
-    /// Seed of weights, data order and augmentation.
-    pub seed: u64,
-    /// Samples per step (`None`: the profile's).
-    pub batch_size: Option<usize>,
-    /// Training steps whose losses are compared.
-    pub steps: usize,
-    /// Timing rounds, each one process per side in alternating order (0: losses only).
-    pub rounds: usize,
-    /// How each timing process times its steps.
-    pub timing: TimingPlan,
     /// The Python interpreter with PyTorch.
     pub python: PathBuf,
-    /// The trickbench binary, which runs trickbench's side.
-    pub trickbench: PathBuf,
     /// The CIFAR-10 directory, checked.
     pub data_dir: PathBuf,
-    /// The GPTs' text file.
-    pub text: PathBuf,
     /// Output directory.
     pub out: PathBuf,
-    /// The command line, as recorded in the report.
-    pub command: Vec<String>,
 }
 
 impl ParityConfig {
@@ -92,26 +79,12 @@ impl ParityConfig {
         let workloads = resolve_workloads(&request.workloads, profile);
         let data_dir = data_dir(&request, &workloads, profile, note)?;
         let started = chrono::Utc::now();
-        let out = request.out.unwrap_or_else(|| {
+        let out = request.out.clone().unwrap_or_else(|| {
             PathBuf::from("reports/runs")
                 .join(format!("{}-{profile}-parity", started.format("%Y%m%d-%H%M%S")))
         });
-        Ok(ParityConfig {
-            workloads,
-            profile,
-            device,
-            seed: request.seed,
-            batch_size: request.batch_size,
-            steps: request.steps,
-            rounds: request.rounds,
-            timing: request.timing,
-            python: request.python.unwrap_or_else(default_python),
-            trickbench: request.trickbench,
-            data_dir,
-            text: request.text,
-            out,
-            command: request.command,
-        })
+        let python = request.python.clone().unwrap_or_else(default_python);
+        Ok(ParityConfig { request, workloads, profile, device, python, data_dir, out })
     }
 }
 

@@ -40,27 +40,31 @@ pub fn run(config: &ParityConfig) -> Result<ParityReport, Error> {
         started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         trickbench_version: env!("CARGO_PKG_VERSION").to_owned(),
         git_commit: git_commit(),
-        command: config.command.clone(),
+        command: config.request.command.clone(),
         device: config.device,
         system: SystemInfo::collect(config.device),
         profile: config.profile,
-        loss_steps: config.steps,
-        warmup_steps: config.timing.warmup_steps,
-        windows_per_process: config.timing.windows,
-        steps_per_window: config.timing.steps_per_window,
+        loss_steps: config.request.steps,
+        warmup_steps: config.request.timing.warmup_steps,
+        windows_per_process: config.request.timing.windows,
+        steps_per_window: config.request.timing.steps_per_window,
         workloads: Vec::new(),
     };
-    let sides = Sides { trickbench: config.trickbench.clone(), python: config.python.clone(), script };
+    let sides =
+        Sides { trickbench: config.request.trickbench.clone(), python: config.python.clone(), script };
     for &workload in &config.workloads {
         let request = ExportRequest {
             workload,
             profile: config.profile,
-            batch_size: config.batch_size.unwrap_or(config.profile.settings(workload.family()).batch_size),
-            seed: config.seed,
+            batch_size: config
+                .request
+                .batch_size
+                .unwrap_or(config.profile.settings(workload.family()).batch_size),
+            seed: config.request.seed,
             device: config.device,
             data_dir: config.data_dir.clone(),
-            text: Some(config.text.clone()),
-            steps: config.steps,
+            text: Some(config.request.text.clone()),
+            steps: config.request.steps,
         };
         report.workloads.push(compare_workload(&request, config, &sides)?);
         store::write_json_atomically(&report, &config.out.join(REPORT_FILE))?;
@@ -127,14 +131,14 @@ fn compare_workload(
     );
     let unit = workload.family().sample_unit();
     let mut rounds = Vec::new();
-    for round in 0..config.rounds {
+    for round in 0..config.request.rounds {
         let timing = timing_round(round, &|implementation, label| {
-            run(implementation, SideMode::Time(config.timing), label)
+            run(implementation, SideMode::Time(config.request.timing), label)
         })?;
         eprintln!(
             "{workload}: round {}/{}: trickbench {:.0} {unit}/s, PyTorch {:.0} {unit}/s (median window)",
             round + 1,
-            config.rounds,
+            config.request.rounds,
             median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
             median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
         );

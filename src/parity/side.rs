@@ -12,7 +12,7 @@ use crate::measure::timer::SyncedTimer;
 use crate::parity::case::{self, ParityCase};
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
-use crate::workloads::{Family, Workload};
+use crate::workloads::{build, Family, Workload};
 
 /// How a side times training steps (both sides take the same numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
     };
     match case.key.workload.family() {
         Family::CifarResnet => {
-            let model = crate::bench::cell::resnet_for(&case.key, &recipe, device.tch())?;
+            let model = build::resnet_for(&case.key, &recipe, device.tch())?;
             replay(model, &case, dir, &recipe, &batches, mode, &mut output)?;
         }
         Family::CharGpt => {
@@ -110,7 +110,7 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
                     )))
                 }
             };
-            let model = crate::bench::cell::gpt_for(&case.key, vocab_size, device.tch())?;
+            let model = build::gpt_for(&case.key, vocab_size, device.tch())?;
             replay(model, &case, dir, &recipe, &batches, mode, &mut output)?;
         }
     }

@@ -1,6 +1,7 @@
 //! Reference workloads: a model, its loss and metric, behind one small trait that the training
-//! loop is generic over.
+//! loop is generic over, and the factories that build a cell's model as its tricks say.
 
+pub mod build;
 pub mod gpt;
 pub mod resnet;
 

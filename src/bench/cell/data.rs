@@ -1,0 +1,246 @@
+//! What a cell process reads: the data of its workload, the loaders of its training and held-out
+//! batches, and the training inputs a parity case replays.
+
+use std::sync::Arc;
+
+use super::CellJob;
+use crate::bench::profile::Profile;
+use crate::data::cifar::{self, CifarSplit};
+use crate::data::import;
+use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
+use crate::data::text::{eval_windows, TextCorpus, TextLoader, TextLoaderOptions};
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::train::recipe::Recipe;
+use crate::tricks::Trick;
+use crate::workloads::build::gpt_context;
+use crate::workloads::Family;
+
+/// What a cell trains on, for code that replays its training steps outside a cell process
+/// (`trickbench parity`).
+#[derive(Debug)]
+pub struct TrainingInputs {
+    /// The recipe the cell trains with.
+    pub recipe: Recipe,
+    /// The optimizer steps the recipe's schedule is planned over.
+    pub planned_steps: usize,
+    /// Characters in the GPT's vocabulary (`None` for a ResNet).
+    pub vocab_size: Option<usize>,
+    /// The first batches the cell's training loader yields in the job's round, in order, on the
+    /// job's device.
+    pub batches: Vec<Batch>,
+}
+
+/// The recipe of the cell `job` and the first `count` training batches its process would train
+/// on (the same data, subset, augmentation and seed as [`super::run`]).
+pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Error> {
+    let profile = job.settings();
+    let data = CellData::load(job, &profile)?;
+    let planned_steps = planned_steps(&profile, &data, job.key.batch_size);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, planned_steps, job.super_convergence);
+    let inputs = InputOptions {
+        batch_size: job.key.batch_size,
+        seed: job.round_seed(0),
+        recipe: &recipe,
+        job,
+        device: job.device,
+    };
+    let mut loader = data.training(&inputs)?;
+    let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
+    let vocab_size = match &data {
+        CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
+        CellData::Images { .. } => None,
+    };
+    Ok(TrainingInputs { recipe, planned_steps, vocab_size, batches })
+}
+
+/// The optimizer steps a cell's schedule is planned over: the profile's fixed count, or its
+/// epochs of `data` at `batch_size`.
+pub(super) fn planned_steps(profile: &Profile, data: &CellData, batch_size: usize) -> usize {
+    match profile.tta.planned_steps {
+        Some(steps) => steps,
+        None => profile.tta.planned_epochs * data.steps_per_epoch(batch_size),
+    }
+}
+
+/// Endless batches from a loader, whatever the workload reads.
+pub(super) trait BatchSource {
+    /// The next batch.
+    fn next_batch(&mut self) -> Result<Batch, Error>;
+    /// Passes over the training split so far (fractional).
+    fn epochs(&self) -> f64;
+}
+
+impl BatchSource for CifarLoader {
+    fn next_batch(&mut self) -> Result<Batch, Error> {
+        CifarLoader::next_batch(self)
+    }
+
+    fn epochs(&self) -> f64 {
+        CifarLoader::epochs(self)
+    }
+}
+
+impl BatchSource for TextLoader {
+    fn next_batch(&mut self) -> Result<Batch, Error> {
+        TextLoader::next_batch(self)
+    }
+
+    fn epochs(&self) -> f64 {
+        TextLoader::epochs(self)
+    }
+}
+
+/// What a cell's loaders are built from besides the data.
+pub(super) struct InputOptions<'a> {
+    /// Samples per batch.
+    pub(super) batch_size: usize,
+    /// The device the batches are delivered on.
+    pub(super) device: DeviceSpec,
+    /// The seed of the batches' order and augmentation.
+    pub(super) seed: u64,
+    /// The recipe the cell trains with (whether inputs are standardised).
+    pub(super) recipe: &'a Recipe,
+    /// The job whose tricks choose the pipeline and memory format.
+    pub(super) job: &'a CellJob,
+}
+
+/// The data of a cell.
+pub(super) enum CellData {
+    /// CIFAR images: where training images come from, and the packed test split.
+    Images { train: ImageSource, train_samples: usize, test: Arc<CifarSplit> },
+    /// A text corpus, split into training and validation tokens, read in windows of `context`
+    /// tokens.
+    Text { corpus: TextCorpus, context: usize },
+}
+
+impl CellData {
+    /// Loads the dataset the cell's workload reads, cut to the profile's subset sizes: for a
+    /// ResNet the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
+    /// once when `packed-dataset` is on, otherwise left encoded so that every batch decodes them;
+    /// the test split is always packed once); for a GPT the text file.
+    pub(super) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
+        if job.key.workload.family() == Family::CharGpt {
+            let path = job.text.as_ref().ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} trains on a text file, and none was given (--text)",
+                    job.key.workload
+                ))
+            })?;
+            let context = gpt_context(job.key.workload)?;
+            return Ok(CellData::Text { corpus: TextCorpus::from_file(path)?, context });
+        }
+        let cut = |split: CifarSplit, n: Option<usize>| match n {
+            Some(n) => split.subset(n),
+            None => split,
+        };
+        let Some(images) = &job.images else {
+            let full = cifar::load_dir(&job.data_dir)?;
+            let train = cut(full.train, profile.train_samples);
+            return Ok(CellData::Images {
+                train_samples: train.len(),
+                train: Arc::new(train).into(),
+                test: Arc::new(cut(full.test, profile.test_samples)),
+            });
+        };
+        let (train, test) = import::read_encoded(images)?;
+        let train = match profile.train_samples {
+            Some(n) => train.subset(n),
+            None => train,
+        };
+        let test = match profile.test_samples {
+            Some(n) => test.subset(n),
+            None => test,
+        };
+        let train_samples = train.len();
+        let train = if job.key.tricks.has(Trick::PackedDataset) {
+            ImageSource::Packed(Arc::new(train.pack()?))
+        } else {
+            ImageSource::Encoded(Arc::new(train))
+        };
+        Ok(CellData::Images { train, train_samples, test: Arc::new(test.pack()?) })
+    }
+
+    /// Optimizer steps in one pass over the training split at `batch_size` samples per step
+    /// (images, or windows).
+    fn steps_per_epoch(&self, batch_size: usize) -> usize {
+        let samples = match self {
+            CellData::Images { train_samples, .. } => *train_samples,
+            CellData::Text { corpus, context } => corpus.train.len() / (*context).max(1),
+        };
+        (samples / batch_size.max(1)).max(1)
+    }
+
+    /// The CIFAR loader options of a cell.
+    fn image_options(inputs: &InputOptions, augment: bool) -> LoaderOptions {
+        let tricks = &inputs.job.key.tricks;
+        LoaderOptions {
+            batch_size: inputs.batch_size,
+            device: inputs.device.tch(),
+            augment,
+            channels_last: tricks.has(Trick::ChannelsLast),
+            pipeline: Pipeline::for_tricks(tricks),
+            seed: inputs.seed,
+            standardise: inputs.recipe.standardise_inputs,
+        }
+    }
+
+    /// The text loader options of a cell reading windows of `context` tokens.
+    fn text_options(inputs: &InputOptions, context: usize) -> TextLoaderOptions {
+        TextLoaderOptions {
+            batch_size: inputs.batch_size,
+            context,
+            device: inputs.device.tch(),
+            seed: inputs.seed,
+            pipeline: Pipeline::for_tricks(&inputs.job.key.tricks),
+        }
+    }
+
+    /// Endless training batches: augmented images, or random windows of the training split.
+    pub(super) fn training(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+        Ok(match self {
+            CellData::Images { train, .. } => {
+                Box::new(CifarLoader::new(train.clone(), Self::image_options(inputs, true))?)
+            }
+            CellData::Text { corpus, context } => {
+                Box::new(TextLoader::new(corpus.train.clone(), Self::text_options(inputs, *context))?)
+            }
+        })
+    }
+
+    /// Endless batches of held-out data, for evaluation throughput: unaugmented test images, or
+    /// random windows of the validation split.
+    pub(super) fn held_out_endless(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+        Ok(match self {
+            CellData::Images { test, .. } => {
+                Box::new(CifarLoader::new(test.clone(), Self::image_options(inputs, false))?)
+            }
+            CellData::Text { corpus, context } => {
+                Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
+            }
+        })
+    }
+
+    /// Every held-out sample once, in batches: the test images, or the profile's number of
+    /// validation windows.
+    pub(super) fn held_out<'a>(
+        &'a self,
+        inputs: &InputOptions,
+        profile: &Profile,
+    ) -> Result<Box<dyn Iterator<Item = Result<Batch, Error>> + 'a>, Error> {
+        Ok(match self {
+            CellData::Images { test, .. } => Box::new(eval_batches(test, Self::image_options(inputs, false))),
+            CellData::Text { corpus, context } => {
+                let options = Self::text_options(inputs, *context);
+                Box::new(eval_windows(
+                    &corpus.validation,
+                    *context,
+                    options.batch_size,
+                    profile.test_samples,
+                    options.device,
+                    options.pipeline,
+                ))
+            }
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The job a cell process is handed as JSON: the cell, where and on what it runs, and the run's
+//! settings that replace its profile's.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::profile::{Profile, ProfileName};
+use crate::device::DeviceSpec;
+use crate::results::schema::{CellKey, FamilySettings, Protocol};
+/// Everything a cell process needs to know, handed over as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellJob {
+    /// The cell to measure.
+    pub key: CellKey,
+    /// The (resolved) device.
+    pub device: DeviceSpec,
+    /// The profile whose settings apply.
+    pub profile: ProfileName,
+    /// Directory of the CIFAR-10 binary files to train on.
+    pub data_dir: PathBuf,
+    /// Which round of the schedule this process is (0-based).
+    pub round: usize,
+    /// An ImageFolder directory or tar of JPEG/PNG files to train on instead of `data_dir`
+    /// (`run --images`): decoded for every batch unless `packed-dataset` is on.
+    #[serde(default)]
+    pub images: Option<PathBuf>,
+    /// The UTF-8 text file the GPT workloads train on (`run --text`).
+    #[serde(default)]
+    pub text: Option<PathBuf>,
+    /// Peak memory the cell may use, bytes ([`crate::results::schema::Memory::primary_bytes`]: device peak allocated on
+    /// CUDA, peak resident set on CPU); beyond it the cell ends out of memory (`run
+    /// --memory-budget-mib`, which makes batch-size probing testable on a CPU).
+    #[serde(default)]
+    pub memory_budget_bytes: Option<u64>,
+    /// Train with Smith & Topin's super-convergence settings (`run --design super-convergence`)
+    /// instead of the profile's.
+    #[serde(default)]
+    pub super_convergence: bool,
+    /// The run's measurement protocol, which replaces the profile's (`None`: the profile's own).
+    #[serde(default)]
+    pub protocol: Option<Protocol>,
+    /// The run's settings of this cell's family (batch size, data subsets, time-to-accuracy
+    /// training), which replace the profile's (`None`: the profile's own).
+    #[serde(default)]
+    pub family_settings: Option<FamilySettings>,
+}
+
+impl CellJob {
+    /// The profile's settings for this cell's workload, measured as the run's protocol says and
+    /// trained as the run's settings of the family say.
+    pub fn settings(&self) -> Profile {
+        let mut settings = self.profile.settings(self.key.workload.family());
+        if let Some(protocol) = &self.protocol {
+            settings = settings.following(protocol);
+        }
+        if let Some(family) = &self.family_settings {
+            settings = settings.following_family(family);
+        }
+        settings
+    }
+
+    /// The seed of the batches of this job's process when it is DDP rank `rank` (0 without DDP):
+    /// each round and each rank draws its own batches, while the weights are the same in every
+    /// round.
+    pub(super) fn round_seed(&self, rank: usize) -> u64 {
+        self.key
+            .seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add(self.round as u64)
+            .wrapping_add((rank as u64) << 40)
+    }
+}

@@ -1,0 +1,288 @@
+//! What a cell process measures: throughput over timed windows after a warm-up, the peak memory
+//! of a batch size, and the memory budget every kind of cell is held to.
+
+use super::data::{CellData, InputOptions};
+use super::tta::train_to_target;
+use super::CellJob;
+use crate::bench::profile::Profile;
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::measure::power::EnergyMeter;
+use crate::measure::stats::{median_ci, relative_half_width};
+use crate::measure::{memory, timer::SyncedTimer};
+use crate::results::schema::{CellKind, Memory, Phase, ProcessMeasurement};
+use crate::train::recipe::Recipe;
+use crate::train::Trainer;
+use crate::tricks::Trick;
+use crate::workloads::Workload;
+
+/// Training steps of a memory probe (after the steps that reach the steady state).
+pub const PROBE_STEPS: usize = 2;
+
+/// What a cell process measures with, besides its trainer: the job, its settings and recipe, its
+/// data, and where the process runs.
+pub(super) struct CellProcess<'a> {
+    /// The job the process was handed.
+    pub(super) job: &'a CellJob,
+    /// The job's settings ([`CellJob::settings`]).
+    pub(super) profile: &'a Profile,
+    /// The recipe the cell trains with.
+    pub(super) recipe: &'a Recipe,
+    /// The cell's data.
+    pub(super) data: &'a CellData,
+    /// The device the process runs on (a DDP rank's own).
+    pub(super) device: DeviceSpec,
+    /// The process's DDP rank (0 without DDP).
+    pub(super) rank: usize,
+}
+
+/// Measures what the cell's kind asks for with `trainer` in `process`. Each DDP rank draws its
+/// own batches of the cell's size, and throughput counts every rank's samples (the ranks step in
+/// lock-step, bound by the gradient all-reduce); DataParallel draws batches of the cell's size
+/// times its number of devices.
+pub(super) fn measure<W: Workload>(
+    process: &CellProcess,
+    mut trainer: Trainer<W>,
+) -> Result<ProcessMeasurement, Error> {
+    let job = process.job;
+    let batch_size = job.key.batch_size * trainer.data_parallel_width();
+    let inputs = InputOptions {
+        batch_size,
+        seed: job.round_seed(process.rank),
+        recipe: process.recipe,
+        job,
+        device: process.device,
+    };
+    let ranks = trainer.ddp_world_size();
+    let mut measurement = unmeasured(job, &trainer)?;
+    match job.key.kind {
+        CellKind::Throughput { phase: Phase::Train } => {
+            time_training(process, &inputs, &mut trainer, &mut measurement)?
+        }
+        CellKind::Throughput { phase: Phase::Eval } => {
+            time_evaluation(process, &inputs, &mut trainer, &mut measurement)?
+        }
+        CellKind::TimeToAccuracy => {
+            memory::reset_peaks(process.device)?;
+            let tta = train_to_target(process, &inputs, &mut trainer)?;
+            measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
+            measurement.time_to_accuracy = Some(tta);
+        }
+        CellKind::MemoryProbe => {
+            measurement.last_loss = probe_memory(process, &inputs, &mut trainer)?;
+        }
+    }
+    for window in &mut measurement.window_samples_per_s {
+        *window *= ranks as f64;
+    }
+    measurement.timed_samples *= ranks;
+    record_peaks(process, measurement)
+}
+
+/// The measurement of the cell `job` before anything is measured: what `trainer` runs (precision,
+/// attention kernel, FLOPs per sample), with no windows, memory or time to accuracy yet.
+fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<ProcessMeasurement, Error> {
+    let forward_flops = trainer.workload().forward_flops_per_sample();
+    Ok(ProcessMeasurement {
+        round: job.round,
+        wall_s: 0.0,
+        window_samples_per_s: Vec::new(),
+        memory: Default::default(),
+        host_metric_reads: 0,
+        last_loss: None,
+        time_to_accuracy: None,
+        // Backward costs about twice the forward pass.
+        flops_per_sample: if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
+            forward_flops
+        } else {
+            3.0 * forward_flops
+        },
+        precision: trainer.precision(),
+        timed_samples: 0,
+        energy: None,
+        energy_unavailable: None,
+        warmup_memory: None,
+        position: None,
+        setup_s: None,
+        timed_s: None,
+        attention_backend: trainer.attention_backend(job.key.batch_size)?,
+    })
+}
+
+/// Training throughput: the warm-up steps (at least those that reach the steady state), then the
+/// timed windows of training steps at the schedule's first learning rate, recording the host
+/// reads of metrics in the windows and the last mean loss.
+fn time_training<W: Workload>(
+    process: &CellProcess,
+    inputs: &InputOptions,
+    trainer: &mut Trainer<W>,
+    measurement: &mut ProcessMeasurement,
+) -> Result<(), Error> {
+    let mut loader = process.data.training(inputs)?;
+    let lr = process.recipe.schedule.lr(0);
+    for _ in 0..process.profile.warmup_steps.max(trainer.steps_before_steady_state()) {
+        trainer.train_step(&loader.next_batch()?, lr)?;
+    }
+    end_warmup(measurement, process.device)?;
+    let reads_before = trainer.metrics_mut().host_reads();
+    time_windows(process.profile, process.device, measurement, trainer, |trainer| {
+        let batch = loader.next_batch()?;
+        trainer.train_step(&batch, lr)?;
+        Ok(batch.len())
+    })?;
+    measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
+    trainer.metrics_mut().flush();
+    measurement.last_loss = trainer.metrics_mut().last_mean_loss();
+    Ok(())
+}
+
+/// Evaluation throughput: the warm-up batches, then the timed windows of evaluation batches, with
+/// gradients off under `no-grad-eval`.
+fn time_evaluation<W: Workload>(
+    process: &CellProcess,
+    inputs: &InputOptions,
+    trainer: &mut Trainer<W>,
+    measurement: &mut ProcessMeasurement,
+) -> Result<(), Error> {
+    let no_grad = process.job.key.tricks.has(Trick::NoGradEval);
+    // Evaluation batches drawn endlessly from the held-out split (order is irrelevant to speed).
+    let mut batches = process.data.held_out_endless(inputs)?;
+    for _ in 0..process.profile.warmup_steps {
+        let _warmup = trainer.eval_batch(&batches.next_batch()?, no_grad)?;
+    }
+    end_warmup(measurement, process.device)?;
+    time_windows(process.profile, process.device, measurement, trainer, |trainer| {
+        let batch = batches.next_batch()?;
+        // The count of correct predictions stays on the device: no host read per batch.
+        let _correct = trainer.eval_batch(&batch, no_grad)?;
+        Ok(batch.len())
+    })
+}
+
+/// A memory probe: the steps that reach the steady state and [`PROBE_STEPS`] more, failing as
+/// soon as the peak so far exceeds the job's budget; returns the last mean loss.
+fn probe_memory<W: Workload>(
+    process: &CellProcess,
+    inputs: &InputOptions,
+    trainer: &mut Trainer<W>,
+) -> Result<Option<f64>, Error> {
+    // A probe's peak covers warm-up too: a batch fits only if every step of it fits.
+    memory::reset_peaks(process.device)?;
+    let mut loader = process.data.training(inputs)?;
+    let lr = process.recipe.schedule.lr(0);
+    for _ in 0..trainer.steps_before_steady_state() + PROBE_STEPS {
+        trainer.train_step(&loader.next_batch()?, lr)?;
+        within_budget(&memory::peaks(process.device)?, process.job.memory_budget_bytes)?;
+    }
+    trainer.metrics_mut().flush();
+    Ok(trainer.metrics_mut().last_mean_loss())
+}
+
+/// `measurement` with the process's peak memory since the last reset recorded, once the peak
+/// over the whole process, warm-up included, is known to be within the job's budget.
+fn record_peaks(
+    process: &CellProcess,
+    mut measurement: ProcessMeasurement,
+) -> Result<ProcessMeasurement, Error> {
+    measurement.memory = memory::peaks(process.device)?;
+    // The budget holds for the whole process, warm-up included.
+    let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
+    within_budget(&whole, process.job.memory_budget_bytes)?;
+    Ok(measurement)
+}
+
+/// Records the peaks of set-up and warm-up (cuDNN autotuning workspaces, a CUDA graph's warm-up
+/// and capture, allocator growth) as the warm-up peak, then resets the peaks so that the
+/// measurement's cover the timed steps alone.
+fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Result<(), Error> {
+    measurement.warmup_memory = Some(memory::peaks(device)?);
+    memory::reset_peaks(device)
+}
+
+/// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`.
+fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
+    let Some(budget) = budget_bytes else {
+        return Ok(());
+    };
+    let peak = memory.primary_bytes().unwrap_or(0);
+    if peak > budget {
+        return Err(Error::OutOfMemory(format!(
+            "peak memory {:.0} MiB exceeds the memory budget of {:.0} MiB (--memory-budget-mib)",
+            peak as f64 / (1u64 << 20) as f64,
+            budget as f64 / (1u64 << 20) as f64
+        )));
+    }
+    Ok(())
+}
+
+/// Runs the profile's timed windows of `step` (which processes one batch and returns its sample
+/// count), with the device synchronised at each window's edges and the GPU's energy read there,
+/// recording samples per second per window, the samples timed and the energy. After the
+/// profile's `windows_per_process` windows it adds windows while the interval of this process's
+/// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
+/// DDP ranks take another window while any of them wants one, so that they all step together.
+fn time_windows<W: Workload>(
+    profile: &Profile,
+    device: DeviceSpec,
+    measurement: &mut ProcessMeasurement,
+    trainer: &mut Trainer<W>,
+    mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
+) -> Result<(), Error> {
+    let mut energy = EnergyMeter::start(device);
+    while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
+        let timer = SyncedTimer::start(device);
+        if let Ok(meter) = &mut energy {
+            meter.window_started();
+        }
+        let mut samples = 0;
+        for _ in 0..profile.steps_per_window {
+            samples += step(trainer)?;
+        }
+        let seconds = timer.stop();
+        if let Ok(meter) = &mut energy {
+            meter.window_ended();
+        }
+        *measurement.timed_s.get_or_insert(0.0) += seconds;
+        measurement.window_samples_per_s.push(samples as f64 / seconds);
+        measurement.timed_samples += samples;
+    }
+    match energy.and_then(EnergyMeter::finish) {
+        Ok(energy) => measurement.energy = Some(energy),
+        Err(reason) => measurement.energy_unavailable = Some(reason),
+    }
+    Ok(())
+}
+
+/// Whether a process that has timed `windows` (samples/s each) times another: until the profile's
+/// `windows_per_process`, then while its median's interval is wider than `target_ci_half_width`,
+/// up to `max_windows_per_process`.
+fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
+    windows.len() < profile.windows_per_process
+        || (windows.len() < profile.max_windows_per_process
+            && median_ci(windows).is_none_or(|e| relative_half_width(&e) > profile.target_ci_half_width))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::profile::ProfileName;
+    use crate::workloads::Family;
+
+    #[test]
+    fn a_process_adds_windows_while_its_interval_is_wider_than_asked() {
+        let asking = Profile {
+            windows_per_process: 5,
+            max_windows_per_process: 10,
+            target_ci_half_width: 0.03,
+            ..ProfileName::Standard.settings(Family::CifarResnet)
+        };
+        assert!(wants_another_window(&asking, &[100.0; 4]), "fewer than the minimum");
+        assert!(!wants_another_window(&asking, &[100.0, 100.5, 99.5, 100.2, 99.8]), "precise enough");
+        let noisy = [100.0, 60.0, 140.0, 90.0, 110.0, 70.0, 130.0, 85.0, 115.0];
+        assert!(wants_another_window(&asking, &noisy[..5]), "±3% not reached");
+        assert!(wants_another_window(&asking, &noisy), "still below the maximum");
+        assert!(!wants_another_window(&asking, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
+        let as_profiled = ProfileName::Quick.settings(Family::CifarResnet);
+        assert!(!wants_another_window(&as_profiled, &noisy[..4]), "the quick profile never extends");
+    }
+}

@@ -1,0 +1,69 @@
+//! What one cell process does: build the workload with its tricks, then measure throughput over
+//! timed windows or train to a target on the held-out set. Runs inside the child process.
+//!
+//! The process is handed a [`CellJob`] ([`job`]), loads the cell's data ([`data`]), spreads
+//! training over devices as the cell asks ([`parallel`]), and measures throughput, memory
+//! ([`measure`]) or time to accuracy ([`tta`]).
+
+mod data;
+mod job;
+mod measure;
+mod parallel;
+mod tta;
+
+use std::time::Instant;
+
+pub use data::{training_inputs, TrainingInputs};
+pub use job::CellJob;
+pub use measure::PROBE_STEPS;
+
+use crate::device::DeviceSpec;
+use crate::distributed::env::DistEnv;
+use crate::error::Error;
+use crate::measure::memory;
+use crate::results::schema::ProcessMeasurement;
+use crate::train::recipe::Recipe;
+use crate::train::{apply_process_tricks, Trainer};
+use crate::workloads::build::{gpt_for, resnet_for};
+use data::{planned_steps, CellData};
+use measure::{measure, CellProcess};
+use parallel::parallel_plan;
+
+/// Runs one cell process and returns what it measured. A `ddp` cell runs as one rank of `dist`
+/// (its CUDA device is the local rank's), its throughput the sum over the ranks; the `ddp`
+/// reference cell (DataParallel) drives every CUDA device of the machine from this process.
+pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
+    let started = Instant::now();
+    memory::count_cpu_tensors()?;
+    let profile = job.settings();
+    let tricks = &job.key.tricks;
+    let device = match (dist, job.device) {
+        (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
+        (_, device) => device,
+    };
+    let parallel = parallel_plan(job, dist, device)?;
+    let rank = dist.map_or(0, |env| env.rank);
+    apply_process_tricks(&job.key, device)?;
+    let data = CellData::load(job, &profile)?;
+    let total_steps = planned_steps(&profile, &data, job.key.batch_size);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
+    tch::manual_seed(job.key.seed as i64);
+    let process = CellProcess { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
+    let mut measurement = match &data {
+        CellData::Images { .. } => {
+            let model = resnet_for(&job.key, &recipe, device.tch())?;
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| resnet_for(&job.key, &recipe, d))?;
+            measure(&process, trainer)?
+        }
+        CellData::Text { corpus, .. } => {
+            let model = gpt_for(&job.key, corpus.vocab_size(), device.tch())?;
+            let trainer = Trainer::new(model, tricks, device, &recipe)?;
+            let trainer = parallel.apply(trainer, |d| gpt_for(&job.key, corpus.vocab_size(), d))?;
+            measure(&process, trainer)?
+        }
+    };
+    measurement.wall_s = started.elapsed().as_secs_f64();
+    measurement.setup_s = measurement.timed_s.map(|timed| (measurement.wall_s - timed).max(0.0));
+    Ok(measurement)
+}
