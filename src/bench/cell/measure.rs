@@ -21,7 +21,7 @@ pub const PROBE_STEPS: usize = 2;
 
 /// What a cell process measures with, besides its trainer: the job, its settings and recipe, its
 /// data, and where the process runs.
-pub(super) struct CellProcess<'a> {
+pub(super) struct CellContext<'a> {
     /// The job the process was handed.
     pub(super) job: &'a CellJob,
     /// The job's settings ([`CellJob::settings`]).
@@ -41,7 +41,7 @@ pub(super) struct CellProcess<'a> {
 /// lock-step, bound by the gradient all-reduce); DataParallel draws batches of the cell's size
 /// times its number of devices.
 pub(super) fn measure<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     mut trainer: Trainer<W>,
 ) -> Result<ProcessMeasurement, Error> {
     let job = process.job;
@@ -113,7 +113,7 @@ fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<Proces
 /// timed windows of training steps at the schedule's first learning rate, recording the host
 /// reads of metrics in the windows and the last mean loss.
 fn time_training<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     inputs: &InputOptions,
     trainer: &mut Trainer<W>,
     measurement: &mut ProcessMeasurement,
@@ -139,7 +139,7 @@ fn time_training<W: Workload>(
 /// Evaluation throughput: the warm-up batches, then the timed windows of evaluation batches, with
 /// gradients off under `no-grad-eval`.
 fn time_evaluation<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     inputs: &InputOptions,
     trainer: &mut Trainer<W>,
     measurement: &mut ProcessMeasurement,
@@ -162,7 +162,7 @@ fn time_evaluation<W: Workload>(
 /// A memory probe: the steps that reach the steady state and [`PROBE_STEPS`] more, failing as
 /// soon as the peak so far exceeds the job's budget; returns the last mean loss.
 fn probe_memory<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     inputs: &InputOptions,
     trainer: &mut Trainer<W>,
 ) -> Result<Option<f64>, Error> {
@@ -181,7 +181,7 @@ fn probe_memory<W: Workload>(
 /// `measurement` with the process's peak memory since the last reset recorded, once the peak
 /// over the whole process, warm-up included, is known to be within the job's budget.
 fn record_peaks(
-    process: &CellProcess,
+    process: &CellContext,
     mut measurement: ProcessMeasurement,
 ) -> Result<ProcessMeasurement, Error> {
     measurement.memory = memory::peaks(process.device)?;

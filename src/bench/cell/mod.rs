@@ -26,7 +26,7 @@ use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
 use crate::workloads::build::{gpt_for, resnet_for};
 use data::{planned_steps, CellData};
-use measure::{measure, CellProcess};
+use measure::{measure, CellContext};
 use parallel::parallel_plan;
 
 /// Runs one cell process and returns what it measured. A `ddp` cell runs as one rank of `dist`
@@ -48,7 +48,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     let total_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
     tch::manual_seed(job.key.seed as i64);
-    let process = CellProcess { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
+    let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
     let mut measurement = match &data {
         CellData::Images { .. } => {
             let model = resnet_for(&job.key, &recipe, device.tch())?;

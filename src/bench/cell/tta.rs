@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::data::{BatchSource, InputOptions};
-use super::measure::CellProcess;
+use super::measure::CellContext;
 use crate::error::Error;
 use crate::measure::timer::SyncedTimer;
 use crate::results::schema::{CurvePoint, TimeToAccuracy};
@@ -16,7 +16,7 @@ use crate::workloads::{QualityMetric, Workload};
 /// `eval_every_steps` of the profile's time-to-target batch (as many samples between evaluations
 /// at any batch size), until the target, the time budget or the planned steps run out.
 pub(super) fn train_to_target<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     inputs: &InputOptions,
     trainer: &mut Trainer<W>,
 ) -> Result<TimeToAccuracy, Error> {
@@ -91,7 +91,7 @@ fn train_segment<W: Workload>(
 
 /// `trainer`'s `metric` on every held-out sample once (in evaluation mode, without gradients).
 fn held_out_metric<W: Workload>(
-    process: &CellProcess,
+    process: &CellContext,
     inputs: &InputOptions,
     trainer: &Trainer<W>,
     metric: QualityMetric,
