@@ -122,8 +122,8 @@ pub(crate) struct Row {
 
 impl Row {
     /// Where the devices disagree: their verdicts on the trick's metric differ, or (for a trick
-    /// judged by throughput) their speed-up intervals do not overlap. `None` where they agree or fewer than two devices
-    /// measured the cell.
+    /// judged by throughput) their speed-up intervals do not overlap. `None` where they agree or
+    /// fewer than two devices measured the cell.
     pub fn disagreement(&self, devices: &[Device]) -> Option<String> {
         let measured: Vec<(&str, (f64, f64, f64), Effect)> = self
             .cells

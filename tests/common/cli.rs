@@ -7,8 +7,7 @@ use std::process::{Command, Output, Stdio};
 /// The binary under test.
 pub const BINARY: &str = env!("CARGO_BIN_EXE_trickbench");
 
-/// The hidden variable through which the fault tests make chosen cell processes fail.
-pub const FAULT_VARIABLE: &str = "TRICKBENCH_FAULT";
+pub use trickbench::bench::faults::FAULT_VARIABLE;
 
 /// `trickbench args` in `dir`, with nothing on its standard input and no injected fault.
 pub fn command(dir: &Path, args: &[&str]) -> Command {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::profile::{Profile, ProfileName};
 use crate::device::DeviceSpec;
 use crate::results::schema::{CellKey, FamilySettings, Protocol};
+
 /// Everything a cell process needs to know, handed over as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellJob {
@@ -28,9 +29,9 @@ pub struct CellJob {
     /// The UTF-8 text file the GPT workloads train on (`run --text`).
     #[serde(default)]
     pub text: Option<PathBuf>,
-    /// Peak memory the cell may use, bytes ([`crate::results::schema::Memory::primary_bytes`]: device peak allocated on
-    /// CUDA, peak resident set on CPU); beyond it the cell ends out of memory (`run
-    /// --memory-budget-mib`, which makes batch-size probing testable on a CPU).
+    /// Peak memory the cell may use, bytes ([`crate::results::schema::Memory::primary_bytes`]:
+    /// device peak allocated on CUDA, peak resident set on CPU); beyond it the cell ends out of
+    /// memory (`run --memory-budget-mib`, which makes batch-size probing testable on a CPU).
     #[serde(default)]
     pub memory_budget_bytes: Option<u64>,
     /// Train with Smith & Topin's super-convergence settings (`run --design super-convergence`)
