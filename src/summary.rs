@@ -27,7 +27,9 @@ pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
     for floor in results.noise_floors.iter().filter(|f| f.workload == workload) {
         let _ = writeln!(out, "\n{}", noise_floor_text(floor));
     }
-    if let Some(warning) = noise_warning(results, this_workload) {
+    for warning in
+        [noise_warning(results, this_workload), machine_warning(results, this_workload)].into_iter().flatten()
+    {
         let _ = writeln!(out, "\n{warning}");
     }
     out
@@ -54,7 +56,9 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
     for floor in &results.noise_floors {
         let _ = writeln!(out, "\n{}", noise_floor_text(floor));
     }
-    if let Some(warning) = noise_warning(results, |_| true) {
+    for warning in
+        [noise_warning(results, |_| true), machine_warning(results, |_| true)].into_iter().flatten()
+    {
         let _ = writeln!(out, "\n{warning}");
     }
     if !results.time_to_accuracy.is_empty() {
@@ -120,6 +124,21 @@ fn noise_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Op
     })
 }
 
+/// The warning that some of the cells `include` picks ran on a throttled or shared machine, if
+/// any did.
+fn machine_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Option<String> {
+    let cells: Vec<&CellResult> =
+        results.cells.iter().filter(|c| include(c)).filter(|c| !c.processes.is_empty()).collect();
+    let unfair = cells.iter().filter(|c| c.machine_warning().is_some()).count();
+    (unfair > 0).then(|| {
+        format!(
+            "warning: {unfair} of {} cells ran on a throttled or shared machine (see the cells' lines): \
+             their numbers may not be what this machine does when it is cool and free",
+            cells.len()
+        )
+    })
+}
+
 /// The column headings and one row per cell that `include` picks, each followed by the lines
 /// that explain its status and its noise.
 fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String {
@@ -148,6 +167,9 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
             let _ = writeln!(out, "    {detail}");
         }
         if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
+            let _ = writeln!(out, "    {warning}");
+        }
+        if let Some(warning) = cell.machine_warning() {
             let _ = writeln!(out, "    {warning}");
         }
     }

@@ -597,6 +597,13 @@ target = 0.3
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    // Every process read the machine before and after measuring; on the CPU there is no GPU side.
+    for process in results.cells.iter().flat_map(|c| &c.processes) {
+        for state in [&process.machine_before, &process.machine_after] {
+            let state = state.as_ref().expect("the machine's state is recorded");
+            assert!(state.cpu.logical_cores >= 1 && state.gpu.is_none() && state.gpu_unavailable.is_none());
+        }
+    }
     let settings = &results.run.profile_settings;
     assert_eq!(
         (settings.asked, settings.reason.as_deref()),

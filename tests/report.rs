@@ -646,3 +646,60 @@ fn committed_results_files_load_and_save_back_byte_for_byte() {
     }
     assert!(checked >= 4, "only {checked} committed results files found");
 }
+
+/// A cell measured while the machine was busy with other work, or while its GPU was throttled by
+/// heat, carries the reason on its summary line and in its report row, and both say how many.
+#[test]
+fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_the_report() {
+    use trickbench::measure::machine::{CpuState, GpuState, MachineState, ThrottleReason};
+    use trickbench::results::schema::ProcessMeasurement;
+
+    let mut results = fixtures::cpu_run();
+    let cpu = CpuState {
+        logical_cores: 2,
+        load_average_1m: Some(9.5),
+        frequency_min_mhz: None,
+        frequency_max_mhz: None,
+        governors: Vec::new(),
+    };
+    let gpu = GpuState {
+        sm_clock_mhz: 1100,
+        memory_clock_mhz: 2619,
+        max_sm_clock_mhz: Some(1980),
+        power_limit_w: 700.0,
+        power_draw_w: 400.0,
+        temperature_c: 88,
+        throttle_reasons: vec![ThrottleReason::SwPowerCap, ThrottleReason::HwThermalSlowdown],
+        persistence_mode: Some(true),
+        other_processes: Vec::new(),
+    };
+    let busy = MachineState { cpu: cpu.clone(), gpu: None, gpu_unavailable: None };
+    let hot = MachineState {
+        cpu: CpuState { load_average_1m: Some(1.0), ..cpu },
+        gpu: Some(gpu),
+        gpu_unavailable: None,
+    };
+    let flagged = results.cells[0].id();
+    results.cells[0].processes = vec![ProcessMeasurement {
+        machine_before: Some(busy),
+        machine_after: Some(hot),
+        ..common::cells::measurement(0, vec![100.0; 4])
+    }];
+    results.cells[1].processes = vec![common::cells::measurement(0, vec![100.0; 4])];
+
+    let warning = "unfair machine: CPU busy with other work (load 9.5 on 2 cores); GPU throttled \
+                   (hw-thermal-slowdown) at 88 °C";
+    let table = trickbench::summary::closing_table(&results, &[]);
+    let line = table.lines().position(|l| l.starts_with(flagged.as_str())).expect("the cell's row");
+    assert_eq!(table.lines().nth(line + 1).map(str::trim), Some(warning), "{table}");
+    assert!(table.contains("warning: 1 of 2 cells ran on a throttled or shared machine"), "{table}");
+
+    let out = temp_dir();
+    let files = render_report(std::slice::from_ref(&results), out.path()).unwrap();
+    let page = text(&check_files(&files));
+    assert!(page.contains(warning), "the report's row says why");
+    assert!(
+        page.contains("1 of 2 cells ran on a throttled or shared machine"),
+        "the first screen counts them"
+    );
+}

@@ -1,5 +1,7 @@
-//! Measuring: device-synchronised timing, peak memory, and the statistics over windows.
+//! Measuring: device-synchronised timing, peak memory, energy, the machine's state around a cell,
+//! and the statistics over windows.
 pub mod flops;
+pub mod machine;
 pub mod memory;
 pub mod power;
 pub mod stats;

@@ -207,6 +207,8 @@ struct CellView {
     noise: String,
     /// Set when the interval is wider than the protocol's target precision.
     noise_warning: String,
+    /// Set when the machine was throttled or shared while the cell measured.
+    machine_warning: String,
     memory: String,
     /// The warm-up peak where it exceeds the measured one ("" otherwise).
     memory_note: String,
@@ -296,6 +298,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry) -> CellView {
             format!("CV {cv}, {} of {} windows outliers", t.outlier_windows, t.windows)
         }),
         noise_warning: c.throughput.and_then(|t| t.noise_warning(target)).unwrap_or_default(),
+        machine_warning: c.machine_warning().unwrap_or_default(),
         memory: c.memory.and_then(|m| m.primary_bytes()).map_or_else(|| "—".to_owned(), model::bytes_text),
         memory_note: warmup_note(c),
         speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),

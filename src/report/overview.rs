@@ -335,7 +335,8 @@ pub(crate) fn mebibytes(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
-/// The noisy-cells warning and the A/A noise floor of the group's workload.
+/// The noisy-cells warning, the unfair-machine warning and the A/A noise floor of the group's
+/// workload.
 fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
     let mut lines = Vec::new();
     let measured: Vec<&Entry> = g.entries.iter().filter(|e| e.cell.throughput.is_some()).collect();
@@ -350,6 +351,14 @@ fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
              too variable for that precision, so treat small effects with care.",
             measured.len(),
             target * 100.0
+        ));
+    }
+    let unfair = g.entries.iter().filter(|e| e.cell.machine_warning().is_some()).count();
+    if unfair > 0 {
+        lines.push(format!(
+            "{unfair} of {} cells ran on a throttled or shared machine (their rows say how), so their numbers \
+             may not be what this machine does when it is cool and free.",
+            g.entries.iter().filter(|e| !e.cell.processes.is_empty()).count()
         ));
     }
     let files: Vec<usize> = g.entries.iter().map(|e| e.file).collect();

@@ -337,6 +337,8 @@ mod tests {
             setup_s: None,
             timed_s: None,
             attention_backend: None,
+            machine_before: None,
+            machine_after: None,
         }
     }
 

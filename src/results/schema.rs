@@ -7,6 +7,7 @@ use crate::bench::design::Design;
 use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
+use crate::measure::machine::MachineState;
 use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::quality::QualityMetric;
@@ -587,6 +588,19 @@ impl CellResult {
         self.key.id()
     }
 
+    /// Why the machine was not in a fair state while the cell measured, if it was not: the
+    /// distinct concerns ([`MachineState::concerns`]) of its processes before and after measuring.
+    pub fn machine_warning(&self) -> Option<String> {
+        let mut concerns: Vec<String> = Vec::new();
+        let states = self.processes.iter().flat_map(|p| [&p.machine_before, &p.machine_after]);
+        for concern in states.flatten().flat_map(MachineState::concerns) {
+            if !concerns.contains(&concern) {
+                concerns.push(concern);
+            }
+        }
+        (!concerns.is_empty()).then(|| format!("unfair machine: {}", concerns.join("; ")))
+    }
+
     /// Whether the cell ended without what it was run for: it failed, timed out or ran out of
     /// memory (a memory probe that runs out of memory has found its answer and has not failed).
     pub fn failed(&self) -> bool {
@@ -755,6 +769,14 @@ pub struct ProcessMeasurement {
     /// The attention kernel the GPT's `scaled_dot_product_attention` dispatched to for this
     /// cell's inputs, or `explicit` for attention written out op by op (`None`: no attention).
     pub attention_backend: Option<AttentionBackend>,
+    /// The machine when the process began measuring (after building its model and loading its
+    /// data): GPU clocks, power, temperature, throttling and other processes; CPU frequency and
+    /// load (`None` in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_before: Option<MachineState>,
+    /// The machine right after the process measured, as [`Self::machine_before`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_after: Option<MachineState>,
 }
 
 /// Peak memory. On CUDA the caching allocator's peaks; on CPU the bytes of live tensors (counted by

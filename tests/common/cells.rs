@@ -110,6 +110,8 @@ pub fn measurement(round: usize, window_samples_per_s: Vec<f64>) -> ProcessMeasu
         setup_s: None,
         timed_s: None,
         attention_backend: None,
+        machine_before: None,
+        machine_after: None,
     }
 }
 

@@ -7,6 +7,7 @@ use super::CellJob;
 use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::measure::machine::MachineState;
 use crate::measure::power::EnergyMeter;
 use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::{memory, timer::SyncedTimer};
@@ -39,7 +40,8 @@ pub(super) struct CellContext<'a> {
 /// Measures what the cell's kind asks for with `trainer` in `process`. Each DDP rank draws its
 /// own batches of the cell's size, and throughput counts every rank's samples (the ranks step in
 /// lock-step, bound by the gradient all-reduce); DataParallel draws batches of the cell's size
-/// times its number of devices.
+/// times its number of devices. The machine's state is read before and after, outside every
+/// timed window.
 pub(super) fn measure<W: Workload>(
     process: &CellContext,
     mut trainer: Trainer<W>,
@@ -55,6 +57,7 @@ pub(super) fn measure<W: Workload>(
     };
     let ranks = trainer.ddp_world_size();
     let mut measurement = unmeasured(job, &trainer)?;
+    measurement.machine_before = Some(MachineState::read(process.device));
     match job.key.kind {
         CellKind::Throughput { phase: Phase::Train } => {
             time_training(process, &inputs, &mut trainer, &mut measurement)?
@@ -72,6 +75,7 @@ pub(super) fn measure<W: Workload>(
             measurement.last_loss = probe_memory(process, &inputs, &mut trainer)?;
         }
     }
+    measurement.machine_after = Some(MachineState::read(process.device));
     for window in &mut measurement.window_samples_per_s {
         *window *= ranks as f64;
     }
@@ -106,6 +110,8 @@ fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<Proces
         setup_s: None,
         timed_s: None,
         attention_backend: trainer.attention_backend(job.key.batch_size)?,
+        machine_before: None,
+        machine_after: None,
     })
 }
 

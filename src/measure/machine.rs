@@ -1,0 +1,353 @@
+//! The machine's state around a cell process, read before it starts measuring and after: the
+//! GPU's clocks, power, temperature, throttle reasons, persistence mode and the other processes
+//! on it (through NVML), and the CPU's frequency, governor and load. A process that ran on a
+//! throttled or shared machine is flagged, as noisy cells are.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::DeviceSpec;
+
+/// The 1-minute load average, as a multiple of the logical cores, above which the machine counts
+/// as busy with other work (a cell's own threads keep it at or below one per core).
+pub const BUSY_LOAD_PER_CORE: f64 = 1.5;
+
+/// What the machine was doing at one moment of a cell process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineState {
+    /// The CPU.
+    pub cpu: CpuState,
+    /// The GPU the cell runs on (`None` on the CPU, or where NVML cannot read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuState>,
+    /// Why `gpu` is missing on a CUDA device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_unavailable: Option<String>,
+}
+
+/// The CPU's state, from `/proc` and `/sys` where they are readable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuState {
+    /// Logical cores online.
+    pub logical_cores: usize,
+    /// Load average over the last minute (`None` where `/proc/loadavg` is unreadable).
+    pub load_average_1m: Option<f64>,
+    /// The lowest current core frequency, MHz (`None` where unreadable).
+    pub frequency_min_mhz: Option<f64>,
+    /// The highest current core frequency, MHz (`None` where unreadable).
+    pub frequency_max_mhz: Option<f64>,
+    /// The cpufreq scaling governors in use (`performance`, `powersave`, …; empty where the
+    /// kernel exposes none, as in most VMs).
+    pub governors: Vec<String>,
+}
+
+/// The GPU's state, from NVML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuState {
+    /// Current SM clock, MHz.
+    pub sm_clock_mhz: u32,
+    /// Current memory clock, MHz.
+    pub memory_clock_mhz: u32,
+    /// Highest SM clock the GPU supports, MHz.
+    pub max_sm_clock_mhz: Option<u32>,
+    /// Enforced power limit, watts.
+    pub power_limit_w: f64,
+    /// Board power draw, watts (NVML's reading, a one-second average on recent GPUs).
+    pub power_draw_w: f64,
+    /// Die temperature, °C.
+    pub temperature_c: u32,
+    /// Why the clocks are held below their maximum, as NVML reports.
+    pub throttle_reasons: Vec<ThrottleReason>,
+    /// Whether the driver stays loaded without clients (`None` where NVML cannot say).
+    pub persistence_mode: Option<bool>,
+    /// Process ids of the other compute processes on the GPU.
+    pub other_processes: Vec<u32>,
+}
+
+/// A reason NVML gives for clocks below their maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThrottleReason {
+    /// Nothing runs on the GPU.
+    GpuIdle,
+    /// The applications clocks setting holds them.
+    ApplicationsClocksSetting,
+    /// The software power cap: normal for a GPU working at its power limit.
+    SwPowerCap,
+    /// A hardware slowdown (temperature, power brake or an external signal).
+    HwSlowdown,
+    /// Synchronised boost with other GPUs.
+    SyncBoost,
+    /// The driver's thermal slowdown.
+    SwThermalSlowdown,
+    /// The hardware's thermal slowdown.
+    HwThermalSlowdown,
+    /// An external power brake.
+    HwPowerBrakeSlowdown,
+    /// The display clock setting.
+    DisplayClockSetting,
+}
+
+impl ThrottleReason {
+    /// Whether the reason means the machine was not in a fair state: heat, a hardware slowdown
+    /// or a power brake. Idling, the clock settings, boost sync and the power cap of a GPU
+    /// working at its limit are how a healthy GPU runs.
+    pub fn is_unfair(self) -> bool {
+        matches!(
+            self,
+            ThrottleReason::HwSlowdown
+                | ThrottleReason::SwThermalSlowdown
+                | ThrottleReason::HwThermalSlowdown
+                | ThrottleReason::HwPowerBrakeSlowdown
+        )
+    }
+
+    /// The reason's name in results files and warnings.
+    pub fn id(self) -> &'static str {
+        match self {
+            ThrottleReason::GpuIdle => "gpu-idle",
+            ThrottleReason::ApplicationsClocksSetting => "applications-clocks-setting",
+            ThrottleReason::SwPowerCap => "sw-power-cap",
+            ThrottleReason::HwSlowdown => "hw-slowdown",
+            ThrottleReason::SyncBoost => "sync-boost",
+            ThrottleReason::SwThermalSlowdown => "sw-thermal-slowdown",
+            ThrottleReason::HwThermalSlowdown => "hw-thermal-slowdown",
+            ThrottleReason::HwPowerBrakeSlowdown => "hw-power-brake-slowdown",
+            ThrottleReason::DisplayClockSetting => "display-clock-setting",
+        }
+    }
+}
+
+impl MachineState {
+    /// The state now, for a cell on `device`.
+    pub fn read(device: DeviceSpec) -> Self {
+        let (gpu, gpu_unavailable) = match device {
+            DeviceSpec::Cuda(index) => match gpu_state(index as u32) {
+                Ok(gpu) => (Some(gpu), None),
+                Err(reason) => (None, Some(reason)),
+            },
+            _ => (None, None),
+        };
+        MachineState { cpu: CpuState::read(Path::new("/")), gpu, gpu_unavailable }
+    }
+
+    /// What made the machine unfair at this moment, one phrase each: a throttled or shared GPU,
+    /// a CPU busy with other work.
+    pub fn concerns(&self) -> Vec<String> {
+        let mut concerns = Vec::new();
+        if let Some(gpu) = &self.gpu {
+            let unfair: Vec<&str> =
+                gpu.throttle_reasons.iter().filter(|r| r.is_unfair()).map(|r| r.id()).collect();
+            if !unfair.is_empty() {
+                concerns.push(format!("GPU throttled ({}) at {} °C", unfair.join(", "), gpu.temperature_c));
+            }
+            if !gpu.other_processes.is_empty() {
+                let pids: Vec<String> = gpu.other_processes.iter().map(u32::to_string).collect();
+                concerns.push(format!("GPU shared with other processes (pid {})", pids.join(", ")));
+            }
+        }
+        if let Some(load) = self.cpu.load_average_1m {
+            let cores = self.cpu.logical_cores.max(1);
+            if load > BUSY_LOAD_PER_CORE * cores as f64 {
+                concerns.push(format!("CPU busy with other work (load {load:.1} on {cores} cores)"));
+            }
+        }
+        concerns
+    }
+}
+
+impl CpuState {
+    /// The CPU's state from the `/proc` and `/sys` below `root` (`/` on a real machine).
+    pub fn read(root: &Path) -> Self {
+        let text = |relative: &str| std::fs::read_to_string(root.join(relative)).ok();
+        let logical_cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let load_average_1m =
+            text("proc/loadavg").and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()));
+        let mut frequencies = sysfs_frequencies_mhz(root);
+        if frequencies.is_empty() {
+            frequencies = text("proc/cpuinfo").map(|s| cpuinfo_frequencies_mhz(&s)).unwrap_or_default();
+        }
+        CpuState {
+            logical_cores,
+            load_average_1m,
+            frequency_min_mhz: frequencies.iter().copied().reduce(f64::min),
+            frequency_max_mhz: frequencies.iter().copied().reduce(f64::max),
+            governors: governors(root),
+        }
+    }
+}
+
+/// The cores' directories under `root`'s `sys/devices/system/cpu` (`cpu0`, `cpu1`, …).
+fn core_dirs(root: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root.join("sys/devices/system/cpu")) else { return Vec::new() };
+    let mut dirs: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("cpu").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Each core's current frequency from cpufreq (`scaling_cur_freq`, kHz), MHz.
+fn sysfs_frequencies_mhz(root: &Path) -> Vec<f64> {
+    core_dirs(root)
+        .iter()
+        .filter_map(|dir| std::fs::read_to_string(dir.join("cpufreq/scaling_cur_freq")).ok())
+        .filter_map(|s| s.trim().parse::<f64>().ok())
+        .map(|khz| khz / 1000.0)
+        .collect()
+}
+
+/// The `cpu MHz` lines of `/proc/cpuinfo`.
+fn cpuinfo_frequencies_mhz(cpuinfo: &str) -> Vec<f64> {
+    cpuinfo
+        .lines()
+        .filter(|line| line.starts_with("cpu MHz"))
+        .filter_map(|line| line.split(':').nth(1)?.trim().parse().ok())
+        .collect()
+}
+
+/// The distinct cpufreq governors of the cores, in core order.
+fn governors(root: &Path) -> Vec<String> {
+    let mut seen = Vec::new();
+    for dir in core_dirs(root) {
+        if let Ok(governor) = std::fs::read_to_string(dir.join("cpufreq/scaling_governor")) {
+            let governor = governor.trim().to_owned();
+            if !seen.contains(&governor) {
+                seen.push(governor);
+            }
+        }
+    }
+    seen
+}
+
+/// The state of NVML device `index`, or why it cannot be read.
+fn gpu_state(index: u32) -> Result<GpuState, String> {
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
+    let gpu = nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))?;
+    let read = |what: &str, e: nvml_wrapper::error::NvmlError| format!("NVML {what}: {e}");
+    let own = std::process::id();
+    let others = gpu.running_compute_processes().map_err(|e| read("compute processes", e))?;
+    Ok(GpuState {
+        sm_clock_mhz: gpu.clock_info(Clock::SM).map_err(|e| read("SM clock", e))?,
+        memory_clock_mhz: gpu.clock_info(Clock::Memory).map_err(|e| read("memory clock", e))?,
+        max_sm_clock_mhz: gpu.max_clock_info(Clock::SM).ok(),
+        power_limit_w: f64::from(gpu.enforced_power_limit().map_err(|e| read("power limit", e))?) / 1000.0,
+        power_draw_w: f64::from(gpu.power_usage().map_err(|e| read("power draw", e))?) / 1000.0,
+        temperature_c: gpu.temperature(TemperatureSensor::Gpu).map_err(|e| read("temperature", e))?,
+        throttle_reasons: throttle_reasons(
+            gpu.current_throttle_reasons().map_err(|e| read("throttle reasons", e))?.bits(),
+        ),
+        persistence_mode: gpu.is_in_persistent_mode().ok(),
+        other_processes: others.iter().map(|p| p.pid).filter(|&pid| pid != own).collect(),
+    })
+}
+
+/// The reasons set in NVML's throttle-reason bit mask.
+fn throttle_reasons(bits: u64) -> Vec<ThrottleReason> {
+    use nvml_wrapper::bitmasks::device::ThrottleReasons as Bits;
+    [
+        (Bits::GPU_IDLE, ThrottleReason::GpuIdle),
+        (Bits::APPLICATIONS_CLOCKS_SETTING, ThrottleReason::ApplicationsClocksSetting),
+        (Bits::SW_POWER_CAP, ThrottleReason::SwPowerCap),
+        (Bits::HW_SLOWDOWN, ThrottleReason::HwSlowdown),
+        (Bits::SYNC_BOOST, ThrottleReason::SyncBoost),
+        (Bits::SW_THERMAL_SLOWDOWN, ThrottleReason::SwThermalSlowdown),
+        (Bits::HW_THERMAL_SLOWDOWN, ThrottleReason::HwThermalSlowdown),
+        (Bits::HW_POWER_BRAKE_SLOWDOWN, ThrottleReason::HwPowerBrakeSlowdown),
+        (Bits::DISPLAY_CLOCK_SETTING, ThrottleReason::DisplayClockSetting),
+    ]
+    .into_iter()
+    .filter(|(bit, _)| bits & bit.bits() != 0)
+    .map(|(_, reason)| reason)
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, relative: &str, text: &str) {
+        let path = root.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn the_cpu_is_read_from_cpufreq_and_falls_back_to_cpuinfo() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "proc/loadavg", "3.50 2.00 1.00 2/300 4242\n");
+        write(root, "proc/cpuinfo", "processor : 0\ncpu MHz : 2100.000\nprocessor : 1\ncpu MHz : 2300.5\n");
+        let vm = CpuState::read(root);
+        assert_eq!(vm.load_average_1m, Some(3.5));
+        assert_eq!((vm.frequency_min_mhz, vm.frequency_max_mhz), (Some(2100.0), Some(2300.5)));
+        assert!(vm.governors.is_empty());
+        for (core, khz, governor) in [("cpu0", "1200000", "powersave"), ("cpu1", "3400000", "performance")] {
+            write(root, &format!("sys/devices/system/cpu/{core}/cpufreq/scaling_cur_freq"), khz);
+            write(root, &format!("sys/devices/system/cpu/{core}/cpufreq/scaling_governor"), governor);
+        }
+        write(root, "sys/devices/system/cpu/cpufreq/policy0/scaling_governor", "ignored");
+        let host = CpuState::read(root);
+        assert_eq!((host.frequency_min_mhz, host.frequency_max_mhz), (Some(1200.0), Some(3400.0)));
+        assert_eq!(host.governors, ["powersave", "performance"]);
+        let nothing = CpuState::read(&root.join("absent"));
+        assert_eq!((nothing.load_average_1m, nothing.frequency_max_mhz), (None, None));
+    }
+
+    #[test]
+    fn heat_slowdowns_other_processes_and_a_busy_cpu_are_concerns_but_a_power_cap_is_not() {
+        let gpu = GpuState {
+            sm_clock_mhz: 1500,
+            memory_clock_mhz: 2619,
+            max_sm_clock_mhz: Some(1980),
+            power_limit_w: 700.0,
+            power_draw_w: 690.0,
+            temperature_c: 71,
+            throttle_reasons: vec![ThrottleReason::SwPowerCap],
+            persistence_mode: Some(true),
+            other_processes: Vec::new(),
+        };
+        let cpu = CpuState {
+            logical_cores: 16,
+            load_average_1m: Some(8.0),
+            frequency_min_mhz: None,
+            frequency_max_mhz: None,
+            governors: vec![],
+        };
+        let mut state = MachineState { cpu, gpu: Some(gpu), gpu_unavailable: None };
+        assert!(state.concerns().is_empty(), "{:?}", state.concerns());
+        let gpu = state.gpu.as_mut().unwrap();
+        gpu.throttle_reasons.push(ThrottleReason::HwThermalSlowdown);
+        gpu.other_processes = vec![4242];
+        state.cpu.load_average_1m = Some(30.0);
+        assert_eq!(
+            state.concerns(),
+            [
+                "GPU throttled (hw-thermal-slowdown) at 71 °C",
+                "GPU shared with other processes (pid 4242)",
+                "CPU busy with other work (load 30.0 on 16 cores)"
+            ]
+        );
+    }
+
+    #[test]
+    fn nvml_bits_map_to_reasons_and_the_cpu_side_needs_no_gpu() {
+        assert_eq!(throttle_reasons(0), []);
+        let bits = nvml_wrapper::bitmasks::device::ThrottleReasons::SW_POWER_CAP.bits()
+            | nvml_wrapper::bitmasks::device::ThrottleReasons::HW_SLOWDOWN.bits();
+        assert_eq!(throttle_reasons(bits), [ThrottleReason::SwPowerCap, ThrottleReason::HwSlowdown]);
+        let state = MachineState::read(DeviceSpec::Cpu);
+        assert!(state.gpu.is_none() && state.gpu_unavailable.is_none());
+        assert!(state.cpu.logical_cores >= 1);
+        for reason in [ThrottleReason::GpuIdle, ThrottleReason::HwPowerBrakeSlowdown] {
+            assert_eq!(serde_json::to_string(&reason).unwrap(), format!("\"{}\"", reason.id()));
+        }
+    }
+}
