@@ -320,25 +320,12 @@ mod tests {
 
     fn process(round: usize, windows: &[f64], rss: u64, energy: Option<Energy>) -> ProcessMeasurement {
         ProcessMeasurement {
-            round,
             wall_s: 1.0,
             window_samples_per_s: windows.to_vec(),
             memory: Memory { peak_rss_bytes: Some(rss), ..Default::default() },
-            host_metric_reads: 0,
-            last_loss: None,
-            time_to_accuracy: None,
-            flops_per_sample: 1e9,
-            precision: Precision::Half,
             timed_samples: 1000,
             energy,
-            energy_unavailable: None,
-            warmup_memory: None,
-            position: None,
-            setup_s: None,
-            timed_s: None,
-            attention_backend: None,
-            machine_before: None,
-            machine_after: None,
+            ..ProcessMeasurement::new(round, 1e9, Precision::Half)
         }
     }
 

@@ -779,6 +779,34 @@ pub struct ProcessMeasurement {
     pub machine_after: Option<MachineState>,
 }
 
+impl ProcessMeasurement {
+    /// The measurement of a process of `round` before it has measured anything: its work costs
+    /// `flops_per_sample` in `precision`; no windows, memory, energy or machine state yet.
+    pub fn new(round: usize, flops_per_sample: f64, precision: Precision) -> Self {
+        ProcessMeasurement {
+            round,
+            wall_s: 0.0,
+            window_samples_per_s: Vec::new(),
+            memory: Memory::default(),
+            host_metric_reads: 0,
+            last_loss: None,
+            time_to_accuracy: None,
+            flops_per_sample,
+            precision,
+            timed_samples: 0,
+            energy: None,
+            energy_unavailable: None,
+            warmup_memory: None,
+            position: None,
+            setup_s: None,
+            timed_s: None,
+            attention_backend: None,
+            machine_before: None,
+            machine_after: None,
+        }
+    }
+}
+
 /// Peak memory. On CUDA the caching allocator's peaks; on CPU the bytes of live tensors (counted by
 /// the shim's CPU allocator) and the process's peak resident set.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -93,25 +93,14 @@ pub fn comparison(cell: &CellId, baseline: &CellId, speedup: f64, spread: f64) -
 /// samples, and no energy read (NVML measures NVIDIA GPUs only).
 pub fn measurement(round: usize, window_samples_per_s: Vec<f64>) -> ProcessMeasurement {
     ProcessMeasurement {
-        round,
         wall_s: 2.0,
         window_samples_per_s,
         memory: Memory { peak_rss_bytes: Some(1 << 30), ..Default::default() },
         host_metric_reads: 8,
         last_loss: Some(2.0),
-        time_to_accuracy: None,
-        flops_per_sample: 1e8,
-        precision: Precision::Fp32,
         timed_samples: 128,
-        energy: None,
         energy_unavailable: Some("NVML measures NVIDIA GPUs; this run is on the CPU".into()),
-        warmup_memory: None,
-        position: None,
-        setup_s: None,
-        timed_s: None,
-        attention_backend: None,
-        machine_before: None,
-        machine_after: None,
+        ..ProcessMeasurement::new(round, 1e8, Precision::Fp32)
     }
 }
 

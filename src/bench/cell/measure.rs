@@ -87,31 +87,15 @@ pub(super) fn measure<W: Workload>(
 /// attention kernel, FLOPs per sample), with no windows, memory or time to accuracy yet.
 fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<ProcessMeasurement, Error> {
     let forward_flops = trainer.workload().forward_flops_per_sample();
+    // Backward costs about twice the forward pass.
+    let flops_per_sample = if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
+        forward_flops
+    } else {
+        3.0 * forward_flops
+    };
     Ok(ProcessMeasurement {
-        round: job.round,
-        wall_s: 0.0,
-        window_samples_per_s: Vec::new(),
-        memory: Default::default(),
-        host_metric_reads: 0,
-        last_loss: None,
-        time_to_accuracy: None,
-        // Backward costs about twice the forward pass.
-        flops_per_sample: if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
-            forward_flops
-        } else {
-            3.0 * forward_flops
-        },
-        precision: trainer.precision(),
-        timed_samples: 0,
-        energy: None,
-        energy_unavailable: None,
-        warmup_memory: None,
-        position: None,
-        setup_s: None,
-        timed_s: None,
         attention_backend: trainer.attention_backend(job.key.batch_size)?,
-        machine_before: None,
-        machine_after: None,
+        ..ProcessMeasurement::new(job.round, flops_per_sample, trainer.precision())
     })
 }
 
