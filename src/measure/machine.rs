@@ -8,6 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
+use crate::measure::power::open;
 
 /// The 1-minute load average, as a multiple of the logical cores, above which the machine counts
 /// as busy with other work (a cell's own threads keep it at or below one per core).
@@ -122,12 +123,10 @@ impl ThrottleReason {
 impl MachineState {
     /// The state now, for a cell on `device`.
     pub fn read(device: DeviceSpec) -> Self {
-        let (gpu, gpu_unavailable) = match device {
-            DeviceSpec::Cuda(index) => match gpu_state(index as u32) {
-                Ok(gpu) => (Some(gpu), None),
-                Err(reason) => (None, Some(reason)),
-            },
-            _ => (None, None),
+        let (gpu, gpu_unavailable) = match device.is_cuda().then(|| gpu_state(device)) {
+            Some(Ok(gpu)) => (Some(gpu), None),
+            Some(Err(reason)) => (None, Some(reason)),
+            None => (None, None),
         };
         MachineState { cpu: CpuState::read(Path::new("/")), gpu, gpu_unavailable }
     }
@@ -226,10 +225,10 @@ fn governors(root: &Path) -> Vec<String> {
     seen
 }
 
-/// The state of NVML device `index`, or why it cannot be read.
-fn gpu_state(index: u32) -> Result<GpuState, String> {
+/// The state of the GPU behind `device`, or why NVML cannot read it.
+fn gpu_state(device: DeviceSpec) -> Result<GpuState, String> {
     use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
+    let (nvml, index) = open(device)?;
     let gpu = nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))?;
     let read = |what: &str, e: nvml_wrapper::error::NvmlError| format!("NVML {what}: {e}");
     let own = std::process::id();

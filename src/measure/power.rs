@@ -33,8 +33,8 @@ pub struct GpuInfo {
     pub compute_capability: String,
 }
 
-/// Why NVML cannot be used for `device`, if it cannot.
-fn open(device: DeviceSpec) -> Result<(Nvml, u32), String> {
+/// NVML and the index of `device`'s GPU, or why NVML cannot be used for it.
+pub(crate) fn open(device: DeviceSpec) -> Result<(Nvml, u32), String> {
     let DeviceSpec::Cuda(index) = device else {
         return Err("NVML measures NVIDIA GPUs; this run is on the CPU".to_owned());
     };
