@@ -10,6 +10,8 @@
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
 #include <torch/jit.h>
@@ -17,13 +19,13 @@
 
 #ifdef TRICKBENCH_CUDA_GRAPHS
 #include <ATen/cuda/CUDAGraph.h>
-#include <c10/core/Event.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -447,6 +449,37 @@ int tb_cuda_graph_replay(void* graph) {
 
 // Frees a graph from tb_cuda_graph_new (and its private memory pool).
 void tb_cuda_graph_free(void* graph) { delete static_cast<TbCudaGraph*>(graph); }
+
+// A timing event on a CUDA stream. c10's device-generic event reaches CUDA through the device guard
+// libtorch_cuda registers when it loads, so building it needs no CUDA header.
+struct TbDeviceEvent {
+  c10::Event event{c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT};
+};
+
+// Records a new timing event on the current stream of CUDA device `device`; fails where libtorch has
+// no CUDA support.
+int tb_device_event_record(int device, void** out) {
+  return guarded([&] {
+    const c10::Device cuda(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device));
+    const c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+    auto event = std::make_unique<TbDeviceEvent>();
+    event->event.record(guard.getStream(cuda));
+    *out = event.release();
+  });
+}
+
+// Milliseconds from event `start` to the later event `end` of the same device, once `end` has
+// completed (waits for it).
+int tb_device_event_elapsed_ms(void* start, void* end, double* out) {
+  return guarded([&] {
+    const auto* later = static_cast<TbDeviceEvent*>(end);
+    later->event.synchronize();
+    *out = static_cast<TbDeviceEvent*>(start)->event.elapsedTime(later->event);
+  });
+}
+
+// Frees an event from tb_device_event_record.
+void tb_device_event_free(void* event) { delete static_cast<TbDeviceEvent*>(event); }
 
 // A TorchScript function compiled from source, kept alive with its compilation unit.
 struct TbJitFunction {

@@ -94,6 +94,9 @@ mod raw {
         pub fn tb_cuda_graph_capture_end(graph: *mut c_void) -> c_int;
         pub fn tb_cuda_graph_replay(graph: *mut c_void) -> c_int;
         pub fn tb_cuda_graph_free(graph: *mut c_void);
+        pub fn tb_device_event_record(device: c_int, out: *mut *mut c_void) -> c_int;
+        pub fn tb_device_event_elapsed_ms(start: *mut c_void, end: *mut c_void, out: *mut f64) -> c_int;
+        pub fn tb_device_event_free(event: *mut c_void);
         pub fn tb_jit_compile(source: *const c_char, name: *const c_char, out: *mut *mut c_void) -> c_int;
         pub fn tb_jit_call(
             function: *mut c_void,
@@ -642,6 +645,43 @@ pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
         text
     };
     Ok((result, names.lines().map(str::to_owned).collect()))
+}
+
+/// A timing event recorded on a CUDA device's current stream: when the stream reaches it, it takes
+/// the device's time, so the time between two events is the time the stream spent between them
+/// (running kernels, or idle waiting for the host to queue more).
+#[derive(Debug)]
+pub struct DeviceEvent {
+    ptr: *mut c_void,
+}
+
+impl DeviceEvent {
+    /// Records an event on the current stream of CUDA device `device_index`, without waiting.
+    /// Fails where libtorch has no CUDA support.
+    pub fn record(device_index: usize) -> Result<Self, Error> {
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: on success the shim hands over a heap object that `Drop` frees.
+        let status = unsafe { raw::tb_device_event_record(device_index as c_int, &mut ptr) };
+        check(status, "recording a CUDA event")?;
+        Ok(Self { ptr })
+    }
+
+    /// Milliseconds from this event to `later` (recorded after it on the same device), waiting
+    /// until the stream has reached `later`.
+    pub fn elapsed_ms(&self, later: &DeviceEvent) -> Result<f64, Error> {
+        let mut ms = 0.0;
+        // SAFETY: both are live events from tb_device_event_record; the shim only reads them.
+        let status = unsafe { raw::tb_device_event_elapsed_ms(self.ptr, later.ptr, &mut ms) };
+        check(status, "reading the time between two CUDA events")?;
+        Ok(ms)
+    }
+}
+
+impl Drop for DeviceEvent {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from tb_device_event_record and is freed once, here.
+        unsafe { raw::tb_device_event_free(self.ptr) }
+    }
 }
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).

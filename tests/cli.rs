@@ -9,7 +9,7 @@ use std::path::Path;
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
 use trickbench::measure::flops::Precision;
 use trickbench::results::quality::QualityMetric;
-use trickbench::results::schema::{CellKind, CellStatus, Phase, Results};
+use trickbench::results::schema::{CellKind, CellResult, CellStatus, Phase, Results};
 use trickbench::results::store;
 use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
@@ -144,6 +144,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     for c in &results.cells {
         assert!(page.contains(c.id().as_str()), "{} missing from the HTML report", c.id());
     }
+    assert_step_breakdowns(&results, &dir.path().join("run"), &html);
 
     // A second run into the same directory refuses to overwrite; --resume has nothing left to do.
     let again = trickbench(
@@ -151,6 +152,40 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         &["run", "--profile", "smoke", "--device", "cpu", "--data", "no-such-dir", "--out", "run"],
     );
     assert!(!again.status.success() && text(&again.stderr).contains("--resume"));
+}
+
+/// Every measured training-throughput cell of `results` has a step breakdown with the phases of a
+/// single-device eager step, on the host clock, and the report in `run` shows them: the figure,
+/// the table beside the speed-ups and the CSV's columns.
+fn assert_step_breakdowns(results: &Results, run: &Path, html: &str) {
+    use trickbench::measure::phases::PhaseClock;
+    use trickbench::measure::phases::StepPhase::{
+        Backward, BatchWait, Forward, HostToDevice, Metrics, Optimizer,
+    };
+    let train = |c: &&CellResult| c.key.kind == (CellKind::Throughput { phase: Phase::Train });
+    let measured: Vec<&CellResult> =
+        results.cells.iter().filter(train).filter(|c| c.status == CellStatus::Ok).collect();
+    assert!(!measured.is_empty());
+    for cell in measured {
+        let b = cell.step_breakdown().unwrap_or_else(|| panic!("{} has no step breakdown", cell.id()));
+        assert_eq!(b.clock, PhaseClock::Host);
+        let phases: Vec<_> = b.phases.iter().map(|p| p.phase).collect();
+        assert_eq!(phases, [BatchWait, HostToDevice, Forward, Backward, Optimizer, Metrics], "{}", cell.id());
+        assert!(b.step_ms() > 0.0 && b.samples_per_s > 0.0, "{}: {b:?}", cell.id());
+    }
+    let page = scraper::Html::parse_document(html);
+    let section = scraper::Selector::parse("section#phases").unwrap();
+    let section = page.select(&section).next().expect("the step-phase section");
+    let text: String = section.text().collect();
+    assert!(text.contains("Largest change against its reference") && text.contains(" ms"), "{text}");
+    let figure = std::fs::read_dir(run.join("plots")).unwrap().flatten().any(|f| {
+        f.file_name().to_string_lossy().starts_with("phases-")
+            && f.file_name().to_string_lossy().ends_with(".png")
+    });
+    assert!(figure, "no phases figure in {}", run.join("plots").display());
+    let csv = std::fs::read_to_string(run.join("cells.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(header.contains("step_forward_ms") && header.contains("machine_warning"), "{header}");
 }
 
 /// A small corpus with a learnable structure: made-up sentences from a few words, in an order

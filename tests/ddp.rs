@@ -188,6 +188,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     use trickbench::bench::cell::CellJob;
     use trickbench::bench::profile::ProfileName;
     use trickbench::device::DeviceSpec;
+    use trickbench::measure::phases::StepPhase;
     use trickbench::results::schema::{CellKey, CellKind, Phase, ProcessMeasurement};
     use trickbench::tricks::TrickSet;
     use trickbench::workloads::{Family, WorkloadId};
@@ -230,6 +231,9 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     let steps = measured.window_samples_per_s.len()
         * ProfileName::Smoke.settings(Family::CifarResnet).steps_per_window;
     assert_eq!(measured.timed_samples, 2 * 8 * steps);
+    // The gradient exchange left after backward is a phase of its own in the step's breakdown.
+    let breakdown = measured.step_breakdown.expect("a training cell's step breakdown");
+    assert!(breakdown.phase_ms(StepPhase::AllReduce).is_some(), "{breakdown:?}");
     // Without the variables the cell refuses (here) rather than starting ranks on a CPU.
     let alone = trickbench(dir.path(), &["cell", "--job", "job.json", "--output", "alone.json"], &[]);
     assert!(!alone.status.success());

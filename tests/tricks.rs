@@ -9,6 +9,7 @@ use tch::{Device, Kind, Tensor};
 use trickbench::data::loader::Batch;
 use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::ffi;
+use trickbench::measure::phases::{self, PhaseClock, PhaseRecording, StepPhase};
 use trickbench::train::checkpoint::checkpointed_forward_backward;
 use trickbench::train::recipe::RECIPE_SGD;
 use trickbench::train::{
@@ -506,4 +507,32 @@ fn fp16_loss_scaling_reads_the_overflow_on_the_host_only_without_a_fused_optimiz
         );
         assert!(fused.is_empty(), "{micro_batches} micro-batches: {fused:?}");
     }
+}
+
+/// The phases one recorded step of `trainer` entered, in step order (the batch is already on the
+/// device, so the copy to it is not among them).
+fn recorded_phases(mut trainer: Trainer<CifarResnet>) -> Vec<StepPhase> {
+    let b = batch(8);
+    let recording = PhaseRecording::start(DeviceSpec::Cpu).unwrap();
+    phases::enter(StepPhase::BatchWait);
+    trainer.train_step(&b, 0.05).unwrap();
+    let breakdown = recording.finish(1, b.len()).unwrap();
+    assert_eq!(breakdown.clock, PhaseClock::Host);
+    assert!(breakdown.phases.iter().all(|p| p.mean_ms.is_finite() && p.mean_ms >= 0.0), "{breakdown:?}");
+    breakdown.phases.iter().map(|p| p.phase).collect()
+}
+
+#[test]
+fn a_recorded_step_is_split_into_batch_forward_backward_optimizer_and_metrics() {
+    use StepPhase::{Backward, BatchWait, Forward, Metrics, Optimizer};
+    let eager = [BatchWait, Forward, Backward, Optimizer, Metrics];
+    assert_eq!(recorded_phases(trainer(&[])), eager);
+    assert_eq!(recorded_phases(trainer(&[Trick::AvoidSync, Trick::ChannelsLast])), eager);
+    let with = |options: TrainOptions| {
+        Trainer::new(resnet8(true), &TrickSet::baseline(), DeviceSpec::Cpu, options).unwrap()
+    };
+    let checkpointed = with(TrainOptions { checkpointing: true, ..RECIPE_SGD.into() });
+    assert_eq!(recorded_phases(checkpointed), eager, "recomputation counts as backward");
+    let accumulated = with(TrainOptions { micro_batches: 2, ..RECIPE_SGD.into() });
+    assert_eq!(recorded_phases(accumulated), eager, "every micro-batch's passes in their phases");
 }

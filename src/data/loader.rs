@@ -22,6 +22,7 @@ use crate::data::transfer;
 use crate::data::workers::WorkerPool;
 use crate::error::Error;
 use crate::ffi;
+use crate::measure::phases::{self, StepPhase};
 use crate::tricks::{Trick, TrickSet};
 
 /// Per-channel mean of the CIFAR-10 training images (pixel values scaled to [0, 1]).
@@ -516,6 +517,7 @@ impl Uploader {
     /// A device batch from host tensors (uint8 images, int64 labels); the result never aliases
     /// `images`.
     fn tensors(&self, images: &Tensor, labels: &Tensor) -> Result<Batch, Error> {
+        phases::enter(StepPhase::HostToDevice);
         let mut raw = self.transfer(images)?;
         if self.device_augment {
             raw = random_crop_and_flip(&raw)?;

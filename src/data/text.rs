@@ -18,6 +18,7 @@ use crate::data::loader::{stream, Batch, Pipeline};
 use crate::data::transfer;
 use crate::data::workers::WorkerPool;
 use crate::error::Error;
+use crate::measure::phases::{self, StepPhase};
 
 /// Most distinct characters a corpus may have: token ids are `u16`.
 pub const MAX_VOCABULARY: usize = 1 << 16;
@@ -293,6 +294,7 @@ pub fn eval_windows(
 /// first `context` tokens are its inputs, its last `context` its targets. With `zero-copy` the
 /// windows are a view of `host`; otherwise they are copied into a new tensor first.
 fn upload(host: &[i64], context: usize, device: Device, pipeline: Pipeline) -> Result<Batch, Error> {
+    phases::enter(StepPhase::HostToDevice);
     let width = context as i64 + 1;
     let shape = [host.len() as i64 / width, width];
     let windows = if pipeline.zero_copy {

@@ -1,8 +1,9 @@
-//! Measuring: device-synchronised timing, peak memory, energy, the machine's state around a cell,
-//! and the statistics over windows.
+//! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
+//! machine's state around a cell, and the statistics over windows.
 pub mod flops;
 pub mod machine;
 pub mod memory;
+pub mod phases;
 pub mod power;
 pub mod stats;
 pub mod timer;

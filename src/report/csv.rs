@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::measure::flops::Precision;
+use crate::measure::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::measure::power::EnergyMethod;
 use crate::report::compare::Comparison;
 use crate::report::model::{self, Report};
@@ -62,6 +63,22 @@ struct CellRow<'a> {
     warmup_peak_bytes: Option<u64>,
     precision: Option<Precision>,
     attention_backend: Option<AttentionBackend>,
+    /// Why the machine was not in a fair state while the cell measured (empty when it was).
+    machine_warning: Option<String>,
+    /// How the step breakdown was timed: `host` or `cuda-events`.
+    step_clock: Option<PhaseClock>,
+    /// Mean time of an instrumented training step, the sum of its phases.
+    step_ms: Option<f64>,
+    step_batch_wait_ms: Option<f64>,
+    step_host_to_device_ms: Option<f64>,
+    step_forward_ms: Option<f64>,
+    step_backward_ms: Option<f64>,
+    step_all_reduce_ms: Option<f64>,
+    step_optimizer_ms: Option<f64>,
+    step_metrics_ms: Option<f64>,
+    step_graph_replay_ms: Option<f64>,
+    /// Throughput of the instrumented steps (compare with the timed median for the marks' cost).
+    step_instrumented_samples_per_s: Option<f64>,
 }
 
 fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
@@ -75,6 +92,8 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
         let r = &report.results[e.file];
         let cell = e.cell;
         let (t, m, tta, c) = (cell.throughput, cell.memory, cell.time_to_accuracy.as_ref(), e.comparison);
+        let steps = cell.step_breakdown();
+        let phase = |p: StepPhase| steps.as_ref().and_then(|b| b.phase_ms(p));
         let row = CellRow {
             results_file: super::results_file_name(e.file),
             run_id: &r.run.id,
@@ -127,6 +146,18 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             warmup_peak_bytes: cell.warmup_memory.and_then(|m| m.primary_bytes()),
             precision: cell.processes.first().map(|p| p.precision),
             attention_backend: cell.processes.first().and_then(|p| p.attention_backend),
+            machine_warning: cell.machine_warning(),
+            step_clock: steps.as_ref().map(|b| b.clock),
+            step_ms: steps.as_ref().map(StepBreakdown::step_ms),
+            step_batch_wait_ms: phase(StepPhase::BatchWait),
+            step_host_to_device_ms: phase(StepPhase::HostToDevice),
+            step_forward_ms: phase(StepPhase::Forward),
+            step_backward_ms: phase(StepPhase::Backward),
+            step_all_reduce_ms: phase(StepPhase::AllReduce),
+            step_optimizer_ms: phase(StepPhase::Optimizer),
+            step_metrics_ms: phase(StepPhase::Metrics),
+            step_graph_replay_ms: phase(StepPhase::GraphReplay),
+            step_instrumented_samples_per_s: steps.as_ref().map(|b| b.samples_per_s),
         };
         w.serialize(row).map_err(csv_error(path))?;
     }

@@ -1,6 +1,7 @@
 //! Which figures a report has, built as chart specifications from the view model.
 
 mod effects;
+mod phases;
 mod stack;
 mod sweep;
 mod tta;
@@ -32,6 +33,7 @@ pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
         let confidence = report.results[g.entries[0].file].run.protocol.confidence_level;
         let chain = stack::chain(g);
         figures.extend(effects::speedup(g, confidence, chain.as_deref()));
+        figures.extend(phases::figure(g));
         figures.extend(effects::memory(g, chain.as_deref()));
         figures.extend(tta::figures(g));
         figures.extend(chain.and_then(|c| stack::figure(g, &c)));
@@ -134,6 +136,7 @@ fn comparison_bars(c: &Comparison, devices: &[String]) -> Figure {
                 note: format!("{s:.2}× [{lo:.2}, {hi:.2}]"),
                 hover: format!("{} on {device}: {}", r.label, cell.text()),
                 separator: first,
+                segments: Vec::new(),
             });
             first = false;
         }

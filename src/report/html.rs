@@ -122,6 +122,13 @@ impl Reference {
 pub(crate) fn sections(figures: &[FigureFile], reference: Reference) -> Vec<Section<'_>> {
     [
         ("speedup", "Speed-up per trick", reference.intro("Throughput")),
+        (
+            "phases",
+            "Where a step's time goes",
+            "Each training cell's step split into its phases, beside its speed-up: which part of the step a \
+             trick shortened."
+                .to_owned(),
+        ),
         ("memory", "Peak memory", reference.intro("Peak memory")),
         (
             "tta",
@@ -373,6 +380,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         tricks => Serde(report.tricks()),
         tta => Serde(tta),
         tta_summary => Serde(report.time_to_accuracy_rows()),
+        phases => Serde(super::phases::tables(report)),
         cells => Serde(cells),
         cell_groups => cell_groups,
         has_compute => has_compute,

@@ -37,6 +37,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
         overviews => Serde(overviews),
         tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures, reference)),
+        phases => Serde(crate::report::phases::tables(report)),
         failures => Serde(failures),
     };
     render(path, "summary.md", ctx)

@@ -13,6 +13,7 @@ mod index;
 mod markdown;
 mod model;
 mod overview;
+mod phases;
 mod plots;
 
 use std::path::{Path, PathBuf};

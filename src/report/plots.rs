@@ -68,7 +68,7 @@ pub(crate) enum Chart {
     Heatmap(heatmap::Heatmap),
 }
 
-pub(crate) use bars::{BarChart, BarRow, Scale};
+pub(crate) use bars::{BarChart, BarRow, BarSegment, Scale};
 pub(crate) use heatmap::Heatmap;
 pub(crate) use lines::{LineChart, Mark, Series};
 

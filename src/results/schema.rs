@@ -8,6 +8,7 @@ use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
+use crate::measure::phases::StepBreakdown;
 use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::quality::QualityMetric;
@@ -588,6 +589,20 @@ impl CellResult {
         self.key.id()
     }
 
+    /// Where the cell's training steps spent their time: the median over its processes of each
+    /// phase ([`StepBreakdown::median_of`]); `None` when no process recorded a breakdown.
+    pub fn step_breakdown(&self) -> Option<StepBreakdown> {
+        let recorded: Vec<&StepBreakdown> =
+            self.processes.iter().filter_map(|p| p.step_breakdown.as_ref()).collect();
+        StepBreakdown::median_of(&recorded)
+    }
+
+    /// Why the cell has no step breakdown, as its processes said (`None` when one was recorded or
+    /// none was asked for).
+    pub fn step_breakdown_unavailable(&self) -> Option<&str> {
+        self.processes.iter().find_map(|p| p.step_breakdown_unavailable.as_deref())
+    }
+
     /// Why the machine was not in a fair state while the cell measured, if it was not: the
     /// distinct concerns ([`MachineState::concerns`]) of its processes before and after measuring.
     pub fn machine_warning(&self) -> Option<String> {
@@ -777,6 +792,14 @@ pub struct ProcessMeasurement {
     /// The machine right after the process measured, as [`Self::machine_before`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_after: Option<MachineState>,
+    /// Where the time of training steps went, phase by phase, from a window of steps with phase
+    /// marks after the timed windows (training-throughput cells; `None` in other cells, in files
+    /// that predate it, and where `step_breakdown_unavailable` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_breakdown: Option<StepBreakdown>,
+    /// Why a training-throughput process has no `step_breakdown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_breakdown_unavailable: Option<String>,
 }
 
 impl ProcessMeasurement {
@@ -803,6 +826,8 @@ impl ProcessMeasurement {
             attention_backend: None,
             machine_before: None,
             machine_after: None,
+            step_breakdown: None,
+            step_breakdown_unavailable: None,
         }
     }
 }

@@ -26,6 +26,7 @@ use tch::{Kind, Tensor};
 
 use crate::error::Error;
 use crate::ffi::RngState;
+use crate::measure::phases::{self, StepPhase};
 use crate::train::LossScale;
 use crate::workloads::Workload;
 
@@ -71,6 +72,7 @@ pub fn checkpointed_forward_backward<W: Workload>(
         let after_forward = save_generator()?;
         let loss = workload.loss(&outputs.f_to_kind(Kind::Float)?, targets);
         let correct = workload.correct(&outputs, targets);
+        phases::enter(StepPhase::Backward);
         if loss_scale.is_identity() {
             loss.f_backward()?;
         } else {

@@ -4,6 +4,7 @@
 use tch::{Kind, Tensor};
 
 use crate::error::Error;
+use crate::measure::phases::{self, StepPhase};
 use crate::train::amp::Autocast;
 use crate::train::checkpoint;
 use crate::workloads::Workload;
@@ -75,6 +76,7 @@ impl MicroBatchPass {
         loss_scale: &LossScale,
     ) -> Result<(Tensor, Tensor), Error> {
         let enter = || self.autocast.map(Autocast::enter).transpose();
+        phases::enter(StepPhase::Forward);
         if self.checkpointing {
             let _autocast = enter()?;
             return checkpoint::checkpointed_forward_backward(workload, inputs, targets, loss_scale);
@@ -85,6 +87,7 @@ impl MicroBatchPass {
             let loss = workload.loss(&outputs.to_kind(Kind::Float), targets);
             (loss, workload.correct(&outputs, targets))
         };
+        phases::enter(StepPhase::Backward);
         if loss_scale.is_identity() {
             loss.f_backward()?;
         } else {

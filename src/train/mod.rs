@@ -24,6 +24,7 @@ use crate::distributed::group::ProcessGroup;
 use crate::error::Error;
 use crate::ffi;
 use crate::measure::flops::Precision;
+use crate::measure::phases::{self, StepPhase};
 use crate::results::schema::CellKey;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
@@ -190,9 +191,11 @@ impl<W: Workload> Trainer<W> {
             }
             Launcher::CudaGraph(graphed) => {
                 step.set_lr(lr);
+                phases::enter(StepPhase::GraphReplay);
                 graphed.step(batch, |inputs, targets| step.device_side(inputs, targets))?
             }
         };
+        phases::enter(StepPhase::Metrics);
         self.metrics.record(&loss, &correct, batch.len());
         Ok(())
     }

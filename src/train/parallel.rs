@@ -8,6 +8,7 @@ use tch::Tensor;
 
 use crate::distributed::group::ProcessGroup;
 use crate::error::Error;
+use crate::measure::phases::{self, StepPhase};
 use crate::train::data_parallel::Replicas;
 use crate::train::ddp::Ddp;
 use crate::train::micro_batch::MicroBatchPass;
@@ -81,7 +82,10 @@ impl<W: Workload> Parallel<W> {
     pub fn before_forward(&mut self, master: &W) -> Result<(), Error> {
         match self {
             Parallel::Single => Ok(()),
-            Parallel::Ddp(ddp) => ddp.before_forward(),
+            Parallel::Ddp(ddp) => {
+                phases::enter(StepPhase::AllReduce);
+                ddp.before_forward()
+            }
             Parallel::DataParallel(replicas) => replicas.broadcast_from(master),
         }
     }
@@ -115,7 +119,10 @@ impl<W: Workload> Parallel<W> {
     pub fn after_backward(&mut self, master: &W) -> Result<(), Error> {
         match self {
             Parallel::Single => Ok(()),
-            Parallel::Ddp(ddp) => ddp.finish(),
+            Parallel::Ddp(ddp) => {
+                phases::enter(StepPhase::AllReduce);
+                ddp.finish()
+            }
             Parallel::DataParallel(replicas) => replicas.reduce_grads_into(master),
         }
     }

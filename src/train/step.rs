@@ -6,6 +6,7 @@
 use tch::Tensor;
 
 use crate::error::Error;
+use crate::measure::phases::{self, StepPhase};
 use crate::optim::Optimizer;
 use crate::train::micro_batch::{MicroBatchPass, Totals};
 use crate::train::options::StepOptions;
@@ -43,8 +44,10 @@ impl<W: Workload> Step<W> {
     /// `GradScaler` arranges for `fused=True` optimizers. Returns the batch's mean loss and number
     /// of correct predictions, on the device.
     pub fn eager(&mut self, inputs: &Tensor, targets: &Tensor, lr: f64) -> Result<(Tensor, Tensor), Error> {
+        phases::enter(StepPhase::Optimizer);
         self.options.clear_grads(self.optimizer.as_mut());
         let (loss, correct) = self.forward_backward(inputs, targets)?;
+        phases::enter(StepPhase::Optimizer);
         let on_device = self.optimizer.skips_overflow_on_device();
         let params = self.optimizer.params();
         let mut found_inf = None;
@@ -68,8 +71,10 @@ impl<W: Workload> Step<W> {
     /// The step without host reads, at the learning rate already set on the device: what a CUDA
     /// graph captures. Returns as [`Self::eager`] does.
     pub fn device_side(&mut self, inputs: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor), Error> {
+        phases::enter(StepPhase::Optimizer);
         self.options.clear_grads(self.optimizer.as_mut());
         let (loss, correct) = self.forward_backward(inputs, targets)?;
+        phases::enter(StepPhase::Optimizer);
         let found_inf = match self.precision.scaler_mut() {
             Some(scaler) => Some(scaler.unscale_on_device(self.optimizer.params())?.shallow_clone()),
             None => None,

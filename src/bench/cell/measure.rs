@@ -2,6 +2,7 @@
 //! of a batch size, and the memory budget every kind of cell is held to.
 
 use super::data::{CellData, InputOptions};
+use super::phases::record_breakdown;
 use super::tta::train_to_target;
 use super::CellJob;
 use crate::bench::profile::Profile;
@@ -79,6 +80,9 @@ pub(super) fn measure<W: Workload>(
     for window in &mut measurement.window_samples_per_s {
         *window *= ranks as f64;
     }
+    if let Some(breakdown) = &mut measurement.step_breakdown {
+        breakdown.samples_per_s *= ranks as f64;
+    }
     measurement.timed_samples *= ranks;
     record_peaks(process, measurement)
 }
@@ -101,7 +105,8 @@ fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<Proces
 
 /// Training throughput: the warm-up steps (at least those that reach the steady state), then the
 /// timed windows of training steps at the schedule's first learning rate, recording the host
-/// reads of metrics in the windows and the last mean loss.
+/// reads of metrics in the windows, then one window of steps timed phase by phase, and the last
+/// mean loss.
 fn time_training<W: Workload>(
     process: &CellContext,
     inputs: &InputOptions,
@@ -121,6 +126,7 @@ fn time_training<W: Workload>(
         Ok(batch.len())
     })?;
     measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
+    record_breakdown(process, trainer, loader.as_mut(), lr, measurement)?;
     trainer.metrics_mut().flush();
     measurement.last_loss = trainer.metrics_mut().last_mean_loss();
     Ok(())

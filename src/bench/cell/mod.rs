@@ -3,12 +3,14 @@
 //!
 //! The process is handed a [`CellJob`] ([`job`]), loads the cell's data ([`data`]), spreads
 //! training over devices as the cell asks ([`parallel`]), and measures throughput, memory
-//! ([`measure`]) or time to accuracy ([`tta`]).
+//! ([`measure`]) or time to accuracy ([`tta`]), with where a training step's time goes
+//! ([`phases`]).
 
 mod data;
 mod job;
 mod measure;
 mod parallel;
+mod phases;
 mod tta;
 
 use std::time::Instant;

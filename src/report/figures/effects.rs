@@ -59,6 +59,7 @@ fn speedup_row(g: &Group, e: &Entry) -> Option<(BarRow, Effect)> {
         note,
         hover,
         separator: false,
+        segments: Vec::new(),
     };
     Some((row, effect))
 }
@@ -159,6 +160,7 @@ pub(super) fn memory(g: &Group, chain: Option<&[&Entry]>) -> Option<Figure> {
             colour,
             note: format!("{r:.2}×"),
             separator: false,
+            segments: Vec::new(),
         });
     }
     let what = g.memory_label();

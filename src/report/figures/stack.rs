@@ -95,6 +95,7 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
         colour: if previous.is_some() { effect.colour() } else { Effect::Unmeasurable.colour() },
         note,
         separator: false,
+        segments: Vec::new(),
     }
 }
 

@@ -237,6 +237,7 @@ pub(super) fn figures(g: &Group) -> Vec<Figure> {
             colour,
             note,
             separator: false,
+            segments: Vec::new(),
         });
     }
     rows.sort_by(|a, b| a.value.total_cmp(&b.value));

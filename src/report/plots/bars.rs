@@ -1,4 +1,5 @@
-//! Horizontal bar charts: speed-ups (log axis), memory ratios, times and waterfalls (linear).
+//! Horizontal bar charts: speed-ups (log axis), memory ratios, times and waterfalls (linear), and
+//! stacked bars of a step's phases (linear).
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -76,6 +77,21 @@ pub(crate) struct BarRow {
     pub hover: String,
     /// Draw a separator line above this row (starts a new group).
     pub separator: bool,
+    /// When not empty, the bar is these parts one after another from `base` (their values add up
+    /// to `value − base`), each in its own colour with its own hover, instead of one bar in
+    /// `colour`.
+    pub segments: Vec<BarSegment>,
+}
+
+/// One part of a stacked bar.
+#[derive(Debug, Clone)]
+pub(crate) struct BarSegment {
+    /// Its length, in the axis's unit.
+    pub value: f64,
+    /// Fill colour.
+    pub colour: Rgb,
+    /// What hovering over the part shows.
+    pub hover: String,
 }
 
 impl BarRow {
@@ -357,9 +373,17 @@ fn bar<DB: DrawingBackend>(
         let line = vec![(PAD, row_top), (l.plot_left + l.plot_width, row_top)];
         root.draw(&PathElement::new(line, MUTED.mix(0.4).stroke_width(1)))?;
     }
-    let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
+    let end = l.x(row.high());
+    let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + width(&row.label, BODY_EM));
+    hovers.add((PAD, row_top), (right - PAD, l.row_height()), &row.hover);
     let half = ROW * 3 / 10;
-    root.draw(&Rectangle::new([(a, y - half), (b.max(a + 1), y + half)], row.colour.plotters().filled()))?;
+    if row.segments.is_empty() {
+        let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
+        let colour = row.colour.plotters().filled();
+        root.draw(&Rectangle::new([(a, y - half), (b.max(a + 1), y + half)], colour))?;
+    } else {
+        segments(root, row, l, (y - half, y + half), hovers)?;
+    }
     if let Some((lo, hi)) = row.ci {
         let (p, q) = (l.x(lo), l.x(hi));
         let style = TEXT.stroke_width(1);
@@ -367,7 +391,6 @@ fn bar<DB: DrawingBackend>(
         root.draw(&PathElement::new(vec![(p, y - 5), (p, y + 5)], style))?;
         root.draw(&PathElement::new(vec![(q, y - 5), (q, y + 5)], style))?;
     }
-    let end = l.x(row.high());
     text(root, &row.note, (end + GAP, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
     match l.form {
         Form::Wide => {
@@ -375,8 +398,25 @@ fn bar<DB: DrawingBackend>(
         }
         Form::Narrow => text(root, &row.label, (PAD, row_top + 2), font(BODY_EM), (HPos::Left, VPos::Top))?,
     }
-    let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + width(&row.label, BODY_EM));
-    hovers.add((PAD, row_top), (right - PAD, l.row_height()), &row.hover);
+    Ok(())
+}
+
+/// Draws a stacked bar's parts between the pixel rows `top` and `bottom`, each with its hover
+/// (over the row's, which was added first).
+fn segments<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    row: &BarRow,
+    l: &Layout,
+    (top, bottom): (i32, i32),
+    hovers: &Hovers,
+) -> DrawResult<DB> {
+    let mut from = row.base;
+    for s in &row.segments {
+        let (a, b) = (l.x(from), l.x(from + s.value).max(l.x(from) + 1));
+        root.draw(&Rectangle::new([(a, top), (b, bottom)], s.colour.plotters().filled()))?;
+        hovers.add((a, top), (b - a, bottom - top), &s.hover);
+        from += s.value;
+    }
     Ok(())
 }
 
@@ -407,6 +447,7 @@ mod tests {
             note: note.to_owned(),
             hover: String::new(),
             separator: false,
+            segments: Vec::new(),
         }
     }
 
