@@ -147,7 +147,8 @@ fn png_mismatch(svg: &str, png: &[u8]) -> Option<String> {
 }
 
 /// The cells a report must draw, by figure kind: every compared cell in a speed-up or stack bar,
-/// every probe that measured memory in a batch sweep, every time-to-accuracy curve.
+/// every probe that measured memory in a batch sweep, every time-to-accuracy curve, every step
+/// breakdown in a phases figure.
 fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, CellId)> {
     let mut cells = Vec::new();
     for r in results {
@@ -165,6 +166,9 @@ fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, CellId)> {
                 _ => None,
             };
             cells.extend(drawn_as.map(|k| (k, c.id())));
+            if c.step_breakdown().is_some() {
+                cells.push(("phases", c.id()));
+            }
         }
     }
     cells
@@ -260,6 +264,11 @@ fn the_fixture_reports_plot_cleanly() {
     all.extend(problems("fixture-both", &[cpu, gpu]));
     all.extend(problems("fixture-super-convergence", &[fixtures::super_convergence_run()]));
     all.extend(problems("fixture-batch-sweep", &[fixtures::batch_sweep_run()]));
+    let phased = [
+        fixtures::with_step_breakdowns(fixtures::cpu_run()),
+        fixtures::with_step_breakdowns(fixtures::gpu_fixture()),
+    ];
+    all.extend(problems("fixture-step-phases", &phased));
     assert!(all.is_empty(), "{} problems:\n{}", all.len(), all.join("\n"));
 }
 

@@ -307,3 +307,33 @@ pub fn batch_sweep_run() -> Results {
     );
     r
 }
+
+/// `r` with a step breakdown in every measured training-throughput cell: a process whose step time
+/// (the batch over the cell's throughput) is split into fixed shares of the phases, timed by the
+/// clock of `r`'s device; tricks that change the data path or the update move their own phase.
+pub fn with_step_breakdowns(mut r: Results) -> Results {
+    use trickbench::measure::phases::{PhaseClock, PhaseTime, StepBreakdown, StepPhase};
+    let clock = if r.run.device.is_cuda() { PhaseClock::CudaEvents } else { PhaseClock::Host };
+    for cell in r.cells.iter_mut().filter(|c| c.key.kind == TRAIN && c.status == CellStatus::Ok) {
+        let Some(samples_per_s) = cell.throughput.map(|t| t.median_samples_per_s) else { continue };
+        let step_ms = cell.key.batch_size as f64 / samples_per_s * 1e3;
+        let shares = [
+            (StepPhase::BatchWait, if cell.key.tricks.has(AvoidSync) { 0.02 } else { 0.08 }),
+            (StepPhase::HostToDevice, 0.12),
+            (StepPhase::Forward, 0.28),
+            (StepPhase::Backward, 0.44),
+            (StepPhase::Optimizer, 0.06),
+            (StepPhase::Metrics, 0.02),
+        ];
+        let total: f64 = shares.iter().map(|s| s.1).sum();
+        let phases = shares
+            .iter()
+            .map(|&(phase, share)| PhaseTime { phase, mean_ms: step_ms * share / total })
+            .collect();
+        let breakdown = StepBreakdown { clock, steps: 3, phases, samples_per_s: samples_per_s * 0.98 };
+        let mut process = super::cells::measurement(0, vec![samples_per_s]);
+        process.step_breakdown = Some(breakdown);
+        cell.processes.push(process);
+    }
+    r
+}

@@ -68,7 +68,7 @@ fn row(g: &Group, b: &BrokenDown) -> BarRow {
         ci: None,
         colour: phase_colour(StepPhase::Forward),
         note: format!("{step_ms:.1} ms{speedup}"),
-        hover: format!("{label}: {step_ms:.2} ms per step{speedup}"),
+        hover: format!("{label}: {step_ms:.2} ms per step{speedup} ({})", b.entry.cell.id()),
         separator: false,
         segments,
     }
