@@ -31,7 +31,7 @@ impl DeviceSpec {
             DeviceSpec::Auto => Ok(DeviceSpec::Cpu),
             DeviceSpec::Cpu => Ok(DeviceSpec::Cpu),
             DeviceSpec::Cuda(i) => {
-                let count = tch::Cuda::device_count() as usize;
+                let count = cuda_device_count();
                 if i < count {
                     Ok(self)
                 } else {
@@ -58,6 +58,11 @@ impl DeviceSpec {
     }
 }
 
+/// The CUDA devices this process can see (0 without a usable driver or CUDA-enabled libtorch).
+pub fn cuda_device_count() -> usize {
+    tch::Cuda::device_count().max(0) as usize
+}
+
 /// The device a run uses and what it, the machine and this binary offer there: the facts that
 /// decide which tricks can be measured. Built once from the real machine ([`Hardware::probe`]), or
 /// written out to describe any machine.
@@ -80,7 +85,7 @@ impl Hardware {
     pub fn probe(device: DeviceSpec) -> Hardware {
         Hardware {
             device,
-            cuda_gpus: tch::Cuda::device_count().max(0) as usize,
+            cuda_gpus: cuda_device_count(),
             cuda_graphs_compiled: ffi::cuda_graphs_compiled(),
             data_parallel_unavailable: distributed::group::unavailable_reason(),
             nccl_compiled: distributed::group::nccl_compiled(),
@@ -164,7 +169,7 @@ mod tests {
 
     #[test]
     fn missing_cuda_device_is_a_clear_error() {
-        if tch::Cuda::device_count() == 0 {
+        if cuda_device_count() == 0 {
             let message = DeviceSpec::Cuda(0).resolve().unwrap_err().to_string();
             assert!(message.contains("--device cuda:0"), "{message}");
             assert_eq!(DeviceSpec::Auto.resolve().unwrap(), DeviceSpec::Cpu);

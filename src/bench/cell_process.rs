@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bench::cell::{self, CellJob};
 use crate::bench::faults;
+use crate::device::cuda_device_count;
 use crate::distributed::env::DistEnv;
 use crate::distributed::launch::{launch, LaunchSpec};
 use crate::error::Error;
@@ -53,7 +54,7 @@ fn read_job(path: &Path) -> Result<CellJob, Error> {
 /// Starts the ranks of the `ddp` cell `job` (of id `id`), one per CUDA device, and waits for
 /// them.
 fn launch_ranks(process: &CellProcess, job: &CellJob, id: &str) -> Result<(), Error> {
-    let gpus = tch::Cuda::device_count().max(0) as usize;
+    let gpus = cuda_device_count();
     if !job.device.is_cuda() || gpus < 2 {
         return Err(Error::Process(format!("cell {id}: ddp needs ≥ 2 GPUs; this machine has {gpus}")));
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::DeviceSpec;
+use crate::device::{cuda_device_count, DeviceSpec};
 use crate::measure::power::{gpu_info, GpuInfo};
 
 /// The machine and software a run measured on.
@@ -66,7 +66,7 @@ impl SystemInfo {
             libtorch_version: crate::ffi::torch_version(),
             cuda_runtime_version: cuda.then(tch::utils::version_cudart),
             cudnn_version: cudnn.then(tch::utils::version_cudnn),
-            cuda_device_count: tch::Cuda::device_count().max(0) as usize,
+            cuda_device_count: cuda_device_count(),
             device,
             gpu_unavailable: gpu.as_ref().err().cloned(),
             gpu: gpu.ok(),

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::CellJob;
-use crate::device::DeviceSpec;
+use crate::device::{cuda_device_count, DeviceSpec};
 use crate::distributed::env::DistEnv;
 use crate::distributed::group::{ProcessGroup, DEFAULT_BUCKET_BYTES};
 use crate::error::Error;
@@ -30,7 +30,7 @@ pub(super) fn parallel_plan(
         return Ok(ParallelPlan::Ddp { group, bucket_bytes: DEFAULT_BUCKET_BYTES });
     }
     if job.key.is_reference_for(Trick::Ddp) {
-        let gpus = tch::Cuda::device_count().max(0) as usize;
+        let gpus = cuda_device_count();
         if !device.is_cuda() || gpus < 2 {
             return Err(Error::Invalid(format!(
                 "the data-parallel cell needs ≥ 2 CUDA GPUs; this process has {gpus} and runs on {device}"
