@@ -7,6 +7,7 @@ use trickbench::bench::config::{TrickList, WorkloadChoice};
 use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
 use trickbench::device::DeviceSpec;
+use trickbench::report::CompareBy;
 
 /// Measures PyTorch training speed-up tricks, on and off, on reference models.
 #[derive(Debug, Parser)]
@@ -26,7 +27,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Merge the shards of a sharded sweep (`run --shard I/N`) into one results file and report.
     Merge(MergeArgs),
-    /// Compare the same workloads across GPUs or machines (one results file each).
+    /// Compare the same plan across GPUs or machines, or across versions (commits, libtorch) of
+    /// one machine: one results file each.
     Compare(CompareArgs),
     /// List the trick catalogue: id, guide number, off/on, metric, applicability.
     List(ListArgs),
@@ -250,12 +252,19 @@ pub struct MergeArgs {
 /// Options of `trickbench compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// results.json files, one per device or machine.
+    /// results.json files, one per device, machine or version.
     #[arg(required = true, num_args = 2..)]
     pub results: Vec<PathBuf>,
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
+    /// What the files are. `auto` takes them as versions when every file was measured on the
+    /// same machine and device (host, CPU or GPU model) and they differ in git commit or libtorch
+    /// version: the page then orders them by start time, draws each trick's effect across them
+    /// and flags changes whose intervals do not overlap (docs/reports.md). Otherwise, and with
+    /// `device`, they are compared side by side in the order given.
+    #[arg(long, value_enum, default_value_t = CompareBy::Auto)]
+    pub by: CompareBy,
 }
 
 /// Options of `trickbench list`.

@@ -127,7 +127,7 @@ pub const CELLS_FAILED_STATUS: u8 = 3;
 /// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
 /// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
 /// (invalid values, malformed or missing data files, shards that do not merge, a held output
-/// folder), 1 for other failures of the library; `None` for causes that leave it to the next
+/// folder, results that make no history), 1 for other failures of the library; `None` for causes that leave it to the next
 /// one in the chain (a command takes the first decision, else exits with 1).
 pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     use crate::bench::lock::LockError;
@@ -160,6 +160,11 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     }
     if cause.is::<crate::results::merge::MergeError>() {
         return Some(USAGE_STATUS);
+    }
+    if let Some(error) = cause.downcast_ref::<crate::report::ReportError>() {
+        use crate::report::ReportError;
+        let refused = matches!(error, ReportError::StartTime { .. } | ReportError::NothingShared { .. });
+        return refused.then_some(USAGE_STATUS);
     }
     // A file named on the command line that is not there.
     let missing =
@@ -200,5 +205,7 @@ mod tests {
                 .collect();
         assert_eq!(chain, [None, Some(USAGE_STATUS)], "a context leaves the status to what failed in it");
         assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
+        let unshared = crate::report::ReportError::NothingShared { runs: "#1 a; #2 b".into() };
+        assert_eq!(status(unshared), Some(USAGE_STATUS));
     }
 }

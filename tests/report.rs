@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scraper::{Html, Selector};
-use trickbench::report::{render_comparison, render_report, ReportError, ReportFiles};
+use trickbench::report::{render_comparison, render_report, CompareBy, ReportError, ReportFiles};
 use trickbench::results::schema::Results;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
@@ -208,7 +208,15 @@ fn comparison_joins_devices_and_lists_mismatches() {
     let (cpu, gpu) = (fixtures::cpu_run(), fixtures::gpu_fixture());
     let out = kept_output_dir("compare");
     let cpu_report = render_report(std::slice::from_ref(&cpu), &out.join("cpu-run")).unwrap();
-    let files = render_comparison(&[cpu, gpu], &[Some(cpu_report.index_html)], &out.join("both")).unwrap();
+    let compared =
+        render_comparison(&[cpu, gpu], &[Some(cpu_report.index_html)], CompareBy::Auto, &out.join("both"))
+            .unwrap();
+    assert!(
+        compared.lined_up.starts_with("2 devices (auto: the runs are on 2 machines"),
+        "{}",
+        compared.lined_up
+    );
+    let files = compared.files;
     let doc = check_files(&files);
     assert_eq!(
         file_names(&files),
@@ -290,10 +298,19 @@ fn report_renders_in_headless_chromium_without_console_errors() {
     };
     let out = kept_output_dir("chromium");
     let files = render_report(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &out.join("report")).unwrap();
-    let compare =
-        render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &[], &out.join("compare"))
-            .unwrap();
-    for (name, index) in [("report", &files.index_html), ("compare", &compare.index_html)] {
+    let compare = render_comparison(
+        &[fixtures::cpu_run(), fixtures::gpu_fixture()],
+        &[],
+        CompareBy::Auto,
+        &out.join("compare"),
+    )
+    .unwrap()
+    .files;
+    let history =
+        render_comparison(&history_runs(), &[], CompareBy::Auto, &out.join("history")).unwrap().files;
+    for (name, index) in
+        [("report", &files.index_html), ("compare", &compare.index_html), ("history", &history.index_html)]
+    {
         let profile = temp_dir();
         let screenshot = out.join(format!("{name}.png"));
         let run = Command::new(&chromium)
@@ -383,8 +400,31 @@ fn render_designs(name: &str) -> PathBuf {
     for (name, results) in design_reports() {
         render_report(&results, &out.join(name)).unwrap();
     }
-    render_comparison(&[fixtures::cpu_run(), fixtures::gpu_fixture()], &[], &out.join("compare")).unwrap();
+    render_comparison(
+        &[fixtures::cpu_run(), fixtures::gpu_fixture()],
+        &[],
+        CompareBy::Device,
+        &out.join("compare"),
+    )
+    .unwrap();
+    render_comparison(&history_runs(), &[], CompareBy::Auto, &out.join("history")).unwrap();
     out
+}
+
+/// Three versions of one plan on one machine, with a long trick list: a history.
+fn history_runs() -> Vec<Results> {
+    use trickbench::tricks::Trick::*;
+    let tricks =
+        [AvoidSync, ZeroGradNone, ChannelsLast, LoaderWorkers, ZeroCopy, FusedOptimizer, JitFusion, DebugOff];
+    let run = |i: usize, day: &str, commit: &str| {
+        let effects: Vec<_> = tricks.iter().map(|&t| (t, 1.0 + 0.1 * i as f64, 0.05)).collect();
+        fixtures::version_run(&format!("fixture-version-{i}"), day, commit, &effects)
+    };
+    vec![
+        run(0, "2026-11-30T10:00:00Z", "0123456789abcdef"),
+        run(1, "2026-12-01T10:00:00Z", "1123456789abcdef-dirty"),
+        run(2, "2026-12-02T10:00:00Z", "2123456789abcdef"),
+    ]
 }
 
 fn page(dir: &Path) -> Html {
@@ -509,13 +549,15 @@ fn titles_name_the_run_and_the_index_lists_every_report() {
     let doc = Html::parse_document(&std::fs::read_to_string(&index).unwrap());
     let items: Vec<String> =
         doc.select(&Selector::parse("ul.index li").unwrap()).map(|li| li.text().collect()).collect();
-    assert_eq!(items.len(), design_reports().len() + 1, "{items:#?}");
+    assert_eq!(items.len(), design_reports().len() + 2, "{items:#?}");
     let links: Vec<&str> =
         doc.select(&Selector::parse("ul.index a").unwrap()).filter_map(|a| a.value().attr("href")).collect();
     for link in &links {
         assert!(out.join(link).is_file(), "index links to missing {link}");
     }
-    assert!(links.contains(&"memory/index.html") && links.contains(&"compare/index.html"), "{links:?}");
+    for page in ["memory/index.html", "compare/index.html", "history/index.html"] {
+        assert!(links.contains(&page), "{page} not in {links:?}");
+    }
     let memory = items.iter().find(|i| i.contains("quick-memory")).unwrap();
     assert!(memory.contains("Of 2 tricks measured, 2 help (checkpointing, grad-accumulation)"), "{memory}");
 }
@@ -575,7 +617,7 @@ fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
     };
     let out = render_designs("designs-layout");
     let mut failures = Vec::new();
-    for name in design_reports().into_iter().map(|(n, _)| n).chain(["compare"]) {
+    for name in design_reports().into_iter().map(|(n, _)| n).chain(["compare", "history"]) {
         for width in [1400, 390] {
             let m = layout(&chromium, &out.join(name), width);
             let fits = m["wide"].as_array().is_some_and(Vec::is_empty);

@@ -25,15 +25,19 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     super::write_report(&results, &out)
 }
 
-/// Renders the cross-device comparison of results files.
+/// Renders the comparison of results files, across devices or across versions.
 pub fn compare(args: &CompareArgs) -> Result<()> {
     let results = load_all(&args.results)?;
     // A results file inside a rendered report (`index.html` beside it) gets a link to it.
     let reports: Vec<Option<PathBuf>> =
         args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
-    let files = render_comparison(&results, &reports, &args.out)
+    let compared = render_comparison(&results, &reports, args.by, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
-    super::print_files(&files);
+    println!("compared: {}", compared.lined_up);
+    if compared.unshared_cells > 0 {
+        println!("not shared: {} cells some runs lack, listed on the page", compared.unshared_cells);
+    }
+    super::print_files(&compared.files);
     Ok(())
 }
 

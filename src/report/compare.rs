@@ -31,11 +31,18 @@ pub(crate) struct JoinKey {
 
 impl JoinKey {
     /// The metric the cell's trick is judged by.
-    fn metric(&self) -> Metric {
+    pub(crate) fn metric(&self) -> Metric {
         model::judged_metric(&self.tricks, self.aa_control, self.kind)
     }
 
+    /// "resnet20 · amp · b128".
     fn label(&self) -> String {
+        format!("{} · {} · b{}", self.workload, self.configuration(), self.batch_size)
+    }
+
+    /// The cell within its workload: its trick set (or reference) and what it measures when that
+    /// is not training throughput: "amp", "no-grad-eval (eval)".
+    pub(crate) fn configuration(&self) -> String {
         let kind = match self.kind {
             CellKind::Throughput { phase: Phase::Train } => "",
             CellKind::Throughput { phase: Phase::Eval } => " (eval)",
@@ -47,7 +54,7 @@ impl JoinKey {
             Some(reference) => format!("{}+{reference}", self.tricks.label()),
             None => self.tricks.label(),
         };
-        format!("{} · {configuration}{kind} · b{}", self.workload, self.batch_size)
+        format!("{configuration}{kind}")
     }
 }
 
@@ -175,9 +182,30 @@ pub(crate) struct Comparison<'a> {
 }
 
 impl<'a> Comparison<'a> {
-    /// Joins `results`; `reports` holds each file's report link, relative to the comparison.
+    /// Joins `results` as devices; `reports` holds each file's report link, relative to the
+    /// comparison.
     pub fn new(results: &'a [Results], reports: &[Option<String>]) -> Comparison<'a> {
-        let devices = devices(results, reports);
+        let names: Vec<String> = results.iter().map(model::device_name).collect();
+        let labels = (0..results.len())
+            .map(|i| {
+                let duplicate = names.iter().filter(|n| **n == names[i]).count() > 1;
+                if duplicate {
+                    format!("{} #{}", names[i], i + 1)
+                } else {
+                    names[i].clone()
+                }
+            })
+            .collect();
+        Comparison::labelled(results, reports, labels)
+    }
+
+    /// Joins `results` with a column label each, in order (`labels` must be unique).
+    pub fn labelled(
+        results: &'a [Results],
+        reports: &[Option<String>],
+        labels: Vec<String>,
+    ) -> Comparison<'a> {
+        let devices = devices(results, reports, labels);
         // Per key and device: the cell with the lowest seed.
         let mut joined: BTreeMap<JoinKey, Vec<Option<(&CellResult, &Results)>>> = BTreeMap::new();
         for (i, r) in results.iter().enumerate() {
@@ -263,14 +291,12 @@ impl<'a> Comparison<'a> {
     }
 }
 
-fn devices(results: &[Results], reports: &[Option<String>]) -> Vec<Device> {
-    let names: Vec<String> = results.iter().map(model::device_name).collect();
+fn devices(results: &[Results], reports: &[Option<String>], labels: Vec<String>) -> Vec<Device> {
     results
         .iter()
+        .zip(labels)
         .enumerate()
-        .map(|(i, r)| {
-            let duplicate = names.iter().filter(|n| **n == names[i]).count() > 1;
-            let label = if duplicate { format!("{} #{}", names[i], i + 1) } else { names[i].clone() };
+        .map(|(i, (r, label))| {
             let s = &r.system;
             let optional = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_owned());
             let facts = vec![

@@ -1,4 +1,5 @@
-//! `cells.csv` (one row per cell, every metric, units in the headers) and `comparison.csv`.
+//! `cells.csv` (one row per cell, every metric, units in the headers), `comparison.csv` and
+//! `history.csv`.
 
 use std::path::Path;
 
@@ -8,6 +9,7 @@ use crate::measure::flops::Precision;
 use crate::measure::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::measure::power::EnergyMethod;
 use crate::report::compare::Comparison;
+use crate::report::history::{History, Point, Shift};
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
 use crate::results::schema::{CellId, CellKind, Phase};
@@ -202,6 +204,60 @@ pub(crate) fn write_comparison(path: &Path, c: &Comparison) -> Result<(), Report
                 verdict: cell.verdict.map(model::verdict_label),
                 memory_ratio_x: cell.memory_ratio,
                 judged: cell.judged.as_ref().map(|v| v.effect.label()),
+            })
+            .map_err(csv_error(path))?;
+        }
+    }
+    w.flush().map_err(|source| ReportError::Io { path: path.to_owned(), source })
+}
+
+/// One row of `history.csv`: one trick cell from one version to the next.
+#[derive(Serialize)]
+struct HistoryRow<'a> {
+    workload: String,
+    cell: &'a str,
+    batch_size: usize,
+    profile: &'a str,
+    /// What the effect is measured in: `throughput`, `eval throughput` or `memory`.
+    judged_by: &'static str,
+    from_version: usize,
+    from_commit: &'a str,
+    to_version: usize,
+    to_commit: &'a str,
+    before_x: Option<f64>,
+    before_ci_low_x: Option<f64>,
+    before_ci_high_x: Option<f64>,
+    after_x: Option<f64>,
+    after_ci_low_x: Option<f64>,
+    after_ci_high_x: Option<f64>,
+    /// `unchanged`, `up`, `down` or `gap`.
+    shift: Shift,
+}
+
+/// Writes `history.csv`: every trick cell measured in some version, from each version to the next.
+pub(crate) fn write_history(path: &Path, h: &History) -> Result<(), ReportError> {
+    let mut w = ::csv::Writer::from_path(path).map_err(csv_error(path))?;
+    let point = |p: &Result<Point, String>| p.as_ref().ok().copied();
+    for t in h.tracks.iter().filter(|t| t.measured() > 0) {
+        for (i, shift) in t.shifts().into_iter().enumerate() {
+            let (before, after) = (point(&t.points[i]), point(&t.points[i + 1]));
+            w.serialize(HistoryRow {
+                workload: t.key.workload.to_string(),
+                cell: &t.configuration,
+                batch_size: t.key.batch_size,
+                profile: &t.key.profile,
+                judged_by: t.metric.label(),
+                from_version: i + 1,
+                from_commit: &h.versions[i].commit,
+                to_version: i + 2,
+                to_commit: &h.versions[i + 1].commit,
+                before_x: before.map(|p| p.value),
+                before_ci_low_x: before.and_then(|p| p.interval).map(|i| i.0),
+                before_ci_high_x: before.and_then(|p| p.interval).map(|i| i.1),
+                after_x: after.map(|p| p.value),
+                after_ci_low_x: after.and_then(|p| p.interval).map(|i| i.0),
+                after_ci_high_x: after.and_then(|p| p.interval).map(|i| i.1),
+                shift,
             })
             .map_err(csv_error(path))?;
         }

@@ -1,12 +1,14 @@
 //! Which figures a report has, built as chart specifications from the view model.
 
 mod effects;
+mod history;
 mod phases;
 mod stack;
 mod sweep;
 mod tta;
 
 use crate::report::compare::Comparison;
+use crate::report::history::History;
 use crate::report::model::{self, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
 
@@ -71,6 +73,11 @@ fn key(effects: &[Effect]) -> Vec<(Rgb, String)> {
         .filter(|e| effects.contains(e))
         .map(|e| (e.colour(), e.label().to_owned()))
         .collect()
+}
+
+/// The history's figures: per workload and profile, each trick's effect across the versions.
+pub(crate) fn history_figures(h: &History) -> Vec<Figure> {
+    history::figures(h)
 }
 
 /// The comparison's heatmap and grouped bars.

@@ -9,12 +9,13 @@ use serde::Serialize;
 use crate::measure::flops::Precision;
 use crate::measure::power::EnergyMethod;
 use crate::report::compare::{self, Comparison};
+use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
 use crate::report::{FigureFile, ReportError};
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 9] = [
+const TEMPLATES: [(&str, &str); 11] = [
     ("head.html", include_str!("templates/head.html")),
     ("index.html", include_str!("templates/index.html")),
     ("tables.js", include_str!("templates/tables.js")),
@@ -24,6 +25,8 @@ const TEMPLATES: [(&str, &str); 9] = [
     ("methodology.html", include_str!("templates/methodology.html")),
     ("summary.md", include_str!("templates/summary.md")),
     ("compare.md", include_str!("templates/compare.md")),
+    ("history.html", include_str!("templates/history.html")),
+    ("history.md", include_str!("templates/history.md")),
 ];
 
 /// The template environment: HTML templates auto-escape; `md` escapes Markdown table cells.
@@ -142,6 +145,7 @@ pub(crate) fn sections(figures: &[FigureFile], reference: Reference) -> Vec<Sect
             "Throughput and memory across batch sizes, up to the largest that fits.".to_owned(),
         ),
         ("compare", "Across devices", "Each device against its own baseline.".to_owned()),
+        ("history", "Effects across versions", "Each trick's effect in each run, oldest first.".to_owned()),
     ]
     .into_iter()
     .map(|(id, title, intro)| Section {
@@ -449,4 +453,142 @@ pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) ->
         protocols => Serde(protocols(c.results)),
     };
     render(path, "compare.html", ctx)
+}
+
+/// One version in the history's table of runs.
+#[derive(Serialize)]
+pub(crate) struct HistoryRunView {
+    tick: String,
+    started: String,
+    commit: String,
+    dirty: bool,
+    libtorch: String,
+    run: String,
+    profile: String,
+    /// "5 rounds × 4 windows of 3 steps".
+    protocol: String,
+    /// Each workload's A/A noise floor: "resnet8 ±65.4%", or why there is none.
+    noise: String,
+    synthetic: bool,
+    report: Option<String>,
+    json: String,
+}
+
+/// The history's versions, oldest first.
+pub(crate) fn history_runs(h: &History) -> Vec<HistoryRunView> {
+    h.versions
+        .iter()
+        .zip(h.comparison.results)
+        .zip(&h.comparison.devices)
+        .map(|((v, r), d)| {
+            let p = &r.run.protocol;
+            let floors: Vec<String> = r
+                .noise_floors
+                .iter()
+                .map(|f| format!("{} ±{:.1}%", f.workload, f.half_width * 100.0))
+                .collect();
+            HistoryRunView {
+                tick: v.tick.clone(),
+                started: v.started.format("%Y-%m-%d %H:%M").to_string(),
+                commit: v.commit.clone(),
+                dirty: v.dirty,
+                libtorch: v.libtorch.clone(),
+                run: r.run.id.clone(),
+                profile: format!("{} / {}", r.run.profile, r.run.design),
+                protocol: format!(
+                    "{} rounds × {} windows of {} steps",
+                    p.rounds, p.windows_per_process, p.steps_per_window
+                ),
+                noise: if floors.is_empty() {
+                    "not measured (no A/A control)".to_owned()
+                } else {
+                    floors.join(", ")
+                },
+                synthetic: r.run.data.synthetic,
+                report: d.report.clone(),
+                json: d.json.clone(),
+            }
+        })
+        .collect()
+}
+
+/// One trick cell from one version to the next.
+#[derive(Serialize)]
+pub(crate) struct FlagView {
+    trick: String,
+    /// "#1 823dfe4".
+    from: String,
+    to: String,
+    metric: &'static str,
+    before: String,
+    after: String,
+    /// "changed ↑ (higher speed-up)", "no change", "not compared".
+    flag: &'static str,
+    /// CSS class of the flag's badge: `changed`, `neutral` or `na`.
+    class: &'static str,
+    /// Which of the two runs hold the effect inside their A/A noise floor ("" for neither).
+    noise: String,
+}
+
+/// Every trick cell measured in two versions or more, from each version to the next;
+/// `changed_only` keeps the changes.
+pub(crate) fn history_flags(h: &History, changed_only: bool) -> Vec<FlagView> {
+    let name = |i: usize| format!("{} {}", h.versions[i].tick, h.versions[i].commit);
+    let noise = |t: &Track, i: usize| {
+        let ticks: Vec<&str> = [i, i + 1]
+            .into_iter()
+            .filter(|&j| t.within_noise[j])
+            .map(|j| h.versions[j].tick.as_str())
+            .collect();
+        match ticks.as_slice() {
+            [] => String::new(),
+            [one] => format!("inside {one}'s A/A noise floor"),
+            _ => "inside both runs' A/A noise floors".to_owned(),
+        }
+    };
+    h.tracks
+        .iter()
+        .filter(|t| t.measured() > 1)
+        .flat_map(|t| {
+            t.shifts().into_iter().enumerate().map(move |(i, shift)| FlagView {
+                trick: t.label.clone(),
+                from: name(i),
+                to: name(i + 1),
+                metric: t.metric.label(),
+                before: t.point_text(i),
+                after: t.point_text(i + 1),
+                flag: shift.text(t.metric),
+                class: match shift {
+                    Shift::Up | Shift::Down => "changed",
+                    Shift::Unchanged => "neutral",
+                    Shift::Gap => "na",
+                },
+                noise: noise(t, i),
+            })
+        })
+        .filter(|f| !changed_only || f.class == "changed")
+        .collect()
+}
+
+/// Renders `index.html` of a history.
+pub(crate) fn history(path: &Path, h: &History, figures: &[FigureFile]) -> Result<String, ReportError> {
+    let confidence = h.comparison.results[0].run.protocol.confidence_level;
+    let ctx = context! {
+        title => run_title(h.comparison.results, "history"),
+        conclusion => h.conclusion(),
+        reason => Serde(&h.line_up.reason),
+        machines => Serde(&h.line_up.machines),
+        synthetic => Serde(h.comparison.devices.iter().any(|d| d.synthetic)),
+        profile => Serde(h.comparison.profile_text()),
+        confidence => format!("{:.0}%", confidence * 100.0),
+        runs => Serde(history_runs(h)),
+        changes => Serde(history_flags(h, true)),
+        flags => Serde(history_flags(h, false)),
+        devices => Serde(&h.comparison.devices),
+        rows => Serde(comparison_rows(&h.comparison)),
+        mismatches => Serde(&h.comparison.mismatches),
+        sections => Serde(sections(figures, Reference::Baseline)),
+        protocols => Serde(protocols(h.comparison.results)),
+    };
+    render(path, "history.html", ctx)
 }

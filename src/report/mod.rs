@@ -8,6 +8,7 @@
 mod compare;
 mod csv;
 mod figures;
+mod history;
 mod html;
 mod index;
 mod markdown;
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use crate::results::schema::{CellResult, Comparison, Results};
 
+pub use history::CompareBy;
 pub use index::write_index;
 
 /// Everything that can go wrong while rendering a report. I/O errors name their file.
@@ -60,6 +62,25 @@ pub enum ReportError {
         /// What the plotting library reported.
         message: String,
     },
+    /// A run's start time cannot be read, so it has no place in a history.
+    #[error(
+        "run {run}: started_at '{value}' is not an RFC 3339 time, so the run cannot be placed in a history"
+    )]
+    StartTime {
+        /// The run's id.
+        run: String,
+        /// Its `started_at`.
+        value: String,
+    },
+    /// No trick cell was measured in two of the runs of a history.
+    #[error(
+        "no trick cell was measured in two of these runs, so they have no history to draw (cells join by \
+         workload, trick set, batch size, kind and profile); the runs hold: {runs}"
+    )]
+    NothingShared {
+        /// What each run holds: its place, id, profile and workloads.
+        runs: String,
+    },
     /// A template failed to render (a defect in the templates or their data).
     #[error("{}: template {name}: {source:#}", path.display())]
     Template {
@@ -79,7 +100,8 @@ pub struct ReportFiles {
     pub index_html: PathBuf,
     /// The Markdown summary.
     pub summary_md: PathBuf,
-    /// The CSV table (`cells.csv` for a report, `comparison.csv` for a comparison).
+    /// The CSV table (`cells.csv` for a report, `comparison.csv` for a comparison of devices,
+    /// `history.csv` for one of versions).
     pub csv: PathBuf,
     /// Every plot file, PNG and SVG.
     pub plots: Vec<PathBuf>,
@@ -118,25 +140,55 @@ pub fn render_report(results: &[Results], out_dir: &Path) -> Result<ReportFiles,
     Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })
 }
 
-/// Renders the comparison of the same workloads measured on several devices or machines (one
-/// results file each) into `out_dir`: `index.html`, `summary.md`, `comparison.csv` and plots.
-/// Cells are joined by (workload, trick set, batch size, kind, profile); each device is normalised
-/// to its own baseline; cells present for some devices only are listed, not dropped. `reports`
-/// names, per results file in order, the `index.html` of its own report where there is one: the
-/// comparison links it (a shorter list leaves the rest unlinked).
+/// A rendered comparison: its files, and how its runs were lined up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComparisonFiles {
+    /// The files written.
+    pub files: ReportFiles,
+    /// How the runs were lined up, and why: "3 versions, oldest first (auto: every run is cpu on
+    /// vm (…), at 3 different commits or libtorch versions)", "2 devices (--by device)".
+    pub lined_up: String,
+    /// How many cells some runs have and others lack (listed on the page).
+    pub unshared_cells: usize,
+}
+
+/// Renders the comparison of results files into `out_dir`: `index.html`, `summary.md`, a CSV and
+/// plots. Cells are joined by (workload, trick set, batch size, kind, profile); each run is
+/// normalised to its own baseline; cells present in some runs only are listed, not dropped.
+/// `by` says whether the files are devices (side by side, in the order given; `comparison.csv`)
+/// or versions of one plan (oldest first, each trick's effect drawn across them and changes
+/// flagged; `history.csv`), or to tell from the files ([`CompareBy::Auto`]). `reports` names, per
+/// results file in order, the `index.html` of its own report where there is one: the comparison
+/// links it (a shorter list leaves the rest unlinked).
 pub fn render_comparison(
     results: &[Results],
     reports: &[Option<PathBuf>],
+    by: CompareBy,
     out_dir: &Path,
-) -> Result<ReportFiles, ReportError> {
+) -> Result<ComparisonFiles, ReportError> {
     if results.is_empty() {
         return Err(ReportError::NoResults);
     }
+    // Links are made relative to the output folder, which must exist for that.
     let out = Output::create(out_dir)?;
     let links: Vec<Option<String>> = (0..results.len())
         .map(|i| reports.get(i).cloned().flatten().and_then(|page| relative_link(out_dir, &page)))
         .collect();
-    let comparison = compare::Comparison::new(results, &links);
+    let line_up = history::line_up(results, by);
+    match line_up.axis {
+        history::Axis::Devices => render_devices(results, &links, &line_up, &out),
+        history::Axis::Versions => render_history(results, &links, line_up, &out),
+    }
+}
+
+/// The comparison of `results` as devices, in the order given, into `out`.
+fn render_devices(
+    results: &[Results],
+    links: &[Option<String>],
+    line_up: &history::LineUp,
+    out: &Output,
+) -> Result<ComparisonFiles, ReportError> {
+    let comparison = compare::Comparison::new(results, links);
     let figures = out.figures(figures::comparison_figures(&comparison))?;
     let results_json = out.results_copies(results)?;
     let index_html = out.path("index.html");
@@ -145,13 +197,42 @@ pub fn render_comparison(
     write(&summary_md, markdown::comparison(&summary_md, &comparison, &figures)?)?;
     let csv = out.path("comparison.csv");
     csv::write_comparison(&csv, &comparison)?;
-    Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })
+    let files = ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json };
+    let lined_up = format!("{} devices ({})", results.len(), line_up.reason);
+    Ok(ComparisonFiles { files, lined_up, unshared_cells: comparison.mismatches.len() })
+}
+
+/// The comparison of `results` as versions, oldest first, into `out`.
+fn render_history(
+    results: &[Results],
+    links: &[Option<String>],
+    line_up: history::LineUp,
+    out: &Output,
+) -> Result<ComparisonFiles, ReportError> {
+    let versions = history::versions(results)?;
+    let ordered: Vec<Results> = versions.iter().map(|v| results[v.file].clone()).collect();
+    let ordered_links: Vec<Option<String>> = versions.iter().map(|v| links[v.file].clone()).collect();
+    let labels = versions.iter().map(|v| format!("{} {}", v.tick, v.commit)).collect();
+    let comparison = compare::Comparison::labelled(&ordered, &ordered_links, labels);
+    let lined_up = format!("{} versions, oldest first ({})", versions.len(), line_up.reason);
+    let history = history::History::new(comparison, versions, line_up)?;
+    let figures = out.figures(figures::history_figures(&history))?;
+    let results_json = out.results_copies(&ordered)?;
+    let index_html = out.path("index.html");
+    write(&index_html, html::history(&index_html, &history, &figures)?)?;
+    let summary_md = out.path("summary.md");
+    write(&summary_md, markdown::history(&summary_md, &history, &figures)?)?;
+    let csv = out.path("history.csv");
+    csv::write_history(&csv, &history)?;
+    let files = ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json };
+    Ok(ComparisonFiles { files, lined_up, unshared_cells: history.comparison.mismatches.len() })
 }
 
 /// A figure as the templates see it: its inline SVG and the relative paths of its files.
 #[derive(Debug, Clone, serde::Serialize)]
 struct FigureFile {
-    /// Section the figure belongs to (`speedup`, `memory`, `tta`, `stack`, `batch`, `compare`).
+    /// Section the figure belongs to (`speedup`, `memory`, `tta`, `stack`, `batch`, `compare`,
+    /// `history`).
     section: &'static str,
     /// Short title (also the alt text).
     title: String,

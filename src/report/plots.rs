@@ -10,6 +10,7 @@ mod bars;
 mod bitmap;
 mod heatmap;
 mod lines;
+mod panels;
 
 use std::cell::RefCell;
 use std::fmt::Write as _;
@@ -66,11 +67,14 @@ pub(crate) enum Chart {
     Lines(lines::LineChart),
     /// A coloured grid of speed-ups.
     Heatmap(heatmap::Heatmap),
+    /// Small multiples: one panel per series over shared categories.
+    Panels(panels::PanelChart),
 }
 
 pub(crate) use bars::{BarChart, BarRow, BarSegment, Scale};
 pub(crate) use heatmap::Heatmap;
 pub(crate) use lines::{LineChart, Mark, Series};
+pub(crate) use panels::{Panel, PanelChart, Slot};
 
 /// A chart rendered both ways.
 #[derive(Debug, Clone)]
@@ -149,6 +153,7 @@ fn size(chart: &Chart, form: Form) -> (u32, u32) {
         Chart::Bars(c) => bars::Layout::of(c, form).size(),
         Chart::Lines(c) => lines::size(c, form),
         Chart::Heatmap(h) => heatmap::size(h, form),
+        Chart::Panels(p) => panels::size(p, form),
     }
 }
 
@@ -163,6 +168,7 @@ fn draw<DB: DrawingBackend>(
         Chart::Bars(c) => bars::draw(&root, c, hovers, form),
         Chart::Lines(c) => lines::draw(&root, c, hovers, form),
         Chart::Heatmap(h) => heatmap::draw(&root, h, hovers, form),
+        Chart::Panels(p) => panels::draw(&root, p, hovers, form),
     }
     .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())

@@ -337,3 +337,20 @@ pub fn with_step_breakdowns(mut r: Results) -> Results {
     }
     r
 }
+
+/// A TEST FIXTURE standing in for one version of a quick CPU run on `fixture-cpu-host`: run `id`,
+/// started at `started_at` (RFC 3339) from `commit`, measuring the baseline and each of `tricks`
+/// with the speed-up ± spread given (peak memory unchanged). Runs of it at several commits make a
+/// history.
+pub fn version_run(id: &str, started_at: &str, commit: &str, tricks: &[(Trick, f64, f64)]) -> Results {
+    let mut r = results(DeviceSpec::Cpu, "fixture-cpu-host", false);
+    r.run.id = id.to_owned();
+    r.run.started_at = started_at.to_owned();
+    r.run.git_commit = Some(commit.to_owned());
+    let base = add(&mut r, key(&[], 128, 0, TRAIN), CellStatus::Ok, Some(400.0), Some(900));
+    for &(trick, speedup, spread) in tricks {
+        let id = add(&mut r, key(&[trick], 128, 0, TRAIN), CellStatus::Ok, Some(400.0 * speedup), Some(900));
+        compare(&mut r, &id, &base, speedup, spread, Some(1.0));
+    }
+    r
+}

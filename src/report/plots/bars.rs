@@ -291,7 +291,7 @@ fn range(c: &BarChart, log: bool) -> (f64, f64) {
 }
 
 /// Ticks of a log axis: 1, 2 and 5 × 10ᵏ, with 1.5 and 3 added where the range is narrow.
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(super) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let candidates = |mantissas: &[f64]| -> Vec<f64> {
         let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
         let mut ticks: Vec<f64> = (a..=b)
