@@ -12,6 +12,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/jit.h>
 #include <torch/version.h>
 
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,9 @@ int fused_adam_launch(Kernel kernel, at::Tensor** params, at::Tensor** grads, at
            found_inf == nullptr ? std::nullopt : std::optional<at::Tensor>(*found_inf));
   });
 }
+
+// Whether tb_trace_start has started the profiler and tb_trace_stop has not stopped it yet.
+std::atomic<bool> trace_running{false};
 
 // Bytes held by live CPU tensors allocated through the counting allocator, and their peak.
 std::atomic<int64_t> cpu_live_bytes{0};
@@ -512,6 +517,43 @@ int tb_op_log_stop(char** out) {
     *out = static_cast<char*>(std::malloc(joined.size() + 1));
     if (*out == nullptr) throw std::bad_alloc();
     std::memcpy(*out, joined.c_str(), joined.size() + 1);
+  });
+}
+
+// Starts libtorch's Kineto profiler for every thread of the process (the training thread, the
+// autograd engine's and the loader's workers), recording operators with their input shapes, and
+// with_cuda=1 also the CUDA runtime calls and kernels (request it only on a CUDA device). Fails
+// when a profiler is already on.
+int tb_trace_start(int with_cuda) {
+  return guarded([&] {
+    namespace profiler = torch::profiler::impl;
+    if (trace_running.load() || profiler::ProfilerStateBase::get() != nullptr) {
+      throw std::runtime_error("the profiler is already on in this process");
+    }
+    const profiler::ExperimentalConfig experimental(
+        /*profiler_metrics=*/{}, /*profiler_measure_per_kernel=*/false, /*verbose=*/false,
+        /*performance_events=*/{}, /*enable_cuda_sync_events=*/false, /*adjust_profiler_step=*/false,
+        /*disable_external_correlation=*/false, /*profile_all_threads=*/true);
+    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true,
+                                          /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/false,
+                                          /*with_modules=*/false, experimental);
+    std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+    if (with_cuda != 0) activities.insert(profiler::ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    trace_running.store(true);
+  });
+}
+
+// Stops the profiler tb_trace_start started and, when `path` is not null, writes what it recorded
+// there as Chrome-trace JSON.
+int tb_trace_stop(const char* path) {
+  return guarded([&] {
+    if (!trace_running.exchange(false)) {
+      throw std::runtime_error("the profiler is not on (tb_trace_start starts it)");
+    }
+    auto result = torch::autograd::profiler::disableProfiler();
+    if (path != nullptr) result->save(path);
   });
 }
 }  // extern "C"

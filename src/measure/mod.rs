@@ -1,8 +1,9 @@
 //! Measuring: device-synchronised timing, peak memory, energy, the machine's state around a cell,
-//! and the statistics over windows.
+//! the statistics over windows, and profiler traces.
 pub mod flops;
 pub mod machine;
 pub mod memory;
 pub mod power;
 pub mod stats;
 pub mod timer;
+pub mod trace;

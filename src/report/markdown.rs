@@ -8,10 +8,16 @@ use minijinja::value::Serde;
 use crate::report::compare::Comparison;
 use crate::report::html::{self, comparison_rows, render, sections, Reference};
 use crate::report::model::{self, Report};
+use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 
-/// Renders `summary.md` of a report.
-pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
+/// Renders `summary.md` of a report, listing the cells' profiler traces `traces`.
+pub(crate) fn summary(
+    path: &Path,
+    report: &Report,
+    figures: &[FigureFile],
+    traces: &[TraceView],
+) -> Result<String, ReportError> {
     let runs: Vec<_> = report
         .results
         .iter()
@@ -38,6 +44,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
         tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures, reference)),
         failures => Serde(failures),
+        traces => Serde(traces),
     };
     render(path, "summary.md", ctx)
 }

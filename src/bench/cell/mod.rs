@@ -3,12 +3,14 @@
 //!
 //! The process is handed a [`CellJob`] ([`job`]), loads the cell's data ([`data`]), spreads
 //! training over devices as the cell asks ([`parallel`]), and measures throughput, memory
-//! ([`measure`]) or time to accuracy ([`tta`]).
+//! ([`measure`]) or time to accuracy ([`tta`]), recording a profiler trace after the timed
+//! windows when the job asks for one ([`trace`]).
 
 mod data;
 mod job;
 mod measure;
 mod parallel;
+mod trace;
 mod tta;
 
 use std::time::Instant;
@@ -16,6 +18,7 @@ use std::time::Instant;
 pub use data::{training_inputs, TrainingInputs};
 pub use job::CellJob;
 pub use measure::PROBE_STEPS;
+pub use trace::TRACED_STEPS;
 
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
