@@ -520,23 +520,17 @@ int tb_op_log_stop(char** out) {
   });
 }
 
-// Starts libtorch's Kineto profiler for every thread of the process (the training thread, the
-// autograd engine's and the loader's workers), recording operators with their input shapes, and
-// with_cuda=1 also the CUDA runtime calls and kernels (request it only on a CUDA device). Fails
-// when a profiler is already on.
+// Starts libtorch's Kineto profiler on this thread (and the autograd engine's threads that work for
+// it), recording operators with their input shapes, and with_cuda=1 also the CUDA runtime calls,
+// kernels and device memory copies of every stream (request it only on a CUDA device). Fails when
+// a profiler is already on.
 int tb_trace_start(int with_cuda) {
   return guarded([&] {
     namespace profiler = torch::profiler::impl;
     if (trace_running.load() || profiler::ProfilerStateBase::get() != nullptr) {
       throw std::runtime_error("the profiler is already on in this process");
     }
-    const profiler::ExperimentalConfig experimental(
-        /*profiler_metrics=*/{}, /*profiler_measure_per_kernel=*/false, /*verbose=*/false,
-        /*performance_events=*/{}, /*enable_cuda_sync_events=*/false, /*adjust_profiler_step=*/false,
-        /*disable_external_correlation=*/false, /*profile_all_threads=*/true);
-    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true,
-                                          /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/false,
-                                          /*with_modules=*/false, experimental);
+    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
     std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
     if (with_cuda != 0) activities.insert(profiler::ActivityType::CUDA);
     torch::autograd::profiler::prepareProfiler(config, activities);

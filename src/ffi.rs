@@ -648,9 +648,10 @@ pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
     Ok((result, names.lines().map(str::to_owned).collect()))
 }
 
-/// Starts libtorch's Kineto profiler for every thread of the process: operators with their input
-/// shapes, and with `cuda` also the CUDA runtime calls and kernels (ask for them only on a CUDA
-/// device). Fails when a profiler is already on. [`profiler_stop`] stops it.
+/// Starts libtorch's Kineto profiler on this thread (and the autograd engine's threads working for
+/// it): operators with their input shapes, and with `cuda` also the CUDA runtime calls, kernels and
+/// device memory copies of every stream (ask for them only on a CUDA device). Fails when a profiler
+/// is already on. [`profiler_stop`], on this thread, stops it.
 pub fn profiler_start(cuda: bool) -> Result<(), Error> {
     // SAFETY: an integer in; the shim keeps the profiler's state itself.
     check(unsafe { raw::tb_trace_start(c_int::from(cuda)) }, "starting the profiler")

@@ -28,8 +28,8 @@ pub struct Profiling {
 
 impl Profiling {
     /// Waits for the work queued on `device`, then starts the profiler: operators with their input
-    /// shapes on every thread, and on a CUDA device its runtime calls and kernels. Fails when a
-    /// profiler is already on.
+    /// shapes run by this thread (and by the autograd engine for it), and on a CUDA device its
+    /// runtime calls, kernels and memory copies. Fails when a profiler is already on.
     pub fn start(device: DeviceSpec) -> Result<Self, Error> {
         synchronize(device);
         ffi::profiler_start(device.is_cuda())?;
@@ -47,7 +47,7 @@ impl Profiling {
         std::fs::create_dir_all(dir).map_err(failed)?;
         let tmp =
             tempfile::Builder::new().prefix(".trace-").suffix(".json").tempfile_in(dir).map_err(failed)?;
-        ffi::profiler_stop(Some(tmp.path()))?;
+        ffi::profiler_stop(Some(tmp.path())).map_err(|e| e.context(format!("writing {}", path.display())))?;
         tmp.as_file().sync_all().map_err(failed)?;
         tmp.persist(path).map_err(|e| failed(e.error))?;
         Ok(())
