@@ -33,6 +33,8 @@ fn main() {
         build
     };
     let mut shim = libtorch_build("csrc/shim.cpp");
+    // The profiler's headers include Kineto's `ActivityType.h` by its bare name.
+    shim.include(include.join("kineto"));
     let cuda_include = cuda_graph_headers(&lib);
     if let Some(cuda_include) = &cuda_include {
         shim.include(cuda_include).define("TRICKBENCH_CUDA_GRAPHS", None);

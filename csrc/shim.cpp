@@ -14,6 +14,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/jit.h>
 #include <torch/version.h>
 
@@ -28,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,9 @@ int fused_adam_launch(Kernel kernel, at::Tensor** params, at::Tensor** grads, at
            found_inf == nullptr ? std::nullopt : std::optional<at::Tensor>(*found_inf));
   });
 }
+
+// Whether tb_trace_start has started the profiler and tb_trace_stop has not stopped it yet.
+std::atomic<bool> trace_running{false};
 
 // Bytes held by live CPU tensors allocated through the counting allocator, and their peak.
 std::atomic<int64_t> cpu_live_bytes{0};
@@ -545,6 +550,37 @@ int tb_op_log_stop(char** out) {
     *out = static_cast<char*>(std::malloc(joined.size() + 1));
     if (*out == nullptr) throw std::bad_alloc();
     std::memcpy(*out, joined.c_str(), joined.size() + 1);
+  });
+}
+
+// Starts libtorch's Kineto profiler on this thread (and the autograd engine's threads that work for
+// it), recording operators with their input shapes, and with_cuda=1 also the CUDA runtime calls,
+// kernels and device memory copies of every stream (request it only on a CUDA device). Fails when
+// a profiler is already on.
+int tb_trace_start(int with_cuda) {
+  return guarded([&] {
+    namespace profiler = torch::profiler::impl;
+    if (trace_running.load() || profiler::ProfilerStateBase::get() != nullptr) {
+      throw std::runtime_error("the profiler is already on in this process");
+    }
+    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
+    std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
+    if (with_cuda != 0) activities.insert(profiler::ActivityType::CUDA);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+    trace_running.store(true);
+  });
+}
+
+// Stops the profiler tb_trace_start started and, when `path` is not null, writes what it recorded
+// there as Chrome-trace JSON.
+int tb_trace_stop(const char* path) {
+  return guarded([&] {
+    if (!trace_running.exchange(false)) {
+      throw std::runtime_error("the profiler is not on (tb_trace_start starts it)");
+    }
+    auto result = torch::autograd::profiler::disableProfiler();
+    if (path != nullptr) result->save(path);
   });
 }
 }  // extern "C"

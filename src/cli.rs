@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use trickbench::bench::config::{TrickList, WorkloadChoice};
 use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
+use trickbench::bench::trace::CellGlob;
 use trickbench::device::DeviceSpec;
 use trickbench::report::CompareBy;
 
@@ -213,6 +214,16 @@ pub struct RunArgs {
     /// Continue the run in --out, skipping cells already measured.
     #[arg(long, requires = "out")]
     pub resume: bool,
+    /// Record a profiler trace of the chosen cells: 3 steps after the timed windows of each one's
+    /// first process, under libtorch's Kineto profiler (operators with input shapes; CUDA kernels
+    /// on a GPU), written to <out>/traces/ as Chrome-trace JSON for https://ui.perfetto.dev or
+    /// chrome://tracing, with a table of the longest operators in the report. Without a value:
+    /// every training and evaluation throughput cell; with one, the cells whose id matches the glob
+    /// (`*` also matches `/`). Ids are
+    /// WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g. resnet8/baseline/b32/s0/train or
+    /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace '*channels-last*'`.
+    #[arg(long, value_name = "CELL_GLOB", num_args = 0..=1, default_missing_value = "*")]
+    pub trace: Option<CellGlob>,
     /// Show no progress and no summary: only errors and, at the end, where the results are.
     #[arg(long)]
     pub quiet: bool,

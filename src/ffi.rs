@@ -3,6 +3,8 @@
 use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
 use std::os::raw::{c_char, c_int, c_void};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
@@ -86,6 +88,8 @@ mod raw {
         pub fn tb_sdp_enabled(out: *mut c_int);
         pub fn tb_op_log_start() -> c_int;
         pub fn tb_op_log_stop(out: *mut *mut c_char) -> c_int;
+        pub fn tb_trace_start(with_cuda: c_int) -> c_int;
+        pub fn tb_trace_stop(path: *const c_char) -> c_int;
         pub fn tb_cuda_graphs_compiled() -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
@@ -682,6 +686,30 @@ impl Drop for DeviceEvent {
         // SAFETY: `ptr` came from tb_device_event_record and is freed once, here.
         unsafe { raw::tb_device_event_free(self.ptr) }
     }
+}
+
+/// Starts libtorch's Kineto profiler on this thread (and the autograd engine's threads working for
+/// it): operators with their input shapes, and with `cuda` also the CUDA runtime calls, kernels and
+/// device memory copies of every stream (ask for them only on a CUDA device). Fails when a profiler
+/// is already on. [`profiler_stop`], on this thread, stops it.
+pub fn profiler_start(cuda: bool) -> Result<(), Error> {
+    // SAFETY: an integer in; the shim keeps the profiler's state itself.
+    check(unsafe { raw::tb_trace_start(c_int::from(cuda)) }, "starting the profiler")
+}
+
+/// Stops the profiler [`profiler_start`] started and, with `save_to`, writes what it recorded there
+/// as Chrome-trace JSON (written in place: a caller that needs the file whole writes it under a
+/// temporary name and renames it).
+pub fn profiler_stop(save_to: Option<&Path>) -> Result<(), Error> {
+    let what = save_to.map_or_else(
+        || "stopping the profiler".to_owned(),
+        |path| format!("stopping the profiler and saving its trace to {}", path.display()),
+    );
+    let path = save_to
+        .map(|p| CString::new(p.as_os_str().as_bytes()).map_err(|e| Error::Torch(format!("{what}: {e}"))))
+        .transpose()?;
+    // SAFETY: `path` is null or a NUL-terminated string that outlives the call.
+    check(unsafe { raw::tb_trace_stop(path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr())) }, &what)
 }
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).

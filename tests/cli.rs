@@ -457,7 +457,8 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     // file, so nothing trains); a third shard has nothing to do.
     let shard = |i: &str| {
         let run = ["run", "--profile", "smoke", "--device", "cpu", "--no-time-to-accuracy"];
-        let args = ["--tricks", "channels-last", "--data", "synth", "--text", "none.txt", "--shard", i];
+        let args =
+            ["--tricks", "channels-last", "--data", "synth", "--text", "none.txt", "--trace", "--shard", i];
         let out_dir = format!("sweep/shard-{}", &i[..1]);
         let out = trickbench(dir.path(), &[&run[..], &args[..], &["--out", &out_dir]].concat());
         assert!(out.status.success(), "shard {i}: {}", text(&out.stderr));
@@ -500,6 +501,25 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     assert_eq!(results.run.merged.as_ref().unwrap().shards, [0, 1, 2]);
     assert!(text(&merged.stdout).contains("speed-up [95% CI]"));
     assert!(dir.path().join("merged/index.html").is_file());
+    // Each shard's traces are copied beside the merged results, whose report links them.
+    let traced: Vec<&str> = results.cells.iter().filter_map(|c| c.trace()).map(|t| t.path.as_str()).collect();
+    assert_eq!(traced.len(), 3, "--trace without a glob: every ResNet throughput cell");
+    let merged_html = std::fs::read_to_string(dir.path().join("merged/index.html")).unwrap();
+    for path in &traced {
+        assert!(dir.path().join("merged").join(path).is_file(), "{path} not copied");
+        assert!(merged_html.contains(&format!("href=\"{path}\"")), "{path} not linked");
+    }
+    // Traces left behind when a shard's results file moved are refused, named, or left out.
+    std::fs::remove_dir_all(dir.path().join("sweep/shard-0/traces")).unwrap();
+    let refused = trickbench(dir.path(), &["merge", "sweep", "--out", "moved"]);
+    let stderr = text(&refused.stderr);
+    let missing = "sweep/shard-0/traces/resnet8_baseline_b32_s0_train.json: the trace of cell \
+                   resnet8/baseline/b32/s0/train is missing";
+    assert!(!refused.status.success() && stderr.contains(missing), "{stderr}");
+    let without = trickbench(dir.path(), &["merge", "sweep", "--out", "moved", "--allow-missing"]);
+    assert!(without.status.success() && text(&without.stderr).contains(missing));
+    let moved = store::load(&dir.path().join("moved/results.json")).unwrap();
+    assert!(moved.cells.iter().all(|c| c.trace().is_none()));
 
     // A shard given twice is refused with both files named.
     let twice = trickbench(

@@ -118,6 +118,34 @@ fn every_process_is_saved_as_it_finishes_and_tricks_are_compared_to_the_baseline
 }
 
 #[test]
+fn only_the_first_measured_process_of_a_traced_cell_records_a_trace() {
+    let dir = temp_dir();
+    let traced = RunSpec {
+        trace: Some("*/channels-last/*".parse().unwrap()),
+        ..spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone])
+    };
+    let mut mock = MockExecutor::default();
+    runner::run(&traced, &mut mock, &mut Silent).unwrap();
+    let traced_jobs: Vec<(String, usize)> =
+        mock.jobs.iter().filter(|j| j.trace.is_some()).map(|j| (j.key.id().to_string(), j.round)).collect();
+    assert_eq!(traced_jobs, [("resnet8/channels-last/b32/s0/train".to_owned(), 0)]);
+    let target = mock.jobs.iter().find_map(|j| j.trace.clone()).unwrap();
+    assert_eq!(target.results_dir, dir.path());
+    assert_eq!(target.file, "traces/resnet8_channels-last_b32_s0_train.json");
+    // The round's warm-up process is the baseline's, and is never traced, even under `*`.
+    let other = temp_dir();
+    let every = RunSpec { trace: Some("*".parse().unwrap()), ..spec(other.path(), vec![]) };
+    let mut mock = MockExecutor::default();
+    runner::run(&every, &mut mock, &mut Silent).unwrap();
+    let rounds: Vec<(usize, bool)> = mock.jobs.iter().map(|j| (j.round, j.trace.is_some())).collect();
+    assert_eq!(
+        rounds,
+        [(0, false), (0, true), (1, false), (1, false)],
+        "warm-up, baseline; warm-up, baseline"
+    );
+}
+
+#[test]
 fn a_failing_cell_is_recorded_and_the_run_goes_on() {
     let dir = temp_dir();
     let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
@@ -327,6 +355,7 @@ fn job() -> CellJob {
         super_convergence: false,
         protocol: None,
         family_settings: None,
+        trace: None,
     }
 }
 

@@ -10,6 +10,7 @@ use crate::bench::overrides::{ProfileOverrides, RunProfiles};
 use crate::bench::plan::PlanRequest;
 use crate::bench::profile::{Profile, ProfileName, ProfileRequest};
 use crate::bench::shard::Shard;
+use crate::bench::trace::CellGlob;
 use crate::device::{DeviceSpec, Hardware};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
@@ -113,6 +114,9 @@ pub struct RunRequest {
     pub out: Option<PathBuf>,
     /// Continue the run in `out`, skipping cells already measured.
     pub resume: bool,
+    /// The throughput cells to record a profiler trace of, after the timed windows of their first
+    /// measured process (`None`: no traces).
+    pub trace: Option<CellGlob>,
     /// The command line, as recorded in the results.
     pub command: Vec<String>,
 }
@@ -309,6 +313,7 @@ mod tests {
             inputs: InputPaths { data: "data/cifar10".into(), images: None, text: "text.txt".into() },
             out: None,
             resume: false,
+            trace: None,
             command: vec!["trickbench".into(), "run".into()],
         }
     }

@@ -1,13 +1,17 @@
 //! `merge` as a session over an output folder: the shards' results files found on disk, the
-//! folder locked, a run's own results never overwritten, the merged results written. The join
-//! itself is [`crate::results::merge::merge`].
+//! folder locked, a run's own results never overwritten, the shards' profiler traces copied beside
+//! the merged results, which are then written. The join itself is
+//! [`crate::results::merge::merge`].
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::bench::runner::RESULTS_FILE;
 use crate::bench::session::{hold_output, FinishedRun};
+use crate::bench::trace::TRACES_DIR;
 use crate::error::Error;
 use crate::results::merge::{merge as merge_shards, ShardResults};
+use crate::results::schema::{CellId, Results};
 use crate::results::store;
 
 /// A merge as asked for.
@@ -37,17 +41,81 @@ pub fn merge(request: &MergeRequest, warn: &dyn Fn(&str)) -> Result<FinishedRun,
         .into_iter()
         .map(|path| Ok(ShardResults { results: store::load(&path)?, path }))
         .collect::<Result<Vec<_>, Error>>()?;
+    let trace_dirs = trace_dirs(&shards);
     let merged = merge_shards(shards, request.allow_missing)?;
     for warning in &merged.warnings {
         warn(&format!("warning: {warning}"));
     }
     let mut results = merged.results;
+    copy_traces(&mut results, &trace_dirs, request, warn)?;
     if let Some(name) = request.out.file_name() {
         results.run.id = name.to_string_lossy().into_owned();
     }
     results.run.command = request.command.clone();
     store::save(&results, &out_file)?;
     Ok(FinishedRun { results, out_dir: request.out.clone(), shown: Vec::new(), lock })
+}
+
+/// The folder each traced cell's trace paths are relative to: its shard's results folder.
+fn trace_dirs(shards: &[ShardResults]) -> HashMap<CellId, PathBuf> {
+    shards
+        .iter()
+        .flat_map(|shard| {
+            let dir = shard.path.parent().unwrap_or(Path::new("")).to_path_buf();
+            shard.results.cells.iter().filter(|c| c.trace().is_some()).map(move |c| (c.id(), dir.clone()))
+        })
+        .collect()
+}
+
+/// Copies each trace of `results` from its shard's folder (`trace_dirs`) to the same relative path
+/// in the merge's output folder, so that the merged results' trace paths hold. A trace file that
+/// is missing is refused, naming it, unless the merge writes what there is (`--allow-missing`):
+/// then it is left out of the merged results, with a warning.
+fn copy_traces(
+    results: &mut Results,
+    trace_dirs: &HashMap<CellId, PathBuf>,
+    request: &MergeRequest,
+    warn: &dyn Fn(&str),
+) -> Result<(), Error> {
+    for cell in &mut results.cells {
+        let id = cell.id();
+        let Some(dir) = trace_dirs.get(&id) else { continue };
+        for process in &mut cell.processes {
+            let Some(trace) = &process.trace else { continue };
+            let (from, to) = (dir.join(&trace.path), request.out.join(&trace.path));
+            if same_file(&from, &to) {
+                continue;
+            }
+            if !from.is_file() {
+                let missing = format!("{}: the trace of cell {id} is missing", from.display());
+                if !request.allow_missing {
+                    return Err(Error::Invalid(format!(
+                        "{missing}; copy the shard's {TRACES_DIR}/ folder beside its results file, or \
+                         merge with --allow-missing to leave the trace out"
+                    )));
+                }
+                warn(&format!("warning: {missing}; the merged results leave it out"));
+                process.trace = None;
+                continue;
+            }
+            copy_atomically(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `from` to `to` through a temporary file beside `to`, renamed once whole.
+fn copy_atomically(from: &Path, to: &Path) -> Result<(), Error> {
+    let failed = |source| Error::Write { path: to.into(), source };
+    let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut source = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
+    let mut tmp =
+        tempfile::Builder::new().prefix(".trace-").suffix(".json").tempfile_in(dir).map_err(failed)?;
+    std::io::copy(&mut source, &mut tmp).map_err(failed)?;
+    tmp.as_file().sync_all().map_err(failed)?;
+    tmp.persist(to).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
 /// The results files `path` names: the file itself; a directory's results.json; or, for a

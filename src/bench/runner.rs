@@ -13,6 +13,7 @@ pub use process::{LineSink, ProcessExecutor};
 use crate::bench::cell::CellJob;
 use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
+use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::analysis::{refresh_derived, summarise_cell};
 use crate::results::schema::{CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
@@ -83,6 +84,9 @@ pub struct RunSpec {
     pub resume: bool,
     /// Stops the run before the next cell process once triggered (SIGINT, SIGTERM).
     pub interrupt: Interrupt,
+    /// The cells whose first measured process records a profiler trace into `out_dir` (`run
+    /// --trace`; `None`: no traces).
+    pub trace: Option<CellGlob>,
 }
 
 /// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
@@ -113,7 +117,7 @@ pub fn run(
         if let Some(signal) = spec.interrupt.signal() {
             return Err(Error::Interrupted { signal, results: path });
         }
-        let job = job_for(spec, key, slot.round);
+        let job = job_for(spec, key, slot);
         if slot.is_warmup() {
             observer.warmup_started(n, pending.len(), key, slot.round);
             // Only an interruption matters: the measurement is discarded, and a cell that cannot
@@ -167,14 +171,17 @@ fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
         .collect()
 }
 
-/// The job of the process of cell `key` in `round`.
-fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> CellJob {
+/// The job of the process of cell `key` in `slot`: with a trace to record when the run traces
+/// the cell and this is its first measured process (round 0, not a warm-up).
+fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
+    let traced =
+        spec.trace.as_ref().is_some_and(|glob| glob.traces(key)) && slot.round == 0 && !slot.is_warmup();
     CellJob {
         key: key.clone(),
         device: spec.info.device,
         profile: spec.info.profile,
         data_dir: spec.data_dir.clone(),
-        round,
+        round: slot.round,
         images: spec.images.clone(),
         text: spec.text.clone(),
         memory_budget_bytes: spec.info.protocol.memory_budget_bytes,
@@ -187,6 +194,7 @@ fn job_for(spec: &RunSpec, key: &CellKey, round: usize) -> CellJob {
             .iter()
             .find(|s| s.family == key.workload.family())
             .cloned(),
+        trace: traced.then(|| TraceTarget::new(spec.out_dir.clone(), &key.id())),
     }
 }
 

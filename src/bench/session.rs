@@ -55,6 +55,9 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     ));
     let inputs = resolve_inputs(config, &|line| progress.note(line))?;
     let requests = config.plan_requests(inputs.text.missing())?;
+    if let Some(glob) = &config.request.trace {
+        glob.check(&design.known_plan(&requests))?;
+    }
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{design}", started.format("%Y%m%d-%H%M%S"), config.profile);
     let out_dir = config.request.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
@@ -80,6 +83,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         out_dir: out_dir.clone(),
         resume: config.request.resume,
         interrupt: Interrupt::new(),
+        trace: config.request.trace.clone(),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())

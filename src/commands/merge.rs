@@ -20,6 +20,10 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
     let merged = merge_sweep(&request, &|line| eprintln!("{line}"))?;
     println!("{}", summary_table(&merged.results));
     println!("results: {}", merged.results_path().display());
-    super::write_report(std::slice::from_ref(&merged.results), &merged.out_dir)?;
+    super::write_report(
+        std::slice::from_ref(&merged.results),
+        std::slice::from_ref(&merged.out_dir),
+        &merged.out_dir,
+    )?;
     Ok(session::refuse_failed_cells(&merged.results, &merged.out_dir)?)
 }

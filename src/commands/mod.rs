@@ -18,10 +18,10 @@ mod parity;
 mod report;
 mod run;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use trickbench::report::{render_report, ReportFiles};
+use trickbench::report::{render_report_from, ReportFiles};
 use trickbench::results::schema::Results;
 
 use crate::cli::{Cli, Command, DataCommand};
@@ -66,10 +66,11 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
-/// Renders the report of `results` into `out` and says where its files are (`run`, `merge` and
+/// Renders the report of `results`, read from the folders `results_dirs` (one per file: their
+/// profiler traces lie there), into `out` and says where its files are (`run`, `merge` and
 /// `report` end with it).
-pub fn write_report(results: &[Results], out: &Path) -> Result<()> {
-    let files = render_report(results, out)
+pub fn write_report(results: &[Results], results_dirs: &[PathBuf], out: &Path) -> Result<()> {
+    let files = render_report_from(results, results_dirs, out)
         .with_context(|| format!("rendering the report into {}", out.display()))?;
     print_files(&files);
     Ok(())

@@ -19,10 +19,14 @@ pub fn report(args: &ReportArgs) -> Result<()> {
         return Ok(());
     }
     let results = load_all(&args.results)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        args.results[0].parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
-    });
-    super::write_report(&results, &out)
+    let dirs: Vec<PathBuf> = args.results.iter().map(|p| folder_of(p)).collect();
+    let out = args.out.clone().unwrap_or_else(|| dirs[0].clone());
+    super::write_report(&results, &dirs, &out)
+}
+
+/// The folder of the file `path` (`.` for a bare file name).
+fn folder_of(path: &Path) -> PathBuf {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
 }
 
 /// Renders the comparison of results files, across devices or across versions.

@@ -19,7 +19,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let finished = session::run(&config, program, &mut progress)?;
     progress.table(&closing_table(&finished.results, &finished.shown));
     println!("results: {}", finished.results_path().display());
-    super::write_report(std::slice::from_ref(&finished.results), &finished.out_dir)?;
+    super::write_report(
+        std::slice::from_ref(&finished.results),
+        std::slice::from_ref(&finished.out_dir),
+        &finished.out_dir,
+    )?;
     Ok(session::refuse_failed_cells(&finished.results, &finished.out_dir)?)
 }
 
@@ -64,6 +68,7 @@ fn request(args: &RunArgs) -> RunRequest {
         },
         out: args.out.clone(),
         resume: args.resume,
+        trace: args.trace.clone(),
         command: std::env::args().collect(),
     }
 }

@@ -1,5 +1,5 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
-//! machine's state around a cell, and the statistics over windows.
+//! machine's state around a cell, the statistics over windows, and profiler traces.
 pub mod flops;
 pub mod machine;
 pub mod memory;
@@ -7,3 +7,4 @@ pub mod phases;
 pub mod power;
 pub mod stats;
 pub mod timer;
+pub mod trace;

@@ -190,6 +190,7 @@ impl ExportRequest {
             super_convergence: false,
             protocol: None,
             family_settings: None,
+            trace: None,
         }
     }
 }

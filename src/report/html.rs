@@ -11,6 +11,7 @@ use crate::measure::power::EnergyMethod;
 use crate::report::compare::{self, Comparison};
 use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
+use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
@@ -228,6 +229,8 @@ struct CellView {
     /// The precision the FLOPs ran in and, for a GPT, the attention kernel ("" without processes).
     compute_note: String,
     energy: String,
+    /// The cell's profiler trace, where it has one.
+    trace: Option<TraceView>,
 }
 
 #[derive(Serialize)]
@@ -282,8 +285,8 @@ pub(crate) fn run_title(results: &[Results], what: &str) -> String {
     format!("{} — trickbench {what}", ids.join(", "))
 }
 
-/// One row of the all-cells table.
-fn cell_view(report: &Report, g: &model::Group, e: &model::Entry) -> CellView {
+/// One row of the all-cells table, with the cell's trace from `traces`.
+fn cell_view(report: &Report, g: &model::Group, e: &model::Entry, traces: &[TraceView]) -> CellView {
     let c = e.cell;
     let target = report.results[e.file].run.protocol.target_ci_half_width;
     CellView {
@@ -316,6 +319,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry) -> CellView {
         compute_note: compute_note(c),
         compute: compute_text(c),
         energy: energy_text(c),
+        trace: traces.iter().find(|t| t.cell_anchor == model::anchor(e)).cloned(),
     }
 }
 
@@ -362,9 +366,14 @@ fn tta_view(g: &model::Group, e: &model::Entry) -> Option<TtaView> {
     })
 }
 
-/// Renders `index.html` of a report.
-pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
-    let cells: Vec<CellView> = report.entries().map(|(g, e)| cell_view(report, g, e)).collect();
+/// Renders `index.html` of a report, with the cells' profiler traces `traces`.
+pub(crate) fn report(
+    path: &Path,
+    report: &Report,
+    figures: &[FigureFile],
+    traces: &[TraceView],
+) -> Result<String, ReportError> {
+    let cells: Vec<CellView> = report.entries().map(|(g, e)| cell_view(report, g, e, traces)).collect();
     let tta: Vec<TtaView> = report.entries().filter_map(|(g, e)| tta_view(g, e)).collect();
     let overviews = report.overviews();
     let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
@@ -389,6 +398,7 @@ pub(crate) fn report(path: &Path, report: &Report, figures: &[FigureFile]) -> Re
         cell_groups => cell_groups,
         has_compute => has_compute,
         has_energy => has_energy,
+        traces => Serde(traces),
     };
     render(path, "report.html", ctx)
 }

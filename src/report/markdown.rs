@@ -9,10 +9,16 @@ use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::html::{self, comparison_rows, history_flags, history_runs, render, sections, Reference};
 use crate::report::model::{self, Report};
+use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 
-/// Renders `summary.md` of a report.
-pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> Result<String, ReportError> {
+/// Renders `summary.md` of a report, listing the cells' profiler traces `traces`.
+pub(crate) fn summary(
+    path: &Path,
+    report: &Report,
+    figures: &[FigureFile],
+    traces: &[TraceView],
+) -> Result<String, ReportError> {
     let runs: Vec<_> = report
         .results
         .iter()
@@ -40,6 +46,7 @@ pub(crate) fn summary(path: &Path, report: &Report, figures: &[FigureFile]) -> R
         sections => Serde(sections(figures, reference)),
         phases => Serde(crate::report::phases::tables(report)),
         failures => Serde(failures),
+        traces => Serde(traces),
     };
     render(path, "summary.md", ctx)
 }

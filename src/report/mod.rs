@@ -16,6 +16,7 @@ mod model;
 mod overview;
 mod phases;
 mod plots;
+mod traces;
 
 use std::path::{Path, PathBuf};
 
@@ -122,19 +123,33 @@ impl ReportFiles {
 
 /// Renders the report of one or more results files (shards of a run, or runs of different
 /// workloads) into `out_dir`: `index.html`, `summary.md`, `cells.csv`, `plots/*.png|svg` and a copy
-/// of each results file as `results-N.json`.
+/// of each results file as `results-N.json`. Profiler traces are linked where they lie in
+/// `out_dir` (the results files' own folder, as after `run` or `merge`); see
+/// [`render_report_from`].
 pub fn render_report(results: &[Results], out_dir: &Path) -> Result<ReportFiles, ReportError> {
+    render_report_from(results, &vec![out_dir.to_path_buf(); results.len()], out_dir)
+}
+
+/// As [`render_report`], for results files read from the folders `results_dirs` (one per file, in
+/// order): each cell's profiler trace (`run --trace`), whose path is relative to its results
+/// file's folder, is linked from the report's folder where the file is there.
+pub fn render_report_from(
+    results: &[Results],
+    results_dirs: &[PathBuf],
+    out_dir: &Path,
+) -> Result<ReportFiles, ReportError> {
     if results.is_empty() {
         return Err(ReportError::NoResults);
     }
     let out = Output::create(out_dir)?;
     let report = model::Report::new(results);
+    let traces = traces::trace_views(&report, results_dirs, out_dir);
     let figures = out.figures(figures::report_figures(&report))?;
     let results_json = out.results_copies(results)?;
     let index_html = out.path("index.html");
-    write(&index_html, html::report(&index_html, &report, &figures)?)?;
+    write(&index_html, html::report(&index_html, &report, &figures, &traces)?)?;
     let summary_md = out.path("summary.md");
-    write(&summary_md, markdown::summary(&summary_md, &report, &figures)?)?;
+    write(&summary_md, markdown::summary(&summary_md, &report, &figures, &traces)?)?;
     let csv = out.path("cells.csv");
     csv::write_cells(&csv, &report)?;
     Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })

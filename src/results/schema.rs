@@ -603,6 +603,11 @@ impl CellResult {
         self.processes.iter().find_map(|p| p.step_breakdown_unavailable.as_deref())
     }
 
+    /// The cell's profiler trace (`run --trace`), recorded by its first measured process.
+    pub fn trace(&self) -> Option<&TraceRecord> {
+        self.processes.iter().find_map(|p| p.trace.as_ref())
+    }
+
     /// Why the machine was not in a fair state while the cell measured, if it was not: the
     /// distinct concerns ([`MachineState::concerns`]) of its processes before and after measuring.
     pub fn machine_warning(&self) -> Option<String> {
@@ -800,6 +805,10 @@ pub struct ProcessMeasurement {
     /// Why a training-throughput process has no `step_breakdown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_breakdown_unavailable: Option<String>,
+    /// The profiler trace the process recorded after its timed windows (`run --trace`: the first
+    /// measured process of each chosen throughput cell; `None` elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRecord>,
 }
 
 impl ProcessMeasurement {
@@ -828,6 +837,67 @@ impl ProcessMeasurement {
             machine_after: None,
             step_breakdown: None,
             step_breakdown_unavailable: None,
+            trace: None,
+        }
+    }
+}
+
+/// A profiler trace a cell process recorded (`run --trace`): a few steps after its timed windows
+/// under libtorch's Kineto profiler, saved as Chrome-trace JSON, and its longest operators.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// The Chrome-trace JSON file, relative to the results file's directory, with `/` separators
+    /// (`traces/resnet8_baseline_b32_s0_train.json`); it opens in https://ui.perfetto.dev or
+    /// chrome://tracing.
+    pub path: String,
+    /// Training steps (or evaluation batches) recorded under the profiler.
+    pub steps: usize,
+    /// The operators with the longest total duration in the file, longest first: at most
+    /// [`crate::measure::trace::TOP_OPERATORS`] of each activity the trace holds.
+    pub operators: Vec<TraceOperator>,
+}
+
+/// One operator (or GPU kernel, or copy) of a trace, over all its calls in the traced steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceOperator {
+    /// Its name as the profiler records it (`aten::convolution_backward`, a kernel's name).
+    pub name: String,
+    /// Where it ran.
+    pub activity: TraceActivity,
+    /// Calls in the traced steps.
+    pub calls: usize,
+    /// Summed duration of its calls, microseconds, including the operators they called (summed
+    /// over threads: work on several threads at once counts once per thread).
+    pub total_us: f64,
+    /// `total_us` less the time spent in operators its calls made on the same thread,
+    /// microseconds (equal to `total_us` on the GPU, where nothing nests).
+    pub self_us: f64,
+    /// The shapes of the tensor inputs of its longest call, as the trace records them
+    /// (`[32,16,32,32] [16,16,3,3]`); `None` where the trace records none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_shapes: Option<String>,
+}
+
+/// Where a traced operator ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceActivity {
+    /// A libtorch operator on the host (`cpu_op` in the trace): on a GPU, the time to launch its
+    /// kernels; on a CPU, the computation itself.
+    CpuOp,
+    /// A GPU kernel (`kernel`).
+    GpuKernel,
+    /// A copy or fill of device memory (`gpu_memcpy`, `gpu_memset`).
+    GpuMemory,
+}
+
+impl TraceActivity {
+    /// Its name in a report ("CPU operator", "GPU kernel", "GPU copy or fill").
+    pub fn label(self) -> &'static str {
+        match self {
+            TraceActivity::CpuOp => "CPU operator",
+            TraceActivity::GpuKernel => "GPU kernel",
+            TraceActivity::GpuMemory => "GPU copy or fill",
         }
     }
 }

@@ -114,7 +114,8 @@ impl RunInfoBuilder {
 }
 
 /// What the runner is handed to run `plan` as `info` into `out_dir`: this machine's CPU, no data
-/// or text to hand the cells (a mock measures them), a new run with an interrupt of its own.
+/// or text to hand the cells (a mock measures them), a new run with an interrupt of its own and no
+/// traces.
 pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
     RunSpec {
         info,
@@ -126,5 +127,6 @@ pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
         out_dir: out_dir.to_path_buf(),
         resume: false,
         interrupt: Interrupt::new(),
+        trace: None,
     }
 }

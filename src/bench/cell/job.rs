@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::profile::{Profile, ProfileName};
+use crate::bench::trace::TraceTarget;
 use crate::device::DeviceSpec;
 use crate::results::schema::{CellKey, FamilySettings, Protocol};
 
@@ -45,6 +46,10 @@ pub struct CellJob {
     /// training), which replace the profile's (`None`: the profile's own).
     #[serde(default)]
     pub family_settings: Option<FamilySettings>,
+    /// Where to write the profiler trace the process records after its timed windows (`run
+    /// --trace`, in the first measured process of a chosen throughput cell; `None`: no trace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceTarget>,
 }
 
 impl CellJob {

@@ -3,6 +3,7 @@
 
 use super::data::{CellData, InputOptions};
 use super::phases::record_breakdown;
+use super::trace;
 use super::tta::train_to_target;
 use super::CellJob;
 use crate::bench::profile::Profile;
@@ -106,7 +107,7 @@ fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<Proces
 /// Training throughput: the warm-up steps (at least those that reach the steady state), then the
 /// timed windows of training steps at the schedule's first learning rate, recording the host
 /// reads of metrics in the windows, then one window of steps timed phase by phase, and the last
-/// mean loss.
+/// mean loss; then the profiler trace, if asked for.
 fn time_training<W: Workload>(
     process: &CellContext,
     inputs: &InputOptions,
@@ -129,11 +130,11 @@ fn time_training<W: Workload>(
     record_breakdown(process, trainer, loader.as_mut(), lr, measurement)?;
     trainer.metrics_mut().flush();
     measurement.last_loss = trainer.metrics_mut().last_mean_loss();
-    Ok(())
+    trace::record(process, measurement, || trainer.train_step(&loader.next_batch()?, lr))
 }
 
 /// Evaluation throughput: the warm-up batches, then the timed windows of evaluation batches, with
-/// gradients off under `no-grad-eval`.
+/// gradients off under `no-grad-eval`; then the profiler trace, if asked for.
 fn time_evaluation<W: Workload>(
     process: &CellContext,
     inputs: &InputOptions,
@@ -152,7 +153,8 @@ fn time_evaluation<W: Workload>(
         // The count of correct predictions stays on the device: no host read per batch.
         let _correct = trainer.eval_batch(&batch, no_grad)?;
         Ok(batch.len())
-    })
+    })?;
+    trace::record(process, measurement, || trainer.eval_batch(&batches.next_batch()?, no_grad).map(drop))
 }
 
 /// A memory probe: the steps that reach the steady state and [`PROBE_STEPS`] more, failing as

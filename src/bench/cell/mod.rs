@@ -4,13 +4,15 @@
 //! The process is handed a [`CellJob`] ([`job`]), loads the cell's data ([`data`]), spreads
 //! training over devices as the cell asks ([`parallel`]), and measures throughput, memory
 //! ([`measure`]) or time to accuracy ([`tta`]), with where a training step's time goes
-//! ([`phases`]).
+//! ([`phases`]) and a profiler trace after the timed windows when the job asks for one
+//! ([`trace`]).
 
 mod data;
 mod job;
 mod measure;
 mod parallel;
 mod phases;
+mod trace;
 mod tta;
 
 use std::time::Instant;
@@ -18,6 +20,7 @@ use std::time::Instant;
 pub use data::{training_inputs, TrainingInputs};
 pub use job::CellJob;
 pub use measure::PROBE_STEPS;
+pub use trace::TRACED_STEPS;
 
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
