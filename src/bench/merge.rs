@@ -106,16 +106,10 @@ fn copy_traces(
 
 /// Copies `from` to `to` through a temporary file beside `to`, renamed once whole.
 fn copy_atomically(from: &Path, to: &Path) -> Result<(), Error> {
-    let failed = |source| Error::Write { path: to.into(), source };
-    let dir = to.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(failed)?;
     let mut source = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
-    let mut tmp =
-        tempfile::Builder::new().prefix(".trace-").suffix(".json").tempfile_in(dir).map_err(failed)?;
-    std::io::copy(&mut source, &mut tmp).map_err(failed)?;
-    tmp.as_file().sync_all().map_err(failed)?;
-    tmp.persist(to).map_err(|e| failed(e.error))?;
-    Ok(())
+    store::write_atomically(to, |tmp| {
+        std::io::copy(&mut source, tmp).map(drop).map_err(|source| Error::Write { path: to.into(), source })
+    })
 }
 
 /// The results files `path` names: the file itself; a directory's results.json; or, for a

@@ -52,9 +52,7 @@ impl CellGlob {
             .filter(|c| c.not_applicable.is_none() && traceable(&c.key))
             .map(|c| c.key.id())
             .collect();
-        if plan.cells.is_empty()
-            || plan.cells.iter().any(|c| c.not_applicable.is_none() && self.traces(&c.key))
-        {
+        if plan.cells.is_empty() || ids.iter().any(|id| self.0.matches(id.as_str())) {
             return Ok(());
         }
         if ids.is_empty() {

@@ -114,6 +114,16 @@ impl StepBreakdown {
         self.phases.iter().map(|p| p.mean_ms).sum()
     }
 
+    /// `ms` as a percentage of the mean step ([`Self::step_ms`]; 0 when the step took no time).
+    pub fn percent_of_step(&self, ms: f64) -> f64 {
+        let step_ms = self.step_ms();
+        if step_ms > 0.0 {
+            ms / step_ms * 100.0
+        } else {
+            0.0
+        }
+    }
+
     /// The mean time per step in `phase`, milliseconds (`None`: the steps never entered it).
     pub fn phase_ms(&self, phase: StepPhase) -> Option<f64> {
         self.phases.iter().find(|p| p.phase == phase).map(|p| p.mean_ms)

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::ffi;
 use crate::measure::timer::synchronize;
 use crate::results::schema::{TraceActivity, TraceOperator};
+use crate::results::store;
 
 /// Rows of each activity (CPU operators, GPU kernels, GPU copies) kept in a trace's table.
 pub const TOP_OPERATORS: usize = 15;
@@ -42,15 +43,9 @@ impl Profiling {
     pub fn save(mut self, path: &Path) -> Result<(), Error> {
         synchronize(self.device);
         self.running = false;
-        let failed = |source| Error::Write { path: path.into(), source };
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(failed)?;
-        let tmp =
-            tempfile::Builder::new().prefix(".trace-").suffix(".json").tempfile_in(dir).map_err(failed)?;
-        ffi::profiler_stop(Some(tmp.path())).map_err(|e| e.context(format!("writing {}", path.display())))?;
-        tmp.as_file().sync_all().map_err(failed)?;
-        tmp.persist(path).map_err(|e| failed(e.error))?;
-        Ok(())
+        store::write_atomically(path, |tmp| {
+            ffi::profiler_stop(Some(tmp.path())).map_err(|e| e.context(format!("writing {}", path.display())))
+        })
     }
 }
 

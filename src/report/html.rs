@@ -485,7 +485,7 @@ pub(crate) struct HistoryRunView {
 }
 
 /// The history's versions, oldest first.
-pub(crate) fn history_runs(h: &History) -> Vec<HistoryRunView> {
+fn history_runs(h: &History) -> Vec<HistoryRunView> {
     h.versions
         .iter()
         .zip(h.comparison.results)
@@ -542,7 +542,7 @@ pub(crate) struct FlagView {
 
 /// Every trick cell measured in two versions or more, from each version to the next;
 /// `changed_only` keeps the changes.
-pub(crate) fn history_flags(h: &History, changed_only: bool) -> Vec<FlagView> {
+fn history_flags(h: &History, changed_only: bool) -> Vec<FlagView> {
     let name = |i: usize| format!("{} {}", h.versions[i].tick, h.versions[i].commit);
     let noise = |t: &Track, i: usize| {
         let ticks: Vec<&str> = [i, i + 1]
@@ -582,8 +582,13 @@ pub(crate) fn history_flags(h: &History, changed_only: bool) -> Vec<FlagView> {
 
 /// Renders `index.html` of a history.
 pub(crate) fn history(path: &Path, h: &History, figures: &[FigureFile]) -> Result<String, ReportError> {
+    render(path, "history.html", history_context(h, figures))
+}
+
+/// What the history's page and its Markdown summary are rendered from.
+pub(crate) fn history_context(h: &History, figures: &[FigureFile]) -> Value {
     let confidence = h.comparison.results[0].run.protocol.confidence_level;
-    let ctx = context! {
+    context! {
         title => run_title(h.comparison.results, "history"),
         conclusion => h.conclusion(),
         reason => Serde(&h.line_up.reason),
@@ -599,6 +604,5 @@ pub(crate) fn history(path: &Path, h: &History, figures: &[FigureFile]) -> Resul
         mismatches => Serde(&h.comparison.mismatches),
         sections => Serde(sections(figures, Reference::Baseline)),
         protocols => Serde(protocols(h.comparison.results)),
-    };
-    render(path, "history.html", ctx)
+    }
 }

@@ -7,7 +7,7 @@ use minijinja::value::Serde;
 
 use crate::report::compare::Comparison;
 use crate::report::history::History;
-use crate::report::html::{self, comparison_rows, history_flags, history_runs, render, sections, Reference};
+use crate::report::html::{self, comparison_rows, render, sections, Reference};
 use crate::report::model::{self, Report};
 use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
@@ -67,18 +67,5 @@ pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) ->
 
 /// Renders `summary.md` of a history.
 pub(crate) fn history(path: &Path, h: &History, figures: &[FigureFile]) -> Result<String, ReportError> {
-    let confidence = h.comparison.results[0].run.protocol.confidence_level;
-    let ctx = context! {
-        conclusion => h.conclusion(),
-        reason => Serde(&h.line_up.reason),
-        machines => Serde(&h.line_up.machines),
-        synthetic => Serde(h.comparison.devices.iter().any(|d| d.synthetic)),
-        profile => Serde(h.comparison.profile_text()),
-        confidence => format!("{:.0}%", confidence * 100.0),
-        runs => Serde(history_runs(h)),
-        flags => Serde(history_flags(h, false)),
-        mismatches => Serde(&h.comparison.mismatches),
-        sections => Serde(sections(figures, Reference::Baseline)),
-    };
-    render(path, "history.md", ctx)
+    render(path, "history.md", html::history_context(h, figures))
 }

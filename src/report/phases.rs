@@ -130,7 +130,7 @@ fn row(g: &Group, b: &BrokenDown) -> PhaseRow {
         .iter()
         .map(|p| {
             let Rgb(r, gr, bl) = phase_colour(p.phase);
-            let percent = if step_ms > 0.0 { p.mean_ms / step_ms * 100.0 } else { 0.0 };
+            let percent = b.breakdown.percent_of_step(p.mean_ms);
             let text = format!("{}: {:.2} ms ({percent:.0}%)", p.phase.label(), p.mean_ms);
             (p.phase.label().to_owned(), (percent * 10.0).round() / 10.0, format!("rgb({r},{gr},{bl})"), text)
         })

@@ -1,4 +1,5 @@
-//! Reading and atomically writing `results.json`.
+//! Reading and atomically writing `results.json`, and the atomic write every file a run keeps
+//! goes through.
 
 use std::io::Write;
 use std::path::Path;
@@ -17,11 +18,26 @@ pub fn save(results: &Results, path: &Path) -> Result<(), Error> {
 /// the error names `path` and says that its previous content is unchanged.
 pub fn write_json_atomically<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), Error> {
     let json = serde_json::to_vec_pretty(value).map_err(|e| Error::Json { path: path.into(), source: e })?;
+    write_atomically(path, |tmp| {
+        tmp.write_all(&json)
+            .and_then(|()| tmp.write_all(b"\n"))
+            .map_err(|source| Error::Write { path: path.into(), source })
+    })
+}
+
+/// Writes `path` atomically: `fill` writes the content into a temporary file in the same directory
+/// (named `.tmp…` with `path`'s extension), which is then flushed to disk and renamed over `path`,
+/// so that a crash or a full disk leaves no partial file there. I/O errors name `path`.
+pub fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> Result<(), Error>,
+) -> Result<(), Error> {
     let failed = |source| Error::Write { path: path.into(), source };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(failed)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
-    tmp.write_all(&json).and_then(|()| tmp.write_all(b"\n")).map_err(failed)?;
+    let suffix = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new().prefix(".tmp").suffix(&suffix).tempfile_in(dir).map_err(failed)?;
+    fill(&mut tmp)?;
     tmp.as_file().sync_all().map_err(failed)?;
     tmp.persist(path).map_err(|e| failed(e.error))?;
     Ok(())

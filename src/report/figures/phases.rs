@@ -56,7 +56,7 @@ fn row(g: &Group, b: &BrokenDown) -> BarRow {
                 "{label} · {}: {:.2} ms of {step_ms:.2} ms ({:.0}%)",
                 p.phase.label(),
                 p.mean_ms,
-                if step_ms > 0.0 { p.mean_ms / step_ms * 100.0 } else { 0.0 }
+                b.breakdown.percent_of_step(p.mean_ms)
             ),
         })
         .collect();
