@@ -8,6 +8,7 @@
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
@@ -226,6 +227,20 @@ int tb_set_tf32(int matmul, int cudnn) {
 void tb_get_tf32(int* out) {
   out[0] = at::globalContext().allowTF32CuBLAS() ? 1 : 0;
   out[1] = at::globalContext().allowTF32CuDNN() ? 1 : 0;
+}
+
+// Sets the accelerator caching allocator's expandable segments on or off (as
+// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True|False would), before anything is allocated.
+int tb_set_expandable_segments(int enabled) {
+  return guarded([&] {
+    c10::CachingAllocator::setAllocatorSettings(enabled != 0 ? "expandable_segments:True"
+                                                              : "expandable_segments:False");
+  });
+}
+
+// 1 when the caching allocator's configuration has expandable segments on, else 0.
+int tb_expandable_segments_enabled() {
+  return c10::CachingAllocator::AcceleratorAllocatorConfig::use_expandable_segments() ? 1 : 0;
 }
 
 // Turns autograd anomaly detection on or off (check_nan: also fail on NaN gradients).

@@ -35,6 +35,8 @@ mod raw {
         pub fn tb_set_tf32(matmul: c_int, cudnn: c_int) -> c_int;
         pub fn tb_get_tf32(out: *mut c_int);
         pub fn tb_set_anomaly_mode(enabled: c_int, check_nan: c_int);
+        pub fn tb_set_expandable_segments(enabled: c_int) -> c_int;
+        pub fn tb_expandable_segments_enabled() -> c_int;
         pub fn tb_anomaly_mode_enabled() -> c_int;
         pub fn tb_set_grad_none(t: *mut C_tensor);
         pub fn tb_amp_unscale(
@@ -318,6 +320,20 @@ pub fn tf32() -> Tf32 {
     // SAFETY: `out` has the two slots the shim writes.
     unsafe { raw::tb_get_tf32(out.as_mut_ptr()) };
     Tf32 { matmul: out[0] != 0, cudnn: out[1] != 0 }
+}
+
+/// Turns the caching allocator's expandable segments on or off, whatever `PYTORCH_CUDA_ALLOC_CONF`
+/// said. Call before the first device allocation: segments already reserved keep their kind.
+pub fn set_expandable_segments(enabled: bool) -> Result<(), Error> {
+    // SAFETY: an integer only; it parses a constant settings string into the process-wide
+    // allocator configuration.
+    check(unsafe { raw::tb_set_expandable_segments(c_int::from(enabled)) }, "setting expandable segments")
+}
+
+/// Whether the caching allocator's configuration has expandable segments on.
+pub fn expandable_segments_enabled() -> bool {
+    // SAFETY: no argument: a read of the process-wide allocator configuration.
+    unsafe { raw::tb_expandable_segments_enabled() != 0 }
 }
 
 /// Turns autograd anomaly detection on or off (with NaN checks when on).
@@ -842,5 +858,13 @@ mod tests {
             }
         });
         assert!(RngState::save(Device::Mps).is_err());
+    }
+
+    #[test]
+    fn the_allocator_takes_expandable_segments_on_and_off() {
+        for enabled in [true, false, true, false] {
+            set_expandable_segments(enabled).unwrap();
+            assert_eq!(expandable_segments_enabled(), enabled);
+        }
     }
 }

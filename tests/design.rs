@@ -7,6 +7,7 @@ mod common;
 use trickbench::bench::design::{stack_ranking, Design, Phases};
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
+use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::error::Error;
 use trickbench::results::schema::{CellKind, CellResult, CellStatus, Phase, Results};
 use trickbench::tricks::Trick;

@@ -458,6 +458,15 @@ fn first_screen_judges_each_trick_by_its_own_metric() {
     assert!(sooner_below_one.is_none(), "a ratio below one with 'sooner': {sooner_below_one:?}");
     let conclusion = convergence_doc.select(&Selector::parse(".conclusion").unwrap()).next().unwrap();
     assert!(conclusion.text().collect::<String>().contains("hurt (one-cycle · b64, max-batch · b2048"));
+    // Its memory probes: where the doubling stopped, with and without checkpointing.
+    let probe_rows: Vec<String> = convergence_doc
+        .select(&Selector::parse("#memory tbody tr").unwrap())
+        .map(|row| row.text().collect::<Vec<_>>().join("|"))
+        .collect();
+    assert_eq!(probe_rows.len(), 2, "{probe_rows:?}");
+    for (row, set) in probe_rows.iter().zip(["baseline", "checkpointing"]) {
+        assert!(row.starts_with(&format!("{set}|2048|4096: out of memory|64 ✓")), "{row}");
+    }
     // Baseline in absolute units and MiB on the first screen.
     let baseline: String =
         convergence_doc.select(&Selector::parse(".baseline").unwrap()).next().unwrap().text().collect();

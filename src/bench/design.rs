@@ -135,6 +135,7 @@ impl Design {
             Design::SuperConvergence => phases.run(Plan::super_convergence(request)),
             Design::Ablation | Design::Stack | Design::LeaveOneOut => {
                 let request = with_max_batch(phases, request, probe_cap)?;
+                probe_expandable_segments(phases, &request, probe_cap)?;
                 phases.run(match self {
                     Design::LeaveOneOut => Plan::leave_one_out(&request),
                     _ => Plan::ablation(&request),
@@ -208,6 +209,29 @@ fn with_max_batch(phases: &mut dyn Phases, request: &PlanRequest, cap: usize) ->
         request.max_batch_size = fitting.last().copied();
     }
     Ok(request)
+}
+
+/// Probes the largest batch that fits with and without `expandable-segments`, when it is asked
+/// for, on every workload it applies to: the second of the two things it is judged by (its
+/// throughput cell records the peak reserved memory). A probe already run (by `max-batch`) is not
+/// run again.
+fn probe_expandable_segments(
+    phases: &mut dyn Phases,
+    request: &PlanRequest,
+    cap: usize,
+) -> Result<(), Error> {
+    if !request.tricks.contains(&Trick::ExpandableSegments) {
+        return Ok(());
+    }
+    let trick = Trick::ExpandableSegments;
+    let hardware = request.hardware.clone();
+    for &workload in &request.workloads {
+        if trick.applicability(workload, &hardware) == Applicability::Applies {
+            probe(phases, request, workload, TrickSet::baseline(), cap)?;
+            probe(phases, request, workload, TrickSet::only(trick), cap)?;
+        }
+    }
+    Ok(())
 }
 
 /// The stack's second half: the tricks added cumulatively, best measured first (in the shard

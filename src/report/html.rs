@@ -394,6 +394,7 @@ pub(crate) fn report(
         tta => Serde(tta),
         tta_summary => Serde(report.time_to_accuracy_rows()),
         phases => Serde(super::phases::tables(report)),
+        probes => Serde(super::probes::tables(report)),
         cells => Serde(cells),
         cell_groups => cell_groups,
         has_compute => has_compute,

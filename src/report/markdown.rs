@@ -45,6 +45,7 @@ pub(crate) fn summary(
         tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures, reference)),
         phases => Serde(crate::report::phases::tables(report)),
+        probes => Serde(crate::report::probes::tables(report)),
         failures => Serde(failures),
         traces => Serde(traces),
     };

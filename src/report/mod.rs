@@ -16,6 +16,7 @@ mod model;
 mod overview;
 mod phases;
 mod plots;
+mod probes;
 mod traces;
 
 use std::path::{Path, PathBuf};

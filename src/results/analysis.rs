@@ -9,7 +9,7 @@ use crate::results::schema::{
     Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
-use crate::tricks::Trick;
+use crate::tricks::{MemoryFigure, Trick};
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
 /// utilisation) from its processes; `system` supplies the GPU whose peak MFU is measured against.
@@ -287,13 +287,17 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
     } else {
         Verdict::NoSignificantEffect
     };
-    let memory_ratio = match (
-        cell.memory.and_then(|m| m.primary_bytes()),
-        baseline.memory.and_then(|m| m.primary_bytes()),
-    ) {
-        (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
-        _ => None,
+    let added = cell.key.tricks.iter().filter(|&t| !baseline.key.tricks.has(t));
+    let figure = if added.map(Trick::memory_figure).any(|f| f == MemoryFigure::Reserved) {
+        MemoryFigure::Reserved
+    } else {
+        MemoryFigure::Live
     };
+    let memory_ratio =
+        match (cell.memory.and_then(|m| m.bytes(figure)), baseline.memory.and_then(|m| m.bytes(figure))) {
+            (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
+            _ => None,
+        };
     Some(Comparison {
         cell: cell.id().clone(),
         baseline: baseline.id().clone(),
@@ -374,6 +378,26 @@ mod tests {
         let u = c.utilisation.unwrap();
         assert_eq!(u.achieved_flops_per_s, 1e12, "achieved FLOP/s is known on a CPU too");
         assert!(u.mfu.is_none() && u.mfu_unavailable.unwrap().contains("no peak FLOP/s"));
+    }
+
+    #[test]
+    fn expandable_segments_are_compared_by_reserved_bytes_and_other_tricks_by_live_bytes() {
+        let on_gpu = |tricks: TrickSet, allocated: u64, reserved: u64| {
+            let mut c = cell(tricks, [[100.0; 3]; 2], 1);
+            let peaks = Memory {
+                peak_allocated_bytes: Some(allocated),
+                peak_reserved_bytes: Some(reserved),
+                peak_rss_bytes: Some(1),
+            };
+            c.memory = Some(peaks);
+            c
+        };
+        let base = on_gpu(TrickSet::baseline(), 1000, 2000);
+        let expandable = on_gpu(TrickSet::only(Trick::ExpandableSegments), 1000, 1200);
+        let checkpointed = on_gpu(TrickSet::only(Trick::Checkpointing), 500, 2000);
+        let cmp = comparisons(&[base, expandable, checkpointed], Design::Ablation);
+        assert_eq!(cmp[0].memory_ratio, Some(0.6), "reserved: 1200 of 2000 bytes");
+        assert_eq!(cmp[1].memory_ratio, Some(0.5), "live: 500 of 1000 bytes");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::quality::QualityMetric;
 use crate::results::system::SystemInfo;
-use crate::tricks::{Trick, TrickSet};
+use crate::tricks::{MemoryFigure, Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::{Family, WorkloadId};
 
@@ -923,6 +923,15 @@ impl Memory {
         self.peak_allocated_bytes.or(self.peak_rss_bytes)
     }
 
+    /// The peak that `figure` names: live bytes as [`Self::primary_bytes`], or reserved bytes
+    /// (CUDA only).
+    pub fn bytes(&self, figure: MemoryFigure) -> Option<u64> {
+        match figure {
+            MemoryFigure::Live => self.primary_bytes(),
+            MemoryFigure::Reserved => self.peak_reserved_bytes,
+        }
+    }
+
     /// The element-wise maximum of two peaks.
     pub fn max(self, other: Memory) -> Memory {
         let max = |a: Option<u64>, b: Option<u64>| match (a, b) {
@@ -1055,7 +1064,9 @@ pub struct Comparison {
     pub speedup_ci_high: f64,
     /// What the interval says.
     pub verdict: Verdict,
-    /// Peak memory of the trick ÷ that of the baseline (<1: less memory), where both are known.
+    /// Peak memory of the trick ÷ that of the baseline (<1: less memory), where both are known:
+    /// peak reserved bytes when a trick the cell adds is judged by them (`expandable-segments`),
+    /// else peak live bytes.
     pub memory_ratio: Option<f64>,
 }
 

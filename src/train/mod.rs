@@ -55,9 +55,12 @@ pub struct Evaluation {
     pub predictions: usize,
 }
 
-/// Applies the process-wide switches of the cell `key`: cuDNN autotuning (`cudnn-benchmark`), TF32,
-/// and anomaly detection (on for `debug-off`'s reference cell). Call once, before building the
-/// model.
+/// Applies the process-wide switches of the cell `key`: cuDNN autotuning (`cudnn-benchmark`), the
+/// caching allocator's expandable segments (`expandable-segments`), TF32, and anomaly detection (on
+/// for `debug-off`'s reference cell). Call once, before building the model.
+///
+/// Expandable segments are set explicitly on a CUDA device, on or off, so that a
+/// `PYTORCH_CUDA_ALLOC_CONF` in the user's environment cannot change the baseline.
 ///
 /// TF32 is set explicitly every time. The baseline keeps PyTorch 2.11's defaults, TF32 allowed in
 /// cuDNN convolutions and fp32 matmuls at full precision; `tf32` allows it in matmuls too
@@ -66,6 +69,14 @@ pub struct Evaluation {
 pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
         tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
+        let expandable = key.tricks.has(Trick::ExpandableSegments);
+        ffi::set_expandable_segments(expandable)?;
+        if ffi::expandable_segments_enabled() != expandable {
+            return Err(Error::Torch(format!(
+                "the caching allocator did not take expandable_segments:{}",
+                if expandable { "True" } else { "False" }
+            )));
+        }
     }
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
     let strict = key.is_reference_for(Trick::Tf32);

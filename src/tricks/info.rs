@@ -81,6 +81,15 @@ impl Reference {
     }
 }
 
+/// Which peak a trick judged by memory is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryFigure {
+    /// Bytes held by live tensors (the peak resident set where tensors are not counted).
+    Live,
+    /// Bytes the caching allocator reserved from the device, which is where fragmentation shows.
+    Reserved,
+}
+
 /// What a trick is judged by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

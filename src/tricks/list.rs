@@ -45,7 +45,10 @@ mod tests {
         assert!(convergence.contains(&Trick::OneCycle) && convergence.contains(&Trick::BatchNorm));
         assert!(convergence.iter().all(|t| t.metric() == Metric::TimeToAccuracy));
         let mixed = parse_trick_list("memory,amp,checkpointing").unwrap();
-        assert_eq!(mixed, [Trick::Checkpointing, Trick::GradAccumulation, Trick::Amp]);
+        assert_eq!(
+            mixed,
+            [Trick::Checkpointing, Trick::GradAccumulation, Trick::ExpandableSegments, Trick::Amp]
+        );
         assert_eq!(parse_trick_list("all").unwrap().len(), Trick::ALL.len());
     }
 

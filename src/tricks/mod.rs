@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
-pub use info::{Metric, Reference, TrickInfo, Wording};
+pub use info::{MemoryFigure, Metric, Reference, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 pub use set::TrickSet;
 
@@ -79,6 +79,8 @@ pub enum Trick {
     Checkpointing,
     /// Several micro-batches per optimizer step at the same effective batch.
     GradAccumulation,
+    /// The CUDA caching allocator's expandable segments instead of fixed-size segments.
+    ExpandableSegments,
     /// Global-norm gradient clipping without a host sync.
     GradClipping,
     /// Per-channel standardised inputs instead of raw [0, 1] pixels.
@@ -94,7 +96,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 30] = [
+    pub const ALL: [Trick; 31] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -120,6 +122,7 @@ impl Trick {
         Trick::Lamb,
         Trick::Checkpointing,
         Trick::GradAccumulation,
+        Trick::ExpandableSegments,
         Trick::GradClipping,
         Trick::InputNorm,
         Trick::BatchNorm,
@@ -159,6 +162,11 @@ impl Trick {
     /// The metric the trick is judged by.
     pub fn metric(self) -> Metric {
         self.info().metric
+    }
+
+    /// Which peak memory the trick's cells are compared by.
+    pub fn memory_figure(self) -> MemoryFigure {
+        table::memory_figure(self)
     }
 
     /// The label of the trick's own reference cell, for the tricks that have one (see

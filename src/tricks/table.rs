@@ -3,7 +3,7 @@
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{Metric, Reference, TrickInfo};
+use super::info::{MemoryFigure, Metric, Reference, TrickInfo};
 use super::{Need, Trick};
 
 /// The baseline of both mixed-precision tricks.
@@ -415,6 +415,27 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "Guide #9: accumulating gradients over several micro-batches gives the effective batch of a \
                  larger one in the memory of a smaller one, at the cost of some throughput.",
         },
+        Trick::ExpandableSegments => &TrickInfo {
+            id: "expandable-segments",
+            guide_number: None,
+            metric: Metric::Memory,
+            off: Same("the CUDA caching allocator's fixed-size segments (expandable_segments:False)"),
+            on: Same(
+                "expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): one segment per \
+                 stream that grows by mapping more physical pages, so blocks of changing sizes reuse it \
+                 instead of fragmenting fixed segments; judged by peak reserved memory and by the largest \
+                 batch that fits (probed with and without it)",
+            ),
+            reference: Reference::Baseline,
+            needs: &[Need::Cuda("expandable segments are a mode of the CUDA caching allocator")],
+            colour: [96, 186, 160],
+            claim: "Modern addition (PyTorch's CUDA memory-management notes, torch.cuda docs): with \
+                    expandable_segments:True the caching allocator maps physical pages into one growing \
+                    segment instead of allocating fixed segments, which cuts the memory lost to \
+                    fragmentation when allocation sizes change (varying batch or sequence shapes) and can \
+                    let a larger batch fit; PyTorch recommends it when reserved memory far exceeds \
+                    allocated memory.",
+        },
         Trick::GradClipping => &TrickInfo {
             id: "grad-clipping",
             guide_number: Some(14),
@@ -507,6 +528,15 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     copies the model to every GPU each step and gathers outputs and gradients on the first; \
                     PyTorch recommends it even on one machine.",
         },
+    }
+}
+
+/// The peak memory `trick`'s cells are compared by: reserved bytes for the allocator's own mode,
+/// whose effect is on what it reserves, not on what tensors hold; live bytes for every other.
+pub(super) fn memory_figure(trick: Trick) -> MemoryFigure {
+    match trick {
+        Trick::ExpandableSegments => MemoryFigure::Reserved,
+        _ => MemoryFigure::Live,
     }
 }
 

@@ -1,0 +1,83 @@
+//! The largest batch that fits: every memory probe of a group, one row per trick set probed (the
+//! baseline, and `checkpointing` or `expandable-segments` when they were), with the batches tried
+//! and where the doubling stopped.
+
+use serde::Serialize;
+
+use crate::report::model::{Entry, Group, Report};
+use crate::results::schema::{CellKind, CellStatus};
+use crate::tricks::TrickSet;
+
+/// The probes of one group.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProbeTable {
+    /// The group's title.
+    pub group: String,
+    /// One row per trick set probed, the baseline first.
+    pub rows: Vec<ProbeRow>,
+}
+
+/// One trick set's probes.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProbeRow {
+    /// The trick set ("baseline", "expandable-segments").
+    pub configuration: String,
+    /// The largest batch whose probe ran ("—" when none did).
+    pub largest: String,
+    /// Where the doubling stopped: "1024: out of memory", or that it reached the largest batch
+    /// tried.
+    pub stopped: String,
+    /// Every batch tried with its outcome, smallest first ("64 ✓ · 128 ✓ · 256 ✗").
+    pub tried: String,
+}
+
+/// The probe table of every group that ran memory probes.
+pub(crate) fn tables(report: &Report) -> Vec<ProbeTable> {
+    report
+        .groups
+        .iter()
+        .map(|g| ProbeTable { group: g.title(), rows: rows(g) })
+        .filter(|t| !t.rows.is_empty())
+        .collect()
+}
+
+fn rows(g: &Group) -> Vec<ProbeRow> {
+    let probes: Vec<&Entry> = g.entries.iter().filter(|e| e.cell.key.kind == CellKind::MemoryProbe).collect();
+    let mut sets: Vec<&TrickSet> = probes.iter().map(|e| &e.cell.key.tricks).collect();
+    sets.sort();
+    sets.dedup();
+    sets.into_iter()
+        .map(|tricks| {
+            let mut tried: Vec<&Entry> =
+                probes.iter().copied().filter(|e| &e.cell.key.tricks == tricks).collect();
+            tried.sort_by_key(|e| e.cell.key.batch_size);
+            row(tricks, &tried)
+        })
+        .collect()
+}
+
+fn row(tricks: &TrickSet, tried: &[&Entry]) -> ProbeRow {
+    let fits = |e: &Entry| e.cell.status == CellStatus::Ok;
+    let largest = tried.iter().filter(|e| fits(e)).map(|e| e.cell.key.batch_size).max();
+    let stopped = match tried.iter().find(|e| !fits(e)) {
+        Some(e) => format!("{}: {}", e.cell.key.batch_size, status_text(&e.cell.status)),
+        None => "every batch tried fitted".to_owned(),
+    };
+    let mark = |e: &&Entry| format!("{} {}", e.cell.key.batch_size, if fits(e) { "✓" } else { "✗" });
+    ProbeRow {
+        configuration: tricks.label(),
+        largest: largest.map_or_else(|| "—".to_owned(), |b| b.to_string()),
+        stopped,
+        tried: tried.iter().map(mark).collect::<Vec<_>>().join(" · "),
+    }
+}
+
+fn status_text(status: &CellStatus) -> &'static str {
+    match status {
+        CellStatus::Ok => "fitted",
+        CellStatus::OutOfMemory { .. } => "out of memory",
+        CellStatus::Timeout { .. } => "timed out",
+        CellStatus::Failed { .. } => "failed",
+        CellStatus::NotApplicable { .. } => "not applicable",
+    }
+}
