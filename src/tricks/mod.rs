@@ -87,6 +87,9 @@ pub enum Trick {
     BatchNorm,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
+    /// The GPT's attention and MLP projections as fp8 matmuls (`torch._scaled_mm`) with
+    /// per-tensor dynamic scales.
+    Fp8Matmul,
     /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
     /// every GPU (DataParallel).
     Ddp,
@@ -94,7 +97,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 30] = [
+    pub const ALL: [Trick; 31] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -124,6 +127,7 @@ impl Trick {
         Trick::InputNorm,
         Trick::BatchNorm,
         Trick::FlashAttention,
+        Trick::Fp8Matmul,
         Trick::Ddp,
     ];
 
