@@ -163,9 +163,10 @@ at::Tensor fp8_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& sa
 }
 
 // y = x · wᵀ with fp8 operands, as modded-nanogpt's FP8 matmul: x and w quantised to e4m3 with
-// their own per-tensor scales, y in autocast's type (bf16 without autocast); in backward the output gradient g quantised to e5m2 with
-// its own scale, grad_x = g · w and grad_w = gᵀ · x from the saved fp8 operands, each gradient in
-// its input's dtype. x is [..., K], w [N, K]; _scaled_mm needs K, N and x's rows in multiples of 16.
+// their own per-tensor scales, y in autocast's type (bf16 without autocast); in backward the
+// output gradient g quantised to e5m2 with its own scale, grad_x = g · w and grad_w = gᵀ · x from
+// the saved fp8 operands, each gradient in its input's dtype. x is [..., K], w [N, K]; _scaled_mm
+// needs K, N and x's rows in multiples of 16.
 struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             int64_t gemm) {

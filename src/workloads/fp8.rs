@@ -1,5 +1,7 @@
-//! FP8 linear layers (the `fp8-matmul` trick), after modded-nanogpt's FP8 matmul: per-tensor
-//! dynamic scaling. Each matmul operand gets its own scale, the format's largest finite value over
+//! FP8 linear layers (the `fp8-matmul` trick): modded-nanogpt's FP8 matmul (e4m3 operands,
+//! e5m2 gradients, `_scaled_mm` in both passes) with per-tensor dynamic scales, as NVIDIA
+//! Transformer Engine's current scaling computes them, where modded-nanogpt fixes its head's
+//! scales by hand. Each matmul operand gets its own scale, the format's largest finite value over
 //! the operand's largest magnitude (448/amax for e4m3, 57344/amax for e5m2; amax floored at 1e-12,
 //! so an all-zero tensor gets a finite scale), is multiplied by it, clamped to the format's range
 //! and cast. Forward multiplies x and w in e4m3 into an output in autocast's type (bf16 without

@@ -22,10 +22,10 @@
 //!
 //! With `fp8` ([`GptOptions`], the `fp8-matmul` trick) the four projections of every block
 //! (`c_attn`, the attention's `c_proj`, `c_fc`, the MLP's `c_proj`) are fp8 linears
-//! ([`super::fp8`]) with outputs in autocast's type, else bf16. The token embedding and the head tied to it stay exact:
-//! the head's vocabulary (65 characters) is not a multiple of 16, which `_scaled_mm` needs, and
-//! it is a sliver of the FLOPs. (modded-nanogpt, the other way round, runs only its large head
-//! in fp8, with fixed scales tuned for it.)
+//! ([`super::fp8`]) with outputs in autocast's type, else bf16. The token embedding and the head
+//! tied to it stay exact: the head's vocabulary (65 characters) is not a multiple of 16, which
+//! `_scaled_mm` needs, and it is a sliver of the FLOPs. (modded-nanogpt, the other way round, runs
+//! only its large head in fp8, with fixed scales tuned for it.)
 //!
 //! For activation checkpointing the model is cut into one segment per block: segment 0 also
 //! embeds the tokens, and the last segment also applies the final LayerNorm and the head. With
