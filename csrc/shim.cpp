@@ -3,7 +3,7 @@
 // Conventions: tensors cross the boundary as `at::Tensor*` (the same representation tch uses for
 // its `C_tensor`). Functions that can fail return 0 on success and -1 on failure, with the
 // exception message kept for `tb_last_error` (guarded.h). Nothing else lives here: all logic is in
-// Rust.
+// Rust, except the fp8 linear (its scaling and its autograd function), which tch cannot define.
 #include <ATen/ATen.h>
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
@@ -12,9 +12,11 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Event.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/jit.h>
 #include <torch/version.h>
@@ -27,6 +29,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -108,6 +111,104 @@ struct CountingCpuAllocator final : c10::Allocator {
   c10::DeleterFnPtr raw_deleter() const override { return &counting_cpu_delete; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
+  }
+};
+
+// Per-tensor dynamically scaled fp8, shared by the fp8 linear's two matmul kernels and by the
+// functions that expose its steps to the tests: a tensor's scale is the format's largest finite
+// value over the tensor's largest magnitude (floored at kFp8AmaxFloor, so an all-zero tensor gets a
+// finite scale), and it is quantised by multiplying by the scale, clamping to the format's range
+// (casts of larger values give NaN or infinity) and casting.
+constexpr double kFp8AmaxFloor = 1e-12;
+
+// An fp8 format by its C ABI code: 0 float8_e4m3fn (forward operands), 1 float8_e5m2 (gradients).
+at::ScalarType fp8_type(int format) {
+  if (format != 0 && format != 1) {
+    throw std::runtime_error("fp8 format code " + std::to_string(format) + ": expected 0 (e4m3fn) or 1 (e5m2)");
+  }
+  return format == 0 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+}
+
+// The largest finite value of an fp8 type, as c10 defines it: 448 for e4m3fn, 57344 for e5m2.
+double fp8_max(at::ScalarType type) {
+  return type == at::kFloat8_e4m3fn ? static_cast<double>(std::numeric_limits<c10::Float8_e4m3fn>::max())
+                                    : static_cast<double>(std::numeric_limits<c10::Float8_e5m2>::max());
+}
+
+// fp8_max / max(amax(|t|), kFp8AmaxFloor), a 0-d fp32 tensor on t's device (no host read).
+at::Tensor fp8_scale(const at::Tensor& t, at::ScalarType type) {
+  return t.abs().max().to(at::kFloat).clamp_min(kFp8AmaxFloor).reciprocal().mul(fp8_max(type));
+}
+
+// t · scale, clamped to the type's range, cast to the fp8 type.
+at::Tensor fp8_quantise(const at::Tensor& t, const at::Tensor& scale, at::ScalarType type) {
+  const double max = fp8_max(type);
+  return t.to(at::kFloat).mul(scale).clamp(-max, max).to(type);
+}
+
+// How the fp8 linear multiplies its quantised operands: torch._scaled_mm (fp8 tensor cores), or
+// emulated by dequantising both operands and multiplying in fp32.
+enum class Fp8Gemm { ScaledMm = 0, Emulated = 1 };
+
+// a [M, K] · b [K, N] of fp8 operands quantised with scales sa and sb, dequantised in the product,
+// in `out`. _scaled_mm takes its first operand row-major and its second column-major, and the
+// inverse scales; the emulation computes the same product from the same operands.
+at::Tensor fp8_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& sa, const at::Tensor& sb,
+                  at::ScalarType out, Fp8Gemm gemm) {
+  const auto inv_a = sa.reciprocal();
+  const auto inv_b = sb.reciprocal();
+  if (gemm == Fp8Gemm::Emulated) {
+    return at::mm(a.to(at::kFloat).mul(inv_a), b.to(at::kFloat).mul(inv_b)).to(out);
+  }
+  return at::_scaled_mm(a.contiguous(), b.t().contiguous().t(), inv_a, inv_b, std::nullopt, std::nullopt, out);
+}
+
+// y = x · wᵀ with fp8 operands, as modded-nanogpt's FP8 matmul: x and w quantised to e4m3 with
+// their own per-tensor scales, y in autocast's type (bf16 without autocast); in backward the
+// output gradient g quantised to e5m2 with its own scale, grad_x = g · w and grad_w = gᵀ · x from
+// the saved fp8 operands, each gradient in its input's dtype. x is [..., K], w [N, K]; _scaled_mm
+// needs K, N and x's rows in multiples of 16.
+struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            int64_t gemm) {
+    const auto device = x.device().type();
+    const auto out = at::autocast::is_autocast_enabled(device) ? at::autocast::get_autocast_dtype(device)
+                                                               : at::kBFloat16;
+    // The casts here and in backward are the fp8 recipe's own: autocast must not recast the
+    // emulation's matmuls.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto rows = x.reshape({-1, x.size(-1)});
+    const auto sx = fp8_scale(rows, at::kFloat8_e4m3fn);
+    const auto sw = fp8_scale(w, at::kFloat8_e4m3fn);
+    const auto x8 = fp8_quantise(rows, sx, at::kFloat8_e4m3fn);
+    const auto w8 = fp8_quantise(w, sw, at::kFloat8_e4m3fn);
+    ctx->save_for_backward({x8, w8, sx, sw});
+    ctx->saved_data["gemm"] = gemm;
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["x_shape"] = x.sizes().vec();
+    auto out_shape = x.sizes().vec();
+    out_shape.back() = w.size(0);
+    return fp8_mm(x8, w8.t(), sx, sw, out, static_cast<Fp8Gemm>(gemm)).view(out_shape);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    const auto saved = ctx->get_saved_variables();
+    const auto &x8 = saved[0], &w8 = saved[1], &sx = saved[2], &sw = saved[3];
+    const auto gemm = static_cast<Fp8Gemm>(ctx->saved_data["gemm"].toInt());
+    const auto g = grads[0].reshape({-1, w8.size(0)});
+    const auto sg = fp8_scale(g, at::kFloat8_e5m2);
+    const auto g8 = fp8_quantise(g, sg, at::kFloat8_e5m2);
+    at::Tensor grad_x, grad_w;
+    if (ctx->needs_input_grad(0)) {
+      const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+      grad_x = fp8_mm(g8, w8, sg, sw, x_dtype, gemm).view(ctx->saved_data["x_shape"].toIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_w = fp8_mm(g8.t(), x8, sg, sx, at::kFloat, gemm);
+    }
+    return {grad_x, grad_w, at::Tensor()};
   }
 };
 }  // namespace
@@ -346,6 +447,27 @@ void tb_sdp_enabled(int* out) {
   out[1] = ctx.userEnabledMemEfficientSDP() ? 1 : 0;
   out[2] = ctx.userEnabledMathSDP() ? 1 : 0;
   out[3] = ctx.userEnabledCuDNNSDP() ? 1 : 0;
+}
+
+// The per-tensor scale of `t` for fp8 format `format` (0 e4m3fn, 1 e5m2): a 0-d fp32 tensor.
+int tb_fp8_scale(const at::Tensor* t, int format, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(fp8_scale(*t, fp8_type(format))); });
+}
+
+// `t` quantised to fp8 format `format` with `scale` (as tb_fp8_scale computes it).
+int tb_fp8_quantise(const at::Tensor* t, const at::Tensor* scale, int format, at::Tensor** out) {
+  return guarded([&] { *out = new at::Tensor(fp8_quantise(*t, *scale, fp8_type(format))); });
+}
+
+// y = x · wᵀ through the fp8 linear's autograd function, multiplying with torch._scaled_mm
+// (gemm 0) or the fp32 emulation (gemm 1); y in autocast's type on x's device, else bf16.
+int tb_fp8_linear(const at::Tensor* x, const at::Tensor* w, int gemm, at::Tensor** out) {
+  return guarded([&] {
+    if (gemm != 0 && gemm != 1) {
+      throw std::runtime_error("fp8 matmul kernel code " + std::to_string(gemm) + ": expected 0 or 1");
+    }
+    *out = new at::Tensor(Fp8Linear::apply(*x, *w, static_cast<int64_t>(gemm)));
+  });
 }
 
 // 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).

@@ -10,6 +10,7 @@ use tch::Device;
 use crate::distributed;
 use crate::error::Error;
 use crate::ffi;
+use crate::measure::power;
 
 /// A device as the user names it: `auto`, `cpu` or `cuda:N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -72,6 +73,9 @@ pub struct Hardware {
     pub device: DeviceSpec,
     /// CUDA GPUs this process can see (0 without a usable driver).
     pub cuda_gpus: usize,
+    /// The compute capability (major, minor) of the device's GPU, from NVML; `None` on the CPU or
+    /// where NVML cannot read it.
+    pub cuda_capability: Option<(u32, u32)>,
     /// Whether this binary was built with CUDA graph capture.
     pub cuda_graphs_compiled: bool,
     /// Why this binary cannot train data-parallel, if it cannot (built without gloo's headers).
@@ -86,19 +90,21 @@ impl Hardware {
         Hardware {
             device,
             cuda_gpus: cuda_device_count(),
+            cuda_capability: power::compute_capability(device).ok(),
             cuda_graphs_compiled: ffi::cuda_graphs_compiled(),
             data_parallel_unavailable: distributed::group::unavailable_reason(),
             nccl_compiled: distributed::group::nccl_compiled(),
         }
     }
 
-    /// A machine with `gpus` CUDA GPUs and every CUDA path compiled in, running on the first GPU,
-    /// or on the CPU when it has none.
+    /// A machine with `gpus` Hopper GPUs (compute capability 9.0) and every CUDA path compiled in,
+    /// running on the first GPU, or on the CPU when it has none.
     #[cfg(test)]
     pub(crate) fn with_gpus(gpus: usize) -> Hardware {
         Hardware {
             device: if gpus == 0 { DeviceSpec::Cpu } else { DeviceSpec::Cuda(0) },
             cuda_gpus: gpus,
+            cuda_capability: (gpus > 0).then_some((9, 0)),
             cuda_graphs_compiled: true,
             data_parallel_unavailable: None,
             nccl_compiled: true,

@@ -10,6 +10,7 @@ use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
 
 use crate::error::Error;
+use crate::workloads::fp8::{Fp8Format, Fp8Gemm};
 
 mod raw {
     use super::*;
@@ -88,6 +89,19 @@ mod raw {
         pub fn tb_set_autocast_cache_enabled(enabled: c_int);
         pub fn tb_autocast_cache_enabled() -> c_int;
         pub fn tb_sdp_enabled(out: *mut c_int);
+        pub fn tb_fp8_scale(t: *const C_tensor, format: c_int, out: *mut *mut C_tensor) -> c_int;
+        pub fn tb_fp8_quantise(
+            t: *const C_tensor,
+            scale: *const C_tensor,
+            format: c_int,
+            out: *mut *mut C_tensor,
+        ) -> c_int;
+        pub fn tb_fp8_linear(
+            x: *const C_tensor,
+            w: *const C_tensor,
+            gemm: c_int,
+            out: *mut *mut C_tensor,
+        ) -> c_int;
         pub fn tb_op_log_start() -> c_int;
         pub fn tb_op_log_stop(out: *mut *mut c_char) -> c_int;
         pub fn tb_trace_start(with_cuda: c_int) -> c_int;
@@ -297,6 +311,42 @@ pub fn empty_pinned_like(t: &Tensor) -> Result<Tensor, Error> {
 pub fn is_channels_last(t: &Tensor) -> bool {
     // SAFETY: `t` is a live tensor.
     unsafe { raw::tb_is_channels_last(t.as_ptr()) != 0 }
+}
+
+/// The per-tensor scale that maps `t`'s largest magnitude onto `format`'s largest finite value:
+/// a 0-d fp32 tensor on `t`'s device (see [`crate::workloads::fp8`]).
+pub fn fp8_scale(t: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
+    check(unsafe { raw::tb_fp8_scale(t.as_ptr(), format.code(), &mut out) }, "computing an fp8 scale")?;
+    // SAFETY: `out` is the new tensor the shim allocated.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// `t` multiplied by `scale`, clamped to `format`'s range and cast to it.
+pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `t` and `scale` are live tensors; on success the shim hands over a new heap tensor.
+    check(
+        unsafe { raw::tb_fp8_quantise(t.as_ptr(), scale.as_ptr(), format.code(), &mut out) },
+        &format!("quantising a {:?} tensor to {format:?}", t.kind()),
+    )?;
+    // SAFETY: `out` is the new tensor the shim allocated.
+    Ok(unsafe { Tensor::from_ptr(out) })
+}
+
+/// `x · wᵀ` (x [..., K], w [N, K]) through the fp8 linear's autograd function, multiplying with
+/// `gemm`; the output is in autocast's type when autocast is on for `x`'s device, else bf16, and
+/// backward gives each input a gradient in its own dtype.
+pub fn fp8_linear(x: &Tensor, w: &Tensor, gemm: Fp8Gemm) -> Result<Tensor, Error> {
+    let mut out: *mut C_tensor = std::ptr::null_mut();
+    // SAFETY: `x` and `w` are live tensors; on success the shim hands over a new heap tensor.
+    check(
+        unsafe { raw::tb_fp8_linear(x.as_ptr(), w.as_ptr(), gemm.code(), &mut out) },
+        &format!("fp8 linear of {:?} by weight {:?} ({gemm:?})", x.size(), w.size()),
+    )?;
+    // SAFETY: `out` is the new tensor the shim allocated.
+    Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// Whether TensorFloat-32 is allowed, per library.

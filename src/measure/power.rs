@@ -42,16 +42,31 @@ pub(crate) fn open(device: DeviceSpec) -> Result<(Nvml, u32), String> {
     Ok((nvml, index as u32))
 }
 
+/// The CUDA compute capability NVML reports for a GPU.
+fn capability_of(gpu: &nvml_wrapper::Device) -> Result<(u32, u32), String> {
+    let cc = gpu.cuda_compute_capability().map_err(|e| format!("NVML compute capability: {e}"))?;
+    let version =
+        |v: i32| u32::try_from(v).map_err(|_| format!("NVML compute capability {}.{}", cc.major, cc.minor));
+    Ok((version(cc.major)?, version(cc.minor)?))
+}
+
+/// The CUDA compute capability (major, minor) of the GPU behind `device`, or why it is unknown.
+pub fn compute_capability(device: DeviceSpec) -> Result<(u32, u32), String> {
+    let (nvml, index) = open(device)?;
+    let gpu = nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))?;
+    capability_of(&gpu)
+}
+
 /// Name, driver, memory and compute capability of the GPU behind `device`, or why they are unknown.
 pub fn gpu_info(device: DeviceSpec) -> Result<GpuInfo, String> {
     let (nvml, index) = open(device)?;
     let gpu = nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))?;
-    let cc = gpu.cuda_compute_capability().map_err(|e| format!("NVML compute capability: {e}"))?;
+    let (major, minor) = capability_of(&gpu)?;
     Ok(GpuInfo {
         name: gpu.name().map_err(|e| format!("NVML device name: {e}"))?,
         driver_version: nvml.sys_driver_version().map_err(|e| format!("NVML driver version: {e}"))?,
         memory_total_bytes: gpu.memory_info().map_err(|e| format!("NVML memory info: {e}"))?.total,
-        compute_capability: format!("{}.{}", cc.major, cc.minor),
+        compute_capability: format!("{major}.{minor}"),
     })
 }
 

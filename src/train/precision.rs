@@ -1,5 +1,6 @@
 //! The arithmetic a trainer's steps run in: the autocast region (`amp`, `amp-bf16`), fp16 loss
-//! scaling (`amp`), and the process's TF32 settings as they were when the trainer was made.
+//! scaling (`amp`), the fp8 projections (`fp8-matmul`, which the model runs), and the process's
+//! TF32 settings as they were when the trainer was made.
 
 use tch::{Kind, Tensor};
 
@@ -18,6 +19,8 @@ pub struct StepPrecision {
     scaler: Option<GradScaler>,
     tf32: ffi::Tf32,
     on_cuda: bool,
+    /// Whether the model's linear layers multiply in fp8 (`fp8-matmul`).
+    fp8_linears: bool,
 }
 
 impl StepPrecision {
@@ -37,6 +40,7 @@ impl StepPrecision {
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             tf32: ffi::tf32(),
             on_cuda: device.is_cuda(),
+            fp8_linears: tricks.has(Trick::Fp8Matmul),
         }
     }
 
@@ -66,16 +70,36 @@ impl StepPrecision {
     }
 
     /// The arithmetic most of a model's FLOPs run in (`mostly_convolutions`: cuDNN does most of
-    /// its work, else cuBLAS): half precision under autocast; on a GPU TF32 where that library
-    /// allows it; else fp32.
+    /// its work, else cuBLAS): fp8 for a model of linear layers under `fp8-matmul`; half precision
+    /// under autocast; on a GPU TF32 where that library allows it; else fp32.
     pub fn of_flops(&self, mostly_convolutions: bool) -> Precision {
         let tf32 = if mostly_convolutions { self.tf32.cudnn } else { self.tf32.matmul };
-        if self.autocast_kind.is_some() {
+        if self.fp8_linears && !mostly_convolutions {
+            Precision::Fp8
+        } else if self.autocast_kind.is_some() {
             Precision::Half
         } else if tf32 && self.on_cuda {
             Precision::Tf32
         } else {
             Precision::Fp32
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fp8_linears_count_as_fp8_for_a_model_of_linear_layers_only() {
+        let fp8 = |with: &[Trick]| {
+            let tricks: TrickSet = with.iter().copied().chain([Trick::Fp8Matmul]).collect();
+            StepPrecision::for_tricks(&tricks, DeviceSpec::Cpu)
+        };
+        assert_eq!(fp8(&[]).of_flops(false), Precision::Fp8);
+        assert_eq!(fp8(&[Trick::AmpBf16]).of_flops(false), Precision::Fp8);
+        assert_eq!(fp8(&[Trick::AmpBf16]).of_flops(true), Precision::Half);
+        let plain = StepPrecision::for_tricks(&TrickSet::baseline(), DeviceSpec::Cpu);
+        assert_eq!(plain.of_flops(false), Precision::Fp32);
     }
 }

@@ -24,6 +24,15 @@ pub enum Need {
     Cnn(&'static str),
     /// A transformer workload (a GPT); the text says why another cannot run the trick.
     Transformer(&'static str),
+    /// A CUDA GPU of at least this compute capability; the text says why.
+    CudaCapability {
+        /// The major version (8 for Ampere and Ada, 9 for Hopper).
+        major: u32,
+        /// The minor version.
+        minor: u32,
+        /// Why the trick needs it.
+        why: &'static str,
+    },
     /// A binary built with CUDA graph capture (CUDA headers at build time).
     CudaGraphsCompiled,
     /// At least 2 CUDA GPUs, the device being one of them; the text says why.
@@ -42,6 +51,11 @@ impl Need {
             Need::Cuda(why) => (!hardware.device.is_cuda()).then(|| format!("needs a CUDA GPU: {why}")),
             Need::Cnn(why) => (!workload.is_cnn()).then(|| about(why)),
             Need::Transformer(why) => workload.is_cnn().then(|| about(why)),
+            Need::CudaCapability { major, minor, why } => {
+                capability_missing(hardware, (major, minor)).map(|has| {
+                    format!("needs a CUDA GPU of compute capability ≥ {major}.{minor} ({has}): {why}")
+                })
+            }
             Need::CudaGraphsCompiled => (!hardware.cuda_graphs_compiled).then(|| {
                 "this binary was built without CUDA headers, so without CUDA graph support (run \
                  scripts/setup-libtorch, which installs nvidia-cuda-crt, then rebuild)"
@@ -67,6 +81,19 @@ fn several_gpus_missing(hardware: &Hardware) -> Option<String> {
         return Some(format!("running on {}", hardware.device));
     }
     (hardware.cuda_gpus < 2).then(|| format!("this machine has {}", hardware.cuda_gpus))
+}
+
+/// What the run has instead of a CUDA GPU of compute capability `least` (major, minor), where it
+/// has none: the device, the GPU's capability, or that it is unknown.
+fn capability_missing(hardware: &Hardware, least: (u32, u32)) -> Option<String> {
+    if !hardware.device.is_cuda() {
+        return Some(format!("running on {}", hardware.device));
+    }
+    match hardware.cuda_capability {
+        Some(has) if has >= least => None,
+        Some((major, minor)) => Some(format!("this GPU has {major}.{minor}")),
+        None => Some("NVML could not read this GPU's".to_owned()),
+    }
 }
 
 impl Trick {
@@ -178,6 +205,7 @@ mod tests {
             Trick::AmpBf16,
             Trick::Tf32,
             Trick::FlashAttention,
+            Trick::Fp8Matmul,
             Trick::FusedOptimizer,
             Trick::GradClipping,
             Trick::Checkpointing,
@@ -214,6 +242,32 @@ mod tests {
             assert!(!reason.contains("{workload}"), "{t}: {reason}");
         }
         assert_eq!(reason(Trick::FlashAttention, WorkloadId::Resnet56, &gpu), "resnet56 has no attention");
+    }
+
+    #[test]
+    fn fp8_matmul_needs_a_gpt_on_a_gpu_of_compute_capability_8_9() {
+        let why = "fp8 tensor-core matmuls (torch._scaled_mm) exist on Ada, Hopper and newer NVIDIA GPUs";
+        let on = |capability| Hardware { cuda_capability: capability, ..Hardware::with_gpus(1) };
+        assert_eq!(
+            reason(Trick::Fp8Matmul, WorkloadId::GptMini, &Hardware::with_gpus(0)),
+            format!("needs a CUDA GPU of compute capability ≥ 8.9 (running on cpu): {why}")
+        );
+        assert_eq!(
+            reason(Trick::Fp8Matmul, WorkloadId::GptShakespeare, &on(Some((8, 0)))),
+            format!("needs a CUDA GPU of compute capability ≥ 8.9 (this GPU has 8.0): {why}")
+        );
+        let unknown = reason(Trick::Fp8Matmul, WorkloadId::GptShakespeare, &on(None));
+        assert!(unknown.contains("(NVML could not read this GPU's)"), "{unknown}");
+        for capability in [(8, 9), (9, 0), (10, 0)] {
+            let hardware = on(Some(capability));
+            assert_eq!(
+                Trick::Fp8Matmul.applicability(WorkloadId::GptShakespeare, &hardware),
+                Applicability::Applies,
+                "{capability:?}"
+            );
+        }
+        let resnet = reason(Trick::Fp8Matmul, WorkloadId::Resnet20, &Hardware::with_gpus(1));
+        assert!(resnet.starts_with("resnet20's work is convolutions"), "{resnet}");
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub enum Trick {
     BatchNorm,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
+    /// The GPT's attention and MLP projections as fp8 matmuls (`torch._scaled_mm`) with
+    /// per-tensor dynamic scales.
+    Fp8Matmul,
     /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
     /// every GPU (DataParallel).
     Ddp,
@@ -127,6 +130,7 @@ impl Trick {
         Trick::InputNorm,
         Trick::BatchNorm,
         Trick::FlashAttention,
+        Trick::Fp8Matmul,
         Trick::Ddp,
     ];
 

@@ -73,7 +73,8 @@ impl TrickSet {
     }
 
     /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
-    /// optimizer, and `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS or LAMB).
+    /// optimizer, a CUDA graph cannot replay DDP's or 1cycle's host-driven steps, and
+    /// `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS or LAMB).
     pub fn conflict_reason(&self) -> Option<String> {
         let optimizers: Vec<&str> =
             Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
@@ -181,6 +182,17 @@ mod tests {
             "{reason}"
         );
         assert_eq!(both.not_applicable_reason(WorkloadId::GptMini, &gpu), None);
+    }
+
+    #[test]
+    fn fp8_matmul_goes_with_autocast_cuda_graphs_and_checkpointing() {
+        let gpu = Hardware::with_gpus(1);
+        for with in
+            [Trick::Amp, Trick::AmpBf16, Trick::CudaGraphs, Trick::Checkpointing, Trick::FlashAttention]
+        {
+            let set: TrickSet = [Trick::Fp8Matmul, with].into_iter().collect();
+            assert_eq!(set.not_applicable_reason(WorkloadId::GptMini, &gpu), None, "{with}");
+        }
     }
 
     #[test]

@@ -502,6 +502,36 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     attention and memory linear instead of quadratic in the sequence length; PyTorch 2 \
                     exposes it as scaled_dot_product_attention.",
         },
+        Trick::Fp8Matmul => &TrickInfo {
+            id: "fp8-matmul",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same("the attention and MLP projections as matmuls in the activations' dtype"),
+            on: Same(
+                "the attention and MLP projections as fp8 matmuls (torch._scaled_mm) with outputs in bf16 \
+                 (fp16 under amp): \
+                 inputs and weights in e4m3, output gradients in e5m2, each scaled per tensor by the \
+                 format's largest value over its largest magnitude; the embedding and tied head unchanged",
+            ),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Transformer(
+                    "{workload}'s work is convolutions; the fp8 linears replace the GPT's projection matmuls",
+                ),
+                Need::CudaCapability {
+                    major: 8,
+                    minor: 9,
+                    why: "fp8 tensor-core matmuls (torch._scaled_mm) exist on Ada, Hopper and newer NVIDIA \
+                          GPUs",
+                },
+            ],
+            colour: [121, 28, 248],
+            claim: "Modern addition (Micikevicius et al. 2022, FP8 Formats for Deep Learning; NVIDIA \
+                    Transformer Engine; the modded-nanogpt speedrun's FP8 matmuls): e4m3 for weights and \
+                    activations and e5m2 for gradients, each with its own scale, train transformers to the \
+                    accuracy of bf16 while fp8 tensor cores on Hopper run matrix multiplies at twice the bf16 \
+                    rate.",
+        },
         // Data parallelism
         Trick::Ddp => &TrickInfo {
             id: "ddp",

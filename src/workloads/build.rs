@@ -1,6 +1,7 @@
 //! The model of a cell: its workload's network, structured and run with the kernels its tricks
 //! and recipe choose.
 
+use super::fp8::Fp8Gemm;
 use super::gpt::{AttentionKernel, Gpt, GptConfig, GptOptions};
 use super::resnet::{CifarResnet, ResnetOptions};
 use super::WorkloadId;
@@ -27,7 +28,8 @@ pub fn resnet_for(key: &CellKey, recipe: &Recipe, device: tch::Device) -> Result
 }
 
 /// The GPT of the cell `key` on `device` for a vocabulary of `vocab_size` characters, with fused
-/// attention under `flash-attention` and TorchScript pointwise chains under `jit-fusion`.
+/// attention under `flash-attention`, TorchScript pointwise chains under `jit-fusion` and fp8
+/// projections through `torch._scaled_mm` under `fp8-matmul`.
 pub fn gpt_for(key: &CellKey, vocab_size: usize, device: tch::Device) -> Result<Gpt, Error> {
     let options = GptOptions {
         attention: if key.tricks.has(Trick::FlashAttention) {
@@ -36,6 +38,7 @@ pub fn gpt_for(key: &CellKey, vocab_size: usize, device: tch::Device) -> Result<
             AttentionKernel::Explicit
         },
         jit_fusion: key.tricks.has(Trick::JitFusion),
+        fp8: key.tricks.has(Trick::Fp8Matmul).then_some(Fp8Gemm::ScaledMm),
     };
     Gpt::new(gpt_config(key.workload, vocab_size as i64)?, options, device)
 }

@@ -20,6 +20,13 @@
 //! written out with `erf` ([`GELU_TORCHSCRIPT`]) and, in training with dropout, each residual
 //! branch's dropout-add ([`residual_dropout_torchscript`]). The math is that of the eager ops.
 //!
+//! With `fp8` ([`GptOptions`], the `fp8-matmul` trick) the four projections of every block
+//! (`c_attn`, the attention's `c_proj`, `c_fc`, the MLP's `c_proj`) are fp8 linears
+//! ([`super::fp8`]) with outputs in autocast's type, else bf16. The token embedding and the head
+//! tied to it stay exact: the head's vocabulary (65 characters) is not a multiple of 16, which
+//! `_scaled_mm` needs, and it is a sliver of the FLOPs. (modded-nanogpt, the other way round, runs
+//! only its large head in fp8, with fixed scales tuned for it.)
+//!
 //! For activation checkpointing the model is cut into one segment per block: segment 0 also
 //! embeds the tokens, and the last segment also applies the final LayerNorm and the head. With
 //! dropout on, the model says it draws random numbers ([`Workload::draws_random_numbers`]), and
@@ -36,9 +43,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
+use super::fp8::Fp8Gemm;
 use super::Workload;
 use crate::error::Error;
-use crate::ffi::JitFunction;
+use crate::ffi::{self, JitFunction};
 
 /// The MLP's exact GELU in TorchScript, for the `jit-fusion` trick: the same math as the eager
 /// `gelu("none")`, 0.5·x·(1 + erf(x/√2)), written as a pointwise chain the fuser can compile into
@@ -201,6 +209,10 @@ pub struct GptOptions {
     pub attention: AttentionKernel,
     /// Whether the pointwise chains (GELU, residual dropout-add) run as TorchScript functions.
     pub jit_fusion: bool,
+    /// The kernel the attention and MLP projections multiply with as fp8 linears (outputs in
+    /// autocast's type, else bf16); `None`: plain matmuls in the activations' dtype. The tied
+    /// head stays a plain matmul.
+    pub fp8: Option<Fp8Gemm>,
 }
 
 /// The TorchScript functions of the `jit-fusion` trick.
@@ -343,7 +355,7 @@ impl Gpt {
         let (b, t, w) = (xs.size()[0], xs.size()[1], self.config.width);
         let heads = self.config.heads;
         let head_dim = w / heads;
-        let qkv = xs.linear(&block.c_attn, None::<Tensor>).split(w, 2);
+        let qkv = self.project(xs, &block.c_attn).split(w, 2);
         let [q, k, v] = [&qkv[0], &qkv[1], &qkv[2]].map(|m| m.view([b, t, heads, head_dim]).transpose(1, 2));
         let p = if train { self.config.dropout } else { 0.0 };
         let ys = match self.options.attention {
@@ -361,17 +373,26 @@ impl Gpt {
         ys.transpose(1, 2).contiguous().view([b, t, w])
     }
 
+    /// `xs · weightᵀ` for one of a block's projections: an fp8 linear under `fp8-matmul`, else a
+    /// plain matmul.
+    fn project(&self, xs: &Tensor, weight: &Tensor) -> Tensor {
+        match self.options.fp8 {
+            Some(gemm) => ffi::fp8_linear(xs, weight, gemm).unwrap_or_else(|e| panic!("{e}")),
+            None => xs.linear(weight, None::<Tensor>),
+        }
+    }
+
     /// One decoder block: `x + attn(ln_1(x))`, then `x + mlp(ln_2(x))`, each branch with residual
     /// dropout.
     fn block(&self, block: &Block, xs: &Tensor, train: bool) -> Tensor {
         let attended = self.attention(block, &self.layer_norm(xs, &block.ln_1), train);
-        let xs = self.residual_add(xs, &attended.linear(&block.attn_proj, None::<Tensor>), train);
-        let hidden = self.layer_norm(&xs, &block.ln_2).linear(&block.c_fc, None::<Tensor>);
+        let xs = self.residual_add(xs, &self.project(&attended, &block.attn_proj), train);
+        let hidden = self.project(&self.layer_norm(&xs, &block.ln_2), &block.c_fc);
         let hidden = match &self.fusion {
             Some(f) => call(&f.gelu, &[&hidden]),
             None => hidden.gelu("none"),
         };
-        self.residual_add(&xs, &hidden.linear(&block.mlp_proj, None::<Tensor>), train)
+        self.residual_add(&xs, &self.project(&hidden, &block.mlp_proj), train)
     }
 
     /// The final LayerNorm and the tied head: logits [B, T, vocab].
@@ -441,11 +462,13 @@ impl Workload for Gpt {
 
     /// `explicit` for attention written out; otherwise the backend PyTorch's dispatcher picks
     /// (`torch._fused_sdp_choice`) for queries, keys and values shaped and typed as a training
-    /// step's, with the training dropout and a causal mask.
+    /// step's (under `fp8` without autocast, bf16: the fp8 linear's output), with the training
+    /// dropout and a causal mask.
     fn attention_backend(&self, kind: Kind, batch_size: usize) -> Result<Option<AttentionBackend>, Error> {
         if self.options.attention == AttentionKernel::Explicit {
             return Ok(Some(AttentionBackend::Explicit));
         }
+        let kind = if self.options.fp8.is_some() && kind == Kind::Float { Kind::BFloat16 } else { kind };
         sdpa_backend(&self.config, batch_size, kind, self.vs.device()).map(Some)
     }
 }
@@ -465,7 +488,7 @@ mod tests {
     }
 
     fn options(attention: AttentionKernel, jit_fusion: bool) -> GptOptions {
-        GptOptions { attention, jit_fusion }
+        GptOptions { attention, jit_fusion, fp8: None }
     }
 
     /// A model built right after seeding (equal seeds give equal weights) and random token ids
@@ -580,16 +603,21 @@ mod tests {
     fn checkpointed_gradients_equal_plain_ones() {
         // With dropout off, and with dropout on: checkpointing replays the saved generator state,
         // so the recomputed segments draw the masks of the first forward pass.
-        for (dropout, attention) in
-            [(0.0, AttentionKernel::ScaledDotProduct), (0.2, AttentionKernel::Explicit)]
-        {
-            checkpointed_gradients_equal_plain_ones_with(small(3, dropout), attention);
+        // The emulated fp8 linears recompute their scales and operands from the same inputs.
+        let fp8 =
+            GptOptions { fp8: Some(Fp8Gemm::Emulated), ..options(AttentionKernel::ScaledDotProduct, false) };
+        for (dropout, options) in [
+            (0.0, options(AttentionKernel::ScaledDotProduct, false)),
+            (0.2, options(AttentionKernel::Explicit, false)),
+            (0.2, fp8),
+        ] {
+            checkpointed_gradients_equal_plain_ones_with(small(3, dropout), options);
         }
     }
 
-    fn checkpointed_gradients_equal_plain_ones_with(config: GptConfig, attention: AttentionKernel) {
+    fn checkpointed_gradients_equal_plain_ones_with(config: GptConfig, options: GptOptions) {
         let gradients = |checkpointed: bool| {
-            let (model, inputs) = build(config, options(attention, false), 2, 12);
+            let (model, inputs) = build(config, options, 2, 16);
             assert_eq!(model.draws_random_numbers(true), config.dropout > 0.0);
             let targets = inputs.roll([-1], [1]);
             let loss = seeded(3, || {
@@ -616,6 +644,28 @@ mod tests {
             assert!(scale > 0.0, "{name}");
             assert!(max_abs_diff(a, b) <= 1e-5 * scale, "{name}: {} of {scale}", max_abs_diff(a, b));
         }
+    }
+
+    #[test]
+    fn fp8_projections_compute_the_plain_model_within_fp8_precision() {
+        let plain = options(AttentionKernel::ScaledDotProduct, false);
+        let fp8 = GptOptions { fp8: Some(Fp8Gemm::Emulated), ..plain };
+        let (exact, inputs) = build(small(2, 0.0), plain, 2, 16);
+        let (quantised, _) = build(small(2, 0.0), fp8, 2, 16);
+        let targets = inputs.roll([-1], [1]);
+        let (a, b) = (exact.forward(&inputs, true), quantised.forward(&inputs, true));
+        assert_eq!(b.kind(), Kind::Float, "the residual stream and the head stay fp32");
+        let relative = (&a - &b).norm().double_value(&[]) / a.norm().double_value(&[]);
+        assert!(relative > 0.0 && relative < 0.02, "logits off by {relative} of their norm");
+        let (la, lb) = (exact.loss(&a, &targets), quantised.loss(&b, &targets));
+        (la.shallow_clone() + &lb).backward();
+        assert!((la.double_value(&[]) - lb.double_value(&[])).abs() < 0.01);
+        let vars = quantised.var_store().variables();
+        let grad = &vars["transformer.h.1.mlp.c_fc.weight"].grad();
+        assert_eq!(grad.kind(), Kind::Float);
+        let exact_grad = exact.var_store().variables()["transformer.h.1.mlp.c_fc.weight"].grad();
+        let relative = (grad - &exact_grad).norm().double_value(&[]) / exact_grad.norm().double_value(&[]);
+        assert!(relative < 0.2, "c_fc's gradient off by {relative} of its norm");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! loop is generic over, and the factories that build a cell's model as its tricks say.
 
 pub mod build;
+pub mod fp8;
 pub mod gpt;
 pub mod resnet;
 
