@@ -85,6 +85,14 @@ pub enum Trick {
     InputNorm,
     /// BatchNorm after every convolution instead of a plainly initialised net without it.
     BatchNorm,
+    /// Cross-entropy against smoothed targets (label smoothing 0.2) as the training loss.
+    LabelSmoothing,
+    /// An exponential moving average of the weights, evaluated in place of the raw weights.
+    EmaWeights,
+    /// Test-time augmentation: each test image's logits averaged with its mirror image's.
+    FlipTta,
+    /// BatchNorm running statistics updated with airbench's momentum instead of PyTorch's 0.1.
+    BnMomentum,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
     /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
@@ -94,7 +102,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 30] = [
+    pub const ALL: [Trick; 34] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -123,6 +131,10 @@ impl Trick {
         Trick::GradClipping,
         Trick::InputNorm,
         Trick::BatchNorm,
+        Trick::LabelSmoothing,
+        Trick::EmaWeights,
+        Trick::FlipTta,
+        Trick::BnMomentum,
         Trick::FlashAttention,
         Trick::Ddp,
     ];
