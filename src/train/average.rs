@@ -59,7 +59,7 @@ impl WeightAverage {
     /// Counts one optimizer step, updating the average when it completes `every_steps` steps.
     pub fn after_step(&mut self) -> Result<(), Error> {
         self.steps += 1;
-        if self.steps % self.config.every_steps == 0 {
+        if self.steps.is_multiple_of(self.config.every_steps) {
             self.update()?;
         }
         Ok(())
