@@ -599,7 +599,6 @@ mod tests {
             ids(Plan::ablation(&request(airbench.clone()))),
             [
                 "resnet20/baseline/b128/s0/train",
-                "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b64/s0/tta",
                 "resnet20/label-smoothing/b64/s0/tta",
                 "resnet20/ema-weights/b64/s0/tta",
