@@ -6,12 +6,14 @@ mod common;
 
 use tch::{Device, Kind, Tensor};
 
+use trickbench::bench::profile::ProfileName;
 use trickbench::data::loader::Batch;
 use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::ffi;
 use trickbench::measure::phases::{self, PhaseClock, PhaseRecording, StepPhase};
+use trickbench::train::average::EmaConfig;
 use trickbench::train::checkpoint::checkpointed_forward_backward;
-use trickbench::train::recipe::RECIPE_SGD;
+use trickbench::train::recipe::{Recipe, AIRBENCH_BN_MOMENTUM, EMA, RECIPE_SGD};
 use trickbench::train::{
     apply_process_tricks, LossScale, StepLaunch, TrainOptions, Trainer, LOG_INTERVAL_STEPS,
 };
@@ -19,7 +21,7 @@ use trickbench::tricks::{Applicability, Trick, TrickSet};
 use trickbench::workloads::resnet::{
     CifarResnet, ResnetOptions, RESIDUAL_EPILOGUE_FUNCTION, RESIDUAL_EPILOGUE_TORCHSCRIPT,
 };
-use trickbench::workloads::{Workload, WorkloadId};
+use trickbench::workloads::{build, Family, Workload, WorkloadId};
 
 use common::cells::{train_key, KeyWith};
 
@@ -336,7 +338,8 @@ fn checkpointing_gives_the_plain_backward_gradients_loss_and_accuracy() {
         let b = batch(6);
         let (loss, correct) = plain_forward_backward(&plain, &b, None);
         let (ck_loss, ck_correct) =
-            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
+            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, 0.0, &LossScale::NONE)
+                .unwrap();
         assert!(!ck_loss.requires_grad() && ck_loss.kind() == Kind::Float && ck_loss.dim() == 0);
         assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "{workload}: loss");
         assert!(ck_correct.equal(&correct), "{workload}: correct");
@@ -353,7 +356,7 @@ fn checkpointing_accumulates_loss_scaled_gradients_like_a_plain_backward() {
     // Two passes without clearing: the second adds to the gradients of the first.
     for _ in 0..2 {
         let _ = plain_forward_backward(&plain, &b, Some(&scale));
-        let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &scaled).unwrap();
+        let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, 0.0, &scaled).unwrap();
     }
     let (grads, ck_grads) = (gradients(&plain), gradients(&checkpointed));
     assert_same_gradients(&grads, &ck_grads, 1e-5, "scaled");
@@ -374,7 +377,8 @@ fn checkpointing_recomputes_inside_an_autocast_region() {
         let _autocast = ffi::AutocastGuard::enter(false, Kind::BFloat16).unwrap();
         let (loss, _) = plain_forward_backward(&plain, &b, None);
         let (ck_loss, _) =
-            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
+            checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, 0.0, &LossScale::NONE)
+                .unwrap();
         (loss, ck_loss)
     };
     assert!(ck_loss.allclose(&loss, 1e-6, 1e-6, false), "loss");
@@ -389,7 +393,8 @@ fn checkpointing_updates_running_statistics_twice_in_recomputed_segments() {
     let (plain, checkpointed) = (resnet8(true), resnet8(true));
     let b = batch(6);
     let _ = plain_forward_backward(&plain, &b, None);
-    let _ = checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, &LossScale::NONE).unwrap();
+    let _ =
+        checkpointed_forward_backward(&checkpointed, &b.inputs, &b.targets, 0.0, &LossScale::NONE).unwrap();
     let running_mean =
         |net: &CifarResnet, bn: &str| net.var_store().variables()[&format!("{bn}.running_mean")].copy();
     for (bn, updates) in [("bn1", 1.9), ("layer2.0.bn2", 1.9), ("layer3.0.bn1", 1.0)] {
@@ -535,4 +540,115 @@ fn a_recorded_step_is_split_into_batch_forward_backward_optimizer_and_metrics() 
     assert_eq!(recorded_phases(checkpointed), eager, "recomputation counts as backward");
     let accumulated = with(TrainOptions { micro_batches: 2, ..RECIPE_SGD.into() });
     assert_eq!(recorded_phases(accumulated), eager, "every micro-batch's passes in their phases");
+}
+
+/// A ResNet-8 trainer (seeded as [`resnet8`]) with `options` and no step tricks.
+fn with_options(options: TrainOptions) -> Trainer<CifarResnet> {
+    Trainer::new(resnet8(true), &TrickSet::baseline(), DeviceSpec::Cpu, options).unwrap()
+}
+
+/// A held-out set of one batch of 16 (the same images every call).
+fn held_out() -> impl Iterator<Item = Result<Batch, trickbench::error::Error>> {
+    std::iter::once(Ok(batch(16)))
+}
+
+/// Every variable of a trainer (BatchNorm running statistics included), flattened in name order.
+fn flat_variables(t: &Trainer<CifarResnet>) -> Tensor {
+    let mut named: Vec<_> = t.workload().var_store().variables().into_iter().collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    Tensor::cat(&named.iter().map(|(_, v)| v.detach().flatten(0, -1)).collect::<Vec<_>>(), 0)
+}
+
+#[test]
+fn label_smoothing_changes_the_training_loss_but_not_the_evaluated_one() {
+    let mut smoothed = with_options(TrainOptions { label_smoothing: 0.2, ..RECIPE_SGD.into() });
+    let mut plain = with_options(RECIPE_SGD.into());
+    let (s, p) = (smoothed.evaluate(held_out(), true).unwrap(), plain.evaluate(held_out(), true).unwrap());
+    assert_eq!(s, p, "evaluation reports plain cross-entropy with or without the trick");
+    // The first step's training loss, on the same untrained network's training-mode outputs.
+    let b = batch(16);
+    let outputs = tch::no_grad(|| resnet8(true).forward(&b.inputs, true));
+    let expected = |smoothing| resnet8(true).training_loss(&outputs, &b.targets, smoothing).double_value(&[]);
+    for (trainer, smoothing) in [(&mut smoothed, 0.2), (&mut plain, 0.0)] {
+        trainer.train_step(&b, 0.05).unwrap();
+        trainer.metrics_mut().flush();
+        let loss = trainer.metrics_mut().last_mean_loss().unwrap();
+        assert!((loss - expected(smoothing)).abs() < 1e-5, "smoothing {smoothing}: {loss}");
+    }
+    assert!((expected(0.2) - expected(0.0)).abs() > 1e-3, "the two losses differ");
+    let refused = Trainer::new(
+        resnet8(true),
+        &TrickSet::baseline(),
+        DeviceSpec::Cpu,
+        TrainOptions { label_smoothing: 1.0, ..RECIPE_SGD.into() },
+    );
+    assert!(refused.unwrap_err().to_string().contains("label smoothing 1 is outside [0, 1)"));
+}
+
+#[test]
+fn ema_weights_are_evaluated_in_place_of_the_raw_ones_and_training_continues_from_the_raw_ones() {
+    let mut averaged = with_options(TrainOptions { weight_average: Some(EMA), ..RECIPE_SGD.into() });
+    let mut raw = with_options(RECIPE_SGD.into());
+    let b = batch(16);
+    for _ in 0..10 {
+        averaged.train_step(&b, 0.05).unwrap();
+        raw.train_step(&b, 0.05).unwrap();
+    }
+    let average = averaged.weight_average().unwrap();
+    assert_eq!(average.updates(), 2, "every 5 steps");
+    assert!(flat_variables(&averaged).equal(&flat_variables(&raw)), "the average does not touch training");
+    let with_average = averaged.evaluate(held_out(), true).unwrap();
+    let by_hand = average.swapped_in(|| averaged.eval_outputs(&b.inputs, true)).unwrap();
+    let loss_by_hand = averaged.workload().loss(&by_hand, &b.targets).double_value(&[]);
+    assert!((with_average.mean_loss - loss_by_hand).abs() < 1e-6, "{with_average:?} vs {loss_by_hand}");
+    let of_raw = raw.evaluate(held_out(), true).unwrap();
+    assert!((with_average.mean_loss - of_raw.mean_loss).abs() > 1e-4, "{with_average:?} vs {of_raw:?}");
+    // After the evaluation both train on from the same raw weights and statistics.
+    assert!(flat_variables(&averaged).equal(&flat_variables(&raw)), "the swap put the raw weights back");
+    averaged.train_step(&b, 0.05).unwrap();
+    raw.train_step(&b, 0.05).unwrap();
+    assert!(flat_variables(&averaged).equal(&flat_variables(&raw)));
+    let constant = EmaConfig { every_steps: 1, decay_per_step: 0.9 };
+    assert!(constant.decay_at(0) < constant.decay_at(100), "warmed up");
+}
+
+#[test]
+fn flip_tta_evaluates_the_mean_of_each_image_and_its_mirror() {
+    let tta = with_options(TrainOptions { flip_tta: true, ..RECIPE_SGD.into() });
+    let plain = with_options(RECIPE_SGD.into());
+    let x = batch(8).inputs;
+    let logits = tta.eval_outputs(&x, true).unwrap();
+    let once = plain.eval_outputs(&x, true).unwrap();
+    let mean = (&once + plain.eval_outputs(&x.flip([3]), true).unwrap()) * 0.5;
+    assert!(logits.allclose(&mean, 1e-6, 1e-6, false), "the mean of the two forward passes");
+    assert!(!logits.allclose(&once, 1e-3, 1e-3, false), "random images are not mirror-symmetric");
+    let symmetric = (&x + x.flip([3])) * 0.5;
+    let (a, b) = (tta.eval_outputs(&symmetric, true).unwrap(), plain.eval_outputs(&symmetric, true).unwrap());
+    assert!(a.allclose(&b, 1e-6, 1e-6, false), "a symmetric image is its own mirror");
+    let refused = tta.eval_outputs(&Tensor::zeros([2, 5], (Kind::Float, Device::Cpu)), true).unwrap_err();
+    assert!(refused.to_string().contains("flip-tta mirrors batches of images"), "{refused}");
+}
+
+#[test]
+fn a_cell_s_recipe_carries_airbench_s_tricks_into_its_trainer_and_network() {
+    let tta = ProfileName::Quick.settings(Family::CifarResnet).tta;
+    let all = [Trick::LabelSmoothing, Trick::EmaWeights, Trick::FlipTta, Trick::BnMomentum];
+    let key = train_key(WorkloadId::Resnet8, &all).with_batch(8);
+    let recipe = Recipe::for_cell(&key, &tta, 100, false);
+    let options = TrainOptions::from(&recipe);
+    assert_eq!((options.label_smoothing, options.weight_average, options.flip_tta), (0.2, Some(EMA), true));
+    assert_eq!(build::resnet_options(&key, &recipe).unwrap().bn_momentum, AIRBENCH_BN_MOMENTUM);
+    let baseline = train_key(WorkloadId::Resnet8, &[]).with_batch(8);
+    let plain = Recipe::for_cell(&baseline, &tta, 100, false);
+    assert_eq!(build::resnet_options(&baseline, &plain).unwrap().bn_momentum, 0.1);
+    // One step of the ResNet built for the cell: the stem's running mean moved by 0.4 of the batch
+    // mean from 0, four times as far as at PyTorch's 0.1.
+    let running_mean = |key: &trickbench::results::schema::CellKey, recipe: &Recipe| {
+        let net = seeded(7, || build::resnet_for(key, recipe, Device::Cpu).unwrap());
+        let mut t = Trainer::new(net, &key.tricks, DeviceSpec::Cpu, recipe).unwrap();
+        t.train_step(&batch(8), 0.05).unwrap();
+        t.workload().var_store().variables()["bn1.running_mean"].shallow_clone()
+    };
+    let (airbench, pytorch) = (running_mean(&key, &recipe), running_mean(&baseline, &plain));
+    assert!(airbench.allclose(&(&pytorch * 4.0), 1e-4, 1e-6, false), "{airbench:?} vs {pytorch:?}");
 }

@@ -592,6 +592,27 @@ mod tests {
     }
 
     #[test]
+    fn airbench_s_tricks_get_time_to_accuracy_cells_against_the_baseline_and_stack() {
+        let airbench = vec![Trick::LabelSmoothing, Trick::EmaWeights, Trick::FlipTta, Trick::BnMomentum];
+        let ids = |plan: Plan| -> Vec<String> { plan.cells.iter().map(|c| c.key.id().to_string()).collect() };
+        assert_eq!(
+            ids(Plan::ablation(&request(airbench.clone()))),
+            [
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b64/s0/tta",
+                "resnet20/label-smoothing/b64/s0/tta",
+                "resnet20/ema-weights/b64/s0/tta",
+                "resnet20/flip-tta/b64/s0/tta",
+                "resnet20/bn-momentum/b64/s0/tta",
+            ]
+        );
+        // The stack adds the cumulative sets' training throughput, which the EMA update pays.
+        let stacked = ids(Plan::stack(&request(airbench.clone()), &airbench));
+        let all_four = "resnet20/label-smoothing+ema-weights+flip-tta+bn-momentum/b128/s0/train";
+        assert!(stacked.contains(&all_four.to_owned()), "{stacked:?}");
+    }
+
+    #[test]
     fn max_batch_needs_a_probed_size_and_time_to_accuracy() {
         let unprobed = Plan::ablation(&request(vec![Trick::MaxBatch]));
         let cell = unprobed.cells.iter().find(|c| c.key.tricks.has(Trick::MaxBatch)).unwrap();

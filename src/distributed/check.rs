@@ -12,6 +12,7 @@ use crate::distributed::env::DistEnv;
 use crate::distributed::group::ProcessGroup;
 use crate::error::Error;
 use crate::optim::sgd::SgdConfig;
+use crate::train::recipe::BN_MOMENTUM;
 use crate::train::Trainer;
 use crate::tricks::TrickSet;
 use crate::workloads::resnet::{CifarResnet, ResnetOptions};
@@ -68,7 +69,8 @@ pub fn run(options: &CheckOptions, dist: Option<&DistEnv>) -> Result<CheckOutcom
         return Err(Error::Distributed(format!("rank {rank} stops here on purpose (--fail-rank {rank})")));
     }
     tch::manual_seed(0);
-    let structure = ResnetOptions { blocks_per_stage: 1, conv_bias: true, batch_norm: false };
+    let structure =
+        ResnetOptions { blocks_per_stage: 1, conv_bias: true, batch_norm: false, bn_momentum: BN_MOMENTUM };
     let model = CifarResnet::new(structure, device.tch());
     let sgd = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
     let mut trainer = Trainer::new(model, &TrickSet::baseline(), device, sgd)?;

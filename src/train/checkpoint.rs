@@ -31,7 +31,9 @@ use crate::train::LossScale;
 use crate::workloads::Workload;
 
 /// Forward pass, loss and backward of `workload` (training mode) on a batch with activation
-/// checkpointing: the mean loss (fp32, detached) and the number of correct predictions, both on
+/// checkpointing, the training loss smoothed by `label_smoothing` (0: plain cross-entropy; see
+/// [`Workload::training_loss`]): the mean loss (fp32, detached) and the number of correct
+/// predictions, both on
 /// the device, with the parameters' gradients accumulated into their `.grad` as `loss.backward()`
 /// (`(loss · loss_scale).backward()` when a scale is given) accumulates them.
 ///
@@ -46,6 +48,7 @@ pub fn checkpointed_forward_backward<W: Workload>(
     workload: &W,
     inputs: &Tensor,
     targets: &Tensor,
+    label_smoothing: f64,
     loss_scale: &LossScale,
 ) -> Result<(Tensor, Tensor), Error> {
     let last = workload
@@ -70,7 +73,7 @@ pub fn checkpointed_forward_backward<W: Workload>(
         let xs = segment_input(inputs, &saved, last);
         let outputs = workload.forward_segment(last, &xs, true);
         let after_forward = save_generator()?;
-        let loss = workload.loss(&outputs.f_to_kind(Kind::Float)?, targets);
+        let loss = workload.training_loss(&outputs.f_to_kind(Kind::Float)?, targets, label_smoothing);
         let correct = workload.correct(&outputs, targets);
         phases::enter(StepPhase::Backward);
         if loss_scale.is_identity() {
@@ -199,7 +202,7 @@ mod tests {
             let inputs = Tensor::randn([4, WIDTH], (Kind::Float, Device::Cpu));
             let targets = Tensor::from_slice(&[0i64, 3, 5, 7]);
             let loss = if checkpointed {
-                checkpointed_forward_backward(&workload, &inputs, &targets, &LossScale::NONE).unwrap().0
+                checkpointed_forward_backward(&workload, &inputs, &targets, 0.0, &LossScale::NONE).unwrap().0
             } else {
                 let loss = workload.loss(&workload.forward(&inputs, true), &targets);
                 loss.backward();

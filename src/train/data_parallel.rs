@@ -140,6 +140,7 @@ mod tests {
     use crate::device::DeviceSpec;
     use crate::optim::sgd::SgdConfig;
     use crate::test_support::seeded;
+    use crate::train::recipe::BN_MOMENTUM;
     use crate::train::Trainer;
     use crate::tricks::TrickSet;
     use crate::workloads::resnet::{CifarResnet, ResnetOptions};
@@ -147,7 +148,12 @@ mod tests {
 
     fn net() -> CifarResnet {
         CifarResnet::new(
-            ResnetOptions { blocks_per_stage: 1, conv_bias: true, batch_norm: false },
+            ResnetOptions {
+                blocks_per_stage: 1,
+                conv_bias: true,
+                batch_norm: false,
+                bn_momentum: BN_MOMENTUM,
+            },
             Device::Cpu,
         )
     }

@@ -53,10 +53,13 @@ impl LossScale {
 }
 
 /// How every micro-batch's forward and backward run in a trainer's steps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MicroBatchPass {
     /// The autocast region of the forward pass (`None`: fp32).
     pub autocast: Option<Autocast>,
+    /// Label smoothing of the training loss ([`Workload::training_loss`]; 0: plain
+    /// cross-entropy).
+    pub label_smoothing: f64,
     /// Recompute segments in backward instead of keeping their activations.
     pub checkpointing: bool,
 }
@@ -66,8 +69,8 @@ impl MicroBatchPass {
     /// by `loss_scale` before backward, checkpointed when asked. Under autocast the forward pass
     /// runs in it and backward outside it, as PyTorch advises, except that a checkpointed segment
     /// is recomputed (and so backpropagated) under autocast, as `torch.utils.checkpoint`
-    /// recomputes. Returns the mean loss (fp32, detached) and the number of correct predictions,
-    /// on the device.
+    /// recomputes. Returns the mean training loss (fp32, detached) and the number of correct
+    /// predictions, on the device.
     pub fn run<W: Workload>(
         &self,
         workload: &W,
@@ -79,12 +82,18 @@ impl MicroBatchPass {
         phases::enter(StepPhase::Forward);
         if self.checkpointing {
             let _autocast = enter()?;
-            return checkpoint::checkpointed_forward_backward(workload, inputs, targets, loss_scale);
+            return checkpoint::checkpointed_forward_backward(
+                workload,
+                inputs,
+                targets,
+                self.label_smoothing,
+                loss_scale,
+            );
         }
         let (loss, correct) = {
             let _autocast = enter()?;
             let outputs = workload.forward(inputs, true);
-            let loss = workload.loss(&outputs.to_kind(Kind::Float), targets);
+            let loss = workload.training_loss(&outputs.to_kind(Kind::Float), targets, self.label_smoothing);
             (loss, workload.correct(&outputs, targets))
         };
         phases::enter(StepPhase::Backward);

@@ -2,6 +2,7 @@
 //! [`Workload`], with the tricks that change how a step runs.
 
 pub mod amp;
+pub mod average;
 pub mod checkpoint;
 pub mod data_parallel;
 pub mod ddp;
@@ -29,6 +30,7 @@ use crate::results::schema::CellKey;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Workload;
+use average::WeightAverage;
 use data_parallel::Replicas;
 use ddp::Ddp;
 use launch::Launcher;
@@ -91,6 +93,10 @@ pub struct Trainer<W: Workload> {
     launcher: Launcher,
     metrics: MetricsLog,
     device: DeviceSpec,
+    /// The weight average evaluated in place of the raw weights (`ema-weights`).
+    average: Option<WeightAverage>,
+    /// Evaluation logits averaged with the mirrored images' (`flip-tta`).
+    flip_tta: bool,
 }
 
 impl<W: Workload> Trainer<W> {
@@ -106,7 +112,8 @@ impl<W: Workload> Trainer<W> {
     }
 
     /// As [`Self::new`], with the step launched as `launch` says. A CUDA graph needs a CUDA device
-    /// and a binary built with CUDA graph support.
+    /// and a binary built with CUDA graph support. A weight average in `options` starts at the
+    /// initial weights (in their final memory format).
     pub fn with_launch(
         mut workload: W,
         tricks: &TrickSet,
@@ -124,6 +131,10 @@ impl<W: Workload> Trainer<W> {
             optimizer.make_capturable();
         }
         let launcher = Launcher::new(launch, device)?;
+        let average = options
+            .weight_average
+            .map(|config| WeightAverage::new(workload.var_store(), config))
+            .transpose()?;
         let step = Step {
             workload,
             optimizer,
@@ -132,7 +143,7 @@ impl<W: Workload> Trainer<W> {
             parallel: Parallel::Single,
         };
         let metrics = MetricsLog::new(!tricks.has(Trick::AvoidSync), LOG_INTERVAL_STEPS);
-        Ok(Self { step, launcher, metrics, device })
+        Ok(Self { step, launcher, metrics, device, average, flip_tta: options.flip_tta })
     }
 
     /// Makes this trainer one rank of DDP over `group` (the `ddp` trick): rank 0's weights and
@@ -191,7 +202,8 @@ impl<W: Workload> Trainer<W> {
 
     /// One training step at learning rate `lr`: clear gradients, forward and loss (under autocast
     /// when on), backward (loss-scaled for fp16), optimizer update (skipped on fp16 overflow),
-    /// launched as [`StepLaunch`] says.
+    /// launched as [`StepLaunch`] says; then the weight average's update when one is due (outside
+    /// a CUDA graph, which leaves the weights where the average reads them).
     pub fn train_step(&mut self, batch: &Batch, lr: f64) -> Result<(), Error> {
         let step = &mut self.step;
         let (loss, correct) = match &mut self.launcher {
@@ -206,6 +218,10 @@ impl<W: Workload> Trainer<W> {
                 graphed.step(batch, |inputs, targets| step.device_side(inputs, targets))?
             }
         };
+        if let Some(average) = &mut self.average {
+            phases::enter(StepPhase::Optimizer);
+            average.after_step()?;
+        }
         phases::enter(StepPhase::Metrics);
         self.metrics.record(&loss, &correct, batch.len());
         Ok(())
@@ -223,11 +239,20 @@ impl<W: Workload> Trainer<W> {
         self.step.optimizer.set_momentum(momentum);
     }
 
-    /// The model's outputs in evaluation mode. With `no_grad` the forward pass runs under
-    /// no-grad; without it autograd records a graph, as forgetting `torch.no_grad()` does.
+    /// The model's outputs in evaluation mode, with the weights it holds now; under `flip-tta` the
+    /// mean of the outputs of `inputs` and of their horizontal mirror images (two forward passes;
+    /// the inputs must be image batches, N × C × H × W). With `no_grad` the forward passes run
+    /// under no-grad; without it autograd records a graph, as forgetting `torch.no_grad()` does.
     pub fn eval_outputs(&self, inputs: &Tensor, no_grad: bool) -> Result<Tensor, Error> {
         let _autocast = self.step.precision.enter_autocast()?;
-        let forward = || self.step.workload.forward(inputs, false);
+        let mirrored = if self.flip_tta { Some(mirror(inputs)?) } else { None };
+        let forward = || {
+            let outputs = self.step.workload.forward(inputs, false);
+            match &mirrored {
+                Some(mirrored) => (outputs + self.step.workload.forward(mirrored, false)) * 0.5,
+                None => outputs,
+            }
+        };
         Ok(if no_grad { tch::no_grad(forward) } else { forward() })
     }
 
@@ -237,9 +262,23 @@ impl<W: Workload> Trainer<W> {
         Ok(self.step.workload.correct(&outputs, &batch.targets))
     }
 
-    /// Accuracy and mean loss over every prediction of `batches`, under no-grad or not (see
-    /// [`Self::eval_outputs`]); sums stay on the device, with one host read at the end.
+    /// Accuracy and mean plain cross-entropy over every prediction of `batches`, under no-grad or
+    /// not (see [`Self::eval_outputs`]); sums stay on the device, with one host read at the end.
+    /// Under `ema-weights` the weight average is swapped in for the whole pass and the raw weights
+    /// back after it, so training continues from them.
     pub fn evaluate(
+        &self,
+        batches: impl Iterator<Item = Result<Batch, Error>>,
+        no_grad: bool,
+    ) -> Result<Evaluation, Error> {
+        match &self.average {
+            Some(average) => average.swapped_in(|| self.evaluate_held_weights(batches, no_grad)),
+            None => self.evaluate_held_weights(batches, no_grad),
+        }
+    }
+
+    /// [`Self::evaluate`] with the weights the model holds now.
+    fn evaluate_held_weights(
         &self,
         batches: impl Iterator<Item = Result<Batch, Error>>,
         no_grad: bool,
@@ -290,6 +329,22 @@ impl<W: Workload> Trainer<W> {
     pub fn workload(&self) -> &W {
         &self.step.workload
     }
+
+    /// The weight average evaluated in place of the raw weights, under `ema-weights`.
+    pub fn weight_average(&self) -> Option<&WeightAverage> {
+        self.average.as_ref()
+    }
+}
+
+/// The horizontal mirror images of a batch of images (N × C × H × W), for `flip-tta`.
+fn mirror(inputs: &Tensor) -> Result<Tensor, Error> {
+    if inputs.dim() != 4 {
+        return Err(Error::Invalid(format!(
+            "flip-tta mirrors batches of images (N × C × H × W); these inputs have shape {:?}",
+            inputs.size()
+        )));
+    }
+    Ok(inputs.f_flip([3])?)
 }
 
 /// Converts `workload`'s 4-d parameters (convolution weights) to channels_last (`channels-last`).

@@ -1,5 +1,6 @@
 //! What a training step does besides forward, backward and update: the optimizer it updates with,
-//! gradient accumulation over micro-batches, clipping, checkpointing and how gradients are cleared.
+//! the training loss, gradient accumulation over micro-batches, clipping, checkpointing and how
+//! gradients are cleared; and how the trainer evaluates (a weight average, test-time mirroring).
 
 use tch::Tensor;
 
@@ -7,31 +8,42 @@ use crate::error::Error;
 use crate::optim::clip::clip_grad_norm;
 use crate::optim::sgd::SgdConfig;
 use crate::optim::Optimizer;
+use crate::train::average::EmaConfig;
 use crate::train::recipe::{OptimizerChoice, Recipe};
 use crate::tricks::{Trick, TrickSet};
 
 /// What a step does besides forward, backward and update: the optimizer, and the convergence and
-/// memory tricks that change the step.
+/// memory tricks that change the step or the evaluation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrainOptions {
     /// The optimizer (SGD's and Adam's fused kernels are chosen by the `fused-optimizer` trick).
     pub optimizer: OptimizerChoice,
+    /// Label smoothing of the training loss (0: plain cross-entropy).
+    pub label_smoothing: f64,
     /// Micro-batches per optimizer step, gradients accumulated (1: the whole batch at once).
     pub micro_batches: usize,
     /// Global gradient norm to clip to, on the device (`None`: no clipping).
     pub clip_max_norm: Option<f64>,
     /// Recompute segments in backward instead of keeping their activations.
     pub checkpointing: bool,
+    /// The moving average of the weights evaluated in their place (`None`: the raw weights).
+    pub weight_average: Option<EmaConfig>,
+    /// Evaluation logits averaged with those of the horizontally mirrored images.
+    pub flip_tta: bool,
 }
 
 impl From<SgdConfig> for TrainOptions {
-    /// Plain SGD with `config`: the whole batch at once, no clipping, no checkpointing.
+    /// Plain SGD with `config` on plain cross-entropy: the whole batch at once, no clipping, no
+    /// checkpointing, the raw weights evaluated once per image.
     fn from(config: SgdConfig) -> Self {
         Self {
             optimizer: OptimizerChoice::Sgd { config, fused: false },
+            label_smoothing: 0.0,
             micro_batches: 1,
             clip_max_norm: None,
             checkpointing: false,
+            weight_average: None,
+            flip_tta: false,
         }
     }
 }
@@ -40,9 +52,12 @@ impl From<&Recipe> for TrainOptions {
     fn from(recipe: &Recipe) -> Self {
         Self {
             optimizer: recipe.optimizer,
+            label_smoothing: recipe.label_smoothing,
             micro_batches: recipe.micro_batches,
             clip_max_norm: recipe.clip_max_norm,
             checkpointing: recipe.checkpointing,
+            weight_average: recipe.weight_average,
+            flip_tta: recipe.flip_tta,
         }
     }
 }
@@ -62,6 +77,7 @@ impl TrainOptions {
 /// The step-level tricks a trainer runs every step with.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepOptions {
+    label_smoothing: f64,
     /// At least 1.
     micro_batches: usize,
     clip_max_norm: Option<f64>,
@@ -71,17 +87,30 @@ pub struct StepOptions {
 
 impl StepOptions {
     /// The step options of `options` under `tricks` (`zero-grad-none` sets gradients to none
-    /// instead of zero-filling them). Fails on zero micro-batches.
+    /// instead of zero-filling them). Fails on zero micro-batches and on label smoothing outside
+    /// [0, 1).
     pub fn new(options: &TrainOptions, tricks: &TrickSet) -> Result<Self, Error> {
         if options.micro_batches == 0 {
             return Err(Error::Invalid("gradient accumulation needs at least one micro-batch".to_owned()));
         }
+        if !(0.0..1.0).contains(&options.label_smoothing) {
+            return Err(Error::Invalid(format!(
+                "label smoothing {} is outside [0, 1)",
+                options.label_smoothing
+            )));
+        }
         Ok(Self {
+            label_smoothing: options.label_smoothing,
             micro_batches: options.micro_batches,
             clip_max_norm: options.clip_max_norm,
             checkpointing: options.checkpointing,
             set_grads_to_none: tricks.has(Trick::ZeroGradNone),
         })
+    }
+
+    /// Label smoothing of the training loss (0: plain cross-entropy).
+    pub fn label_smoothing(&self) -> f64 {
+        self.label_smoothing
     }
 
     /// Whether each micro-batch's forward pass is checkpointed.

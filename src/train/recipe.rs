@@ -13,6 +13,7 @@ use crate::optim::schedule::{OneCycle, StepSchedule, WarmupCosine};
 use crate::optim::sgd::{Sgd, SgdConfig};
 use crate::optim::Optimizer;
 use crate::results::schema::CellKey;
+use crate::train::average::EmaConfig;
 use crate::tricks::Trick;
 use crate::workloads::Family;
 
@@ -40,6 +41,22 @@ pub const LARS_LR_PER_256: f64 = 2.0;
 /// LAMB's learning rate at a batch of 256 (scaled with the square root of the batch, as You et
 /// al. do; a step moves each layer by about lr of its norm).
 pub const LAMB_LR_AT_256: f64 = 0.01;
+
+/// Label smoothing of the training loss under `label-smoothing` (airbench94's 0.2).
+pub const LABEL_SMOOTHING: f64 = 0.2;
+/// The weight average `ema-weights` evaluates: airbench94's decay of 0.95 per step, updated every
+/// 5 steps (0.95⁵ ≈ 0.774 per update), warmed up by the update count (see [`EmaConfig`]). Its
+/// horizon, about 20 steps, is airbench's; airbench also ramps the decay up as the cube of the
+/// fraction of training done, a schedule tied to its Lookahead copy-back, which this average,
+/// only evaluated, does not do.
+pub const EMA: EmaConfig = EmaConfig { every_steps: 5, decay_per_step: 0.95 };
+/// BatchNorm's momentum in PyTorch's convention (the weight of the batch statistic): PyTorch's
+/// default.
+pub const BN_MOMENTUM: f64 = 0.1;
+/// BatchNorm's momentum in PyTorch's convention under `bn-momentum`: airbench94 sets
+/// `batchnorm_momentum = 0.6`, the weight its running statistics keep, and passes 1 − 0.6 to
+/// PyTorch.
+pub const AIRBENCH_BN_MOMENTUM: f64 = 0.4;
 
 /// nanoGPT's shakespeare-char recipe for the character-level GPT (`config/train_shakespeare_char.py`
 /// over `train.py`'s defaults).
@@ -189,6 +206,15 @@ pub struct Recipe {
     pub batch_norm: bool,
     /// Per-channel standardised inputs (the recipe) or raw pixels in [0, 1].
     pub standardise_inputs: bool,
+    /// Label smoothing of the training loss (0: plain cross-entropy); evaluation always reports
+    /// plain cross-entropy.
+    pub label_smoothing: f64,
+    /// The moving average of the weights evaluated in their place (`None`: the raw weights).
+    pub weight_average: Option<EmaConfig>,
+    /// Evaluation logits averaged with those of the mirrored images (test-time augmentation).
+    pub flip_tta: bool,
+    /// BatchNorm's momentum in PyTorch's convention: running = (1 − m)·running + m·batch.
+    pub bn_momentum: f64,
 }
 
 impl Recipe {
@@ -247,12 +273,17 @@ impl Recipe {
             checkpointing: tricks.has(Trick::Checkpointing),
             batch_norm: !key.is_reference_for(Trick::BatchNorm),
             standardise_inputs: !key.is_reference_for(Trick::InputNorm),
+            label_smoothing: if tricks.has(Trick::LabelSmoothing) { LABEL_SMOOTHING } else { 0.0 },
+            weight_average: tricks.has(Trick::EmaWeights).then_some(EMA),
+            flip_tta: tricks.has(Trick::FlipTta),
+            bn_momentum: if tricks.has(Trick::BnMomentum) { AIRBENCH_BN_MOMENTUM } else { BN_MOMENTUM },
         }
     }
 
     /// The GPT's recipe (nanoGPT's shakespeare-char): AdamW at the profile's peak rate with a
     /// warm-up and cosine decay (or, with `one-cycle`, 1cycle at the same peak), no BatchNorm or
-    /// input statistics to change, and the step tricks as for the ResNets.
+    /// input statistics to change, and the step tricks as for the ResNets (airbench's tricks do
+    /// not apply: plain cross-entropy, raw weights, no mirror images).
     fn for_gpt_cell(key: &CellKey, tta: &TtaSettings, total_steps: usize) -> Self {
         let tricks = &key.tricks;
         let schedule = if tricks.has(Trick::OneCycle) {
@@ -277,6 +308,10 @@ impl Recipe {
             checkpointing: tricks.has(Trick::Checkpointing),
             batch_norm: true,
             standardise_inputs: true,
+            label_smoothing: 0.0,
+            weight_average: None,
+            flip_tta: false,
+            bn_momentum: BN_MOMENTUM,
         }
     }
 }
@@ -315,6 +350,21 @@ mod tests {
         assert_eq!(r.schedule.total_steps(), 1000);
         assert_eq!((r.micro_batches, r.clip_max_norm, r.checkpointing), (1, None, false));
         assert!(r.batch_norm && r.standardise_inputs);
+        assert_eq!((r.label_smoothing, r.weight_average, r.flip_tta), (0.0, None, false));
+        assert_eq!(r.bn_momentum, 0.1, "PyTorch's default");
+    }
+
+    #[test]
+    fn airbench_s_tricks_set_their_values() {
+        assert_eq!(recipe(&[Trick::LabelSmoothing], 64, None).label_smoothing, 0.2);
+        let ema = recipe(&[Trick::EmaWeights], 64, None).weight_average.unwrap();
+        assert_eq!((ema.every_steps, ema.decay_per_step), (5, 0.95));
+        assert!(recipe(&[Trick::FlipTta], 64, None).flip_tta);
+        assert_eq!(recipe(&[Trick::BnMomentum], 64, None).bn_momentum, 0.4, "1 − airbench's 0.6");
+        let all = [Trick::LabelSmoothing, Trick::EmaWeights, Trick::FlipTta, Trick::BnMomentum];
+        let stacked = recipe(&all, 64, None);
+        assert_eq!(stacked.optimizer, recipe(&[], 64, None).optimizer, "the optimizer is untouched");
+        assert_eq!(stacked.schedule, recipe(&[], 64, None).schedule);
     }
 
     #[test]

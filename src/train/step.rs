@@ -101,6 +101,7 @@ impl<W: Workload> Step<W> {
         let loss_scale = LossScale { scaler: self.precision.loss_scale(), factor: 1.0 / k as f64 };
         let pass = MicroBatchPass {
             autocast: self.precision.autocast(),
+            label_smoothing: self.options.label_smoothing(),
             checkpointing: self.options.checkpointing(),
         };
         self.parallel.before_forward(&self.workload)?;

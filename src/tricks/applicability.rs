@@ -235,6 +235,10 @@ mod tests {
             (Trick::Lamb, "large-batch"),
             (Trick::InputNorm, "token ids"),
             (Trick::BatchNorm, "LayerNorm"),
+            (Trick::LabelSmoothing, "plain cross-entropy"),
+            (Trick::EmaWeights, "raw weights"),
+            (Trick::FlipTta, "no mirror image"),
+            (Trick::BnMomentum, "no running statistics"),
         ];
         for (t, why) in cnn_only {
             let reason = reason(t, WorkloadId::GptShakespeare, &gpu);

@@ -44,6 +44,8 @@ mod tests {
         let convergence = parse_trick_list("convergence").unwrap();
         assert!(convergence.contains(&Trick::OneCycle) && convergence.contains(&Trick::BatchNorm));
         assert!(convergence.iter().all(|t| t.metric() == Metric::TimeToAccuracy));
+        let airbench = [Trick::LabelSmoothing, Trick::EmaWeights, Trick::FlipTta, Trick::BnMomentum];
+        assert!(airbench.iter().all(|t| convergence.contains(t)), "{convergence:?}");
         let mixed = parse_trick_list("memory,amp,checkpointing").unwrap();
         assert_eq!(
             mixed,

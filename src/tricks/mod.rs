@@ -87,6 +87,14 @@ pub enum Trick {
     InputNorm,
     /// BatchNorm after every convolution instead of a plainly initialised net without it.
     BatchNorm,
+    /// Cross-entropy against smoothed targets (label smoothing 0.2) as the training loss.
+    LabelSmoothing,
+    /// An exponential moving average of the weights, evaluated in place of the raw weights.
+    EmaWeights,
+    /// Test-time augmentation: each test image's logits averaged with its mirror image's.
+    FlipTta,
+    /// BatchNorm running statistics updated with airbench's momentum instead of PyTorch's 0.1.
+    BnMomentum,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
     /// The GPT's attention and MLP projections as fp8 matmuls (`torch._scaled_mm`) with
@@ -99,7 +107,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 32] = [
+    pub const ALL: [Trick; 36] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -129,6 +137,10 @@ impl Trick {
         Trick::GradClipping,
         Trick::InputNorm,
         Trick::BatchNorm,
+        Trick::LabelSmoothing,
+        Trick::EmaWeights,
+        Trick::FlipTta,
+        Trick::BnMomentum,
         Trick::FlashAttention,
         Trick::Fp8Matmul,
         Trick::Ddp,

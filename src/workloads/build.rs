@@ -11,10 +11,11 @@ use crate::train::recipe::Recipe;
 use crate::tricks::Trick;
 
 /// The structure of the CIFAR ResNet of the cell `key`: its depth from the workload, conv biases
-/// and BatchNorm as the tricks and `recipe` say.
+/// as the tricks say, BatchNorm and its momentum as `recipe` says.
 pub fn resnet_options(key: &CellKey, recipe: &Recipe) -> Result<ResnetOptions, Error> {
     Ok(ResnetOptions::for_workload(key.workload, !key.tricks.has(Trick::NoBiasBeforeBn))?
-        .with_batch_norm(recipe.batch_norm))
+        .with_batch_norm(recipe.batch_norm)
+        .with_bn_momentum(recipe.bn_momentum))
 }
 
 /// The CIFAR ResNet of the cell `key` on `device`, structured as [`resnet_options`] says, with the

@@ -622,7 +622,7 @@ mod tests {
             let targets = inputs.roll([-1], [1]);
             let loss = seeded(3, || {
                 if checkpointed {
-                    checkpointed_forward_backward(&model, &inputs, &targets, &LossScale::NONE).unwrap().0
+                    checkpointed_forward_backward(&model, &inputs, &targets, 0.0, &LossScale::NONE).unwrap().0
                 } else {
                     let loss = model.loss(&model.forward(&inputs, true), &targets);
                     loss.backward();

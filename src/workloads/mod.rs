@@ -183,8 +183,28 @@ pub trait Workload {
         false
     }
 
-    /// The training loss of `outputs` against `targets` (a scalar tensor).
+    /// The mean cross-entropy of `outputs` against `targets` (a scalar tensor): the held-out loss
+    /// evaluation reports, and the training loss without label smoothing.
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor;
+
+    /// The loss a training step minimises: [`Self::loss`] when `label_smoothing` is 0, else the
+    /// mean cross-entropy against targets smoothed by it as PyTorch's `label_smoothing` smooths
+    /// them (1 − ε + ε/K on the target class, ε/K on each of the other K − 1). Outputs hold
+    /// logits over the classes in their last dimension, targets one class per row of them (an
+    /// image's, or a position's).
+    fn training_loss(&self, outputs: &Tensor, targets: &Tensor, label_smoothing: f64) -> Tensor {
+        if label_smoothing == 0.0 {
+            return self.loss(outputs, targets);
+        }
+        let classes = outputs.size().last().copied().unwrap_or(1);
+        outputs.reshape([-1, classes]).cross_entropy_loss(
+            &targets.reshape([-1]),
+            None::<Tensor>,
+            tch::Reduction::Mean,
+            -100,
+            label_smoothing,
+        )
+    }
 
     /// How many predictions in the batch are correct (a scalar tensor on the device): images
     /// classified, or tokens predicted.

@@ -26,6 +26,7 @@ use tch::{Device, Tensor};
 use super::{Workload, WorkloadId};
 use crate::error::Error;
 use crate::ffi::JitFunction;
+use crate::train::recipe::BN_MOMENTUM;
 
 /// The residual block's pointwise epilogue in TorchScript, for the `jit-fusion` trick: the same
 /// math as the eager `(ys + shortcut).relu()`, compiled so the fuser can run it as one kernel.
@@ -37,8 +38,8 @@ def residual_relu(x: Tensor, shortcut: Tensor) -> Tensor:
 /// The name of the function in [`RESIDUAL_EPILOGUE_TORCHSCRIPT`].
 pub const RESIDUAL_EPILOGUE_FUNCTION: &str = "residual_relu";
 
-/// Options that change the network's structure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Options that change the network's structure, and how its BatchNorm layers keep statistics.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ResnetOptions {
     /// Basic blocks per stage (3 for ResNet-20, 9 for ResNet-56, 18 for ResNet-110).
     pub blocks_per_stage: i64,
@@ -48,21 +49,30 @@ pub struct ResnetOptions {
     /// Whether every convolution is followed by a BatchNorm (the standard network); without, the
     /// convolutions are plain, biased and PyTorch-default initialised (the `batch-norm` trick).
     pub batch_norm: bool,
+    /// BatchNorm's momentum in PyTorch's convention: each training forward pass sets running =
+    /// (1 − m)·running + m·batch statistic. PyTorch's default is 0.1; `bn-momentum` sets
+    /// airbench's 0.4.
+    pub bn_momentum: f64,
 }
 
 impl ResnetOptions {
-    /// The standard structure of a named CIFAR ResNet (with BatchNorm), with conv biases as
-    /// chosen; an error for a workload that is not a CIFAR ResNet.
+    /// The standard structure of a named CIFAR ResNet (with BatchNorm at PyTorch's momentum), with
+    /// conv biases as chosen; an error for a workload that is not a CIFAR ResNet.
     pub fn for_workload(workload: WorkloadId, conv_bias: bool) -> Result<Self, Error> {
         let blocks_per_stage = workload
             .resnet_blocks_per_stage()
             .ok_or_else(|| Error::Invalid(format!("{workload} is not a CIFAR ResNet")))?;
-        Ok(Self { blocks_per_stage, conv_bias, batch_norm: true })
+        Ok(Self { blocks_per_stage, conv_bias, batch_norm: true, bn_momentum: BN_MOMENTUM })
     }
 
     /// The same structure with BatchNorm layers (`true`) or without any (`false`).
     pub fn with_batch_norm(self, batch_norm: bool) -> Self {
         Self { batch_norm, ..self }
+    }
+
+    /// The same structure with BatchNorm at `bn_momentum` (PyTorch's convention).
+    pub fn with_bn_momentum(self, bn_momentum: f64) -> Self {
+        Self { bn_momentum, ..self }
     }
 }
 
@@ -96,6 +106,7 @@ impl ConvBn {
         };
         let bn = options.batch_norm.then(|| {
             let bn_cfg = nn::BatchNormConfig {
+                momentum: options.bn_momentum,
                 ws_init: Init::Const(1.0),
                 bs_init: Init::Const(0.0),
                 ..Default::default()
@@ -391,6 +402,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn label_smoothing_trains_on_pytorch_s_smoothed_cross_entropy_and_evaluation_stays_plain() {
+        let net = build(WorkloadId::Resnet8, false);
+        let logits = ((Tensor::arange(30, (tch::Kind::Float, Device::Cpu)) * 7).remainder(11) - 5)
+            .reshape([3, 10])
+            / 3;
+        let targets = Tensor::from_slice(&[2i64, 7, 0]);
+        // Golden numbers from PyTorch 2.11 (.venv/bin/python):
+        //   import torch, torch.nn.functional as F
+        //   logits = ((torch.arange(30, dtype=torch.float32) * 7) % 11 - 5).reshape(3, 10) / 3
+        //   targets = torch.tensor([2, 7, 0])
+        //   F.cross_entropy(logits, targets, label_smoothing=0.2).item()  # 2.3803656101226807
+        //   F.cross_entropy(logits, targets).item()                       # 2.2736988067626953
+        let smoothed = net.training_loss(&logits, &targets, 0.2).double_value(&[]);
+        assert!((smoothed - 2.380_365_610_122_680_7).abs() < 1e-6, "{smoothed}");
+        let plain = net.loss(&logits, &targets).double_value(&[]);
+        assert!((plain - 2.273_698_806_762_695_3).abs() < 1e-6, "{plain}");
+        assert_eq!(net.training_loss(&logits, &targets, 0.0).double_value(&[]), plain);
+    }
+
+    /// The running mean of the stem's BatchNorm after one training-mode forward pass from fresh
+    /// statistics at `bn_momentum`, and the batch's per-channel mean of the stem convolution.
+    fn stem_running_mean_after_one_pass(bn_momentum: f64) -> (Tensor, Tensor) {
+        let options =
+            ResnetOptions::for_workload(WorkloadId::Resnet8, false).unwrap().with_bn_momentum(bn_momentum);
+        let net = seeded(0, || CifarResnet::new(options, Device::Cpu));
+        let xs = seeded(1, || Tensor::randn([8, 3, 32, 32], (tch::Kind::Float, Device::Cpu)) + 0.5);
+        let vars = net.var_store().variables();
+        assert_eq!(vars["bn1.running_mean"].abs().max().double_value(&[]), 0.0, "fresh statistics");
+        let batch_mean = tch::no_grad(|| {
+            let ys = xs.conv2d(&vars["conv1.weight"], None::<Tensor>, [1, 1], [1, 1], [1, 1], 1);
+            ys.mean_dim([0i64, 2, 3].as_slice(), false, tch::Kind::Float)
+        });
+        let _ = net.forward(&xs, true);
+        (vars["bn1.running_mean"].shallow_clone(), batch_mean)
+    }
+
+    #[test]
+    fn bn_momentum_weighs_the_batch_statistic_as_pytorch_s_momentum() {
+        // airbench's momentum: running = 0.6·0 + 0.4·batch mean; PyTorch's default 0.1·batch mean.
+        let (airbench, batch_mean) = stem_running_mean_after_one_pass(0.4);
+        assert!(airbench.allclose(&(&batch_mean * 0.4), 1e-5, 1e-6, false), "{airbench:?} vs {batch_mean:?}");
+        let (default, _) = stem_running_mean_after_one_pass(BN_MOMENTUM);
+        assert!(default.allclose(&(&batch_mean * 0.1), 1e-5, 1e-6, false), "{default:?}");
+        assert!(batch_mean.abs().max().double_value(&[]) > 1e-3, "a mean that tells them apart");
     }
 
     #[test]
