@@ -473,6 +473,15 @@ mod tests {
     }
 
     #[test]
+    fn muon_is_built_over_every_trainable_variable() {
+        use crate::workloads::resnet::{CifarResnet, ResnetOptions};
+        let options = ResnetOptions::for_workload(WorkloadId::Resnet8, false).unwrap();
+        let net = CifarResnet::new(options, tch::Device::Cpu);
+        let optimizer = recipe(&[Trick::Muon], 64, None).optimizer.build(&net);
+        assert_eq!(optimizer.params().len(), net.var_store().trainable_variables().len());
+    }
+
+    #[test]
     fn super_convergence_uses_smith_and_topins_rates() {
         let tta = ProfileName::Standard.settings(Family::CifarResnet).tta;
         let step = Recipe::for_cell(&key(&[], 128, None), &tta, 1000, true);

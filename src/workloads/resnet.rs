@@ -301,8 +301,15 @@ mod tests {
 
     #[test]
     fn hidden_weights_are_the_block_convolutions_only() {
-        for conv_bias in [false, true] {
-            let net = build(WorkloadId::Resnet8, conv_bias);
+        // channels_last replaces a weight's memory in place, before the optimizer is built.
+        for (conv_bias, channels_last) in [(false, false), (true, false), (false, true)] {
+            let mut net = build(WorkloadId::Resnet8, conv_bias);
+            if channels_last {
+                for (_, mut var) in net.var_store_mut().variables().into_iter().filter(|(_, v)| v.dim() == 4)
+                {
+                    crate::ffi::param_to_channels_last(&mut var).unwrap();
+                }
+            }
             let (hidden, rest) = crate::workloads::split_hidden_weights(&net);
             let hidden_names = crate::workloads::variable_names(&net, &hidden);
             let expected: Vec<String> = (1..=3)
