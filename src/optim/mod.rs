@@ -1,8 +1,9 @@
-//! Optimizers, gradient clipping and learning-rate schedules.
+//! Optimizers (SGD, Adam(W), LARS, LAMB, Muon), gradient clipping and learning-rate schedules.
 pub mod adam;
 pub mod clip;
 pub mod lamb;
 pub mod lars;
+pub mod muon;
 pub mod schedule;
 pub mod sgd;
 mod update;

@@ -192,6 +192,11 @@ mod tests {
         fn forward_flops_per_sample(&self) -> f64 {
             (3 * 2 * WIDTH * WIDTH) as f64
         }
+
+        /// The middle layer's weight.
+        fn hidden_weights(&self) -> Vec<Tensor> {
+            vec![self.layers[1].ws.shallow_clone()]
+        }
     }
 
     /// From the same seed: the loss, the gradients of one training step with dropout on (with

@@ -126,7 +126,7 @@ impl<W: Workload> Trainer<W> {
         if tricks.has(Trick::ChannelsLast) {
             params_to_channels_last(&mut workload)?;
         }
-        let mut optimizer = options.optimizer_under(tricks).build(workload.var_store().trainable_variables());
+        let mut optimizer = options.optimizer_under(tricks).build(&workload);
         if launch != StepLaunch::Eager {
             optimizer.make_capturable();
         }

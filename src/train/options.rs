@@ -63,11 +63,15 @@ impl From<&Recipe> for TrainOptions {
 }
 
 impl TrainOptions {
-    /// The optimizer to build under `tricks`: SGD's and Adam's fused kernels when
-    /// `fused-optimizer` is on (or the options already ask for them).
+    /// The optimizer to build under `tricks`: SGD's and Adam's fused kernels (with Muon, for the
+    /// parameters it leaves out) when `fused-optimizer` is on (or the options already ask for
+    /// them).
     pub fn optimizer_under(&self, tricks: &TrickSet) -> OptimizerChoice {
         let mut optimizer = self.optimizer;
-        if let OptimizerChoice::Sgd { fused, .. } | OptimizerChoice::Adam { fused, .. } = &mut optimizer {
+        if let OptimizerChoice::Sgd { fused, .. }
+        | OptimizerChoice::Adam { fused, .. }
+        | OptimizerChoice::Muon { fused, .. } = &mut optimizer
+        {
             *fused |= tricks.has(Trick::FusedOptimizer);
         }
         optimizer

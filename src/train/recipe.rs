@@ -9,13 +9,14 @@ use crate::bench::profile::TtaSettings;
 use crate::optim::adam::{Adam, AdamConfig};
 use crate::optim::lamb::{Lamb, LambConfig};
 use crate::optim::lars::{Lars, LarsConfig};
+use crate::optim::muon::{Muon, MuonConfig};
 use crate::optim::schedule::{OneCycle, StepSchedule, WarmupCosine};
 use crate::optim::sgd::{Sgd, SgdConfig};
 use crate::optim::Optimizer;
 use crate::results::schema::CellKey;
 use crate::train::average::EmaConfig;
 use crate::tricks::Trick;
-use crate::workloads::Family;
+use crate::workloads::{split_hidden_weights, Family, Workload};
 
 /// The recipe's SGD: momentum 0.9, weight decay 5e-4 (He et al.).
 pub const RECIPE_SGD: SgdConfig = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
@@ -41,6 +42,20 @@ pub const LARS_LR_PER_256: f64 = 2.0;
 /// LAMB's learning rate at a batch of 256 (scaled with the square root of the batch, as You et
 /// al. do; a step moves each layer by about lr of its norm).
 pub const LAMB_LR_AT_256: f64 = 0.01;
+/// Muon's learning rate for the ResNets' block convolutions at [`MUON_AIRBENCH_BATCH`]: airbench's
+/// (whose convolutions are renormalised to Frobenius norm √out, about the Kaiming-initialised
+/// norm √(2·out) here, so a step moves a weight by about lr/√2 of its norm). Scaled with the square
+/// root of the batch, as for LAMB: Muon's step has a fixed size, and a smaller batch takes more of
+/// them, each with a noisier direction.
+pub const MUON_AIRBENCH_LR: f64 = 0.24;
+/// The batch airbench trains at.
+pub const MUON_AIRBENCH_BATCH: f64 = 2000.0;
+
+/// Muon's learning rate for a ResNet's block convolutions at a batch of `batch_size` (0.043 at the
+/// quick profile's 64).
+pub fn resnet_muon_lr(batch_size: usize) -> f64 {
+    MUON_AIRBENCH_LR * (batch_size as f64 / MUON_AIRBENCH_BATCH).sqrt()
+}
 
 /// Label smoothing of the training loss under `label-smoothing` (airbench94's 0.2).
 pub const LABEL_SMOOTHING: f64 = 0.2;
@@ -69,6 +84,12 @@ pub mod gpt {
     pub const ADAMW: AdamConfig = AdamConfig { beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0.1 };
     /// The learning rate at the end of the cosine decay (the peak is the profile's base rate).
     pub const MIN_LR: f64 = 1e-4;
+    /// Muon's peak learning rate for the attention and MLP matrices (modded-nanogpt's first Muon
+    /// records). Muon's step has a spectral norm of about lr whatever the width, and the
+    /// spectral norm of a width-384 matrix at init (0.02·2√384 ≈ 0.8) is close to that of
+    /// modded-nanogpt's width 768 (≈ 1.1), so the rate carries over: about 2.5% of a matrix's
+    /// spectral norm per step at the peak.
+    pub const MUON_LR: f64 = 0.02;
     /// Steps of linear warm-up.
     pub const WARMUP_STEPS: usize = 100;
     /// Global gradient norm `grad-clipping` clips to (the recipe's).
@@ -112,11 +133,43 @@ pub enum OptimizerChoice {
     Lars(LarsConfig),
     /// LAMB (`lamb`).
     Lamb(LambConfig),
+    /// Muon for the hidden weights (`muon`), the recipe's optimizer for every other parameter.
+    Muon {
+        /// Muon's rate ratio, momentum, weight decay and Newton–Schulz steps.
+        config: MuonConfig,
+        /// The optimizer of the other parameters.
+        rest: MuonRest,
+        /// The other optimizer's fused multi-tensor kernel instead of its per-parameter loop.
+        fused: bool,
+    },
+}
+
+/// The optimizer of the parameters Muon leaves out: the recipe's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MuonRest {
+    /// SGD with momentum (the ResNets').
+    Sgd(SgdConfig),
+    /// AdamW (the GPT's).
+    Adamw(AdamConfig),
+}
+
+impl MuonRest {
+    /// The optimizer over `params`, fused or per parameter.
+    fn build(self, params: Vec<Tensor>, fused: bool) -> Box<dyn Optimizer> {
+        match (self, fused) {
+            (MuonRest::Sgd(config), true) => Box::new(Sgd::fused(params, config)),
+            (MuonRest::Sgd(config), false) => Box::new(Sgd::new(params, config)),
+            (MuonRest::Adamw(config), true) => Box::new(Adam::fused_adamw(params, config)),
+            (MuonRest::Adamw(config), false) => Box::new(Adam::adamw(params, config)),
+        }
+    }
 }
 
 impl OptimizerChoice {
-    /// The optimizer over `params`.
-    pub fn build(&self, params: Vec<Tensor>) -> Box<dyn Optimizer> {
+    /// The optimizer over `workload`'s trainable variables; Muon takes its hidden weights and
+    /// leaves the others to the recipe's optimizer.
+    pub fn build<W: Workload + ?Sized>(&self, workload: &W) -> Box<dyn Optimizer> {
+        let params = workload.var_store().trainable_variables();
         match *self {
             OptimizerChoice::Sgd { config, fused: true } => Box::new(Sgd::fused(params, config)),
             OptimizerChoice::Sgd { config, fused: false } => Box::new(Sgd::new(params, config)),
@@ -134,6 +187,10 @@ impl OptimizerChoice {
             }
             OptimizerChoice::Lars(config) => Box::new(Lars::new(params, config)),
             OptimizerChoice::Lamb(config) => Box::new(Lamb::new(params, config)),
+            OptimizerChoice::Muon { config, rest, fused } => {
+                let (hidden, others) = split_hidden_weights(workload);
+                Box::new(Muon::new(hidden, config, rest.build(others, fused)))
+            }
         }
     }
 }
@@ -228,30 +285,7 @@ impl Recipe {
         }
         let tricks = &key.tricks;
         let batch_ratio = key.batch_size as f64 / tta.batch_size.max(1) as f64;
-        let sgd_weight_decay =
-            if super_convergence { super_convergence::WEIGHT_DECAY } else { RECIPE_SGD.weight_decay };
-        let (optimizer, base_lr) = if tricks.has(Trick::Lars) {
-            let lr = LARS_LR_PER_256 * key.batch_size as f64 / 256.0;
-            // Every layer adapted, as in the paper (excluded 1-d parameters would take plain SGD steps
-            // at this large rate).
-            let config =
-                LarsConfig { weight_decay: sgd_weight_decay, exclude_1d: false, ..LarsConfig::default() };
-            (OptimizerChoice::Lars(config), lr)
-        } else if tricks.has(Trick::Lamb) {
-            let lr = LAMB_LR_AT_256 * (key.batch_size as f64 / 256.0).sqrt();
-            (OptimizerChoice::Lamb(LambConfig::default()), lr)
-        } else if tricks.has(Trick::Adamw) || key.is_reference_for(Trick::Adamw) {
-            let decoupled = tricks.has(Trick::Adamw);
-            let weight_decay = if decoupled { ADAMW_WEIGHT_DECAY } else { ADAM_L2_WEIGHT_DECAY };
-            let config = AdamConfig { weight_decay, ..AdamConfig::default() };
-            let fused = tricks.has(Trick::FusedOptimizer);
-            (OptimizerChoice::Adam { config, decoupled, fused }, ADAM_LR * batch_ratio)
-        } else {
-            let config = SgdConfig { weight_decay: sgd_weight_decay, ..RECIPE_SGD };
-            let fused = tricks.has(Trick::FusedOptimizer);
-            let lr = if super_convergence { super_convergence::STEP_LR } else { tta.base_lr * batch_ratio };
-            (OptimizerChoice::Sgd { config, fused }, lr)
-        };
+        let (optimizer, base_lr) = Self::resnet_optimizer(key, tta, super_convergence);
         let schedule = if tricks.has(Trick::OneCycle) {
             let mut cycle = OneCycle::new(ONE_CYCLE_PEAK_FACTOR * base_lr, total_steps);
             if super_convergence {
@@ -280,10 +314,55 @@ impl Recipe {
         }
     }
 
+    /// A ResNet cell's optimizer and base learning rate: the recipe's SGD, or the optimizer trick's
+    /// choice. Muon's convolutions get [`resnet_muon_lr`] where the schedule gives SGD its base
+    /// rate, and a decoupled decay that shrinks them per step by SGD's steady-state L2 shrinkage
+    /// `lr·wd/(1 − momentum)`.
+    fn resnet_optimizer(key: &CellKey, tta: &TtaSettings, super_convergence: bool) -> (OptimizerChoice, f64) {
+        let tricks = &key.tricks;
+        let batch_ratio = key.batch_size as f64 / tta.batch_size.max(1) as f64;
+        let sgd_weight_decay =
+            if super_convergence { super_convergence::WEIGHT_DECAY } else { RECIPE_SGD.weight_decay };
+        let fused = tricks.has(Trick::FusedOptimizer);
+        if tricks.has(Trick::Lars) {
+            let lr = LARS_LR_PER_256 * key.batch_size as f64 / 256.0;
+            // Every layer adapted, as in the paper (excluded 1-d parameters would take plain SGD steps
+            // at this large rate).
+            let config =
+                LarsConfig { weight_decay: sgd_weight_decay, exclude_1d: false, ..LarsConfig::default() };
+            (OptimizerChoice::Lars(config), lr)
+        } else if tricks.has(Trick::Lamb) {
+            let lr = LAMB_LR_AT_256 * (key.batch_size as f64 / 256.0).sqrt();
+            (OptimizerChoice::Lamb(LambConfig::default()), lr)
+        } else if tricks.has(Trick::Adamw) || key.is_reference_for(Trick::Adamw) {
+            let decoupled = tricks.has(Trick::Adamw);
+            let weight_decay = if decoupled { ADAMW_WEIGHT_DECAY } else { ADAM_L2_WEIGHT_DECAY };
+            let config = AdamConfig { weight_decay, ..AdamConfig::default() };
+            (OptimizerChoice::Adam { config, decoupled, fused }, ADAM_LR * batch_ratio)
+        } else {
+            let config = SgdConfig { weight_decay: sgd_weight_decay, ..RECIPE_SGD };
+            let lr = if super_convergence { super_convergence::STEP_LR } else { tta.base_lr * batch_ratio };
+            if !tricks.has(Trick::Muon) {
+                return (OptimizerChoice::Sgd { config, fused }, lr);
+            }
+            let ratio = resnet_muon_lr(key.batch_size) / lr;
+            let decay = config.weight_decay / ((1.0 - config.momentum) * ratio);
+            (
+                OptimizerChoice::Muon {
+                    config: MuonConfig::new(ratio, decay),
+                    rest: MuonRest::Sgd(config),
+                    fused,
+                },
+                lr,
+            )
+        }
+    }
+
     /// The GPT's recipe (nanoGPT's shakespeare-char): AdamW at the profile's peak rate with a
     /// warm-up and cosine decay (or, with `one-cycle`, 1cycle at the same peak), no BatchNorm or
     /// input statistics to change, and the step tricks as for the ResNets (airbench's tricks do
-    /// not apply: plain cross-entropy, raw weights, no mirror images).
+    /// not apply: plain cross-entropy, raw weights, no mirror images). With `muon`, Muon trains
+    /// the attention and MLP matrices at [`gpt::MUON_LR`] where the schedule gives AdamW its rate.
     fn for_gpt_cell(key: &CellKey, tta: &TtaSettings, total_steps: usize) -> Self {
         let tricks = &key.tricks;
         let schedule = if tricks.has(Trick::OneCycle) {
@@ -296,12 +375,17 @@ impl Recipe {
                 decay_steps: total_steps,
             })
         };
+        let fused = tricks.has(Trick::FusedOptimizer);
+        let optimizer = if tricks.has(Trick::Muon) {
+            // The same decoupled shrinkage per step as AdamW's: Muon's rate × its decay = AdamW's.
+            let ratio = gpt::MUON_LR / tta.base_lr;
+            let config = MuonConfig::new(ratio, gpt::ADAMW.weight_decay / ratio);
+            OptimizerChoice::Muon { config, rest: MuonRest::Adamw(gpt::ADAMW), fused }
+        } else {
+            OptimizerChoice::Adam { config: gpt::ADAMW, decoupled: true, fused }
+        };
         Recipe {
-            optimizer: OptimizerChoice::Adam {
-                config: gpt::ADAMW,
-                decoupled: true,
-                fused: tricks.has(Trick::FusedOptimizer),
-            },
+            optimizer,
             schedule,
             micro_batches: if tricks.has(Trick::GradAccumulation) { ACCUMULATION_MICRO_BATCHES } else { 1 },
             clip_max_norm: tricks.has(Trick::GradClipping).then_some(gpt::CLIP_MAX_NORM),
@@ -410,6 +494,40 @@ mod tests {
             recipe(&[Trick::Adamw, Trick::FusedOptimizer], 64, None).optimizer,
             OptimizerChoice::Adam { decoupled: true, fused: true, .. }
         ));
+    }
+
+    #[test]
+    fn muon_takes_its_rate_where_the_schedule_gives_the_recipe_s_and_keeps_the_recipe_for_the_rest() {
+        let baseline = recipe(&[], 64, None);
+        let muon = recipe(&[Trick::Muon], 64, None);
+        assert_eq!(muon.schedule, baseline.schedule);
+        let OptimizerChoice::Muon { config, rest, fused: false } = muon.optimizer else {
+            panic!("Muon expected")
+        };
+        assert_eq!(rest, MuonRest::Sgd(RECIPE_SGD));
+        assert!((config.lr_ratio * 0.05 - 0.24 * (64.0f64 / 2000.0).sqrt()).abs() < 1e-12);
+        // Decoupled decay per step (Muon's rate × λ) = SGD's steady-state lr·wd/(1 − momentum).
+        assert!((config.lr_ratio * config.weight_decay - 5e-4 / 0.1).abs() < 1e-12);
+        assert_eq!((config.momentum, config.newton_schulz_steps), (0.95, 5));
+        let fused = recipe(&[Trick::Muon, Trick::FusedOptimizer], 64, None);
+        assert!(matches!(fused.optimizer, OptimizerChoice::Muon { fused: true, .. }));
+
+        let tta = ProfileName::Standard.settings(Family::CharGpt).tta;
+        let gpt_key = CellKey { workload: WorkloadId::GptShakespeare, ..key(&[Trick::Muon], 64, None) };
+        let gpt = Recipe::for_cell(&gpt_key, &tta, 5000, false);
+        let OptimizerChoice::Muon { config, rest, .. } = gpt.optimizer else { panic!("Muon expected") };
+        assert_eq!(rest, MuonRest::Adamw(gpt::ADAMW));
+        assert!((config.lr_ratio * gpt.schedule.lr(100) - gpt::MUON_LR).abs() < 1e-12);
+        assert!((config.lr_ratio * config.weight_decay - gpt::ADAMW.weight_decay).abs() < 1e-12);
+    }
+
+    #[test]
+    fn muon_is_built_over_every_trainable_variable() {
+        use crate::workloads::resnet::{CifarResnet, ResnetOptions};
+        let options = ResnetOptions::for_workload(WorkloadId::Resnet8, false).unwrap();
+        let net = CifarResnet::new(options, tch::Device::Cpu);
+        let optimizer = recipe(&[Trick::Muon], 64, None).optimizer.build(&net);
+        assert_eq!(optimizer.params().len(), net.var_store().trainable_variables().len());
     }
 
     #[test]

@@ -218,6 +218,7 @@ mod tests {
             Trick::LoaderWorkers,
             Trick::PinMemory,
             Trick::OneCycle,
+            Trick::Muon,
             Trick::CudaGraphs,
         ];
         for t in gpt_tricks {

@@ -75,6 +75,9 @@ pub enum Trick {
     Lars,
     /// LAMB (layer-wise trust ratios on Adam updates) for large-batch training.
     Lamb,
+    /// Muon (orthogonalised Nesterov momentum) for the hidden weights, the recipe's optimizer for
+    /// the rest.
+    Muon,
     /// Activation checkpointing: segments recomputed in backward instead of stored.
     Checkpointing,
     /// Several micro-batches per optimizer step at the same effective batch.
@@ -107,7 +110,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 36] = [
+    pub const ALL: [Trick; 37] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -131,6 +134,7 @@ impl Trick {
         Trick::Adamw,
         Trick::Lars,
         Trick::Lamb,
+        Trick::Muon,
         Trick::Checkpointing,
         Trick::GradAccumulation,
         Trick::ExpandableSegments,
@@ -147,7 +151,7 @@ impl Trick {
     ];
 
     /// The tricks that choose the optimizer; at most one can be on.
-    pub const OPTIMIZERS: [Trick; 3] = [Trick::Adamw, Trick::Lars, Trick::Lamb];
+    pub const OPTIMIZERS: [Trick; 4] = [Trick::Adamw, Trick::Lars, Trick::Lamb, Trick::Muon];
 
     /// Everything the catalogue says about the trick: its entry in the table.
     pub fn info(self) -> &'static TrickInfo {

@@ -73,8 +73,9 @@ impl TrickSet {
     }
 
     /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
-    /// optimizer, a CUDA graph cannot replay DDP's or 1cycle's host-driven steps, and
-    /// `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS or LAMB).
+    /// optimizer (Muon that of the hidden weights), a CUDA graph cannot replay DDP's or 1cycle's
+    /// host-driven steps, and `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS
+    /// or LAMB; with Muon, they update the parameters Muon leaves out).
     pub fn conflict_reason(&self) -> Option<String> {
         let optimizers: Vec<&str> =
             Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
@@ -154,6 +155,21 @@ mod tests {
         assert!(TrickSet::only(Trick::FusedOptimizer).conflict_reason().is_none());
         let adamw: TrickSet = [Trick::FusedOptimizer, Trick::Adamw].into_iter().collect();
         assert!(adamw.conflict_reason().is_none());
+    }
+
+    #[test]
+    fn muon_replaces_the_optimizer_and_goes_with_fused_kernels_and_cuda_graphs() {
+        let with_adamw: TrickSet = [Trick::Adamw, Trick::Muon].into_iter().collect();
+        assert_eq!(
+            with_adamw.conflict_reason().unwrap(),
+            "adamw and muon each replace the optimizer; only one can be on"
+        );
+        for other in
+            [Trick::FusedOptimizer, Trick::CudaGraphs, Trick::OneCycle, Trick::GradClipping, Trick::Amp]
+        {
+            let set: TrickSet = [Trick::Muon, other].into_iter().collect();
+            assert_eq!(set.conflict_reason(), None, "{other}");
+        }
     }
 
     #[test]

@@ -389,6 +389,33 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             claim: "Guide #5 (You et al.): LAMB applies layer-wise trust ratios to Adam's updates, which \
                     made BERT pre-training at batch 32k–64k possible (76 minutes) without losing accuracy.",
         },
+        Trick::Muon => &TrickInfo {
+            id: "muon",
+            guide_number: None,
+            metric: Metric::TimeToAccuracy,
+            off: ByFamily {
+                cifar_resnet: "the recipe's SGD with momentum for every parameter",
+                char_gpt: "the recipe's AdamW for every parameter",
+            },
+            on: ByFamily {
+                cifar_resnet:
+                    "Muon for the residual blocks' convolutions (Nesterov momentum 0.95, each update \
+                     orthogonalised by 5 Newton–Schulz steps on the (out, in·3·3) matrix, lr 0.24·√(batch / \
+                     2000) on the same schedule); SGD for the stem, classifier, biases and BatchNorm",
+                char_gpt:
+                    "Muon for the attention and MLP matrices (Nesterov momentum 0.95, each update \
+                     orthogonalised by 5 Newton–Schulz steps, peak lr 0.02 on the same schedule); AdamW for \
+                     the embeddings (the token one shared with the head) and the LayerNorm gains",
+            },
+            reference: Reference::Baseline,
+            needs: &[],
+            colour: [93, 58, 155],
+            claim: "Modern addition (Jordan 2024, \"Muon: An optimizer for hidden layers in neural \
+                    networks\"): orthogonalising each hidden weight matrix's momentum update by a \
+                    Newton–Schulz iteration set the NanoGPT speedrun's training-time records (modded-nanogpt) \
+                    and airbench's CIFAR-10 ones, and Liu et al. 2025 (\"Muon is scalable for LLM \
+                    training\") report about 2× the compute efficiency of AdamW.",
+        },
         Trick::Checkpointing => &TrickInfo {
             id: "checkpointing",
             guide_number: Some(8),

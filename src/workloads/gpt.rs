@@ -471,6 +471,13 @@ impl Workload for Gpt {
         let kind = if self.options.fp8.is_some() && kind == Kind::Float { Kind::BFloat16 } else { kind };
         sdpa_backend(&self.config, batch_size, kind, self.vs.device()).map(Some)
     }
+
+    /// Each block's attention and MLP matrices; the token embedding (which the head shares), the
+    /// position embedding and the LayerNorm gains are left out.
+    fn hidden_weights(&self) -> Vec<Tensor> {
+        let matrices = self.blocks.iter().flat_map(|b| [&b.c_attn, &b.attn_proj, &b.c_fc, &b.mlp_proj]);
+        matrices.map(Tensor::shallow_clone).collect()
+    }
 }
 
 #[cfg(test)]
@@ -518,6 +525,32 @@ mod tests {
         assert_eq!(backend(AttentionKernel::ScaledDotProduct, 0.2), Some(AttentionBackend::Math));
         assert!(AttentionBackend::from_sdp_choice(-1).unwrap_err().to_string().contains("no backend"));
         assert_eq!(serde_json::to_string(&AttentionBackend::CudnnAttention).unwrap(), "\"cudnn-attention\"");
+    }
+
+    #[test]
+    fn hidden_weights_are_the_attention_and_mlp_matrices_only() {
+        let (model, _) = build(small(2, 0.0), options(AttentionKernel::Explicit, false), 1, 4);
+        let (hidden, rest) = crate::workloads::split_hidden_weights(&model);
+        let hidden_names = crate::workloads::variable_names(&model, &hidden);
+        let expected: Vec<String> = (0..2)
+            .flat_map(|i| {
+                ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
+                    .map(|layer| format!("transformer.h.{i}.{layer}.weight"))
+            })
+            .collect();
+        let mut expected = expected;
+        expected.sort();
+        assert_eq!(hidden_names, expected);
+        let mut rest_expected: Vec<String> =
+            ["transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain(
+                    (0..2).flat_map(|i| ["ln_1", "ln_2"].map(|ln| format!("transformer.h.{i}.{ln}.weight"))),
+                )
+                .collect();
+        rest_expected.sort();
+        assert_eq!(crate::workloads::variable_names(&model, &rest), rest_expected);
     }
 
     #[test]

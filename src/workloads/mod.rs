@@ -226,4 +226,38 @@ pub trait Workload {
     fn attention_backend(&self, _kind: Kind, _batch_size: usize) -> Result<Option<AttentionBackend>, Error> {
         Ok(None)
     }
+
+    /// The weights of the hidden layers (shallow clones of trainable variables, each of dimension
+    /// ≥ 2): the matrices and convolutions between the input layer (embeddings, the first
+    /// convolution) and the output head, which Muon orthogonalises. Embeddings, the head, biases
+    /// and normalisation parameters are not among them.
+    fn hidden_weights(&self) -> Vec<Tensor>;
+}
+
+/// The trainable variables of `workload`, split by role: its hidden weights
+/// ([`Workload::hidden_weights`]) and every other trainable variable, each list in the var
+/// store's order. A variable is recognised by the memory it holds.
+pub fn split_hidden_weights<W: Workload + ?Sized>(workload: &W) -> (Vec<Tensor>, Vec<Tensor>) {
+    let hidden: Vec<usize> = workload.hidden_weights().iter().map(|t| t.data_ptr() as usize).collect();
+    workload
+        .var_store()
+        .trainable_variables()
+        .into_iter()
+        .partition(|t| hidden.contains(&(t.data_ptr() as usize)))
+}
+
+/// The var-store names of `tensors` (variables of `workload`), sorted: how the tests of
+/// [`split_hidden_weights`] see the split.
+#[cfg(test)]
+pub(crate) fn variable_names<W: Workload + ?Sized>(workload: &W, tensors: &[Tensor]) -> Vec<String> {
+    let variables = workload.var_store().variables();
+    let mut names: Vec<String> = tensors
+        .iter()
+        .map(|t| {
+            let found = variables.iter().find(|(_, v)| v.data_ptr() == t.data_ptr());
+            found.map(|(name, _)| name.clone()).expect("a variable of the workload")
+        })
+        .collect();
+    names.sort();
+    names
 }

@@ -268,6 +268,13 @@ impl Workload for CifarResnet {
         }
     }
 
+    /// The residual blocks' convolution weights; the stem convolution (the input layer), the
+    /// classifier, the biases and BatchNorm are left out.
+    fn hidden_weights(&self) -> Vec<Tensor> {
+        let blocks = self.blocks.iter().flat_map(|b| [&b.first, &b.second]);
+        blocks.map(|conv_bn| conv_bn.conv.ws.shallow_clone()).collect()
+    }
+
     fn loss(&self, outputs: &Tensor, targets: &Tensor) -> Tensor {
         outputs.cross_entropy_for_logits(targets)
     }
@@ -301,6 +308,33 @@ mod tests {
         assert_eq!(build(WorkloadId::Resnet20, false).trainable_parameters(), 269_722);
         assert_eq!(build(WorkloadId::Resnet56, false).trainable_parameters(), 853_018);
         assert_eq!(build(WorkloadId::Resnet110, false).trainable_parameters(), 1_727_962);
+    }
+
+    #[test]
+    fn hidden_weights_are_the_block_convolutions_only() {
+        // channels_last replaces a weight's memory in place, before the optimizer is built.
+        for (conv_bias, channels_last) in [(false, false), (true, false), (false, true)] {
+            let mut net = build(WorkloadId::Resnet8, conv_bias);
+            if channels_last {
+                for (_, mut var) in net.var_store_mut().variables().into_iter().filter(|(_, v)| v.dim() == 4)
+                {
+                    crate::ffi::param_to_channels_last(&mut var).unwrap();
+                }
+            }
+            let (hidden, rest) = crate::workloads::split_hidden_weights(&net);
+            let hidden_names = crate::workloads::variable_names(&net, &hidden);
+            let expected: Vec<String> = (1..=3)
+                .flat_map(|stage| [1, 2].map(|conv| format!("layer{stage}.0.conv{conv}.weight")))
+                .collect();
+            assert_eq!(hidden_names, expected);
+            assert!(hidden.iter().all(|t| t.dim() == 4));
+            let rest_names = crate::workloads::variable_names(&net, &rest);
+            for name in ["conv1.weight", "bn1.weight", "bn1.bias", "linear.weight", "linear.bias"] {
+                assert!(rest_names.iter().any(|n| n == name), "{name} in {rest_names:?}");
+            }
+            assert!(rest.iter().all(|t| t.dim() == 1 || t.size()[1] == 3 || t.size() == [10, 64]));
+            assert_eq!(hidden.len() + rest.len(), net.var_store().trainable_variables().len());
+        }
     }
 
     #[test]
