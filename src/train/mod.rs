@@ -27,7 +27,7 @@ use crate::measure::flops::Precision;
 use crate::measure::phases::{self, StepPhase};
 use crate::results::schema::CellKey;
 use crate::tricks::{Trick, TrickSet};
-use crate::workloads::gpt::AttentionBackend;
+use crate::workloads::gpt::{sdp_switches, AttentionBackend};
 use crate::workloads::Workload;
 use data_parallel::Replicas;
 use ddp::Ddp;
@@ -56,8 +56,9 @@ pub struct Evaluation {
 }
 
 /// Applies the process-wide switches of the cell `key`: cuDNN autotuning (`cudnn-benchmark`), TF32,
-/// and anomaly detection (on for `debug-off`'s reference cell). Call once, before building the
-/// model.
+/// anomaly detection (on for `debug-off`'s reference cell) and the `scaled_dot_product_attention`
+/// backends (exactly the one a forced-backend trick names, else all of them, PyTorch's default).
+/// Call once, before building the model.
 ///
 /// TF32 is set explicitly every time. The baseline keeps PyTorch 2.11's defaults, TF32 allowed in
 /// cuDNN convolutions and fp32 matmuls at full precision; `tf32` allows it in matmuls too
@@ -68,6 +69,7 @@ pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Err
         tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
     }
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
+    ffi::set_sdp_enabled(sdp_switches(key.tricks.forced_attention_backend())?)?;
     let strict = key.is_reference_for(Trick::Tf32);
     ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })
 }

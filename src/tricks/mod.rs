@@ -16,6 +16,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
@@ -87,6 +88,14 @@ pub enum Trick {
     BatchNorm,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
+    /// `scaled_dot_product_attention` with only its FlashAttention backend allowed.
+    SdpaFlash,
+    /// `scaled_dot_product_attention` with only cuDNN's fused attention allowed.
+    SdpaCudnn,
+    /// `scaled_dot_product_attention` with only memory-efficient attention allowed.
+    SdpaMemEfficient,
+    /// `scaled_dot_product_attention` with only its math (reference) backend allowed.
+    SdpaMath,
     /// One process per GPU with bucketed gradient all-reduce (DDP) instead of one process driving
     /// every GPU (DataParallel).
     Ddp,
@@ -94,7 +103,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 30] = [
+    pub const ALL: [Trick; 34] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -124,11 +133,31 @@ impl Trick {
         Trick::InputNorm,
         Trick::BatchNorm,
         Trick::FlashAttention,
+        Trick::SdpaFlash,
+        Trick::SdpaCudnn,
+        Trick::SdpaMemEfficient,
+        Trick::SdpaMath,
         Trick::Ddp,
     ];
 
     /// The tricks that choose the optimizer; at most one can be on.
     pub const OPTIMIZERS: [Trick; 3] = [Trick::Adamw, Trick::Lars, Trick::Lamb];
+
+    /// The tricks that force one `scaled_dot_product_attention` backend; at most one can be on.
+    pub const SDPA_BACKENDS: [Trick; 4] =
+        [Trick::SdpaFlash, Trick::SdpaCudnn, Trick::SdpaMemEfficient, Trick::SdpaMath];
+
+    /// The attention backend the trick forces `scaled_dot_product_attention` to, for the
+    /// [`Trick::SDPA_BACKENDS`] (every other backend disabled); `None` for every other trick.
+    pub fn forced_attention_backend(self) -> Option<AttentionBackend> {
+        match self {
+            Trick::SdpaFlash => Some(AttentionBackend::FlashAttention),
+            Trick::SdpaCudnn => Some(AttentionBackend::CudnnAttention),
+            Trick::SdpaMemEfficient => Some(AttentionBackend::EfficientAttention),
+            Trick::SdpaMath => Some(AttentionBackend::Math),
+            _ => None,
+        }
+    }
 
     /// Everything the catalogue says about the trick: its entry in the table.
     pub fn info(self) -> &'static TrickInfo {
@@ -254,5 +283,8 @@ mod tests {
         let optimizers: Vec<Trick> =
             Trick::ALL.into_iter().filter(|t| Trick::OPTIMIZERS.contains(t)).collect();
         assert_eq!(optimizers, Trick::OPTIMIZERS);
+        let forcing: Vec<Trick> =
+            Trick::ALL.into_iter().filter(|t| t.forced_attention_backend().is_some()).collect();
+        assert_eq!(forcing, Trick::SDPA_BACKENDS);
     }
 }

@@ -27,14 +27,13 @@ pub fn resnet_for(key: &CellKey, recipe: &Recipe, device: tch::Device) -> Result
 }
 
 /// The GPT of the cell `key` on `device` for a vocabulary of `vocab_size` characters, with fused
-/// attention under `flash-attention` and TorchScript pointwise chains under `jit-fusion`.
+/// attention under `flash-attention` and under each trick that forces an SDPA backend (the process
+/// switches set the backend, [`crate::train::apply_process_tricks`]), and TorchScript pointwise
+/// chains under `jit-fusion`.
 pub fn gpt_for(key: &CellKey, vocab_size: usize, device: tch::Device) -> Result<Gpt, Error> {
+    let fused = key.tricks.has(Trick::FlashAttention) || key.tricks.forced_attention_backend().is_some();
     let options = GptOptions {
-        attention: if key.tricks.has(Trick::FlashAttention) {
-            AttentionKernel::ScaledDotProduct
-        } else {
-            AttentionKernel::Explicit
-        },
+        attention: if fused { AttentionKernel::ScaledDotProduct } else { AttentionKernel::Explicit },
         jit_fusion: key.tricks.has(Trick::JitFusion),
     };
     Gpt::new(gpt_config(key.workload, vocab_size as i64)?, options, device)
