@@ -470,6 +470,19 @@ int tb_fp8_linear(const at::Tensor* x, const at::Tensor* w, int gemm, at::Tensor
   });
 }
 
+// Sets which scaled_dot_product_attention backends the process allows (at::Context's setSDPUse*,
+// what torch.backends.cuda's enable_*_sdp set): flags[0] flash, flags[1] memory-efficient,
+// flags[2] math, flags[3] cuDNN, each 1 to allow it, 0 to forbid it.
+int tb_set_sdp_enabled(const int* flags) {
+  return guarded([&] {
+    auto& ctx = at::globalContext();
+    ctx.setSDPUseFlash(flags[0] != 0);
+    ctx.setSDPUseMemEfficient(flags[1] != 0);
+    ctx.setSDPUseMath(flags[2] != 0);
+    ctx.setSDPUseCuDNN(flags[3] != 0);
+  });
+}
+
 // 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).
 int tb_cuda_graphs_compiled() {
 #ifdef TRICKBENCH_CUDA_GRAPHS

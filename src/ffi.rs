@@ -102,6 +102,7 @@ mod raw {
             gemm: c_int,
             out: *mut *mut C_tensor,
         ) -> c_int;
+        pub fn tb_set_sdp_enabled(flags: *const c_int) -> c_int;
         pub fn tb_op_log_start() -> c_int;
         pub fn tb_op_log_stop(out: *mut *mut c_char) -> c_int;
         pub fn tb_trace_start(with_cuda: c_int) -> c_int;
@@ -687,6 +688,35 @@ pub struct SdpEnabled {
     pub math: bool,
     /// cuDNN attention.
     pub cudnn: bool,
+}
+
+impl SdpEnabled {
+    /// Every backend allowed, PyTorch's default: the dispatcher picks among them.
+    pub const ALL: SdpEnabled = SdpEnabled { flash: true, memory_efficient: true, math: true, cudnn: true };
+
+    /// The names of the allowed backends, joined by ", " ("none" when none is).
+    pub fn names(self) -> String {
+        let named = [
+            (self.flash, "flash"),
+            (self.memory_efficient, "memory-efficient"),
+            (self.math, "math"),
+            (self.cudnn, "cuDNN"),
+        ];
+        let allowed: Vec<&str> = named.iter().filter(|(on, _)| *on).map(|(_, name)| *name).collect();
+        if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed.join(", ")
+        }
+    }
+}
+
+/// Allows exactly the `scaled_dot_product_attention` backends `enabled` names, process-wide
+/// (`at::Context::setSDPUse*`).
+pub fn set_sdp_enabled(enabled: SdpEnabled) -> Result<(), Error> {
+    let flags = [enabled.flash, enabled.memory_efficient, enabled.math, enabled.cudnn].map(c_int::from);
+    // SAFETY: `flags` has the four slots the shim reads, and the shim catches every exception.
+    check(unsafe { raw::tb_set_sdp_enabled(flags.as_ptr()) }, "setting the attention backends")
 }
 
 /// The `scaled_dot_product_attention` backends the process's settings allow.

@@ -28,6 +28,19 @@ pub(crate) mod test_support {
         draw()
     }
 
+    /// Runs `f` with exactly the `scaled_dot_product_attention` backends `enabled` allowed, then
+    /// restores the switches as they were, with no other test's switches in between (the switches
+    /// are process-wide).
+    pub(crate) fn with_sdp_switches<T>(enabled: crate::ffi::SdpEnabled, f: impl FnOnce() -> T) -> T {
+        static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _only_us = SWITCHES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = crate::ffi::sdp_enabled();
+        crate::ffi::set_sdp_enabled(enabled).unwrap();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        crate::ffi::set_sdp_enabled(before).unwrap();
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
     /// Asserts that two sequences of batches are equal, batch by batch, inputs and targets.
     pub(crate) fn assert_same_batches(a: &[crate::data::loader::Batch], b: &[crate::data::loader::Batch]) {
         assert_eq!(a.len(), b.len());

@@ -172,6 +172,9 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
         if let Some(warning) = cell.machine_warning() {
             let _ = writeln!(out, "    {warning}");
         }
+        if let Some(warning) = cell.attention_warning() {
+            let _ = writeln!(out, "    WARNING: {warning}");
+        }
     }
     out
 }

@@ -123,12 +123,22 @@ impl Plan {
         let mut plan = Plan { cells: Vec::new() };
         for &workload in &request.workloads {
             plan.extend(baselines(request, workload));
-            let (together, alone): (Vec<Trick>, Vec<Trick>) = request.tricks.iter().partition(|&&t| {
-                t.metric() == Metric::Throughput
+            // A trick that conflicts with one already together (a second attention backend) is
+            // measured alone instead.
+            let mut together: Vec<Trick> = Vec::new();
+            let mut alone: Vec<Trick> = Vec::new();
+            for &t in &request.tricks {
+                let fits = t.metric() == Metric::Throughput
                     && planned(request, workload, TrickSet::only(t), throughput(Phase::Train))
                         .not_applicable
                         .is_none()
-            });
+                    && together.iter().chain([&t]).copied().collect::<TrickSet>().conflict_reason().is_none();
+                if fits {
+                    together.push(t)
+                } else {
+                    alone.push(t)
+                }
+            }
             for trick in alone {
                 plan.extend(trick_cells(request, workload, trick));
             }
@@ -160,9 +170,16 @@ impl Plan {
         let mut plan = Plan::ablation(request);
         for &workload in &request.workloads {
             let mut cumulative = TrickSet::baseline();
-            for (step, &trick) in ranking.iter().enumerate() {
-                cumulative = cumulative.iter().chain([trick]).collect();
-                if step > 0 {
+            for &trick in ranking {
+                let with: TrickSet = cumulative.iter().chain([trick]).collect();
+                // A trick that conflicts with those stacked before it (a second attention backend)
+                // is left out of the stack.
+                if with.conflict_reason().is_some() {
+                    continue;
+                }
+                let first = cumulative.is_baseline();
+                cumulative = with;
+                if !first {
                     plan.extend([planned(request, workload, cumulative.clone(), throughput(Phase::Train))]);
                 }
             }

@@ -221,6 +221,8 @@ struct CellView {
     noise_warning: String,
     /// Set when the machine was throttled or shared while the cell measured.
     machine_warning: String,
+    /// Set when another attention backend ran than the one the cell's trick forced.
+    attention_warning: String,
     memory: String,
     /// The warm-up peak where it exceeds the measured one ("" otherwise).
     memory_note: String,
@@ -313,6 +315,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry, traces: &[Trac
         }),
         noise_warning: c.throughput.and_then(|t| t.noise_warning(target)).unwrap_or_default(),
         machine_warning: c.machine_warning().unwrap_or_default(),
+        attention_warning: c.attention_warning().unwrap_or_default(),
         memory: c.memory.and_then(|m| m.primary_bytes()).map_or_else(|| "—".to_owned(), model::bytes_text),
         memory_note: warmup_note(c),
         speedup: e.comparison.map_or_else(|| "—".to_owned(), model::speedup_text),

@@ -621,6 +621,14 @@ impl CellResult {
         (!concerns.is_empty()).then(|| format!("unfair machine: {}", concerns.join("; ")))
     }
 
+    /// Why the cell's attention did not run as its tricks forced, if it did not: a process
+    /// recorded another backend than the one its forced-backend trick names.
+    pub fn attention_warning(&self) -> Option<String> {
+        let forced = self.key.tricks.forced_attention_backend()?;
+        let ran = self.processes.iter().filter_map(|p| p.attention_backend).find(|&ran| ran != forced)?;
+        Some(format!("attention backend forced to {} but {} ran", forced.id(), ran.id()))
+    }
+
     /// Whether the cell ended without what it was run for: it failed, timed out or ran out of
     /// memory (a memory probe that runs out of memory has found its answer and has not failed).
     pub fn failed(&self) -> bool {

@@ -28,7 +28,7 @@ use crate::measure::flops::Precision;
 use crate::measure::phases::{self, StepPhase};
 use crate::results::schema::CellKey;
 use crate::tricks::{Trick, TrickSet};
-use crate::workloads::gpt::AttentionBackend;
+use crate::workloads::gpt::{sdp_switches, AttentionBackend};
 use crate::workloads::Workload;
 use average::WeightAverage;
 use data_parallel::Replicas;
@@ -58,8 +58,10 @@ pub struct Evaluation {
 }
 
 /// Applies the process-wide switches of the cell `key`: cuDNN autotuning (`cudnn-benchmark`), the
-/// caching allocator's expandable segments (`expandable-segments`), TF32, and anomaly detection (on
-/// for `debug-off`'s reference cell). Call once, before building the model.
+/// caching allocator's expandable segments (`expandable-segments`), TF32, anomaly detection (on for
+/// `debug-off`'s reference cell) and the `scaled_dot_product_attention` backends (exactly the one a
+/// forced-backend trick names, else all of them, PyTorch's default). Call once, before building the
+/// model.
 ///
 /// Expandable segments are set explicitly on a CUDA device, on or off, so that a
 /// `PYTORCH_CUDA_ALLOC_CONF` in the user's environment cannot change the baseline.
@@ -81,6 +83,7 @@ pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Err
         }
     }
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
+    ffi::set_sdp_enabled(sdp_switches(key.tricks.forced_attention_backend())?)?;
     let strict = key.is_reference_for(Trick::Tf32);
     ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })
 }

@@ -33,6 +33,9 @@ pub enum Need {
         /// Why the trick needs it.
         why: &'static str,
     },
+    /// A CUDA device when the workload trains with dropout, which the trick's CPU kernel cannot
+    /// apply; the text says why.
+    CudaForDropout(&'static str),
     /// A binary built with CUDA graph capture (CUDA headers at build time).
     CudaGraphsCompiled,
     /// At least 2 CUDA GPUs, the device being one of them; the text says why.
@@ -56,6 +59,8 @@ impl Need {
                     format!("needs a CUDA GPU of compute capability ≥ {major}.{minor} ({has}): {why}")
                 })
             }
+            Need::CudaForDropout(why) => (!hardware.device.is_cuda() && workload.trains_with_dropout())
+                .then(|| format!("needs a CUDA GPU for {workload}, which trains with dropout: {why}")),
             Need::CudaGraphsCompiled => (!hardware.cuda_graphs_compiled).then(|| {
                 "this binary was built without CUDA headers, so without CUDA graph support (run \
                  scripts/setup-libtorch, which installs nvidia-cuda-crt, then rebuild)"
@@ -273,6 +278,32 @@ mod tests {
         }
         let resnet = reason(Trick::Fp8Matmul, WorkloadId::Resnet20, &Hardware::with_gpus(1));
         assert!(resnet.starts_with("resnet20's work is convolutions"), "{resnet}");
+    }
+
+    #[test]
+    fn forced_attention_backends_apply_where_their_kernels_run() {
+        let (cpu, gpu) = (Hardware::with_gpus(0), Hardware::with_gpus(1));
+        for t in [Trick::SdpaCudnn, Trick::SdpaMemEfficient] {
+            let why = reason(t, WorkloadId::GptMini, &cpu);
+            assert!(
+                why.starts_with("needs a CUDA GPU: ") && why.contains("CPU build has only"),
+                "{t}: {why}"
+            );
+            assert_eq!(t.applicability(WorkloadId::GptShakespeare, &gpu), Applicability::Applies, "{t}");
+        }
+        for workload in [WorkloadId::GptMini, WorkloadId::GptShakespeare] {
+            assert_eq!(Trick::SdpaMath.applicability(workload, &cpu), Applicability::Applies);
+            assert_eq!(Trick::SdpaFlash.applicability(workload, &gpu), Applicability::Applies);
+        }
+        assert_eq!(Trick::SdpaFlash.applicability(WorkloadId::GptMini, &cpu), Applicability::Applies);
+        assert_eq!(
+            reason(Trick::SdpaFlash, WorkloadId::GptShakespeare, &cpu),
+            "needs a CUDA GPU for gpt-shakespeare, which trains with dropout: PyTorch's CPU flash kernel \
+             cannot apply attention dropout"
+        );
+        for t in Trick::SDPA_BACKENDS {
+            assert_eq!(reason(t, WorkloadId::Resnet8, &gpu), "resnet8 has no attention");
+        }
     }
 
     #[test]

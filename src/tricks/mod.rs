@@ -16,6 +16,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
@@ -100,6 +101,14 @@ pub enum Trick {
     BnMomentum,
     /// Attention as one fused `scaled_dot_product_attention` kernel instead of op by op.
     FlashAttention,
+    /// `scaled_dot_product_attention` with only its FlashAttention backend allowed.
+    SdpaFlash,
+    /// `scaled_dot_product_attention` with only cuDNN's fused attention allowed.
+    SdpaCudnn,
+    /// `scaled_dot_product_attention` with only memory-efficient attention allowed.
+    SdpaMemEfficient,
+    /// `scaled_dot_product_attention` with only its math (reference) backend allowed.
+    SdpaMath,
     /// The GPT's attention and MLP projections as fp8 matmuls (`torch._scaled_mm`) with
     /// per-tensor dynamic scales.
     Fp8Matmul,
@@ -110,7 +119,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 37] = [
+    pub const ALL: [Trick; 41] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -146,12 +155,32 @@ impl Trick {
         Trick::FlipTta,
         Trick::BnMomentum,
         Trick::FlashAttention,
+        Trick::SdpaFlash,
+        Trick::SdpaCudnn,
+        Trick::SdpaMemEfficient,
+        Trick::SdpaMath,
         Trick::Fp8Matmul,
         Trick::Ddp,
     ];
 
     /// The tricks that choose the optimizer; at most one can be on.
     pub const OPTIMIZERS: [Trick; 4] = [Trick::Adamw, Trick::Lars, Trick::Lamb, Trick::Muon];
+
+    /// The tricks that force one `scaled_dot_product_attention` backend; at most one can be on.
+    pub const SDPA_BACKENDS: [Trick; 4] =
+        [Trick::SdpaFlash, Trick::SdpaCudnn, Trick::SdpaMemEfficient, Trick::SdpaMath];
+
+    /// The attention backend the trick forces `scaled_dot_product_attention` to, for the
+    /// [`Trick::SDPA_BACKENDS`] (every other backend disabled); `None` for every other trick.
+    pub fn forced_attention_backend(self) -> Option<AttentionBackend> {
+        match self {
+            Trick::SdpaFlash => Some(AttentionBackend::FlashAttention),
+            Trick::SdpaCudnn => Some(AttentionBackend::CudnnAttention),
+            Trick::SdpaMemEfficient => Some(AttentionBackend::EfficientAttention),
+            Trick::SdpaMath => Some(AttentionBackend::Math),
+            _ => None,
+        }
+    }
 
     /// Everything the catalogue says about the trick: its entry in the table.
     pub fn info(self) -> &'static TrickInfo {
@@ -282,5 +311,8 @@ mod tests {
         let optimizers: Vec<Trick> =
             Trick::ALL.into_iter().filter(|t| Trick::OPTIMIZERS.contains(t)).collect();
         assert_eq!(optimizers, Trick::OPTIMIZERS);
+        let forcing: Vec<Trick> =
+            Trick::ALL.into_iter().filter(|t| t.forced_attention_backend().is_some()).collect();
+        assert_eq!(forcing, Trick::SDPA_BACKENDS);
     }
 }

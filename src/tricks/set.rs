@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Applicability, Trick};
 use crate::device::Hardware;
+use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::WorkloadId;
 
 /// A set of tricks switched on together; the empty set is the baseline.
@@ -72,11 +73,32 @@ impl TrickSet {
             })
     }
 
+    /// The attention backend the set forces `scaled_dot_product_attention` to (one of the
+    /// [`Trick::SDPA_BACKENDS`]), if it forces one.
+    pub fn forced_attention_backend(&self) -> Option<AttentionBackend> {
+        self.iter().find_map(Trick::forced_attention_backend)
+    }
+
     /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
     /// optimizer (Muon that of the hidden weights), a CUDA graph cannot replay DDP's or 1cycle's
-    /// host-driven steps, and `fused-optimizer` has fused kernels for SGD and AdamW only (not LARS
-    /// or LAMB; with Muon, they update the parameters Muon leaves out).
+    /// host-driven steps; `flash-attention` (PyTorch's own backend choice) and each forced-backend
+    /// trick decide how attention runs, and only one backend can be forced; `fused-optimizer` has
+    /// fused kernels for SGD and AdamW only (not LARS or LAMB; with Muon, they update the parameters
+    /// Muon leaves out).
     pub fn conflict_reason(&self) -> Option<String> {
+        let attention: Vec<&str> = [Trick::FlashAttention]
+            .iter()
+            .chain(&Trick::SDPA_BACKENDS)
+            .filter(|&&t| self.has(t))
+            .map(|t| t.id())
+            .collect();
+        if attention.len() > 1 {
+            return Some(format!(
+                "{} each decide which scaled_dot_product_attention backend runs (PyTorch's choice, or \
+                 exactly one forced with every other disabled); only one can be on",
+                attention.join(" and ")
+            ));
+        }
         let optimizers: Vec<&str> =
             Trick::OPTIMIZERS.iter().filter(|&&t| self.has(t)).map(|t| t.id()).collect();
         if optimizers.len() > 1 {
@@ -140,6 +162,25 @@ mod tests {
         assert!(both.not_applicable_reason(WorkloadId::Resnet8, &Hardware::with_gpus(0)).is_some());
         let graphed_cycle: TrickSet = [Trick::CudaGraphs, Trick::OneCycle].into_iter().collect();
         assert!(graphed_cycle.conflict_reason().unwrap().contains("momentum"));
+    }
+
+    #[test]
+    fn one_attention_backend_decision_per_set() {
+        let two_forced: TrickSet = [Trick::SdpaMath, Trick::SdpaFlash].into_iter().collect();
+        let reason = two_forced.conflict_reason().unwrap();
+        assert!(reason.starts_with("sdpa-flash and sdpa-math each decide"), "{reason}");
+        assert!(reason.ends_with("only one can be on"), "{reason}");
+        let cpu = Hardware::with_gpus(0);
+        let na = two_forced.not_applicable_reason(WorkloadId::GptMini, &cpu).unwrap();
+        assert_eq!(na, reason);
+        let chosen_and_forced: TrickSet = [Trick::FlashAttention, Trick::SdpaMath].into_iter().collect();
+        assert!(chosen_and_forced.conflict_reason().unwrap().starts_with("flash-attention and sdpa-math"));
+        for t in Trick::SDPA_BACKENDS {
+            let with_others: TrickSet = [t, Trick::JitFusion, Trick::Amp].into_iter().collect();
+            assert_eq!(with_others.conflict_reason(), None, "{t}");
+            assert_eq!(with_others.forced_attention_backend(), t.forced_attention_backend());
+        }
+        assert_eq!(TrickSet::only(Trick::FlashAttention).forced_attention_backend(), None);
     }
 
     #[test]

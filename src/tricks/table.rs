@@ -17,6 +17,11 @@ const SGD_AT_THE_LARGE_BATCH: &str =
 const LARGE_BATCH_ONLY: &str = "{workload}'s recipe is AdamW at a fixed batch of windows; the large-batch \
                                 optimizers are measured on the CIFAR ResNet at its large batch";
 
+/// The "off" side of every forced-backend trick: the written-out attention, as for
+/// `flash-attention`, so that every attention row compares with the same reference.
+const SDPA_OFF: &str =
+    "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for backward";
+
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
@@ -595,9 +600,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "flash-attention",
             guide_number: None,
             metric: Metric::Throughput,
-            off: Same(
-                "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for backward",
-            ),
+            off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
                  memory-efficient attention on a GPU) that never stores the T×T weights",
@@ -608,7 +611,81 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             claim: "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
                     one kernel, without writing the T×T attention matrix to GPU memory, gives 2–4× faster \
                     attention and memory linear instead of quadratic in the sequence length; PyTorch 2 \
-                    exposes it as scaled_dot_product_attention.",
+                    exposes it as scaled_dot_product_attention, dispatching to whichever fused backend \
+                    applies; the sdpa-* tricks force one backend each.",
+        },
+        Trick::SdpaFlash => &TrickInfo {
+            id: "sdpa-flash",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(SDPA_OFF),
+            on: Same(
+                "scaled_dot_product_attention with only its FlashAttention backend allowed (FlashAttention-2 \
+                 on a GPU, sm_80+; a tiled CPU kernel without dropout on a CPU)",
+            ),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Transformer("{workload} has no attention"),
+                Need::CudaForDropout("PyTorch's CPU flash kernel cannot apply attention dropout"),
+            ],
+            colour: [92, 14, 140],
+            claim: "Modern addition (Dao 2023, FlashAttention-2; Shah et al. 2024, FlashAttention-3 for \
+                    Hopper): better work partitioning across thread blocks and warps doubles FlashAttention's \
+                    speed, reaching 50–73% of an A100's peak; PyTorch's SDPA ships FlashAttention-2.",
+        },
+        Trick::SdpaCudnn => &TrickInfo {
+            id: "sdpa-cudnn",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(SDPA_OFF),
+            on: Same("scaled_dot_product_attention with only cuDNN's fused attention allowed"),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Transformer("{workload} has no attention"),
+                Need::Cuda(
+                    "cuDNN's fused attention is a CUDA kernel (sm_80+ with cuDNN 9 in PyTorch's CUDA build); \
+                     a CPU build has only the math and flash backends",
+                ),
+            ],
+            colour: [0, 153, 136],
+            claim: "Modern addition (NVIDIA cuDNN 9 fused flash attention, exposed by PyTorch 2.5's SDPA): \
+                    NVIDIA reports it up to 75% faster than FlashAttention-2 in bf16 on H100, the default \
+                    backend there for some shapes.",
+        },
+        Trick::SdpaMemEfficient => &TrickInfo {
+            id: "sdpa-mem-efficient",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(SDPA_OFF),
+            on: Same("scaled_dot_product_attention with only memory-efficient attention (xFormers' kernel) allowed"),
+            reference: Reference::Baseline,
+            needs: &[
+                Need::Transformer("{workload} has no attention"),
+                Need::Cuda(
+                    "memory-efficient attention is a CUDA kernel (sm_50+ in PyTorch's CUDA build); a CPU build \
+                     has only the math and flash backends",
+                ),
+            ],
+            colour: [204, 187, 68],
+            claim: "Modern addition (Rabe & Staats 2021, Self-attention Does Not Need O(n²) Memory; xFormers' \
+                    CUTLASS kernel): attention by chunks with a running softmax needs memory linear in the \
+                    sequence length, and runs on GPUs older than FlashAttention supports.",
+        },
+        Trick::SdpaMath => &TrickInfo {
+            id: "sdpa-math",
+            guide_number: None,
+            metric: Metric::Throughput,
+            off: Same(SDPA_OFF),
+            on: Same(
+                "scaled_dot_product_attention with only its math backend allowed: the same ops as the \
+                 written-out attention, behind one call",
+            ),
+            reference: Reference::Baseline,
+            needs: &[Need::Transformer("{workload} has no attention")],
+            colour: [238, 102, 119],
+            claim: "Modern addition (PyTorch's scaled_dot_product_attention docs): the math backend is the \
+                    reference implementation every fused backend must match, kept for inputs no fused kernel \
+                    supports; forcing it shows what the call itself costs without a fused kernel.",
         },
         Trick::Fp8Matmul => &TrickInfo {
             id: "fp8-matmul",

@@ -29,15 +29,13 @@ pub fn resnet_for(key: &CellKey, recipe: &Recipe, device: tch::Device) -> Result
 }
 
 /// The GPT of the cell `key` on `device` for a vocabulary of `vocab_size` characters, with fused
-/// attention under `flash-attention`, TorchScript pointwise chains under `jit-fusion` and fp8
-/// projections through `torch._scaled_mm` under `fp8-matmul`.
+/// attention under `flash-attention` and under each trick that forces an SDPA backend (the process
+/// switches set the backend, [`crate::train::apply_process_tricks`]), TorchScript pointwise chains
+/// under `jit-fusion` and fp8 projections through `torch._scaled_mm` under `fp8-matmul`.
 pub fn gpt_for(key: &CellKey, vocab_size: usize, device: tch::Device) -> Result<Gpt, Error> {
+    let fused = key.tricks.has(Trick::FlashAttention) || key.tricks.forced_attention_backend().is_some();
     let options = GptOptions {
-        attention: if key.tricks.has(Trick::FlashAttention) {
-            AttentionKernel::ScaledDotProduct
-        } else {
-            AttentionKernel::Explicit
-        },
+        attention: if fused { AttentionKernel::ScaledDotProduct } else { AttentionKernel::Explicit },
         jit_fusion: key.tricks.has(Trick::JitFusion),
         fp8: key.tricks.has(Trick::Fp8Matmul).then_some(Fp8Gemm::ScaledMm),
     };

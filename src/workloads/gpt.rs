@@ -46,7 +46,7 @@ use tch::{Device, Kind, Tensor};
 use super::fp8::Fp8Gemm;
 use super::Workload;
 use crate::error::Error;
-use crate::ffi::{self, JitFunction};
+use crate::ffi::{self, sdp_enabled, JitFunction, SdpEnabled};
 
 /// The MLP's exact GELU in TorchScript, for the `jit-fusion` trick: the same math as the eager
 /// `gelu("none")`, 0.5·x·(1 + erf(x/√2)), written as a pointwise chain the fuser can compile into
@@ -185,6 +185,21 @@ impl AttentionBackend {
     }
 }
 
+/// The `scaled_dot_product_attention` switches that force `forced` (every other backend
+/// disabled), or allow every backend for PyTorch to choose among when `forced` is `None`. Only the
+/// four fused-call backends have switches; `Explicit` and `Overrideable` cannot be forced.
+pub fn sdp_switches(forced: Option<AttentionBackend>) -> Result<SdpEnabled, Error> {
+    let only = SdpEnabled { flash: false, memory_efficient: false, math: false, cudnn: false };
+    match forced {
+        None => Ok(SdpEnabled::ALL),
+        Some(AttentionBackend::FlashAttention) => Ok(SdpEnabled { flash: true, ..only }),
+        Some(AttentionBackend::EfficientAttention) => Ok(SdpEnabled { memory_efficient: true, ..only }),
+        Some(AttentionBackend::Math) => Ok(SdpEnabled { math: true, ..only }),
+        Some(AttentionBackend::CudnnAttention) => Ok(SdpEnabled { cudnn: true, ..only }),
+        Some(other) => Err(Error::Invalid(format!("attention backend {} cannot be forced", other.id()))),
+    }
+}
+
 /// The backend `scaled_dot_product_attention` dispatches a training step of a GPT shaped `config`
 /// to (`torch._fused_sdp_choice`): queries, keys and values of `batch_size` windows in `kind` on
 /// `device` that need gradients, the config's dropout, a causal mask.
@@ -197,9 +212,17 @@ pub fn sdpa_backend(
     let shape = [batch_size as i64, config.heads, config.context, config.width / config.heads];
     let qkv = || Tensor::f_zeros(shape, (kind, device)).map(|t| t.set_requires_grad(true));
     let (q, k, v) = (qkv()?, qkv()?, qkv()?);
-    let code =
-        Tensor::f_internal_fused_sdp_choice(&q, &k, &v, None::<Tensor>, config.dropout, true, None, false)?;
-    AttentionBackend::from_sdp_choice(code)
+    let choice =
+        Tensor::f_internal_fused_sdp_choice(&q, &k, &v, None::<Tensor>, config.dropout, true, None, false)
+            .map_err(Error::from)
+            .and_then(AttentionBackend::from_sdp_choice);
+    choice.map_err(|e| {
+        Error::Torch(format!(
+            "no attention kernel for these inputs with the scaled_dot_product_attention backends allowed \
+             ({}) on {device:?}: {e}",
+            sdp_enabled().names()
+        ))
+    })
 }
 
 /// Options that change how the model computes, not what.
@@ -485,7 +508,7 @@ mod tests {
     use super::*;
     use crate::optim::adam::{Adam, AdamConfig};
     use crate::optim::Optimizer;
-    use crate::test_support::seeded;
+    use crate::test_support::{seeded, with_sdp_switches};
     use crate::train::checkpoint::checkpointed_forward_backward;
     use crate::train::LossScale;
 
@@ -518,13 +541,49 @@ mod tests {
     fn the_attention_backend_is_what_sdpa_dispatches_to() {
         let backend = |attention, dropout| {
             let model = Gpt::new(small(1, dropout), options(attention, false), Device::Cpu).unwrap();
-            model.attention_backend(Kind::Float, 2).unwrap()
+            with_sdp_switches(SdpEnabled::ALL, || model.attention_backend(Kind::Float, 2).unwrap())
         };
         assert_eq!(backend(AttentionKernel::Explicit, 0.0), Some(AttentionBackend::Explicit));
         assert_eq!(backend(AttentionKernel::ScaledDotProduct, 0.0), Some(AttentionBackend::FlashAttention));
         assert_eq!(backend(AttentionKernel::ScaledDotProduct, 0.2), Some(AttentionBackend::Math));
         assert!(AttentionBackend::from_sdp_choice(-1).unwrap_err().to_string().contains("no backend"));
         assert_eq!(serde_json::to_string(&AttentionBackend::CudnnAttention).unwrap(), "\"cudnn-attention\"");
+    }
+
+    /// The backends a CPU build of PyTorch 2.11 can run, forced one at a time, compute what the
+    /// written-out attention does, and the dispatcher names the forced one.
+    #[test]
+    fn each_cpu_backend_forced_computes_the_written_out_attention() {
+        let config = small(2, 0.0);
+        let (explicit, inputs) = build(config, options(AttentionKernel::Explicit, false), 2, 16);
+        let (fused, _) = build(config, options(AttentionKernel::ScaledDotProduct, false), 2, 16);
+        let expected = explicit.forward(&inputs, true);
+        for forced in [AttentionBackend::FlashAttention, AttentionBackend::Math] {
+            let switches = sdp_switches(Some(forced)).unwrap();
+            let (ran, logits) = with_sdp_switches(switches, || {
+                assert_eq!(sdp_enabled(), switches);
+                (fused.attention_backend(Kind::Float, 2).unwrap(), fused.forward(&inputs, true))
+            });
+            assert_eq!(ran, Some(forced));
+            assert!(
+                max_abs_diff(&expected, &logits) < 1e-5,
+                "{forced:?}: {}",
+                max_abs_diff(&expected, &logits)
+            );
+        }
+        assert_eq!(sdp_switches(None).unwrap(), SdpEnabled::ALL);
+        assert!(sdp_switches(Some(AttentionBackend::Explicit)).is_err());
+    }
+
+    /// The CPU flash kernel has no dropout: forced, the dispatcher finds no kernel, and says which
+    /// backends were allowed.
+    #[test]
+    fn a_forced_backend_that_cannot_run_says_so() {
+        let switches = sdp_switches(Some(AttentionBackend::FlashAttention)).unwrap();
+        let err = with_sdp_switches(switches, || sdpa_backend(&small(1, 0.2), 2, Kind::Float, Device::Cpu))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no attention kernel") && err.contains("allowed (flash)"), "{err}");
     }
 
     #[test]
