@@ -47,6 +47,8 @@ pub(crate) fn summary(
         phases => Serde(crate::report::phases::tables(report)),
         failures => Serde(failures),
         traces => Serde(traces),
+        speedruns => Serde(crate::report::speedrun::views(report, figures)),
+        rule => crate::report::speedrun::RULE,
     };
     render(path, "summary.md", ctx)
 }
