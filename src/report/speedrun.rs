@@ -6,7 +6,9 @@ use serde::Serialize;
 
 use crate::report::model::Report;
 use crate::report::FigureFile;
-use crate::results::schema::{Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary};
+use crate::results::schema::{
+    CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
+};
 use crate::tricks::TrickSet;
 
 /// The rule that decided which tricks went in, in words (the report states it under the headline).
@@ -78,7 +80,11 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
     let baseline = summary(results, choice, &TrickSet::baseline());
     let combined = summary(results, choice, &combination).filter(|_| !combination.is_baseline());
     let Some(base) = baseline else {
-        return format!("{}: the baseline has not been trained to the target yet", choice.workload);
+        return format!(
+            "{}: no seed of the baseline finished training{}",
+            choice.workload,
+            failed(results, choice)
+        );
     };
     let goal = format!("{} to {}", choice.workload, base.metric.target_text(base.target));
     let time = |s: &TtaSummary| {
@@ -97,7 +103,8 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
         );
     }
     let Some(comb) = combined else {
-        return format!("{goal}: baseline {}; the combination has not been trained yet", time(base));
+        let why = failed(results, choice);
+        return format!("{goal}: baseline {}; no seed of the combination finished training{why}", time(base));
     };
     let ratio = match (base.median_time_to_target_s, comb.median_time_to_target_s) {
         (Some(b), Some(c)) => format!(" ({:.2}×)", b / c),
@@ -112,6 +119,22 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
         seeds(base),
         seeds(comb)
     )
+}
+
+/// " (N failed, timed out or ran out of memory: see the problems)" where some of the choice's
+/// time-to-accuracy cells did not measure, else " yet".
+fn failed(results: &Results, choice: &SpeedrunChoice) -> String {
+    let failed = results
+        .cells
+        .iter()
+        .filter(|c| c.key.workload == choice.workload && c.key.kind == CellKind::TimeToAccuracy && c.failed())
+        .count();
+    match failed {
+        0 => " yet".to_owned(),
+        n => {
+            format!(" ({n} time-to-accuracy cells failed, timed out or ran out of memory: see the problems)")
+        }
+    }
 }
 
 /// Every speedrun of the report, one per group that has one, with its curves figure from

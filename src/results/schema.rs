@@ -228,7 +228,7 @@ pub struct RunInfo {
     /// the settings of each family.
     pub profile_settings: ProfileSettings,
     /// The experimental design (`ablation`, `leave-one-out`, `stack`, `batch-sweep`,
-    /// `super-convergence`).
+    /// `super-convergence`, `speedrun`).
     pub design: Design,
     /// The device measured (`cpu`, `cuda:0`).
     pub device: DeviceSpec,

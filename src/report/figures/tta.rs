@@ -276,7 +276,11 @@ pub(super) fn speedrun(g: &Group, combination: &TrickSet, batch_size: usize) -> 
         curves.extend(cells.iter().map(|c| c.1));
         series.extend(curves_of(label, colour, dashed, first.metric, &cells));
     }
-    let lines = "the baseline black and dashed, the combination of the tricks that helped blue.";
+    let lines = if combination.is_baseline() {
+        "the baseline black and dashed (no trick helped, so there is no combination)."
+    } else {
+        "the baseline black and dashed, the combination of the tricks that helped blue."
+    };
     let figure = curves_figure(g, first, series, &curves, lines);
     Some(Figure {
         section: "speedrun",
