@@ -224,6 +224,12 @@ pub struct RunArgs {
     /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace '*channels-last*'`.
     #[arg(long, value_name = "CELL_GLOB", num_args = 0..=1, default_missing_value = "*")]
     pub trace: Option<CellGlob>,
+    /// With --design speedrun: take the tricks' measured effects from this results file instead of
+    /// running the ablation first. Repeatable (a throughput run and a convergence run, say); a
+    /// trick measured in several files is taken from the first. A file measured on another kind of
+    /// device is refused; one without cells of a workload is ignored for it, with a note.
+    #[arg(long, value_name = "RESULTS")]
+    pub from: Vec<PathBuf>,
     /// Show no progress and no summary: only errors and, at the end, where the results are.
     #[arg(long)]
     pub quiet: bool,

@@ -117,6 +117,9 @@ pub struct RunRequest {
     /// The throughput cells to record a profiler trace of, after the timed windows of their first
     /// measured process (`None`: no traces).
     pub trace: Option<CellGlob>,
+    /// The results files the speedrun design takes the tricks' effects from instead of running
+    /// the ablation first (`--from`, in order; empty: it measures its own).
+    pub from: Vec<PathBuf>,
     /// The command line, as recorded in the results.
     pub command: Vec<String>,
 }
@@ -240,6 +243,7 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
             "{flag} sets time-to-accuracy training, which --no-time-to-accuracy turns off; drop one of them"
         )));
     }
+    check_speedrun_flags(request)?;
     if request.design.probes_every_batch() && request.batch_size.is_some() {
         return Err(Error::Invalid(format!(
             "--batch-size contradicts --design {}, which measures every batch size from 64 up to the \
@@ -255,6 +259,32 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// Refuses what the speedrun design cannot do and `--from` without it, naming the flag.
+fn check_speedrun_flags(request: &RunRequest) -> Result<(), Error> {
+    let speedrun = request.design.needs_whole_ablation();
+    if !request.from.is_empty() && !speedrun {
+        return Err(Error::Invalid(format!(
+            "--from gives the speedrun design the tricks' measured effects; --design {} does not use it: \
+             drop --from or choose --design speedrun",
+            request.design
+        )));
+    }
+    if speedrun && !request.time_to_accuracy {
+        return Err(invalid(
+            "--design speedrun trains the baseline and the combination to the target, which \
+             --no-time-to-accuracy turns off; drop one of them",
+        ));
+    }
+    if speedrun && request.shard.is_some() {
+        return Err(invalid(
+            "--shard cannot split --design speedrun: its combination is chosen from the whole ablation. \
+             Shard a --design ablation run instead, merge the shards, and pass the merged results.json to \
+             --design speedrun --from",
+        ));
+    }
+    Ok(())
 }
 
 /// The run's profile for each family it trains: the profile's settings, replaced by the profile
@@ -314,6 +344,7 @@ mod tests {
             out: None,
             resume: false,
             trace: None,
+            from: Vec::new(),
             command: vec!["trickbench".into(), "run".into()],
         }
     }

@@ -8,8 +8,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::plan::{Plan, PlanRequest};
+use crate::bench::speedrun::{choose, Evidence, THIS_RUN};
 use crate::error::Error;
-use crate::results::schema::{CellKind, CellStatus, Phase, Results};
+use crate::results::schema::{CellKind, CellStatus, Phase, Results, SpeedrunChoice, SpeedrunDecision};
 use crate::tricks::{Applicability, Metric, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
 
@@ -34,12 +35,21 @@ pub enum Design {
     /// Smith & Topin's super-convergence comparison: ResNet-56 trained to accuracy with a
     /// piecewise-constant step schedule and with 1cycle.
     SuperConvergence,
+    /// The ablation (or the effects of `--from` results files), then the tricks whose effect was
+    /// significant combined and trained to the target against the baseline.
+    Speedrun,
 }
 
 impl Design {
     /// Every design, in the order `--help` lists them.
-    pub const ALL: [Design; 5] =
-        [Design::Ablation, Design::LeaveOneOut, Design::Stack, Design::BatchSweep, Design::SuperConvergence];
+    pub const ALL: [Design; 6] = [
+        Design::Ablation,
+        Design::LeaveOneOut,
+        Design::Stack,
+        Design::BatchSweep,
+        Design::SuperConvergence,
+        Design::Speedrun,
+    ];
 
     /// What the design measures, in a line of `--help`.
     fn help(self) -> &'static str {
@@ -51,6 +61,10 @@ impl Design {
                 "throughput, memory and time to accuracy from batch 64 up to the largest that fits"
             }
             Design::SuperConvergence => "Smith & Topin's ResNet-56 step schedule against 1cycle",
+            Design::Speedrun => {
+                "the ablation (or --from results), then the tricks that helped, combined and trained to \
+                 the target against the baseline"
+            }
         }
     }
 
@@ -62,6 +76,7 @@ impl Design {
             Design::Stack => "stack",
             Design::BatchSweep => "batch-sweep",
             Design::SuperConvergence => "super-convergence",
+            Design::Speedrun => "speedrun",
         }
     }
 
@@ -89,6 +104,12 @@ impl Design {
         self == Design::LeaveOneOut
     }
 
+    /// Whether the design needs the whole ablation in one process: its second half is chosen from
+    /// every effect the ablation measured, so it cannot be split into shards.
+    pub fn needs_whole_ablation(self) -> bool {
+        self == Design::Speedrun
+    }
+
     /// Whether its cells train with the super-convergence experiment's own recipe.
     pub fn trains_super_convergence(self) -> bool {
         self == Design::SuperConvergence
@@ -96,12 +117,13 @@ impl Design {
 
     /// The cells of the plans of `requests` known before anything is measured: what a sharded
     /// run splits and what an estimate counts (probes, the cells planned from their answers and
-    /// the stack's second half come later and join their workload's throughput unit).
+    /// the stack's and the speedrun's second halves come later; the speedrun's ablation is counted
+    /// even where `--from` files stand in for it).
     pub fn known_plan(self, requests: &[PlanRequest]) -> Plan {
         let mut plan = Plan { cells: Vec::new() };
         for request in requests {
             plan.extend(match self {
-                Design::Ablation | Design::Stack => Plan::ablation(request).cells,
+                Design::Ablation | Design::Stack | Design::Speedrun => Plan::ablation(request).cells,
                 Design::LeaveOneOut => Plan::leave_one_out(request).cells,
                 Design::SuperConvergence => Plan::super_convergence(request).cells,
                 Design::BatchSweep => Vec::new(),
@@ -111,8 +133,10 @@ impl Design {
     }
 
     /// Runs the phases of `request` under this design on `phases`: first the probes it needs,
-    /// then its cells, and for the stack design the tricks added cumulatively. `train_samples`
-    /// (the training split's size) caps a ResNet's probe.
+    /// then its cells, for the stack design the tricks added cumulatively, and for the speedrun
+    /// the combination of the tricks that helped against the baseline (after the ablation, or at
+    /// once from the `--from` files). `train_samples` (the training split's size) caps a ResNet's
+    /// probe.
     pub fn run_phases(
         self,
         phases: &mut dyn Phases,
@@ -133,6 +157,12 @@ impl Design {
                 Ok(())
             }
             Design::SuperConvergence => phases.run(Plan::super_convergence(request)),
+            Design::Speedrun if !phases.evidence().is_empty() => speedrun(phases, request),
+            Design::Speedrun => {
+                let request = with_max_batch(phases, request, probe_cap)?;
+                phases.run(Plan::ablation(&request))?;
+                speedrun(phases, &request)
+            }
             Design::Ablation | Design::Stack | Design::LeaveOneOut => {
                 let request = with_max_batch(phases, request, probe_cap)?;
                 probe_expandable_segments(phases, &request, probe_cap)?;
@@ -185,6 +215,11 @@ pub trait Phases {
     fn results(&self) -> Result<&Results, Error>;
     /// Tells the user `line`.
     fn note(&self, line: &str);
+    /// The results files the speedrun takes the tricks' effects from (`run --from`) instead of
+    /// measuring an ablation; empty when it measures its own.
+    fn evidence(&self) -> &[Evidence];
+    /// Keeps the speedrun's `choice` in the results, in place of an earlier one for its workload.
+    fn record(&mut self, choice: SpeedrunChoice);
 }
 
 /// `request` with the largest batch that fits when `max-batch` is asked for with
@@ -244,6 +279,42 @@ fn stack(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
     let order: Vec<&str> = ranking.iter().map(|t| t.id()).collect();
     phases.note(&format!("stacking tricks, best first: {}", order.join(", ")));
     phases.run(Plan::stack(request, &ranking))
+}
+
+/// The speedrun's second half: for each workload, the tricks whose effect was significant (in the
+/// ablation just measured, or in the `--from` files) combined, then the baseline and the
+/// combination trained to the target, per seed.
+fn speedrun(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
+    for &workload in &request.workloads {
+        let choice = {
+            let own;
+            let evidence: Vec<(&str, &Results)> = if phases.evidence().is_empty() {
+                own = phases.results()?;
+                vec![(THIS_RUN, own)]
+            } else {
+                phases.evidence().iter().map(|e| (e.source.as_str(), &e.results)).collect()
+            };
+            for (source, results) in &evidence {
+                if !results.cells.iter().any(|c| c.key.workload == workload) {
+                    phases.note(&format!("note: {source} holds no {workload} cells; ignored for {workload}"));
+                }
+            }
+            choose(&evidence, request, workload)
+        };
+        let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
+        phases.note(&match added.as_slice() {
+            [] => format!("speedrun {workload}: no trick helped significantly; training the baseline alone"),
+            _ => format!("speedrun {workload}: combining, largest effect first: {}", added.join(", ")),
+        });
+        for refused in choice.tricks.iter().filter(|t| t.decision == SpeedrunDecision::Refused) {
+            let reason = refused.reason.as_deref().unwrap_or_default();
+            phases.note(&format!("  refused {}: {reason}", refused.trick));
+        }
+        let plan = Plan::speedrun(request, workload, &choice.combination);
+        phases.record(choice);
+        phases.run(plan)?;
+    }
+    Ok(())
 }
 
 /// Probes `tricks` on `workload` at batch sizes 64, 128, … up to `cap`, one process each, until

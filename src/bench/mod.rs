@@ -2,7 +2,7 @@
 //! overrides, plans, the cell process, the measurement it makes and the faults tests inject into
 //! it, the runner that executes a plan cell by cell in isolated processes, the session that drives
 //! a whole run, what a run shows while it runs, the split of a plan into shards and their merge,
-//! the lock that keeps one run per output folder, and which cells are traced with the profiler.
+//! the speedrun's choice of tricks, the lock that keeps one run per output folder, and which cells are traced with the profiler.
 pub mod cell;
 pub mod cell_process;
 pub mod config;
@@ -19,4 +19,5 @@ pub mod progress;
 pub mod runner;
 pub mod session;
 pub mod shard;
+pub mod speedrun;
 pub mod trace;

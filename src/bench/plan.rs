@@ -187,6 +187,23 @@ impl Plan {
         plan
     }
 
+    /// The speedrun design's second half for `workload`: the baseline and `combination` trained
+    /// to the target, one time-to-accuracy cell per seed each, both at the time-to-accuracy batch
+    /// (the baseline alone when the combination is empty).
+    pub fn speedrun(request: &PlanRequest, workload: WorkloadId, combination: &[Trick]) -> Plan {
+        let mut plan = Plan { cells: Vec::new() };
+        let Some(batch) = request.time_to_accuracy_batch_size else {
+            return plan;
+        };
+        let together: TrickSet = combination.iter().copied().collect();
+        for tricks in [TrickSet::baseline(), together] {
+            if plan.cells.is_empty() || !tricks.is_baseline() {
+                plan.extend(time_to_accuracy_seeds(request, workload, tricks, batch, None));
+            }
+        }
+        plan
+    }
+
     /// The batch-sweep design's cells for one probed workload: the baseline's training throughput
     /// and time-to-accuracy (per seed, learning rate scaled linearly with the batch and warmed
     /// up) at every batch size that fit.

@@ -16,7 +16,9 @@ use crate::bench::plan::{Plan, Slot};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::analysis::{refresh_derived, summarise_cell};
-use crate::results::schema::{CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo};
+use crate::results::schema::{
+    CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo, SpeedrunChoice,
+};
 use crate::results::store;
 use crate::results::system::SystemInfo;
 use crate::workloads::WorkloadId;
@@ -87,6 +89,9 @@ pub struct RunSpec {
     /// The cells whose first measured process records a profiler trace into `out_dir` (`run
     /// --trace`; `None`: no traces).
     pub trace: Option<CellGlob>,
+    /// The speedrun design's choices so far, written into the results (each in place of an
+    /// earlier one for its workload).
+    pub speedrun: Vec<SpeedrunChoice>,
 }
 
 /// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
@@ -106,6 +111,10 @@ pub fn run(
         None => spec,
     };
     let mut results = initial_results(spec, &path)?;
+    for choice in &spec.speedrun {
+        results.speedrun.retain(|c| c.workload != choice.workload);
+        results.speedrun.push(choice.clone());
+    }
     let timeout = Duration::from_secs_f64(spec.info.protocol.cell_timeout_s);
     let pending = pending_slots(spec, &results);
     store::save(&results, &path)?;
@@ -248,6 +257,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
+        speedrun: Vec::new(),
     })
 }
 

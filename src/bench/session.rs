@@ -13,8 +13,9 @@ use crate::bench::plan::{Plan, PlanRequest};
 use crate::bench::progress::Progress;
 use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
+use crate::bench::speedrun::{load_evidence, Evidence};
 use crate::error::Error;
-use crate::results::schema::{profile_text, Results};
+use crate::results::schema::{profile_text, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
 use crate::summary::workload_table;
 use crate::workloads::WorkloadId;
@@ -53,6 +54,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         config.device,
         workload_ids.join(", ")
     ));
+    let evidence = load_evidence(&config.request.from, config.device)?;
     let inputs = resolve_inputs(config, &|line| progress.note(line))?;
     let requests = config.plan_requests(inputs.text.missing())?;
     if let Some(glob) = &config.request.trace {
@@ -84,6 +86,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         resume: config.request.resume,
         interrupt: Interrupt::new(),
         trace: config.request.trace.clone(),
+        speedrun: Vec::new(),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())
@@ -93,7 +96,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     }
     let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
-    let mut session = Session { spec, executor, progress, results: None };
+    let mut session = Session { spec, executor, progress, results: None, evidence };
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
@@ -152,6 +155,8 @@ struct Session<'a> {
     executor: ProcessExecutor,
     progress: &'a mut Progress,
     results: Option<Results>,
+    /// The `--from` files the speedrun design takes the tricks' effects from.
+    evidence: Vec<Evidence>,
 }
 
 impl Session<'_> {
@@ -202,5 +207,14 @@ impl Phases for Session<'_> {
 
     fn note(&self, line: &str) {
         self.progress.note(line);
+    }
+
+    fn evidence(&self) -> &[Evidence] {
+        &self.evidence
+    }
+
+    fn record(&mut self, choice: SpeedrunChoice) {
+        self.spec.speedrun.retain(|c| c.workload != choice.workload);
+        self.spec.speedrun.push(choice);
     }
 }

@@ -18,6 +18,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let program = std::env::current_exe().context("finding the trickbench executable")?;
     let finished = session::run(&config, program, &mut progress)?;
     progress.table(&closing_table(&finished.results, &finished.shown));
+    for line in trickbench::report::speedrun_headlines(&finished.results) {
+        println!("{line}");
+    }
     println!("results: {}", finished.results_path().display());
     super::write_report(
         std::slice::from_ref(&finished.results),
@@ -69,6 +72,7 @@ fn request(args: &RunArgs) -> RunRequest {
         out: args.out.clone(),
         resume: args.resume,
         trace: args.trace.clone(),
+        from: args.from.clone(),
         command: std::env::args().collect(),
     }
 }

@@ -40,6 +40,11 @@ pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
         figures.extend(tta::figures(g));
         figures.extend(chain.and_then(|c| stack::figure(g, &c)));
         figures.extend(sweep::figures(g));
+        let file = &report.results[g.entries[0].file];
+        if let Some(choice) = file.speedrun.iter().find(|c| c.workload == g.workload) {
+            let combination = choice.combination.iter().copied().collect();
+            figures.extend(tta::speedrun(g, &combination, choice.batch_size));
+        }
     }
     figures
 }

@@ -16,7 +16,7 @@ use crate::report::{FigureFile, ReportError};
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 11] = [
+const TEMPLATES: [(&str, &str); 13] = [
     ("head.html", include_str!("templates/head.html")),
     ("index.html", include_str!("templates/index.html")),
     ("tables.js", include_str!("templates/tables.js")),
@@ -28,6 +28,8 @@ const TEMPLATES: [(&str, &str); 11] = [
     ("compare.md", include_str!("templates/compare.md")),
     ("history.html", include_str!("templates/history.html")),
     ("history.md", include_str!("templates/history.md")),
+    ("speedrun.html", include_str!("templates/speedrun.html")),
+    ("speedrun.md", include_str!("templates/speedrun.md")),
 ];
 
 /// The template environment: HTML templates auto-escape; `md` escapes Markdown table cells.
@@ -403,6 +405,8 @@ pub(crate) fn report(
         has_compute => has_compute,
         has_energy => has_energy,
         traces => Serde(traces),
+        speedruns => Serde(super::speedrun::views(report, figures)),
+        rule => super::speedrun::RULE,
     };
     render(path, "report.html", ctx)
 }

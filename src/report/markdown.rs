@@ -48,6 +48,8 @@ pub(crate) fn summary(
         probes => Serde(crate::report::probes::tables(report)),
         failures => Serde(failures),
         traces => Serde(traces),
+        speedruns => Serde(crate::report::speedrun::views(report, figures)),
+        rule => crate::report::speedrun::RULE,
     };
     render(path, "summary.md", ctx)
 }

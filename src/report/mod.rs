@@ -17,6 +17,7 @@ mod overview;
 mod phases;
 mod plots;
 mod probes;
+mod speedrun;
 mod traces;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use crate::results::schema::{CellResult, Comparison, Results};
 
 pub use history::CompareBy;
 pub use index::write_index;
+pub use speedrun::headlines as speedrun_headlines;
 
 /// Everything that can go wrong while rendering a report. I/O errors name their file.
 #[derive(Debug, thiserror::Error)]

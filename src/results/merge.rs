@@ -190,6 +190,7 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
+        speedrun: base.speedrun,
         run,
         system: base.system,
         cells,

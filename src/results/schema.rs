@@ -13,7 +13,7 @@ use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::quality::QualityMetric;
 use crate::results::system::SystemInfo;
-use crate::tricks::{MemoryFigure, Trick, TrickSet};
+use crate::tricks::{MemoryFigure, Metric, Trick, TrickSet};
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::{Family, WorkloadId};
 
@@ -39,6 +39,61 @@ pub struct Results {
     pub time_to_accuracy: Vec<TtaSummary>,
     /// Each workload's noise floor, from its A/A control cell, derived from `cells`.
     pub noise_floors: Vec<NoiseFloor>,
+    /// The speedrun design's choice of tricks, one per workload (empty for the other designs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speedrun: Vec<SpeedrunChoice>,
+}
+
+/// What the speedrun design combined for one workload, from the tricks' measured effects, and
+/// what it decided about every trick measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedrunChoice {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// Where the effects were measured: `this run` (its own ablation), or the `--from` files.
+    pub evidence: Vec<String>,
+    /// Samples per optimizer step of both the baseline's and the combination's time-to-accuracy
+    /// cells.
+    pub batch_size: usize,
+    /// The combination: the tricks added, in the order they were added (largest effect first).
+    pub combination: Vec<Trick>,
+    /// Every trick measured for the workload, in the order considered, with what was decided.
+    pub tricks: Vec<SpeedrunTrick>,
+    /// The half-width of the workload's A/A noise floor (a fraction: 0.04 is ±4%) by which a
+    /// time-to-target effect had to exceed 1 to count; `None` where no A/A control was measured.
+    pub noise_floor_half_width: Option<f64>,
+}
+
+/// One trick the speedrun design considered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedrunTrick {
+    /// The trick.
+    pub trick: Trick,
+    /// What the trick is judged by.
+    pub metric: Metric,
+    /// Its measured effect in words ("1.18× [1.05, 1.31] training throughput", "1.25× sooner
+    /// than baseline b64, 3 seeds").
+    pub effect: String,
+    /// What was decided.
+    pub decision: SpeedrunDecision,
+    /// Why it is not in the combination; `None` for a trick added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What the speedrun design decided about a trick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpeedrunDecision {
+    /// Its effect was significant and it goes with the tricks added before it: in the combination.
+    Added,
+    /// Its effect was significant, but it cannot run with the tricks added before it.
+    Refused,
+    /// Its effect was not significant.
+    NotSignificant,
+    /// It is not a speed trick for this combination (memory, evaluation, judged against its own
+    /// reference, or measured at another batch size).
+    LeftOut,
 }
 
 /// What this machine can resolve for one workload: the A/A control (the baseline measured again
@@ -173,7 +228,7 @@ pub struct RunInfo {
     /// the settings of each family.
     pub profile_settings: ProfileSettings,
     /// The experimental design (`ablation`, `leave-one-out`, `stack`, `batch-sweep`,
-    /// `super-convergence`).
+    /// `super-convergence`, `speedrun`).
     pub design: Design,
     /// The device measured (`cpu`, `cuda:0`).
     pub device: DeviceSpec,

@@ -58,6 +58,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
+        speedrun: Vec::new(),
     }
 }
 

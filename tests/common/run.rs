@@ -128,5 +128,6 @@ pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
         resume: false,
         interrupt: Interrupt::new(),
         trace: None,
+        speedrun: Vec::new(),
     }
 }

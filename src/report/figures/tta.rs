@@ -241,14 +241,62 @@ pub(super) fn figures(g: &Group) -> Vec<Figure> {
         });
     }
     rows.sort_by(|a, b| a.value.total_cmp(&b.value));
-    vec![curves_figure(g, first, series, &all_curves), bars_figure(g, first, rows, &missing)]
+    let lines = "one line per configuration; a trick and its own reference share a colour, the reference \
+                 dashed, and the baseline is black (grey at a second batch size) and dashed.";
+    vec![curves_figure(g, first, series, &all_curves, lines), bars_figure(g, first, rows, &missing)]
 }
 
+/// The speedrun's curves figure: the baseline's and `combination`'s time-to-accuracy cells at
+/// `batch_size`, every seed; `None` before either has a curve.
+pub(super) fn speedrun(g: &Group, combination: &TrickSet, batch_size: usize) -> Option<Figure> {
+    let entries: Vec<&Entry> = g
+        .time_to_accuracy()
+        .into_iter()
+        .filter(|e| {
+            let k = &e.cell.key;
+            k.reference_for.is_none()
+                && k.batch_size == batch_size
+                && (k.tricks.is_baseline() || k.tricks == *combination)
+        })
+        .collect();
+    let first = entries.iter().find_map(|e| e.cell.time_to_accuracy.as_ref())?;
+    let sides = [
+        (TrickSet::baseline(), "baseline", BASELINES[0], true),
+        (combination.clone(), "combination", PALETTE[0], false),
+    ];
+    let (mut series, mut curves) = (Vec::new(), Vec::new());
+    for (tricks, label, colour, dashed) in
+        sides.into_iter().take(if combination.is_baseline() { 1 } else { 2 })
+    {
+        let cells: Vec<(CellId, &TimeToAccuracy)> = entries
+            .iter()
+            .filter(|e| e.cell.key.tricks == tricks)
+            .filter_map(|e| Some((e.cell.id(), e.cell.time_to_accuracy.as_ref()?)))
+            .collect();
+        curves.extend(cells.iter().map(|c| c.1));
+        series.extend(curves_of(label, colour, dashed, first.metric, &cells));
+    }
+    let lines = if combination.is_baseline() {
+        "the baseline black and dashed (no trick helped, so there is no combination)."
+    } else {
+        "the baseline black and dashed, the combination of the tricks that helped blue."
+    };
+    let figure = curves_figure(g, first, series, &curves, lines);
+    Some(Figure {
+        section: "speedrun",
+        slug: format!("speedrun-{}", g.slug()),
+        title: format!("Baseline and combination — {}", g.title()),
+        ..figure
+    })
+}
+
+/// The curves figure of `series`, whose lines `lines` describes.
 fn curves_figure(
     g: &Group,
     first: &TimeToAccuracy,
     series: Vec<Series>,
     curves: &[&TimeToAccuracy],
+    lines: &str,
 ) -> Figure {
     let metric = first.metric;
     let percent = metric.is_fraction();
@@ -266,9 +314,7 @@ fn curves_figure(
         slug: format!("tta-curves-{}", g.slug()),
         title: format!("Time-to-target curves — {}", g.title()),
         caption: format!(
-            "{} on the held-out set against training time (evaluation excluded), one line per configuration; \
-             a trick and its own reference share a colour, the reference dashed, and the baseline is black (grey at a \
-             second batch size) and dashed. With several seeds, thin lines are seeds and the bold line their median. The red \
+            "{} on the held-out set against training time (evaluation excluded), {lines} With several seeds, thin lines are seeds and the bold line their median. The red \
              dashed line is the target ({target_text}); the axis is framed around it, so early points outside \
              the frame are clipped.{cut}",
             metric.words()

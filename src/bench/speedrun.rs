@@ -1,0 +1,277 @@
+//! The speedrun design's choice of tricks: which measured effects were significant, the
+//! combination built from them in order of effect (refusing a trick that cannot run with those
+//! before it), and the results files (`run --from`) the effects can be taken from.
+//!
+//! The rules, by the metric a trick is judged by:
+//! - **training throughput**: the ablation's paired comparison with the baseline says `faster`
+//!   (its whole confidence interval above 1, and the speed-up beyond the A/A noise floor);
+//! - **time to accuracy**: the slowest seed of the trick reached the target, and sooner than the
+//!   fastest seed of its reference by more than the A/A noise floor (a reference seed that never
+//!   reached it counts as infinitely slow). With one seed a side that is "reached where the
+//!   reference did not, or sooner by more than the noise floor"; with more, no seed of the two
+//!   may overlap;
+//! - **memory** and **evaluation throughput** tricks are left out (they do not speed training
+//!   up), and so are tricks judged against their own reference (their "off" side is not the plain
+//!   recipe: either their "on" side is the recipe already, or the reference is another recipe, so
+//!   their effect on the plain recipe was not measured), and time-to-accuracy tricks trained at
+//!   another batch size than the combination's.
+
+use std::path::PathBuf;
+
+use crate::bench::plan::PlanRequest;
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::results::schema::{
+    CellKind, CellResult, Phase, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
+    Verdict,
+};
+use crate::results::store;
+use crate::tricks::{Metric, Trick, TrickSet};
+use crate::workloads::WorkloadId;
+
+/// What `evidence` says when the speedrun takes the effects from its own ablation.
+pub const THIS_RUN: &str = "this run";
+
+/// A results file the speedrun takes measured effects from.
+#[derive(Debug, Clone)]
+pub struct Evidence {
+    /// The file's path as given.
+    pub source: String,
+    /// Its results.
+    pub results: Results,
+}
+
+/// Reads the `--from` files, refusing one that cannot be read or parsed, or that was measured
+/// on another kind of device than `device` (naming the file).
+pub fn load_evidence(paths: &[PathBuf], device: DeviceSpec) -> Result<Vec<Evidence>, Error> {
+    paths
+        .iter()
+        .map(|path| {
+            let results = store::load(path).map_err(|e| e.context("--from"))?;
+            if results.run.device.is_cuda() != device.is_cuda() {
+                return Err(Error::Invalid(format!(
+                    "--from {}: measured on {}, and this run is on {device}; effects measured on another \
+                     device do not carry over",
+                    path.display(),
+                    results.run.device
+                )));
+            }
+            Ok(Evidence { source: path.display().to_string(), results })
+        })
+        .collect()
+}
+
+/// A trick with a significant effect: what it buys (a ratio, infinite where the reference never
+/// reached the target) and the effect in words.
+struct Candidate {
+    trick: Trick,
+    ratio: f64,
+    effect: String,
+}
+
+/// The speedrun's choice for `workload` from `evidence` (each file's source and results): every
+/// trick of `request` that they measured, judged by the rules of this module, the significant
+/// ones added largest effect first unless the set they would join cannot run. A trick measured in
+/// several files is taken from the first.
+pub fn choose(evidence: &[(&str, &Results)], request: &PlanRequest, workload: WorkloadId) -> SpeedrunChoice {
+    let batch_size = request.time_to_accuracy_batch_size.unwrap_or(request.batch_size);
+    let floor = noise_floor(evidence, workload);
+    let mut decided: Vec<SpeedrunTrick> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (_, results) in evidence {
+        let judged = throughput_judgements(results, workload)
+            .chain(time_to_accuracy_judgements(results, workload, batch_size, floor));
+        for (judgement, candidate) in judged {
+            let known = decided.iter().any(|d| d.trick == judgement.trick)
+                || candidates.iter().any(|c| c.trick == judgement.trick);
+            if known || !request.tricks.contains(&judgement.trick) {
+                continue;
+            }
+            match candidate {
+                Some(c) => candidates.push(c),
+                None => decided.push(judgement),
+            }
+        }
+    }
+    candidates.sort_by(|a, b| b.ratio.total_cmp(&a.ratio));
+    let mut combination: Vec<Trick> = Vec::new();
+    let mut considered = Vec::new();
+    for c in candidates {
+        let with: TrickSet = combination.iter().copied().chain([c.trick]).collect();
+        let refusal = with
+            .not_applicable_reason(workload, &request.hardware)
+            .or_else(|| with.missing_source_reason(request.has_images));
+        let decision = if refusal.is_some() { SpeedrunDecision::Refused } else { SpeedrunDecision::Added };
+        if refusal.is_none() {
+            combination.push(c.trick);
+        }
+        let metric = c.trick.metric();
+        considered.push(SpeedrunTrick {
+            trick: c.trick,
+            metric,
+            effect: c.effect,
+            decision,
+            reason: refusal,
+        });
+    }
+    considered.extend(decided);
+    let sources = evidence.iter().map(|(s, _)| (*s).to_owned()).collect();
+    SpeedrunChoice {
+        workload,
+        evidence: sources,
+        batch_size,
+        combination,
+        tricks: considered,
+        noise_floor_half_width: floor,
+    }
+}
+
+/// The largest half-width of `workload`'s A/A noise floors in `evidence`.
+fn noise_floor(evidence: &[(&str, &Results)], workload: WorkloadId) -> Option<f64> {
+    evidence
+        .iter()
+        .flat_map(|(_, r)| &r.noise_floors)
+        .filter(|f| f.workload == workload)
+        .map(|f| f.half_width)
+        .reduce(f64::max)
+}
+
+/// A trick's decision, with the candidate it makes when its effect was significant.
+type Judgement = (SpeedrunTrick, Option<Candidate>);
+
+/// The trick of a cell that holds one trick and is no reference cell.
+fn single_trick(cell: &CellResult) -> Option<Trick> {
+    let mut tricks = cell.key.tricks.iter();
+    match (tricks.next(), tricks.next(), cell.key.reference_for, cell.key.aa_control) {
+        (Some(trick), None, None, false) => Some(trick),
+        _ => None,
+    }
+}
+
+/// The judgements of `workload`'s single-trick throughput comparisons in `results` (tricks judged
+/// by time to accuracy are judged from their time-to-accuracy cells instead).
+fn throughput_judgements(results: &Results, workload: WorkloadId) -> impl Iterator<Item = Judgement> + '_ {
+    results.comparisons.iter().filter_map(move |c| {
+        let cell = results.cells.iter().find(|cell| cell.id() == c.cell && cell.key.workload == workload)?;
+        let trick = single_trick(cell).filter(|t| t.metric() != Metric::TimeToAccuracy)?;
+        let effect = format!(
+            "{:.2}× [{:.2}, {:.2}] {}",
+            c.speedup,
+            c.speedup_ci_low,
+            c.speedup_ci_high,
+            match cell.key.kind {
+                CellKind::Throughput { phase: Phase::Eval } => "evaluation throughput",
+                _ => "training throughput",
+            }
+        );
+        let judged = |decision, reason: Option<String>| SpeedrunTrick {
+            trick,
+            metric: trick.metric(),
+            effect: effect.clone(),
+            decision,
+            reason,
+        };
+        let left_out = |why: String| (judged(SpeedrunDecision::LeftOut, Some(why)), None);
+        Some(match trick.metric() {
+            Metric::Memory => left_out("judged by peak memory, not speed".to_owned()),
+            Metric::EvalThroughput => {
+                left_out("speeds up evaluation, which time to target does not count".to_owned())
+            }
+            _ if trick.judged_against_own_reference() => left_out(own_reference_reason(trick)),
+            _ if c.verdict == Verdict::Faster => {
+                let candidate = Candidate { trick, ratio: c.speedup, effect: effect.clone() };
+                (judged(SpeedrunDecision::Added, None), Some(candidate))
+            }
+            _ => {
+                let why = match c.verdict {
+                    Verdict::WithinNoise => "faster, but within the A/A noise floor",
+                    Verdict::Slower => "slower",
+                    _ => "no significant effect (the interval holds 1)",
+                };
+                (judged(SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
+            }
+        })
+    })
+}
+
+/// Why a trick judged against its own reference is left out of the combination.
+fn own_reference_reason(trick: Trick) -> String {
+    format!(
+        "judged against its own reference ({}), not the plain recipe: its effect on the recipe the \
+         combination starts from was not measured",
+        trick.reference_label().unwrap_or("its reference")
+    )
+}
+
+/// The judgements of `workload`'s single-trick time-to-accuracy configurations in `results`, for
+/// a combination trained at `batch_size`, with `floor` the A/A noise floor's half-width.
+fn time_to_accuracy_judgements<'r>(
+    results: &'r Results,
+    workload: WorkloadId,
+    batch_size: usize,
+    floor: Option<f64>,
+) -> impl Iterator<Item = Judgement> + 'r {
+    results.time_to_accuracy.iter().filter_map(move |s| {
+        let mut tricks = s.tricks.iter();
+        let trick = match (tricks.next(), tricks.next(), s.reference_for) {
+            (Some(t), None, None) if s.workload == workload && t.metric() == Metric::TimeToAccuracy => t,
+            _ => return None,
+        };
+        let seeds = format!("{}/{} seeds reached it", s.reached, s.seeds);
+        let effect = match s.versus_text() {
+            Some(versus) => format!("{versus}; {seeds}"),
+            None => seeds,
+        };
+        let judged = |decision, reason: Option<String>| SpeedrunTrick {
+            trick,
+            metric: trick.metric(),
+            effect: effect.clone(),
+            decision,
+            reason,
+        };
+        let left_out = |why: String| (judged(SpeedrunDecision::LeftOut, Some(why)), None);
+        if trick.judged_against_own_reference() {
+            return Some(left_out(own_reference_reason(trick)));
+        }
+        if s.batch_size != batch_size {
+            return Some(left_out(format!(
+                "trained at batch {}, and the combination trains at batch {batch_size}",
+                s.batch_size
+            )));
+        }
+        let reference = results.time_to_accuracy.iter().find(|r| {
+            r.workload == workload
+                && r.tricks.is_baseline()
+                && r.reference_for.is_none()
+                && r.batch_size == batch_size
+        });
+        Some(match reference.and_then(|r| sooner_ratio(results, s, r, floor.unwrap_or(0.0))) {
+            Some(ratio) => {
+                let candidate = Candidate { trick, ratio, effect: effect.clone() };
+                (judged(SpeedrunDecision::Added, None), Some(candidate))
+            }
+            None => {
+                let why = "not sooner than the baseline on every seed by more than the A/A noise floor";
+                (judged(SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
+            }
+        })
+    })
+}
+
+/// The time-to-target ratio of configuration `trick` over `reference` when the trick was
+/// significantly sooner: its slowest seed reached the target, and times 1 + `floor` still before
+/// the fastest seed of the reference (infinite where no reference seed reached it).
+fn sooner_ratio(results: &Results, trick: &TtaSummary, reference: &TtaSummary, floor: f64) -> Option<f64> {
+    let times = |s: &TtaSummary| -> Vec<f64> {
+        s.cells
+            .iter()
+            .filter_map(|id| results.cells.iter().find(|c| c.id() == *id))
+            .filter_map(|c| c.time_to_accuracy.as_ref())
+            .map(|t| t.time_to_target_s.unwrap_or(f64::INFINITY))
+            .collect()
+    };
+    let (ours, theirs) = (times(trick), times(reference));
+    let slowest = ours.iter().copied().reduce(f64::max).filter(|t| t.is_finite())?;
+    let fastest = theirs.iter().copied().reduce(f64::min)?;
+    (slowest * (1.0 + floor) < fastest).then(|| trick.speedup.unwrap_or(f64::INFINITY))
+}

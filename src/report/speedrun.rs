@@ -1,0 +1,174 @@
+//! The speedrun's headline: per workload, the baseline's and the combination's median time to the
+//! target, the ratio and how many seeds reached it; the tricks combined and the ones refused, with
+//! their reasons. Shown first in the HTML and the Markdown, and printed at the end of a run.
+
+use serde::Serialize;
+
+use crate::report::model::Report;
+use crate::report::FigureFile;
+use crate::results::schema::{
+    CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
+};
+use crate::tricks::TrickSet;
+
+/// The rule that decided which tricks went in, in words (the report states it under the headline).
+pub(crate) const RULE: &str =
+    "A trick goes in when its measured effect was significant: a training-throughput \
+     trick when its speed-up's confidence interval lies above 1 and beyond the A/A noise floor; a \
+     time-to-accuracy trick when every seed reached the target sooner than every seed of the baseline \
+     at the same batch by more than the A/A noise floor (a baseline seed that never reached it counting \
+     as infinitely slow), which with one seed a side is: reached it where the baseline did not, or \
+     sooner by more than the noise floor. Memory and evaluation tricks, tricks judged against their own \
+     reference and tricks trained at another batch size are left out. Tricks are added largest effect \
+     first; one that cannot run with those added before it is refused.";
+
+/// One workload's speedrun as the report shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct SpeedrunView {
+    /// Anchor and figure slug stem.
+    slug: String,
+    /// Workload, device and profile.
+    group: String,
+    /// "resnet8 to test accuracy ≥ 60.0%: 95.1 s → 40.2 s (2.37× sooner), 2/2 seeds each".
+    headline: String,
+    /// The tricks combined, in the order added, each with its measured effect.
+    combination: Vec<(String, String)>,
+    /// The tricks refused, each with the reason.
+    refused: Vec<(String, String)>,
+    /// The other tricks measured: id, decision and reason.
+    others: Vec<(String, String)>,
+    /// Where the effects were measured.
+    evidence: String,
+    /// The noise floor the time-to-target effects had to exceed.
+    noise_floor: String,
+    /// The curves of the baseline and the combination, when they were measured.
+    figure: Option<FigureFile>,
+}
+
+/// What a run prints at its end about every workload's speedrun in `results` (nothing for other
+/// designs): the headline, the tricks combined and the ones refused with their reasons, a line
+/// each.
+pub fn headlines(results: &Results) -> Vec<String> {
+    let mut lines = Vec::new();
+    for choice in &results.speedrun {
+        lines.push(format!("speedrun: {}", headline(results, choice)));
+        let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
+        if !added.is_empty() {
+            lines.push(format!("  combined, in the order added: {}", added.join(", ")));
+        }
+        for t in choice.tricks.iter().filter(|t| t.decision == SpeedrunDecision::Refused) {
+            lines.push(format!("  refused {}: {}", t.trick, t.reason.as_deref().unwrap_or_default()));
+        }
+    }
+    lines
+}
+
+/// The time-to-accuracy summary of `tricks` at the choice's workload and batch size.
+fn summary<'r>(results: &'r Results, choice: &SpeedrunChoice, tricks: &TrickSet) -> Option<&'r TtaSummary> {
+    results.time_to_accuracy.iter().find(|s| {
+        s.workload == choice.workload
+            && s.tricks == *tricks
+            && s.reference_for.is_none()
+            && s.batch_size == choice.batch_size
+    })
+}
+
+/// "resnet8 to test accuracy ≥ 60.0%: 95.1 s → 40.2 s (2.37× sooner); reached by 2/2 baseline and
+/// 2/2 combination seeds", or what did not happen.
+pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
+    let combination: TrickSet = choice.combination.iter().copied().collect();
+    let baseline = summary(results, choice, &TrickSet::baseline());
+    let combined = summary(results, choice, &combination).filter(|_| !combination.is_baseline());
+    let Some(base) = baseline else {
+        return format!(
+            "{}: no seed of the baseline finished training{}",
+            choice.workload,
+            failed(results, choice)
+        );
+    };
+    let goal = format!("{} to {}", choice.workload, base.metric.target_text(base.target));
+    let time = |s: &TtaSummary| {
+        s.median_time_to_target_s.map_or_else(
+            || format!("not reached (best {})", s.metric.value_text(s.median_best_metric)),
+            |t| format!("{t:.1} s"),
+        )
+    };
+    let seeds = |s: &TtaSummary| format!("{}/{}", s.reached, s.seeds);
+    if combination.is_baseline() {
+        return format!(
+            "{goal}: no trick helped significantly, so there is nothing to combine; baseline {}, {} seeds \
+             reached it",
+            time(base),
+            seeds(base)
+        );
+    }
+    let Some(comb) = combined else {
+        let why = failed(results, choice);
+        return format!("{goal}: baseline {}; no seed of the combination finished training{why}", time(base));
+    };
+    let ratio = match (base.median_time_to_target_s, comb.median_time_to_target_s) {
+        (Some(b), Some(c)) => format!(" ({:.2}×)", b / c),
+        (None, Some(_)) => " (only the combination reached it)".to_owned(),
+        (Some(_), None) => " (the combination did not reach it)".to_owned(),
+        (None, None) => " (neither reached it)".to_owned(),
+    };
+    format!(
+        "{goal}: {} → {}{ratio}; seeds that reached it: baseline {}, combination {}",
+        time(base),
+        time(comb),
+        seeds(base),
+        seeds(comb)
+    )
+}
+
+/// " (N failed, timed out or ran out of memory: see the problems)" where some of the choice's
+/// time-to-accuracy cells did not measure, else " yet".
+fn failed(results: &Results, choice: &SpeedrunChoice) -> String {
+    let failed = results
+        .cells
+        .iter()
+        .filter(|c| c.key.workload == choice.workload && c.key.kind == CellKind::TimeToAccuracy && c.failed())
+        .count();
+    match failed {
+        0 => " yet".to_owned(),
+        n => {
+            format!(" ({n} time-to-accuracy cells failed, timed out or ran out of memory: see the problems)")
+        }
+    }
+}
+
+/// Every speedrun of the report, one per group that has one, with its curves figure from
+/// `figures`.
+pub(crate) fn views(report: &Report, figures: &[FigureFile]) -> Vec<SpeedrunView> {
+    report
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let r = &report.results[g.entries.first()?.file];
+            let choice = r.speedrun.iter().find(|c| c.workload == g.workload)?;
+            let with =
+                |decision: SpeedrunDecision| choice.tricks.iter().filter(move |t| t.decision == decision);
+            let reason = |t: &SpeedrunTrick| t.reason.clone().unwrap_or_default();
+            let png = format!("plots/speedrun-{}.png", g.slug());
+            Some(SpeedrunView {
+                headline: headline(r, choice),
+                combination: with(SpeedrunDecision::Added)
+                    .map(|t| (t.trick.to_string(), t.effect.clone()))
+                    .collect(),
+                refused: with(SpeedrunDecision::Refused).map(|t| (t.trick.to_string(), reason(t))).collect(),
+                others: with(SpeedrunDecision::NotSignificant)
+                    .chain(with(SpeedrunDecision::LeftOut))
+                    .map(|t| (t.trick.to_string(), format!("{}: {}", reason(t), t.effect)))
+                    .collect(),
+                evidence: choice.evidence.join(", "),
+                noise_floor: choice.noise_floor_half_width.map_or_else(
+                    || "no A/A control was measured, so any margin counted".to_owned(),
+                    |h| format!("±{:.1}%", h * 100.0),
+                ),
+                figure: figures.iter().find(|f| f.png == png).cloned(),
+                slug: g.slug(),
+                group: g.title(),
+            })
+        })
+        .collect()
+}
