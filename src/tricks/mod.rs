@@ -65,6 +65,9 @@ pub enum Trick {
     DebugOff,
     /// The whole training step captured once into a CUDA graph and replayed.
     CudaGraphs,
+    /// The model compiled by `torch.compile` (TorchDynamo and inductor), measured through
+    /// PyTorch by `trickbench parity --compile`: libtorch's C++ API cannot reach it.
+    TorchCompile,
     /// The 1cycle learning-rate and momentum policy instead of the step schedule.
     OneCycle,
     /// The largest batch that fits, with the learning rate scaled linearly and warmed up.
@@ -94,7 +97,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 30] = [
+    pub const ALL: [Trick; 31] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -113,6 +116,7 @@ impl Trick {
         Trick::JitFusion,
         Trick::DebugOff,
         Trick::CudaGraphs,
+        Trick::TorchCompile,
         Trick::OneCycle,
         Trick::MaxBatch,
         Trick::Adamw,
