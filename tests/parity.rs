@@ -188,7 +188,7 @@ fn a_compiled_side_agrees_with_eager_and_its_compile_seconds_are_kept_apart_from
     write_data(dir.path());
     let timing = ["--rounds", "1", "--warmup-steps", "1", "--windows", "2", "--steps-per-window", "1"];
     let (stdout, report) =
-        compiled_parity(dir.path(), &[&["--compile", "default,default"][..], &timing].concat(), &[]);
+        compiled_parity(dir.path(), &[&["--compile", "default,default"][..], &timing[..]].concat(), &[]);
     let w = &report.workloads[0];
     assert_eq!(w.compiled.len(), 1, "a repeated mode runs once");
     let side = &w.compiled[0];
@@ -217,7 +217,7 @@ fn a_missing_compiler_makes_the_compiled_side_unavailable_not_the_comparison_fai
     let flags = ["--rounds", "1", "--warmup-steps", "1", "--windows", "1", "--steps-per-window", "1"];
     let (stdout, report) = compiled_parity(
         dir.path(),
-        &[&["--compile", "max-autotune-no-cudagraphs"][..], &flags].concat(),
+        &[&["--compile", "max-autotune-no-cudagraphs"][..], &flags[..]].concat(),
         &env,
     );
     let w = &report.workloads[0];
