@@ -12,6 +12,9 @@ PROFILE ?= auto
 # `make run`'s tricks: those judged by throughput and memory (minutes on a CPU). The convergence
 # tricks train to accuracy, several minutes each: `make run TRICKS=all`.
 TRICKS ?= throughput,memory
+# `make parity`'s torch.compile modes beside eager PyTorch, comma-separated (empty: none), e.g.
+# `make parity COMPILE=default,max-autotune-no-cudagraphs`.
+COMPILE ?=
 
 # `make fuzz`: one cargo-fuzz target for FUZZ_SECONDS (fuzzing stays outside `make test`).
 FUZZ_TARGET ?= cifar_reader
@@ -44,7 +47,7 @@ run: data
 # trickbench against eager PyTorch (the set-up's .venv/bin/python) on the profile's ResNet and GPT:
 # the loss of every step, and the step time in interleaved processes (`trickbench parity --help`).
 parity: data
-	./target/release/trickbench parity --profile $(PROFILE)
+	./target/release/trickbench parity --profile $(PROFILE) $(if $(COMPILE),--compile $(COMPILE))
 
 # Release mode: the tests train real (small) networks, and `make run` then reuses the same build.
 test: setup

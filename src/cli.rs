@@ -8,6 +8,7 @@ use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
 use trickbench::bench::trace::CellGlob;
 use trickbench::device::DeviceSpec;
+use trickbench::parity::side::CompileMode;
 use trickbench::report::CompareBy;
 
 /// Measures PyTorch training speed-up tricks, on and off, on reference models.
@@ -381,6 +382,13 @@ pub struct ParityArgs {
     /// Training steps per timed window.
     #[arg(long, default_value_t = 10)]
     pub steps_per_window: usize,
+    /// Comma-separated torch.compile modes, each a PyTorch side with its model compiled (forward,
+    /// and backward through AOTAutograd; the optimizer step stays eager), its losses checked
+    /// against eager PyTorch's and timed in the same rounds, its compile seconds reported apart.
+    /// Default: none (compiling takes minutes on a CPU); where inductor cannot build (no C++
+    /// compiler), a mode is reported not available with the reason.
+    #[arg(long, value_delimiter = ',', value_name = "MODES")]
+    pub compile: Vec<CompileMode>,
     /// Python interpreter with PyTorch (default: .venv/bin/python when present, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,

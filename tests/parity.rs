@@ -11,8 +11,10 @@ use std::process::Command;
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
 use trickbench::parity::case::{self, ExportRequest, OptimizerSpec, ParityCase};
-use trickbench::parity::compare::{LossAgreement, ParityReport, LOSS_RELATIVE_TOLERANCE};
-use trickbench::parity::side::{self, SideMode, SideOutput};
+use trickbench::parity::compare::{
+    LossAgreement, ParityReport, COMPILED_LOSS_RELATIVE_TOLERANCE, LOSS_RELATIVE_TOLERANCE,
+};
+use trickbench::parity::side::{self, CompileMode, SideMode, SideOutput};
 use trickbench::workloads::WorkloadId;
 
 use common::cli::{synthetic_cifar, text, trickbench};
@@ -143,6 +145,102 @@ fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
     // from the gradient alone, so momentum first changes the loss of step 2.
     assert_eq!(agreement.first_disagreeing_step, Some(2), "{agreement:?}");
     assert!(agreement.trickbench_losses[..2] == agreement.pytorch_losses[..2], "{agreement:?}");
+}
+
+/// `trickbench parity` of the smoke GPT on the CPU with `extra` flags, in `dir`, with `env` set
+/// for the sides; returns its stdout and the report.
+fn compiled_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String, ParityReport) {
+    let python = python();
+    let mut args = vec![
+        "parity",
+        "--workload",
+        "gpt",
+        "--profile",
+        "smoke",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "4",
+        "--steps",
+        "3",
+        "--text",
+        "verse.txt",
+        "--out",
+        "parity",
+        "--python",
+    ];
+    args.push(python.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let mut command = common::cli::command(dir, &args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let out = command.output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
+    let report = serde_json::from_slice(&std::fs::read(dir.join("parity/parity.json")).unwrap()).unwrap();
+    (stdout, report)
+}
+
+#[test]
+fn a_compiled_side_agrees_with_eager_and_its_compile_seconds_are_kept_apart_from_its_windows() {
+    let dir = temp_dir();
+    write_data(dir.path());
+    let timing = ["--rounds", "1", "--warmup-steps", "1", "--windows", "2", "--steps-per-window", "1"];
+    let (stdout, report) =
+        compiled_parity(dir.path(), &[&["--compile", "default,default"][..], &timing[..]].concat(), &[]);
+    let w = &report.workloads[0];
+    assert_eq!(w.compiled.len(), 1, "a repeated mode runs once");
+    let side = &w.compiled[0];
+    assert_eq!((side.mode, side.unavailable.as_deref()), (CompileMode::Default, None));
+    let losses = side.losses.as_ref().expect("the compiled side's losses");
+    assert!(losses.agrees(), "{losses:?}");
+    assert_eq!(losses.losses.len(), 3);
+    assert_eq!(losses.rel_tolerance, COMPILED_LOSS_RELATIVE_TOLERANCE);
+    assert!(losses.compile_s > 0.0);
+    assert_eq!(side.rounds.len(), 1);
+    assert_eq!(side.rounds[0].window_samples_per_s.len(), 2, "the compiling step is not a window");
+    assert!(side.rounds[0].compile_s > 0.0);
+    let speed = side.speed.as_ref().expect("timed");
+    assert_eq!(speed.first_compile_s, side.rounds[0].compile_s);
+    assert!(speed.ratio_to_eager.low <= speed.ratio_to_eager.point, "{speed:?}");
+    assert!(stdout.contains("compile default") && stdout.contains("of eager"), "{stdout}");
+    assert!(dir.path().join("parity/gpt-mini/pytorch-compile-default-time-0.json").is_file());
+}
+
+#[test]
+fn a_missing_compiler_makes_the_compiled_side_unavailable_not_the_comparison_fail() {
+    let dir = temp_dir();
+    write_data(dir.path());
+    let cache = dir.path().join("inductor-cache");
+    let env = [("CXX", Path::new("/no/such/c++")), ("TORCHINDUCTOR_CACHE_DIR", cache.as_path())];
+    let flags = ["--rounds", "1", "--warmup-steps", "1", "--windows", "1", "--steps-per-window", "1"];
+    let (stdout, report) = compiled_parity(
+        dir.path(),
+        &[&["--compile", "max-autotune-no-cudagraphs"][..], &flags[..]].concat(),
+        &env,
+    );
+    let w = &report.workloads[0];
+    assert!(w.losses.agrees() && w.speed.is_some(), "the eager comparison still runs");
+    let side = &w.compiled[0];
+    let reason = side.unavailable.as_deref().expect("unavailable");
+    assert!(reason.contains("compiler"), "{reason}");
+    assert!(side.losses.is_none() && side.rounds.is_empty() && side.speed.is_none());
+    assert!(stdout.contains("compile max-autotune-no-cudagraphs: not available here"), "{stdout}");
+}
+
+#[test]
+fn a_bad_compile_mode_is_named_with_the_valid_ones() {
+    let dir = temp_dir();
+    let out = trickbench(dir.path(), &["parity", "--compile", "default,turbo"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("'turbo'")
+            && stderr.contains("--compile")
+            && stderr.contains("max-autotune-no-cudagraphs"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -14,7 +14,13 @@ trickbench's Rust code, loads those weights and batches, and either
   --mode time     times float32 training steps (cycling through the batches) in windows, with the
                   device synchronised at each window's edges, after warm-up steps,
 
-writing JSON to --output. The step mirrors trickbench's baseline step: gradients zeroed in place
+writing JSON to --output. With --compile MODE (default or max-autotune-no-cudagraphs) the model
+is wrapped in torch.compile, as nanoGPT does: the forward graph and, through AOTAutograd, its
+backward are compiled by inductor; the loss, zero_grad and the torch.optim step stay eager, as in
+the eager side, so both sides run the same optimizer code. The first step (untimed) builds the
+graphs; its wall seconds, and those of any warm-up step that compiled a new graph (a recompile),
+are reported as compile_s, apart from the windows. When inductor cannot build (no C++ compiler,
+say), the output says unavailable with the error's first line instead of failing. The step mirrors trickbench's baseline step: gradients zeroed in place
 (`zero_grad(set_to_none=False)`), forward, mean cross-entropy, backward, optimizer step, then the
 loss and the count of correct predictions read on the host.
 
@@ -279,6 +285,14 @@ class Training:
         # dropout masks (the same ops in the same order on the same generator).
         torch.manual_seed(case["seed"])
 
+    def compile(self, mode, fallback_random):
+        """Wraps the model in torch.compile in `mode`; `fallback_random` makes inductor draw dropout
+        masks from eager PyTorch's generator (the losses run, which eager's masks must match)."""
+        import torch._inductor.config as inductor_config
+
+        inductor_config.fallback_random = fallback_random
+        self.model = torch.compile(self.model, mode=mode)
+
     def step(self, k):
         """One training step on batch k mod steps; returns the loss read on the host."""
         x, y = self.batches[k % len(self.batches)]
@@ -301,6 +315,78 @@ class Training:
             torch.cuda.synchronize(self.device)
 
 
+def graphs_compiled():
+    """Graphs dynamo has compiled in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def compile_failures():
+    """The exceptions that mean inductor could not build a graph on this machine."""
+    import torch._dynamo.exc
+    import torch._inductor.exc
+
+    names = [
+        (torch._dynamo.exc, "BackendCompilerFailed"),
+        (torch._inductor.exc, "InductorError"),
+        (torch._inductor.exc, "InvalidCxxCompiler"),
+        (torch._inductor.exc, "CppCompileError"),
+    ]
+    return tuple(getattr(module, name) for module, name in names if hasattr(module, name))
+
+
+def first_line(error):
+    """The innermost cause of a compile failure (dynamo wraps inductor's), as its type and the
+    first non-empty line of its message."""
+    while True:
+        inner = getattr(error, "inner_exception", None) or error.__cause__
+        if inner is None:
+            break
+        error = inner
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def warm_up(training, steps, compiled):
+    """Runs the untimed steps (at least one when compiled, the one that builds the graphs);
+    returns the wall seconds of the steps that compiled a graph (None when not compiled)."""
+    compile_s = 0.0
+    for k in range(max(steps, 1 if compiled else 0)):
+        before = graphs_compiled() if compiled else 0
+        started = time.perf_counter()
+        training.step(k)
+        training.synchronize()
+        if compiled and (k == 0 or graphs_compiled() > before):
+            compile_s += time.perf_counter() - started
+    return compile_s if compiled else None
+
+
+def measure(args, training, output):
+    """Fills `output` with the losses or the windows the mode asks for."""
+    compiled = args.compile != "none"
+    if args.mode == "losses":
+        started = time.perf_counter()
+        losses = [training.step(0)]
+        if compiled:
+            output["compile_s"] = time.perf_counter() - started
+        output["losses"] = losses + [training.step(k) for k in range(1, len(training.batches))]
+        return
+    output["compile_s"] = warm_up(training, args.warmup_steps, compiled)
+    windows = []
+    step = max(args.warmup_steps, 1 if compiled else 0)
+    for _ in range(args.windows):
+        training.synchronize()
+        started = time.perf_counter()
+        for _ in range(args.steps_per_window):
+            training.step(step)
+            step += 1
+        training.synchronize()
+        elapsed = time.perf_counter() - started
+        windows.append(args.steps_per_window * training.samples_per_batch / elapsed)
+    output["window_samples_per_s"] = windows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", required=True, help="directory of an exported parity case")
@@ -309,6 +395,7 @@ def main():
     parser.add_argument("--warmup-steps", type=int, default=3)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--steps-per-window", type=int, default=10)
+    parser.add_argument("--compile", default="none", choices=["none", "default", "max-autotune-no-cudagraphs"])
     args = parser.parse_args()
     for flag in ("warmup_steps", "windows", "steps_per_window"):
         if getattr(args, flag) < (0 if flag == "warmup_steps" else 1):
@@ -326,23 +413,16 @@ def main():
         "version": torch.__version__,
         "threads": torch.get_num_threads(),
     }
-    if args.mode == "losses":
-        output["losses"] = [training.step(k) for k in range(len(training.batches))]
+    if args.compile != "none":
+        output["compile_mode"] = args.compile
+        training.compile(args.compile, fallback_random=args.mode == "losses")
+        try:
+            measure(args, training, output)
+        except compile_failures() as e:
+            output = {key: output[key] for key in ("implementation", "version", "threads", "compile_mode")}
+            output["unavailable"] = first_line(e)
     else:
-        for k in range(args.warmup_steps):
-            training.step(k)
-        windows = []
-        step = args.warmup_steps
-        for _ in range(args.windows):
-            training.synchronize()
-            started = time.perf_counter()
-            for _ in range(args.steps_per_window):
-                training.step(step)
-                step += 1
-            training.synchronize()
-            elapsed = time.perf_counter() - started
-            windows.append(args.steps_per_window * training.samples_per_batch / elapsed)
-        output["window_samples_per_s"] = windows
+        measure(args, training, output)
     tmp = args.output + ".tmp"
     with open(tmp, "w") as f:
         json.dump(output, f)

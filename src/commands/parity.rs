@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use trickbench::parity::compare::LOSS_RELATIVE_TOLERANCE;
+use trickbench::parity::compare::{COMPILED_LOSS_RELATIVE_TOLERANCE, LOSS_RELATIVE_TOLERANCE};
 use trickbench::parity::config::{ParityConfig, ParityRequest};
 use trickbench::parity::session::{self, REPORT_FILE};
 use trickbench::parity::side::{self, SideMode, TimingPlan};
@@ -19,6 +19,19 @@ pub fn parity(args: &ParityArgs) -> Result<()> {
     print!("{}", session::summary(&report));
     let path = config.out.join(REPORT_FILE);
     println!("results: {}", path.display());
+    let compiled: Vec<String> = report
+        .compiled_disagreeing()
+        .iter()
+        .map(|(w, mode)| format!("{w} compiled in mode {}", mode.id()))
+        .collect();
+    if !compiled.is_empty() {
+        eprintln!(
+            "warning: the losses of {} disagree with eager PyTorch's beyond the relative tolerance \
+             {COMPILED_LOSS_RELATIVE_TOLERANCE:e} (both traces are in {})",
+            compiled.join(", "),
+            path.display()
+        );
+    }
     let disagreeing: Vec<&str> = report.disagreeing().iter().map(|w| w.id()).collect();
     if !disagreeing.is_empty() {
         bail!(
@@ -47,6 +60,7 @@ fn request(args: &ParityArgs) -> Result<ParityRequest> {
             windows: args.windows,
             steps_per_window: args.steps_per_window,
         },
+        compile: args.compile.clone(),
         python: args.python.clone(),
         trickbench: std::env::current_exe().context("locating the trickbench binary")?,
         data: training.data.clone(),

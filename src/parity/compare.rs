@@ -7,6 +7,7 @@ use crate::bench::profile::ProfileName;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
+use crate::parity::side::CompileMode;
 use crate::results::system::SystemInfo;
 use crate::workloads::WorkloadId;
 
@@ -17,6 +18,15 @@ use crate::workloads::WorkloadId;
 /// below the float32 resolution (1.2e-7) the losses are reported in; a wrong initialisation,
 /// momentum, weight decay or normalisation moves the loss by more than 1e-5 within a few steps.
 pub const LOSS_RELATIVE_TOLERANCE: f64 = 1e-5;
+
+/// The largest relative difference between a compiled PyTorch side's loss and eager PyTorch's
+/// at any step that still counts as agreement. Both run in float64 (inductor's C++ and Triton
+/// backends compile float64 kernels), with inductor drawing dropout masks from eager's generator
+/// (`fallback_random`) in that run; inductor reorders and fuses the float64 arithmetic (sums
+/// split into vectorised partial sums, say), which leaves differences near 1e-15 that grow with
+/// the steps as eager's own do. They stay far below the float32 resolution of the reported
+/// losses, so this is the tolerance eager PyTorch and trickbench are held to.
+pub const COMPILED_LOSS_RELATIVE_TOLERANCE: f64 = LOSS_RELATIVE_TOLERANCE;
 
 /// The loss comparison of one case.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,6 +121,110 @@ impl SpeedComparison {
     }
 }
 
+/// A compiled PyTorch side's losses against eager PyTorch's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompiledLosses {
+    /// The compiled side's training loss at each step, nats.
+    pub losses: Vec<f64>,
+    /// The largest |compiled − eager| over the steps, nats.
+    pub max_abs_diff: f64,
+    /// The largest |compiled − eager| / |eager| over the steps.
+    pub max_rel_diff: f64,
+    /// The relative tolerance applied ([`COMPILED_LOSS_RELATIVE_TOLERANCE`]).
+    pub rel_tolerance: f64,
+    /// The first step (0-based) whose relative difference exceeds the tolerance, if any.
+    pub first_disagreeing_step: Option<usize>,
+    /// Wall seconds of the loss run's first (graph-building, float64) step.
+    pub compile_s: f64,
+}
+
+impl CompiledLosses {
+    /// Compares the compiled side's `losses` with eager PyTorch's, step by step.
+    pub fn compare(losses: Vec<f64>, eager: &[f64], compile_s: f64) -> Result<Self, Error> {
+        let agreement = LossAgreement::compare(losses, eager.to_vec(), COMPILED_LOSS_RELATIVE_TOLERANCE)?;
+        Ok(Self {
+            losses: agreement.trickbench_losses,
+            max_abs_diff: agreement.max_abs_diff,
+            max_rel_diff: agreement.max_rel_diff,
+            rel_tolerance: agreement.rel_tolerance,
+            first_disagreeing_step: agreement.first_disagreeing_step,
+            compile_s,
+        })
+    }
+
+    /// Whether every step agrees within the tolerance.
+    pub fn agrees(&self) -> bool {
+        self.first_disagreeing_step.is_none()
+    }
+}
+
+/// One timing process of a compiled PyTorch side (one per round, interleaved with the others).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompiledRound {
+    /// Samples per second in each timed window (after the graphs were built).
+    pub window_samples_per_s: Vec<f64>,
+    /// Wall seconds of the untimed steps that built graphs, warm-up recompiles included.
+    pub compile_s: f64,
+}
+
+/// A compiled PyTorch side's speed against eager PyTorch's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompiledSpeed {
+    /// Median samples per second over every window, with its 95% interval.
+    pub samples_per_s: Estimate,
+    /// Its throughput over eager PyTorch's (above 1: compiled is faster), with a 95% interval
+    /// from the two-level bootstrap over rounds and windows.
+    pub ratio_to_eager: Estimate,
+    /// Compile seconds of the first timing process (inductor's on-disk caches cold, unless an
+    /// earlier run on this machine filled them).
+    pub first_compile_s: f64,
+    /// Median compile seconds over the timing processes (later ones find the caches warm).
+    pub median_compile_s: f64,
+}
+
+impl CompiledSpeed {
+    /// Summarises a compiled side's `rounds` against eager PyTorch's windows in the same rounds;
+    /// `None` when nothing was timed.
+    pub fn from_rounds(rounds: &[CompiledRound], eager: &[TimingRound]) -> Option<Self> {
+        let compiled: Vec<Vec<f64>> = rounds.iter().map(|r| r.window_samples_per_s.clone()).collect();
+        let eager: Vec<Vec<f64>> = eager.iter().map(|r| r.pytorch_window_samples_per_s.clone()).collect();
+        let compile_s: Vec<f64> = rounds.iter().map(|r| r.compile_s).collect();
+        Some(Self {
+            samples_per_s: median_ci(&compiled.concat())?,
+            ratio_to_eager: paired_ratio_ci(&compiled, &eager)?,
+            first_compile_s: *compile_s.first()?,
+            median_compile_s: crate::measure::stats::median(&compile_s)?,
+        })
+    }
+}
+
+/// A PyTorch side with its model compiled by `torch.compile`, compared with eager PyTorch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompiledParity {
+    /// The `torch.compile` mode.
+    pub mode: CompileMode,
+    /// Why the side could not run here (the first line of inductor's error); the other fields
+    /// are then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// The losses against eager PyTorch's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub losses: Option<CompiledLosses>,
+    /// One timing process per round, in round order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<CompiledRound>,
+    /// The speed against eager PyTorch (`None` when not timed or unavailable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<CompiledSpeed>,
+}
+
+impl CompiledParity {
+    /// A side that could not compile here, for `reason`.
+    pub fn unavailable(mode: CompileMode, reason: String) -> Self {
+        Self { mode, unavailable: Some(reason), losses: None, rounds: Vec::new(), speed: None }
+    }
+}
+
 /// The parity of one workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadParity {
@@ -132,6 +246,9 @@ pub struct WorkloadParity {
     pub losses: LossAgreement,
     /// The speed comparison (`None` when timing was skipped with `--rounds 0`).
     pub speed: Option<SpeedComparison>,
+    /// The compiled PyTorch sides asked for with `--compile`, in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compiled: Vec<CompiledParity>,
 }
 
 /// Everything `trickbench parity` measured: the contract between measuring and printing,
@@ -169,6 +286,15 @@ impl ParityReport {
     pub fn disagreeing(&self) -> Vec<WorkloadId> {
         self.workloads.iter().filter(|w| !w.losses.agrees()).map(|w| w.workload).collect()
     }
+
+    /// The compiled sides whose losses disagree with eager PyTorch's beyond their tolerance.
+    pub fn compiled_disagreeing(&self) -> Vec<(WorkloadId, CompileMode)> {
+        let disagrees = |c: &CompiledParity| c.losses.as_ref().is_some_and(|l| !l.agrees());
+        self.workloads
+            .iter()
+            .flat_map(|w| w.compiled.iter().filter(|c| disagrees(c)).map(|c| (w.workload, c.mode)))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -195,6 +321,52 @@ mod tests {
         let diverged = LossAgreement::compare(vec![2.3, 2.1], vec![2.3, f64::NAN], 1e-3).unwrap_err();
         assert!(diverged.to_string().contains("step 1 of PyTorch"), "{diverged}");
         assert!(LossAgreement::compare(Vec::new(), Vec::new(), 1e-3).is_err());
+    }
+
+    #[test]
+    fn a_report_without_compiled_sides_loads_and_one_with_them_round_trips() {
+        let committed: ParityReport = serde_json::from_str(include_str!(
+            "../../reports/cpu-xeon-2core-20261130-quick-parity/parity.json"
+        ))
+        .unwrap();
+        assert!(committed.workloads.iter().all(|w| w.compiled.is_empty()));
+        let json = serde_json::to_string(&committed).unwrap();
+        assert!(!json.contains("\"compiled\""), "no compiled sides, no field");
+
+        let mut report = committed.clone();
+        let eager = report.workloads[0].losses.pytorch_losses.clone();
+        let shifted: Vec<f64> = eager.iter().map(|l| l * (1.0 + 1e-9)).collect();
+        let rounds = vec![CompiledRound { window_samples_per_s: vec![1.0, 2.0, 3.0], compile_s: 41.5 }];
+        report.workloads[0].compiled = vec![
+            CompiledParity {
+                mode: CompileMode::Default,
+                unavailable: None,
+                losses: Some(CompiledLosses::compare(shifted, &eager, 40.0).unwrap()),
+                speed: CompiledSpeed::from_rounds(
+                    &rounds,
+                    &report.workloads[0].speed.as_ref().unwrap().rounds[..1],
+                ),
+                rounds,
+            },
+            CompiledParity::unavailable(
+                CompileMode::MaxAutotuneNoCudagraphs,
+                "InvalidCxxCompiler: none".into(),
+            ),
+        ];
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(json.contains("\"max-autotune-no-cudagraphs\"") && json.contains("\"unavailable\""));
+        assert_eq!(serde_json::from_str::<ParityReport>(&json).unwrap(), report);
+        assert!(report.compiled_disagreeing().is_empty());
+        let speed = report.workloads[0].compiled[0].speed.as_ref().unwrap();
+        assert_eq!((speed.first_compile_s, speed.median_compile_s), (41.5, 41.5));
+    }
+
+    #[test]
+    fn a_compiled_side_beyond_its_tolerance_is_named_as_disagreeing() {
+        let eager = [2.3, 2.1, 1.9];
+        let losses = CompiledLosses::compare(vec![2.3, 2.1, 1.8], &eager, 1.0).unwrap();
+        assert_eq!(losses.first_disagreeing_step, Some(2));
+        assert!(!losses.agrees());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::bench::inputs::resolve_data;
 use crate::bench::profile::{ProfileName, ProfileRequest};
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::parity::side::TimingPlan;
+use crate::parity::side::{CompileMode, TimingPlan};
 use crate::results::schema::profile_text;
 use crate::workloads::{Family, WorkloadId};
 
@@ -31,6 +31,9 @@ pub struct ParityRequest {
     pub rounds: usize,
     /// How each timing process times its steps.
     pub timing: TimingPlan,
+    /// The `torch.compile` modes of the compiled PyTorch sides, in order (repeats are dropped;
+    /// empty: eager PyTorch only).
+    pub compile: Vec<CompileMode>,
     /// The Python interpreter with PyTorch (`None`: the checkout's `.venv/bin/python` when
     /// present, else `python3`).
     pub python: Option<PathBuf>,
@@ -76,6 +79,14 @@ impl ParityConfig {
             note(&format!("note: {}", profile_text(profile.id(), Some(&reason))));
         }
         check_counts(&request)?;
+        let mut request = request;
+        let mut modes = Vec::new();
+        for mode in request.compile.drain(..) {
+            if !modes.contains(&mode) {
+                modes.push(mode);
+            }
+        }
+        request.compile = modes;
         let workloads = resolve_workloads(&request.workloads, profile);
         let data_dir = data_dir(&request, &workloads, profile, note)?;
         let started = chrono::Utc::now();
@@ -160,6 +171,7 @@ mod tests {
             steps: 2,
             rounds: 0,
             timing: TimingPlan { warmup_steps: 1, windows: 1, steps_per_window: 1 },
+            compile: Vec::new(),
             python: Some(PathBuf::from("python3")),
             trickbench: PathBuf::from("trickbench"),
             data: PathBuf::from("no-such-data"),

@@ -12,13 +12,15 @@ use crate::error::Error;
 use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};
 use crate::parity::compare::{
-    LossAgreement, ParityReport, SpeedComparison, TimingRound, WorkloadParity, LOSS_RELATIVE_TOLERANCE,
+    CompiledLosses, CompiledParity, CompiledRound, CompiledSpeed, LossAgreement, ParityReport,
+    SpeedComparison, TimingRound, WorkloadParity, LOSS_RELATIVE_TOLERANCE,
 };
 use crate::parity::config::ParityConfig;
-use crate::parity::side::{SideMode, SideOutput};
+use crate::parity::side::{CompileMode, SideMode, SideOutput};
 use crate::parity::PYTORCH_SCRIPT;
 use crate::results::store;
 use crate::results::system::{git_commit, SystemInfo};
+use crate::workloads::WorkloadId;
 
 /// The file a comparison writes after every workload.
 pub const REPORT_FILE: &str = "parity.json";
@@ -87,6 +89,8 @@ struct Sides {
 enum Implementation {
     Trickbench,
     PyTorch,
+    /// PyTorch with the model compiled by `torch.compile` in this mode.
+    Compiled(CompileMode),
 }
 
 impl Implementation {
@@ -94,11 +98,18 @@ impl Implementation {
         match self {
             Implementation::Trickbench => "trickbench",
             Implementation::PyTorch => "pytorch",
+            Implementation::Compiled(CompileMode::Default) => "pytorch-compile-default",
+            Implementation::Compiled(CompileMode::MaxAutotuneNoCudagraphs) => {
+                "pytorch-compile-max-autotune-no-cudagraphs"
+            }
         }
     }
 }
 
-/// Exports the case of `request`, compares the losses, then times both sides.
+/// Runs one side of a workload's case in a mode, its files under a label.
+type RunSide<'a> = dyn Fn(Implementation, SideMode, &str) -> Result<SideOutput, Error> + 'a;
+
+/// Exports the case of `request`, compares the losses, then times every side.
 fn compare_workload(
     request: &ExportRequest,
     config: &ParityConfig,
@@ -129,59 +140,134 @@ fn compare_workload(
         losses.max_rel_diff,
         if losses.agrees() { "agree" } else { "DISAGREE" }
     );
-    let unit = workload.family().sample_unit();
-    let mut rounds = Vec::new();
-    for round in 0..config.request.rounds {
-        let timing = timing_round(round, &|implementation, label| {
-            run(implementation, SideMode::Time(config.request.timing), label)
-        })?;
-        eprintln!(
-            "{workload}: round {}/{}: trickbench {:.0} {unit}/s, PyTorch {:.0} {unit}/s (median window)",
-            round + 1,
-            config.request.rounds,
-            median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
-            median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
-        );
-        rounds.push(timing);
+    let mut compiled = Vec::new();
+    for &mode in &config.request.compile {
+        compiled.push(compiled_losses(workload, mode, &py.losses, &run)?);
+    }
+    let rounds = time_rounds(workload, config, &mut compiled, &run)?;
+    for side in &mut compiled {
+        side.speed = rounds.as_ref().and_then(|r| CompiledSpeed::from_rounds(&side.rounds, r));
     }
     Ok(WorkloadParity {
         workload,
         batch_size: request.batch_size,
-        sample_unit: unit.to_owned(),
+        sample_unit: workload.family().sample_unit().to_owned(),
         case_dir: workload.id().to_owned(),
         pytorch_version: py.version,
         trickbench_threads: tb.threads,
         pytorch_threads: py.threads,
         losses,
-        speed: SpeedComparison::from_rounds(rounds),
+        speed: rounds.and_then(SpeedComparison::from_rounds),
+        compiled,
     })
 }
 
-/// Timing round `round`: one process of each side through `time`, trickbench first in even
-/// rounds and PyTorch first in odd ones.
+/// The loss run of the PyTorch side compiled in `mode`, compared with eager PyTorch's `eager`
+/// losses; a side that cannot compile here is reported unavailable, with inductor's reason.
+fn compiled_losses(
+    workload: WorkloadId,
+    mode: CompileMode,
+    eager: &[f64],
+    run: &RunSide,
+) -> Result<CompiledParity, Error> {
+    let output = run(Implementation::Compiled(mode), SideMode::Losses, "losses")?;
+    if let Some(reason) = output.unavailable {
+        eprintln!("{workload}: torch.compile {}: not available here: {reason}", mode.id());
+        return Ok(CompiledParity::unavailable(mode, reason));
+    }
+    let losses = CompiledLosses::compare(output.losses, eager, output.compile_s.unwrap_or(f64::NAN))
+        .map_err(|e| e.context(format!("{workload}: comparing torch.compile {}'s losses", mode.id())))?;
+    eprintln!(
+        "{workload}: torch.compile {}: built in {:.1} s; largest loss difference from eager {:.2e} relative: {}",
+        mode.id(),
+        losses.compile_s,
+        losses.max_rel_diff,
+        if losses.agrees() { "agree" } else { "DISAGREE" }
+    );
+    Ok(CompiledParity { mode, unavailable: None, losses: Some(losses), rounds: Vec::new(), speed: None })
+}
+
+/// The timing rounds of every side (`None` with `--rounds 0`); each available compiled side's
+/// processes are added to its entry in `compiled`.
+fn time_rounds(
+    workload: WorkloadId,
+    config: &ParityConfig,
+    compiled: &mut [CompiledParity],
+    run: &RunSide,
+) -> Result<Option<Vec<TimingRound>>, Error> {
+    if config.request.rounds == 0 {
+        return Ok(None);
+    }
+    let unit = workload.family().sample_unit();
+    let mut rounds = Vec::new();
+    for round in 0..config.request.rounds {
+        let modes: Vec<CompileMode> =
+            compiled.iter().filter(|c| c.unavailable.is_none()).map(|c| c.mode).collect();
+        let (timing, outputs) = timing_round(round, &modes, &|implementation, label| {
+            run(implementation, SideMode::Time(config.request.timing), label)
+        })?;
+        let mut line = format!(
+            "{workload}: round {}/{}: trickbench {:.0} {unit}/s, PyTorch {:.0} {unit}/s",
+            round + 1,
+            config.request.rounds,
+            median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
+            median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
+        );
+        for (mode, output) in modes.iter().zip(outputs) {
+            let side =
+                compiled.iter_mut().find(|c| c.mode == *mode).expect("a mode timed is a side asked for");
+            if let Some(reason) = output.unavailable {
+                *side = CompiledParity::unavailable(*mode, reason);
+                continue;
+            }
+            line.push_str(&format!(
+                ", compiled ({}) {:.0} {unit}/s",
+                mode.id(),
+                median(&output.window_samples_per_s).unwrap_or(f64::NAN)
+            ));
+            let compile_s = output.compile_s.unwrap_or(f64::NAN);
+            side.rounds.push(CompiledRound { window_samples_per_s: output.window_samples_per_s, compile_s });
+        }
+        eprintln!("{line} (median window)");
+        rounds.push(timing);
+    }
+    Ok(Some(rounds))
+}
+
+/// Timing round `round`: one process of each side through `time`, trickbench, eager PyTorch, then
+/// the compiled `modes`, the order rotated by one side each round (with two sides: trickbench
+/// first in even rounds, PyTorch in odd ones) so that drift spreads over the sides. Returns the
+/// round and the compiled sides' outputs, in the order of `modes`.
 fn timing_round(
     round: usize,
+    modes: &[CompileMode],
     time: &dyn Fn(Implementation, &str) -> Result<SideOutput, Error>,
-) -> Result<TimingRound, Error> {
-    let trickbench_first = round.is_multiple_of(2);
-    let order = if trickbench_first {
-        [Implementation::Trickbench, Implementation::PyTorch]
-    } else {
-        [Implementation::PyTorch, Implementation::Trickbench]
-    };
+) -> Result<(TimingRound, Vec<SideOutput>), Error> {
+    let mut order = vec![Implementation::Trickbench, Implementation::PyTorch];
+    order.extend(modes.iter().map(|&mode| Implementation::Compiled(mode)));
+    let shift = round % order.len();
+    order.rotate_left(shift);
+    let position = |side| order.iter().position(|&s| s == side);
     let mut timing = TimingRound {
-        trickbench_first,
+        trickbench_first: position(Implementation::Trickbench) < position(Implementation::PyTorch),
         trickbench_window_samples_per_s: Vec::new(),
         pytorch_window_samples_per_s: Vec::new(),
     };
-    for implementation in order {
-        let windows = time(implementation, &format!("time-{round}"))?.window_samples_per_s;
+    let mut compiled = vec![None; modes.len()];
+    for &implementation in &order {
+        let output = time(implementation, &format!("time-{round}"))?;
         match implementation {
-            Implementation::Trickbench => timing.trickbench_window_samples_per_s = windows,
-            Implementation::PyTorch => timing.pytorch_window_samples_per_s = windows,
+            Implementation::Trickbench => {
+                timing.trickbench_window_samples_per_s = output.window_samples_per_s
+            }
+            Implementation::PyTorch => timing.pytorch_window_samples_per_s = output.window_samples_per_s,
+            Implementation::Compiled(mode) => {
+                let k = modes.iter().position(|&m| m == mode).expect("the mode is in the order");
+                compiled[k] = Some(output);
+            }
         }
     }
-    Ok(timing)
+    Ok((timing, compiled.into_iter().map(|o| o.expect("every side ran")).collect()))
 }
 
 /// Runs one side's process on the case in `case_dir` in `mode`, its output and stderr kept in
@@ -201,13 +287,16 @@ fn run_side(
             c.arg("parity-side");
             (c, sides.trickbench.display().to_string())
         }
-        Implementation::PyTorch => {
+        Implementation::PyTorch | Implementation::Compiled(_) => {
             let mut c = Command::new(&sides.python);
             c.arg(&sides.script);
             (c, format!("{} {}", sides.python.display(), sides.script.display()))
         }
     };
     command.arg("--case").arg(case_dir).args(["--mode", mode.id(), "--output"]).arg(&output);
+    if let Implementation::Compiled(compile) = implementation {
+        command.args(["--compile", compile.id()]);
+    }
     if let SideMode::Time(timing) = mode {
         command
             .args(["--warmup-steps", &timing.warmup_steps.to_string()])
@@ -216,7 +305,7 @@ fn run_side(
     }
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| Error::io(&stderr_path, e))?;
     let starting = match implementation {
-        Implementation::PyTorch => format!(
+        Implementation::PyTorch | Implementation::Compiled(_) => format!(
             "starting {} (the Python with PyTorch; pass --python PATH, or run `make setup` for .venv/bin/python)",
             sides.python.display()
         ),
@@ -315,6 +404,37 @@ pub fn summary(report: &ParityReport) -> String {
                 speed.rounds.len()
             ));
         }
+        for side in &w.compiled {
+            text.push_str(&compiled_row(side, &w.sample_unit));
+        }
     }
     text
+}
+
+/// The summary row of a compiled PyTorch side: its losses against eager's in the agreement
+/// columns, its throughput in the PyTorch column, its ratio to eager and its compile seconds.
+fn compiled_row(side: &CompiledParity, unit: &str) -> String {
+    let label = format!("  compile {}", side.mode.id());
+    if let Some(reason) = &side.unavailable {
+        return format!("{label}: not available here: {reason}\n");
+    }
+    let (agreement, verdict) = match &side.losses {
+        Some(l) => (
+            format!("{:.1e} ({:.1e})", l.max_abs_diff, l.max_rel_diff),
+            if l.agrees() { "agree" } else { "DISAGREE" },
+        ),
+        None => ("-".to_owned(), "-"),
+    };
+    let (throughput, ratio, compile) = match &side.speed {
+        Some(s) => (
+            format!("{:.0} {unit}/s", s.samples_per_s.point),
+            format!(
+                "{:.3}× [{:.3}, {:.3}] of eager",
+                s.ratio_to_eager.point, s.ratio_to_eager.low, s.ratio_to_eager.high
+            ),
+            format!("compile {:.1} s first, {:.1} s median", s.first_compile_s, s.median_compile_s),
+        ),
+        None => ("-".to_owned(), "(not timed)".to_owned(), String::new()),
+    };
+    format!("{label:<23}  {agreement:>22}  {verdict:<9} {:>22} {throughput:>22} {ratio:>32}  {compile}\n", "",)
 }

@@ -57,6 +57,27 @@ impl SideMode {
     }
 }
 
+/// A `torch.compile` mode a PyTorch side compiles its model in (`trickbench parity --compile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompileMode {
+    /// `mode="default"`: inductor's fused kernels, without autotuning.
+    Default,
+    /// `mode="max-autotune-no-cudagraphs"`: kernel choices autotuned at compile time (on a GPU,
+    /// Triton templates benchmarked against cuBLAS), without CUDA graphs.
+    MaxAutotuneNoCudagraphs,
+}
+
+impl CompileMode {
+    /// The mode as `torch.compile(mode=...)` and the script's `--compile` spell it.
+    pub fn id(self) -> &'static str {
+        match self {
+            CompileMode::Default => "default",
+            CompileMode::MaxAutotuneNoCudagraphs => "max-autotune-no-cudagraphs",
+        }
+    }
+}
+
 /// What one side reports: the same JSON from trickbench and from the PyTorch script.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideOutput {
@@ -72,6 +93,17 @@ pub struct SideOutput {
     /// Training samples per second of each timed window (mode time): images, or tokens.
     #[serde(default)]
     pub window_samples_per_s: Vec<f64>,
+    /// The `torch.compile` mode of a compiled PyTorch side (`None`: eager).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_mode: Option<CompileMode>,
+    /// A compiled side's wall seconds of the untimed steps that built graphs (the first step, and
+    /// any warm-up step that recompiled), apart from the windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_s: Option<f64>,
+    /// Why a compiled side could not compile (the first line of inductor's error); the side then
+    /// reports no losses or windows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// Runs trickbench's side of the case in `dir`: the cell's model built as its process builds it,
@@ -93,6 +125,9 @@ pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
         threads: i64::from(tch::get_num_threads()),
         losses: Vec::new(),
         window_samples_per_s: Vec::new(),
+        compile_mode: None,
+        compile_s: None,
+        unavailable: None,
     };
     match case.key.workload.family() {
         Family::CifarResnet => {

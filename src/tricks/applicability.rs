@@ -44,6 +44,9 @@ pub enum Need {
     DataParallelCompiled,
     /// A binary built with NCCL, the GPU all-reduce (NCCL's headers at build time).
     NcclCompiled,
+    /// Python PyTorch: the trick is measured beside eager PyTorch by `trickbench parity`, never in
+    /// a trickbench cell; the text says why and where.
+    ThroughPytorch(&'static str),
 }
 
 impl Need {
@@ -75,6 +78,7 @@ impl Need {
                  scripts/setup-libtorch, which installs nvidia-cuda-cccl, then rebuild)"
                     .to_owned()
             }),
+            Need::ThroughPytorch(why) => Some(format!("measured through PyTorch: {why}")),
         }
     }
 }
@@ -102,6 +106,12 @@ fn capability_missing(hardware: &Hardware, least: (u32, u32)) -> Option<String> 
 }
 
 impl Trick {
+    /// Whether trickbench cells can run the trick at all (not one measured through PyTorch, which
+    /// the `--tricks` groups leave out).
+    pub fn runs_in_cells(self) -> bool {
+        !self.info().needs.iter().any(|need| matches!(need, Need::ThroughPytorch(_)))
+    }
+
     /// Whether the trick can be measured for `workload` on `hardware` (whose device is resolved):
     /// not when one of its needs is unmet, the first such need giving the reason.
     pub fn applicability(self, workload: WorkloadId, hardware: &Hardware) -> Applicability {
@@ -124,6 +134,17 @@ mod tests {
             Applicability::NotApplicable(reason) => reason,
             Applicability::Applies => panic!("{trick} must not apply to {workload} on {hardware:?}"),
         }
+    }
+
+    #[test]
+    fn torch_compile_is_measured_through_pytorch_everywhere_never_in_a_cell() {
+        for workload in [WorkloadId::Resnet8, WorkloadId::GptMini] {
+            let why = reason(Trick::TorchCompile, workload, &Hardware::with_gpus(8));
+            assert!(why.starts_with("measured through PyTorch: torch.compile cannot be reached"), "{why}");
+            assert!(why.contains("trickbench parity --compile"), "{why}");
+        }
+        assert!(!Trick::TorchCompile.runs_in_cells());
+        assert!(Trick::ALL.into_iter().filter(|&t| t != Trick::TorchCompile).all(Trick::runs_in_cells));
     }
 
     #[test]

@@ -13,12 +13,17 @@ pub const TRICK_GROUPS: [(&str, &[Metric]); 4] = [
 
 /// Parses a `--tricks` value (clap names the flag in its errors): a comma-separated list of trick ids and groups (`all`, `throughput`,
 /// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group.
+/// The groups leave out the tricks measured through PyTorch (`torch-compile`), which a cell never
+/// runs; asked for by id, such a trick's cells are reported not applicable with the reason.
 pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
     let mut tricks = Vec::new();
     for id in s.split(',').map(str::trim).filter(|id| !id.is_empty()) {
         let group = TRICK_GROUPS.iter().find(|(name, _)| *name == id);
         let members: Vec<Trick> = match group {
-            Some((_, metrics)) => Trick::ALL.into_iter().filter(|t| metrics.contains(&t.metric())).collect(),
+            Some((_, metrics)) => Trick::ALL
+                .into_iter()
+                .filter(|t| t.runs_in_cells() && metrics.contains(&t.metric()))
+                .collect(),
             None => vec![id.parse().map_err(|e| {
                 Error::Invalid(format!("{e}; or a group: all, throughput, memory, convergence"))
             })?],
@@ -51,7 +56,13 @@ mod tests {
             mixed,
             [Trick::Checkpointing, Trick::GradAccumulation, Trick::ExpandableSegments, Trick::Amp]
         );
-        assert_eq!(parse_trick_list("all").unwrap().len(), Trick::ALL.len());
+        let all = parse_trick_list("all").unwrap();
+        assert_eq!(all.len(), Trick::ALL.len() - 1);
+        assert!(
+            !all.contains(&Trick::TorchCompile)
+                && !parse_trick_list("throughput").unwrap().contains(&Trick::TorchCompile)
+        );
+        assert_eq!(parse_trick_list("torch-compile").unwrap(), [Trick::TorchCompile]);
     }
 
     #[test]

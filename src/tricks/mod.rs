@@ -66,6 +66,9 @@ pub enum Trick {
     DebugOff,
     /// The whole training step captured once into a CUDA graph and replayed.
     CudaGraphs,
+    /// The model compiled by `torch.compile` (TorchDynamo and inductor), measured through
+    /// PyTorch by `trickbench parity --compile`: libtorch's C++ API cannot reach it.
+    TorchCompile,
     /// The 1cycle learning-rate and momentum policy instead of the step schedule.
     OneCycle,
     /// The largest batch that fits, with the learning rate scaled linearly and warmed up.
@@ -119,7 +122,7 @@ pub enum Trick {
 
 impl Trick {
     /// Every trick, in catalogue order.
-    pub const ALL: [Trick; 41] = [
+    pub const ALL: [Trick; 42] = [
         Trick::Amp,
         Trick::AmpBf16,
         Trick::CudnnBenchmark,
@@ -138,6 +141,7 @@ impl Trick {
         Trick::JitFusion,
         Trick::DebugOff,
         Trick::CudaGraphs,
+        Trick::TorchCompile,
         Trick::OneCycle,
         Trick::MaxBatch,
         Trick::Adamw,
