@@ -147,6 +147,23 @@ fn max_batch_is_probed_with_and_without_checkpointing_before_the_ablation() {
 }
 
 #[test]
+fn expandable_segments_are_probed_with_and_without_on_a_gpu_and_not_on_a_cpu() {
+    let cpu = request(vec![Trick::ExpandableSegments]);
+    let gpu = Hardware { device: DeviceSpec::Cuda(0), cuda_gpus: 1, ..cpu.hardware.clone() };
+    let on_gpu = PlanRequest { hardware: gpu, ..cpu.clone() };
+    let mut phases = FakePhases::new(empty_results(), 512);
+    Design::Ablation.run_phases(&mut phases, &on_gpu, 50_000).unwrap();
+    assert_eq!(phases.probed(), [64, 128, 256, 512, 64, 128, 256, 512]);
+    let probe_sets: Vec<usize> = phases.plans[..8].iter().map(|p| p.cells[0].key.tricks.len()).collect();
+    assert_eq!(probe_sets, [0, 0, 0, 0, 1, 1, 1, 1]);
+    assert!(phases.noted("expandable-segments: largest batch that fits 256"), "{:?}", phases.notes);
+    assert_eq!(phases.plans.last(), Some(&Plan::ablation(&on_gpu)));
+    let mut phases = FakePhases::new(empty_results(), 512);
+    Design::Ablation.run_phases(&mut phases, &cpu, 50_000).unwrap();
+    assert!(phases.probed().is_empty(), "a CPU has no caching allocator to probe");
+}
+
+#[test]
 fn the_stack_adds_the_tricks_fastest_first_after_the_ablation() {
     let mut results = empty_results();
     // Only single tricks' training speed-ups rank; debug-off is already off in the plain recipe

@@ -160,6 +160,7 @@ impl Design {
             Design::Speedrun if !phases.evidence().is_empty() => speedrun(phases, request),
             Design::Speedrun => {
                 let request = with_max_batch(phases, request, probe_cap)?;
+                probe_expandable_segments(phases, &request, probe_cap)?;
                 phases.run(Plan::ablation(&request))?;
                 speedrun(phases, &request)
             }
