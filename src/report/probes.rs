@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::report::model::{Entry, Group, Report};
+use crate::report::model::{self, Entry, Group, Report};
 use crate::results::schema::{CellKind, CellStatus};
 use crate::tricks::TrickSet;
 
@@ -60,7 +60,7 @@ fn row(tricks: &TrickSet, tried: &[&Entry]) -> ProbeRow {
     let fits = |e: &Entry| e.cell.status == CellStatus::Ok;
     let largest = tried.iter().filter(|e| fits(e)).map(|e| e.cell.key.batch_size).max();
     let stopped = match tried.iter().find(|e| !fits(e)) {
-        Some(e) => format!("{}: {}", e.cell.key.batch_size, status_text(&e.cell.status)),
+        Some(e) => format!("{}: {}", e.cell.key.batch_size, model::status_label(&e.cell.status)),
         None => "every batch tried fitted".to_owned(),
     };
     let mark = |e: &&Entry| format!("{} {}", e.cell.key.batch_size, if fits(e) { "✓" } else { "✗" });
@@ -69,15 +69,5 @@ fn row(tricks: &TrickSet, tried: &[&Entry]) -> ProbeRow {
         largest: largest.map_or_else(|| "—".to_owned(), |b| b.to_string()),
         stopped,
         tried: tried.iter().map(mark).collect::<Vec<_>>().join(" · "),
-    }
-}
-
-fn status_text(status: &CellStatus) -> &'static str {
-    match status {
-        CellStatus::Ok => "fitted",
-        CellStatus::OutOfMemory { .. } => "out of memory",
-        CellStatus::Timeout { .. } => "timed out",
-        CellStatus::Failed { .. } => "failed",
-        CellStatus::NotApplicable { .. } => "not applicable",
     }
 }
