@@ -164,34 +164,45 @@ fn throughput_judgements(results: &Results, workload: WorkloadId) -> impl Iterat
                 _ => "training throughput",
             }
         );
-        let judged = |decision, reason: Option<String>| SpeedrunTrick {
-            trick,
-            metric: trick.metric(),
-            effect: effect.clone(),
-            decision,
-            reason,
-        };
-        let left_out = |why: String| (judged(SpeedrunDecision::LeftOut, Some(why)), None);
         Some(match trick.metric() {
-            Metric::Memory => left_out("judged by peak memory, not speed".to_owned()),
-            Metric::EvalThroughput => {
-                left_out("speeds up evaluation, which time to target does not count".to_owned())
-            }
-            _ if trick.judged_against_own_reference() => left_out(own_reference_reason(trick)),
-            _ if c.verdict == Verdict::Faster => {
-                let candidate = Candidate { trick, ratio: c.speedup, effect: effect.clone() };
-                (judged(SpeedrunDecision::Added, None), Some(candidate))
-            }
+            Metric::Memory => left_out(trick, effect, "judged by peak memory, not speed".to_owned()),
+            Metric::EvalThroughput => left_out(
+                trick,
+                effect,
+                "speeds up evaluation, which time to target does not count".to_owned(),
+            ),
+            _ if trick.judged_against_own_reference() => left_out(trick, effect, own_reference_reason(trick)),
+            _ if c.verdict == Verdict::Faster => added(trick, effect, c.speedup),
             _ => {
                 let why = match c.verdict {
                     Verdict::WithinNoise => "faster, but within the A/A noise floor",
                     Verdict::Slower => "slower",
                     _ => "no significant effect (the interval holds 1)",
                 };
-                (judged(SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
+                not_significant(trick, effect, why)
             }
         })
     })
+}
+
+/// `trick`, with its measured `effect`, judged as `decision` (with `reason` when it is not added).
+fn judged(trick: Trick, effect: &str, decision: SpeedrunDecision, reason: Option<String>) -> SpeedrunTrick {
+    SpeedrunTrick { trick, metric: trick.metric(), effect: effect.to_owned(), decision, reason }
+}
+
+/// `trick` added to the candidates, with `ratio` its effect.
+fn added(trick: Trick, effect: String, ratio: f64) -> Judgement {
+    (judged(trick, &effect, SpeedrunDecision::Added, None), Some(Candidate { trick, ratio, effect }))
+}
+
+/// `trick` left out of the combination before its effect is weighed, for `why`.
+fn left_out(trick: Trick, effect: String, why: String) -> Judgement {
+    (judged(trick, &effect, SpeedrunDecision::LeftOut, Some(why)), None)
+}
+
+/// `trick` measured, but its effect not significant, for `why`.
+fn not_significant(trick: Trick, effect: String, why: &str) -> Judgement {
+    (judged(trick, &effect, SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
 }
 
 /// Why a trick judged against its own reference is left out of the combination.
@@ -222,22 +233,15 @@ fn time_to_accuracy_judgements<'r>(
             Some(versus) => format!("{versus}; {seeds}"),
             None => seeds,
         };
-        let judged = |decision, reason: Option<String>| SpeedrunTrick {
-            trick,
-            metric: trick.metric(),
-            effect: effect.clone(),
-            decision,
-            reason,
-        };
-        let left_out = |why: String| (judged(SpeedrunDecision::LeftOut, Some(why)), None);
         if trick.judged_against_own_reference() {
-            return Some(left_out(own_reference_reason(trick)));
+            return Some(left_out(trick, effect, own_reference_reason(trick)));
         }
         if s.batch_size != batch_size {
-            return Some(left_out(format!(
+            let why = format!(
                 "trained at batch {}, and the combination trains at batch {batch_size}",
                 s.batch_size
-            )));
+            );
+            return Some(left_out(trick, effect, why));
         }
         let reference = results.time_to_accuracy.iter().find(|r| {
             r.workload == workload
@@ -246,14 +250,12 @@ fn time_to_accuracy_judgements<'r>(
                 && r.batch_size == batch_size
         });
         Some(match reference.and_then(|r| sooner_ratio(results, s, r, floor.unwrap_or(0.0))) {
-            Some(ratio) => {
-                let candidate = Candidate { trick, ratio, effect: effect.clone() };
-                (judged(SpeedrunDecision::Added, None), Some(candidate))
-            }
-            None => {
-                let why = "not sooner than the baseline on every seed by more than the A/A noise floor";
-                (judged(SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
-            }
+            Some(ratio) => added(trick, effect, ratio),
+            None => not_significant(
+                trick,
+                effect,
+                "not sooner than the baseline on every seed by more than the A/A noise floor",
+            ),
         })
     })
 }
