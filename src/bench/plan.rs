@@ -419,8 +419,9 @@ fn time_to_accuracy_seeds(
 }
 
 /// The cells that measure `trick` alone, as its metric asks: throughput (training or evaluation)
-/// or memory cells, or time-to-accuracy cells per seed; each with the reference cells it is
-/// compared with when those are not the plain baselines.
+/// or memory cells (with time-to-accuracy cells per seed too for the tricks also trained to the
+/// target), or time-to-accuracy cells per seed; each with the reference cells it is compared with
+/// when those are not the plain baselines.
 fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec<PlannedCell> {
     let only = TrickSet::only(trick);
     if let Applicability::NotApplicable(_) = trick.applicability(workload, &request.hardware) {
@@ -438,7 +439,11 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
             if trick.reference_label().is_some() {
                 cells.push(reference_cell(request, workload, trick, kind));
             }
-            cells.push(planned(request, workload, only, kind));
+            cells.push(planned(request, workload, only.clone(), kind));
+            if let Some(batch) = request.time_to_accuracy_batch_size.filter(|_| trick.also_time_to_accuracy())
+            {
+                cells.extend(time_to_accuracy_seeds(request, workload, only, batch, None));
+            }
         }
         Metric::TimeToAccuracy => {
             // The one cell of a trick that cannot be measured here, with the reason.
@@ -644,6 +649,42 @@ mod tests {
         let stacked = ids(Plan::stack(&request(airbench.clone()), &airbench));
         let all_four = "resnet20/label-smoothing+ema-weights+flip-tta+bn-momentum/b128/s0/train";
         assert!(stacked.contains(&all_four.to_owned()), "{stacked:?}");
+    }
+
+    #[test]
+    fn fp8_matmul_is_timed_and_trained_to_the_target_where_it_applies() {
+        let hopper = Hardware::with_gpus(1);
+        let quick = ProfileName::Quick.settings(Family::CharGpt);
+        let gpt = |tricks: Vec<Trick>, hardware: Hardware| {
+            let request = PlanRequest {
+                time_to_accuracy_seeds: 2,
+                ..PlanRequest::new(vec![WorkloadId::GptMini], tricks, hardware, &quick)
+            };
+            let plan = Plan::ablation(&request);
+            plan.cells
+                .iter()
+                .map(|c| (c.key.id().to_string(), c.not_applicable.is_some()))
+                .collect::<Vec<_>>()
+        };
+        let batch = quick.batch_size;
+        let tta_batch = quick.tta.batch_size;
+        let fp8: Vec<(String, bool)> = gpt(vec![Trick::Fp8Matmul], hopper.clone())
+            .into_iter()
+            .skip_while(|(id, _)| !id.contains("fp8"))
+            .collect();
+        assert_eq!(
+            fp8,
+            [
+                (format!("gpt-mini/fp8-matmul/b{batch}/s0/train"), false),
+                (format!("gpt-mini/fp8-matmul/b{tta_batch}/s0/tta"), false),
+                (format!("gpt-mini/fp8-matmul/b{tta_batch}/s1/tta"), false),
+            ]
+        );
+        let cpu = gpt(vec![Trick::Fp8Matmul], Hardware::with_gpus(0));
+        let cpu_fp8: Vec<&(String, bool)> = cpu.iter().filter(|(id, _)| id.contains("fp8")).collect();
+        assert_eq!(cpu_fp8, [&(format!("gpt-mini/fp8-matmul/b{batch}/s0/train"), true)], "one cell says why");
+        let amp = gpt(vec![Trick::AmpBf16], hopper);
+        assert!(!amp.iter().any(|(id, _)| id.contains("amp-bf16") && id.ends_with("/tta")));
     }
 
     #[test]

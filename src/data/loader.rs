@@ -614,6 +614,15 @@ mod tests {
     }
 
     #[test]
+    fn every_trick_that_changes_the_pipeline_acts_on_the_loader() {
+        for trick in Trick::ALL {
+            if Pipeline::for_tricks(&TrickSet::only(trick)) != Pipeline::default() {
+                assert_eq!(trick.stage(), crate::tricks::Stage::Loader, "{trick}");
+            }
+        }
+    }
+
+    #[test]
     fn centre_crop_without_flip_is_the_identity() {
         let src = ramp_image();
         let mut out = vec![0; IMAGE_BYTES];

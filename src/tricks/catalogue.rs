@@ -15,7 +15,16 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
     )?;
     for trick in Trick::ALL {
         let guide = trick.guide_number().map_or("new".to_owned(), |n| format!("#{n}"));
-        writeln!(out, "{:<18} guide {guide:<4} metric: {}", trick.id(), trick.metric().label())?;
+        let metric = match trick.also_time_to_accuracy() {
+            true => format!("{} and time-to-accuracy", trick.metric().label()),
+            false => trick.metric().label().to_owned(),
+        };
+        writeln!(
+            out,
+            "{:<19} guide {guide:<4} acts on: {:<18} metric: {metric}",
+            trick.id(),
+            trick.stage().label()
+        )?;
         write_off_on(out, trick)?;
         // One line per family: the first member's reason stands for the family.
         for family in [Family::CifarResnet, Family::CharGpt] {

@@ -15,6 +15,8 @@ pub struct TrickInfo {
     pub guide_number: Option<u8>,
     /// What the trick is judged by.
     pub metric: Metric,
+    /// The part of training the trick changes.
+    pub stage: Stage,
     /// What the baseline ("off") does.
     pub off: Wording,
     /// What the trick ("on") does.
@@ -88,6 +90,37 @@ pub enum MemoryFigure {
     Live,
     /// Bytes the caching allocator reserved from the device, which is where fragmentation shows.
     Reserved,
+}
+
+/// The part of training a trick changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// The loader: how batches are read, assembled, augmented, standardised and copied to the
+    /// device before the step.
+    Loader,
+    /// The training step: its model, precision, forward, loss, backward, optimizer update,
+    /// launch and memory.
+    Step,
+    /// Evaluation on the held-out set only.
+    Evaluation,
+    /// The schedule across steps: the learning rate and momentum over training, or the batch size.
+    Schedule,
+    /// How training is spread over processes and devices.
+    Processes,
+}
+
+impl Stage {
+    /// What the stage is, in the words of `trickbench list`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Loader => "the loader",
+            Stage::Step => "the training step",
+            Stage::Evaluation => "evaluation",
+            Stage::Schedule => "the schedule",
+            Stage::Processes => "the processes",
+        }
+    }
 }
 
 /// What a trick is judged by.

@@ -20,7 +20,7 @@ use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
-pub use info::{MemoryFigure, Metric, Reference, TrickInfo, Wording};
+pub use info::{MemoryFigure, Metric, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 pub use set::TrickSet;
 
@@ -170,6 +170,11 @@ impl Trick {
     /// The tricks that choose the optimizer; at most one can be on.
     pub const OPTIMIZERS: [Trick; 4] = [Trick::Adamw, Trick::Lars, Trick::Lamb, Trick::Muon];
 
+    /// The tricks judged by training throughput that are also trained to the target beside the
+    /// baseline: they change the arithmetic of the model's matmuls, so what they gain in speed
+    /// could be lost in convergence.
+    pub const ALSO_TIME_TO_ACCURACY: [Trick; 1] = [Trick::Fp8Matmul];
+
     /// The tricks that force one `scaled_dot_product_attention` backend; at most one can be on.
     pub const SDPA_BACKENDS: [Trick; 4] =
         [Trick::SdpaFlash, Trick::SdpaCudnn, Trick::SdpaMemEfficient, Trick::SdpaMath];
@@ -215,6 +220,17 @@ impl Trick {
     /// The metric the trick is judged by.
     pub fn metric(self) -> Metric {
         self.info().metric
+    }
+
+    /// Whether the trick, judged by training throughput, is also trained to the target (see
+    /// [`Trick::ALSO_TIME_TO_ACCURACY`]).
+    pub fn also_time_to_accuracy(self) -> bool {
+        Trick::ALSO_TIME_TO_ACCURACY.contains(&self)
+    }
+
+    /// The part of training the trick changes.
+    pub fn stage(self) -> Stage {
+        self.info().stage
     }
 
     /// Which peak memory the trick's cells are compared by.

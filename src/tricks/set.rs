@@ -79,8 +79,9 @@ impl TrickSet {
         self.iter().find_map(Trick::forced_attention_backend)
     }
 
-    /// Why these tricks cannot be on together, if they cannot: each optimizer trick replaces the
-    /// optimizer (Muon that of the hidden weights), a CUDA graph cannot replay DDP's or 1cycle's
+    /// Why these tricks cannot be on together, if they cannot: `amp` and `amp-bf16` each choose
+    /// autocast's dtype; each optimizer trick replaces the optimizer (Muon that of the hidden
+    /// weights); a CUDA graph cannot replay DDP's or 1cycle's
     /// host-driven steps; `flash-attention` (PyTorch's own backend choice) and each forced-backend
     /// trick decide how attention runs, and only one backend can be forced; `fused-optimizer` has
     /// fused kernels for SGD and AdamW only (not LARS or LAMB; with Muon, they update the parameters
@@ -97,6 +98,14 @@ impl TrickSet {
                 "{} each decide which scaled_dot_product_attention backend runs (PyTorch's choice, or \
                  exactly one forced with every other disabled); only one can be on",
                 attention.join(" and ")
+            ));
+        }
+        if self.has(Trick::Amp) && self.has(Trick::AmpBf16) {
+            return Some(format!(
+                "{} and {} each choose the dtype autocast runs in (fp16 with loss scaling, or bf16); \
+                 only one can be on",
+                Trick::Amp,
+                Trick::AmpBf16
             ));
         }
         let optimizers: Vec<&str> =
@@ -181,6 +190,19 @@ mod tests {
             assert_eq!(with_others.forced_attention_backend(), t.forced_attention_backend());
         }
         assert_eq!(TrickSet::only(Trick::FlashAttention).forced_attention_backend(), None);
+    }
+
+    #[test]
+    fn fp16_and_bf16_autocast_cannot_both_be_on() {
+        let both: TrickSet = [Trick::Amp, Trick::AmpBf16].into_iter().collect();
+        let reason = both.conflict_reason().unwrap();
+        assert!(reason.starts_with("amp and amp-bf16 each choose the dtype autocast runs in"), "{reason}");
+        let gpu = Hardware::with_gpus(1);
+        assert_eq!(both.not_applicable_reason(WorkloadId::Resnet56, &gpu), Some(reason));
+        for one in [Trick::Amp, Trick::AmpBf16] {
+            let with_others: TrickSet = [one, Trick::ChannelsLast, Trick::CudaGraphs].into_iter().collect();
+            assert_eq!(with_others.not_applicable_reason(WorkloadId::Resnet56, &gpu), None, "{one}");
+        }
     }
 
     #[test]

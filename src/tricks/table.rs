@@ -3,7 +3,7 @@
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{MemoryFigure, Metric, Reference, TrickInfo};
+use super::info::{MemoryFigure, Metric, Reference, Stage, TrickInfo};
 use super::{Need, Trick};
 
 /// The baseline of both mixed-precision tricks.
@@ -29,6 +29,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "amp",
             guide_number: Some(4),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to fp16 with dynamic loss scaling"),
             reference: Reference::Baseline,
@@ -42,6 +43,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "amp-bf16",
             guide_number: Some(4),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to bf16, no loss scaling"),
             reference: Reference::Baseline,
@@ -54,6 +56,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "cudnn-benchmark",
             guide_number: Some(6),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("cuDNN picks convolution algorithms by heuristics"),
             on: Same("cuDNN autotunes convolution algorithms on first use"),
             reference: Reference::Baseline,
@@ -70,6 +73,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "avoid-sync",
             guide_number: Some(7),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("loss and accuracy read to the host (.item()) every step"),
             on: Same("metrics accumulated on the device, read once per log interval"),
             reference: Reference::Baseline,
@@ -83,6 +87,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "no-bias-before-bn",
             guide_number: Some(15),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("convolutions followed by BatchNorm carry a bias"),
             on: Same("no bias in convolutions followed by BatchNorm"),
             reference: Reference::Baseline,
@@ -97,6 +102,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "zero-grad-none",
             guide_number: Some(11),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("gradients zero-filled before each backward"),
             on: Same("gradients set to None before each backward"),
             reference: Reference::Baseline,
@@ -109,6 +115,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "no-grad-eval",
             guide_number: Some(16),
             metric: Metric::EvalThroughput,
+            stage: Stage::Evaluation,
             off: Same("evaluation records autograd graphs"),
             on: Same("evaluation under no-grad"),
             reference: Reference::Baseline,
@@ -121,6 +128,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "channels-last",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("NCHW (contiguous) activations and weights"),
             on: Same("NHWC (channels_last) activations and weights"),
             reference: Reference::Baseline,
@@ -138,6 +146,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "loader-workers",
             guide_number: Some(2),
             metric: Metric::Throughput,
+            stage: Stage::Loader,
             off: ByFamily {
                 cifar_resnet: "batches assembled and augmented on the training thread",
                 char_gpt: "batches of random windows assembled on the training thread",
@@ -161,6 +170,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "pin-memory",
             guide_number: Some(2),
             metric: Metric::Throughput,
+            stage: Stage::Loader,
             off: Same("pageable host tensors, blocking host-to-device copies"),
             on: Same("reused pinned host buffers, non-blocking host-to-device copies"),
             reference: Reference::Baseline,
@@ -174,6 +184,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "zero-copy",
             guide_number: Some(12),
             metric: Metric::Throughput,
+            stage: Stage::Loader,
             off: ByFamily {
                 cifar_resnet: "each batch's pixels copied from host vectors into a new tensor",
                 char_gpt: "each batch's tokens copied into a new tensor",
@@ -194,6 +205,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "gpu-augment",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Loader,
             off: Same("random crop and flip per image in a CPU loop"),
             on: Same("random crop and flip of the whole batch on the training device"),
             reference: Reference::Baseline,
@@ -207,6 +219,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "packed-dataset",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Loader,
             off: Same("with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"),
             on: Same("the images decoded once and packed in memory"),
             reference: Reference::Baseline,
@@ -223,6 +236,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "fused-optimizer",
             guide_number: Some(5),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("SGD or AdamW updates each parameter in turn (several small kernels each)"),
             on: Same("SGD or AdamW updates every parameter in one fused multi-tensor kernel"),
             reference: Reference::Baseline,
@@ -236,6 +250,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "tf32",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(
                 "PyTorch's default: TF32 in cuDNN convolutions, fp32 matmuls at full precision (a separate \
                  strict-fp32 reference cell forbids TF32 in both)",
@@ -256,6 +271,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "jit-fusion",
             guide_number: Some(18),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: ByFamily {
                 cifar_resnet: "residual epilogue as eager ops: add, then ReLU (a kernel each)",
                 char_gpt: "GELU and the residual dropout-add as eager ops (a kernel each)",
@@ -277,6 +293,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "debug-off",
             guide_number: Some(13),
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("autograd anomaly detection left on (a separate debug-apis-on reference cell)"),
             on: Same("anomaly detection off, as in the plain recipe"),
             reference: Reference::Own("debug-apis-on"),
@@ -290,6 +307,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "cuda-graphs",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("every kernel of the step launched from the host, op by op"),
             on: Same(
                 "after 3 warm-up steps on a side stream, the whole step (forward, backward, optimizer with \
@@ -311,6 +329,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "torch-compile",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("eager PyTorch: every operation dispatched one by one from Python"),
             on: Same(
                 "the model wrapped in torch.compile: TorchDynamo captures the forward as a graph, \
@@ -334,6 +353,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "one-cycle",
             guide_number: Some(1),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Schedule,
             off: ByFamily {
                 cifar_resnet: "step schedule: the base rate, ÷10 at 50% and 75% of training, momentum 0.9",
                 char_gpt: "the recipe's schedule: linear warm-up over 100 steps to 1e-3, cosine decay to \
@@ -360,6 +380,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "max-batch",
             guide_number: Some(3),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Schedule,
             off: Same("the recipe's batch and learning rate"),
             on: Same(
                 "the largest batch that fits (probed in child processes, doubling until out of memory), \
@@ -379,6 +400,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "adamw",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same("Adam with L2 added to the gradient (a separate adam-l2 reference cell)"),
             on: Same("AdamW: weight decay decoupled from the adaptive update"),
             reference: Reference::Own("adam-l2"),
@@ -395,6 +417,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "lars",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LARS: momentum SGD with a layer-wise trust ratio ‖w‖/‖∇w + λw‖"),
             reference: Reference::Baseline,
@@ -408,6 +431,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "lamb",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LAMB: Adam updates scaled by a layer-wise trust ratio ‖w‖/‖update‖"),
             reference: Reference::Baseline,
@@ -420,6 +444,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "muon",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: ByFamily {
                 cifar_resnet: "the recipe's SGD with momentum for every parameter",
                 char_gpt: "the recipe's AdamW for every parameter",
@@ -447,6 +472,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "checkpointing",
             guide_number: Some(8),
             metric: Metric::Memory,
+            stage: Stage::Step,
             off: Same("every activation kept for backward"),
             on: Same("only each segment's input kept; segments recomputed in backward"),
             reference: Reference::Baseline,
@@ -460,6 +486,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "grad-accumulation",
             guide_number: Some(9),
             metric: Metric::Memory,
+            stage: Stage::Step,
             off: Same("the whole batch in one forward and backward"),
             on: Same("4 micro-batches per optimizer step, gradients accumulated"),
             reference: Reference::Baseline,
@@ -473,6 +500,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "expandable-segments",
             guide_number: None,
             metric: Metric::Memory,
+            stage: Stage::Step,
             off: Same("the CUDA caching allocator's fixed-size segments (expandable_segments:False)"),
             on: Same(
                 "expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): one segment per \
@@ -494,6 +522,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "grad-clipping",
             guide_number: Some(14),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same("no clipping"),
             on: ByFamily {
                 cifar_resnet: "gradients clipped to global norm 2.0, computed on the device without a host \
@@ -511,6 +540,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "input-norm",
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Loader,
             off: Same("raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)"),
             on: Same("per-channel standardised inputs, as in the recipe"),
             reference: Reference::Own("raw-inputs"),
@@ -523,6 +553,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "batch-norm",
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same(
                 "no BatchNorm: plainly initialised convolutions with biases (a separate no-batch-norm \
                  reference cell)",
@@ -541,6 +572,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "label-smoothing",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same("training loss: cross-entropy against the one-hot targets"),
             on: Same(
                 "training loss: cross-entropy against targets smoothed by 0.2 (airbench's value: 0.82 on the \
@@ -561,6 +593,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "ema-weights",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same("evaluation uses the raw trained weights"),
             on: Same(
                 "an exponential moving average of every weight and BatchNorm running statistic, updated \
@@ -584,6 +617,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "flip-tta",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Evaluation,
             off: Same("each test image evaluated once"),
             on: Same(
                 "evaluation logits the mean of each test image's and its horizontal mirror's (airbench's \
@@ -601,6 +635,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "bn-momentum",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
+            stage: Stage::Step,
             off: Same(
                 "BatchNorm running statistics at PyTorch's momentum 0.1: running = 0.9·running + 0.1·batch",
             ),
@@ -622,6 +657,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "flash-attention",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
@@ -640,6 +676,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "sdpa-flash",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with only its FlashAttention backend allowed (FlashAttention-2 \
@@ -659,6 +696,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "sdpa-cudnn",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only cuDNN's fused attention allowed"),
             reference: Reference::Baseline,
@@ -678,6 +716,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "sdpa-mem-efficient",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only memory-efficient attention (xFormers' kernel) allowed"),
             reference: Reference::Baseline,
@@ -697,6 +736,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "sdpa-math",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with only its math backend allowed: the same ops as the \
@@ -713,6 +753,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "fp8-matmul",
             guide_number: None,
             metric: Metric::Throughput,
+            stage: Stage::Step,
             off: Same("the attention and MLP projections as matmuls in the activations' dtype"),
             on: Same(
                 "the attention and MLP projections as fp8 matmuls (torch._scaled_mm) with outputs in bf16 \
@@ -744,6 +785,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             id: "ddp",
             guide_number: Some(10),
             metric: Metric::Throughput,
+            stage: Stage::Processes,
             off: Same(
                 "DataParallel: one process drives every GPU, copying the weights to each every step, \
                  splitting a batch of N × the cell's batch over them and adding their gradients onto the \
