@@ -10,6 +10,7 @@ use trickbench::bench::trace::CellGlob;
 use trickbench::device::DeviceSpec;
 use trickbench::parity::side::CompileMode;
 use trickbench::report::CompareBy;
+use trickbench::tricks::Trick;
 
 /// Measures PyTorch training speed-up tricks, on and off, on reference models.
 #[derive(Debug, Parser)]
@@ -389,6 +390,19 @@ pub struct ParityArgs {
     /// compiler), a mode is reported not available with the reason.
     #[arg(long, value_delimiter = ',', value_name = "MODES")]
     pub compile: Vec<CompileMode>,
+    /// Comma-separated trick ids: a trickbench side with these tricks on together, timed in the
+    /// same rounds (its losses are not compared: a trick may change the arithmetic). A trick that
+    /// does not apply to a workload here is left out of its stack, with the reason; tricks that act
+    /// on the loader, evaluation, the schedule or several processes are refused, since parity
+    /// times training steps on exported batches.
+    #[arg(long, value_delimiter = ',', value_name = "TRICKS", conflicts_with = "stack_from")]
+    pub stack: Vec<Trick>,
+    /// Results file of an earlier run: the stacked side takes, per workload, the tricks whose
+    /// training throughput was significantly faster than the baseline's there (its best stack, as
+    /// the speedrun design combines them). Repeatable; a trick measured in several files is taken
+    /// from the first.
+    #[arg(long, value_name = "RESULTS")]
+    pub stack_from: Vec<PathBuf>,
     /// Python interpreter with PyTorch (default: .venv/bin/python when present, else python3).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -418,6 +432,9 @@ pub struct ParitySideArgs {
     /// Steps per window (mode time).
     #[arg(long, default_value_t = 10)]
     pub steps_per_window: usize,
+    /// Comma-separated tricks on together: the stacked side (none: trickbench's baseline).
+    #[arg(long, value_delimiter = ',')]
+    pub tricks: Vec<Trick>,
 }
 
 /// A dataset `trickbench data fetch` downloads.

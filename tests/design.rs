@@ -7,7 +7,7 @@ mod common;
 use trickbench::bench::design::{stack_ranking, Design, Phases};
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
-use trickbench::bench::speedrun::{Evidence, THIS_RUN};
+use trickbench::bench::speedrun::{fastest_step, Evidence, THIS_RUN};
 use trickbench::device::{DeviceSpec, Hardware};
 use trickbench::error::Error;
 use trickbench::results::analysis::time_to_accuracy_summaries;
@@ -350,6 +350,40 @@ fn the_speedrun_combines_the_significant_tricks_largest_effect_first_and_refuses
     }
     let ids: Vec<String> = phases.plans[0].cells.iter().map(|c| c.key.id().to_string()).collect();
     assert_eq!(ids, ["resnet20/baseline/b64/s0/tta", "resnet20/avoid-sync+one-cycle+lars/b64/s0/tta"]);
+}
+
+#[test]
+fn the_fastest_step_combines_the_significantly_faster_throughput_tricks_that_the_caller_admits() {
+    let mut results = measured_effects();
+    add_measured(&mut results, &[Trick::LoaderWorkers], Phase::Train, 1.6);
+    add_measured(&mut results, &[Trick::ChannelsLast], Phase::Train, 1.2);
+    let cpu = Hardware::probe(DeviceSpec::Cpu);
+    let (stack, considered) = fastest_step(
+        &[("effects.json", &results)],
+        WorkloadId::Resnet20,
+        trickbench::parity::stack::refusal,
+        |set| set.not_applicable_reason(WorkloadId::Resnet20, &cpu),
+    );
+    // avoid-sync 1.3× before channels-last 1.2×; loader-workers (1.6×) acts outside the step.
+    assert_eq!(stack, [Trick::AvoidSync, Trick::ChannelsLast]);
+    let about = |trick: Trick| considered.iter().find(|t| t.trick == trick).unwrap();
+    assert_eq!(about(Trick::LoaderWorkers).decision, SpeedrunDecision::LeftOut);
+    assert!(about(Trick::LoaderWorkers).reason.as_deref().unwrap().starts_with("acts on the loader"));
+    assert!(about(Trick::LoaderWorkers).effect.starts_with("1.60×"), "{:?}", about(Trick::LoaderWorkers));
+    assert_eq!(about(Trick::ZeroGradNone).decision, SpeedrunDecision::NotSignificant);
+    assert_eq!(about(Trick::Checkpointing).decision, SpeedrunDecision::LeftOut);
+    assert!(
+        !considered.iter().any(|t| t.trick == Trick::OneCycle),
+        "time-to-accuracy effects do not speed a step up"
+    );
+    let refuse_all = |_: &trickbench::tricks::TrickSet| Some("not here".to_owned());
+    let (none, refused) =
+        fastest_step(&[("effects.json", &results)], WorkloadId::Resnet20, |_| None, refuse_all);
+    assert!(none.is_empty());
+    assert_eq!(about(Trick::AvoidSync).decision, SpeedrunDecision::Added);
+    let refused: Vec<Trick> =
+        refused.iter().filter(|t| t.decision == SpeedrunDecision::Refused).map(|t| t.trick).collect();
+    assert_eq!(refused, [Trick::LoaderWorkers, Trick::AvoidSync, Trick::ChannelsLast]);
 }
 
 #[test]

@@ -15,6 +15,8 @@ use trickbench::parity::compare::{
     LossAgreement, ParityReport, COMPILED_LOSS_RELATIVE_TOLERANCE, LOSS_RELATIVE_TOLERANCE,
 };
 use trickbench::parity::side::{self, CompileMode, SideMode, SideOutput};
+use trickbench::results::schema::SpeedrunDecision;
+use trickbench::tricks::{Trick, TrickSet};
 use trickbench::workloads::WorkloadId;
 
 use common::cli::{synthetic_cifar, text, trickbench};
@@ -82,13 +84,22 @@ fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
             "verse.txt",
             "--python",
             python.to_str().unwrap(),
+            "--stack",
+            "channels-last,zero-grad-none",
             "--out",
             "parity",
         ],
     );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("trickbench ÷ PyTorch") && stdout.contains("agree"), "{stdout}");
+    assert!(stdout.contains("÷ PyTorch eager") && stdout.contains("agree"), "{stdout}");
+    for row in ["PyTorch eager", "trickbench baseline", "trickbench stack"] {
+        assert!(stdout.lines().any(|l| l.starts_with(row)), "no {row} row:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("left out channels-last (named with --stack): gpt-mini has no convolutions"),
+        "{stdout}"
+    );
     let bytes = std::fs::read(dir.path().join("parity/parity.json")).unwrap();
     let report: ParityReport = serde_json::from_slice(&bytes).unwrap();
     let workloads: Vec<WorkloadId> = report.workloads.iter().map(|w| w.workload).collect();
@@ -107,7 +118,16 @@ fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
         let ratio = speed.speed_ratio;
         assert!(ratio.point > 0.0 && ratio.low <= ratio.point && ratio.point <= ratio.high, "{ratio:?}");
         assert!(dir.path().join("parity").join(&w.case_dir).join(case::WEIGHTS_FILE).is_file());
+        let stack = w.stack.as_ref().expect("a stacked side");
+        assert_eq!(stack.rounds.len(), 2, "{stack:?}");
+        assert!(stack.rounds.iter().all(|windows| windows.len() == 2));
+        let to_baseline = stack.speed.as_ref().expect("timed").ratio_to_baseline;
+        assert!(to_baseline.low <= to_baseline.point && to_baseline.point <= to_baseline.high);
+        assert!(dir.path().join("parity").join(&w.case_dir).join("trickbench-stack-time-1.json").is_file());
     }
+    let stacks: Vec<Vec<Trick>> =
+        report.workloads.iter().map(|w| w.stack.as_ref().unwrap().tricks.clone()).collect();
+    assert_eq!(stacks, [vec![Trick::ChannelsLast, Trick::ZeroGradNone], vec![Trick::ZeroGradNone]]);
     assert!(dir.path().join("parity/parity.py").is_file(), "the PyTorch side is kept beside the results");
 }
 
@@ -127,7 +147,7 @@ fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
         steps: 4,
     };
     let exported = case::export(&request, &case_dir).unwrap();
-    let trickbench_side = side::run(&case_dir, SideMode::Losses).unwrap();
+    let trickbench_side = side::run(&case_dir, SideMode::Losses, &TrickSet::baseline()).unwrap();
 
     // The PyTorch side reads the optimizer from case.json; trickbench's follows the recipe.
     let mut changed: ParityCase = exported.clone();
@@ -204,7 +224,11 @@ fn a_compiled_side_agrees_with_eager_and_its_compile_seconds_are_kept_apart_from
     let speed = side.speed.as_ref().expect("timed");
     assert_eq!(speed.first_compile_s, side.rounds[0].compile_s);
     assert!(speed.ratio_to_eager.low <= speed.ratio_to_eager.point, "{speed:?}");
-    assert!(stdout.contains("compile default") && stdout.contains("of eager"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("PyTorch compiled (default)"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("agree") && row.contains(" s, "), "the compile seconds beside the step: {row}");
     assert!(dir.path().join("parity/gpt-mini/pytorch-compile-default-time-0.json").is_file());
 }
 
@@ -226,7 +250,79 @@ fn a_missing_compiler_makes_the_compiled_side_unavailable_not_the_comparison_fai
     let reason = side.unavailable.as_deref().expect("unavailable");
     assert!(reason.contains("compiler"), "{reason}");
     assert!(side.losses.is_none() && side.rounds.is_empty() && side.speed.is_none());
-    assert!(stdout.contains("compile max-autotune-no-cudagraphs: not available here"), "{stdout}");
+    assert!(stdout.contains("PyTorch compiled (max-autotune-no-cudagraphs): not available here"), "{stdout}");
+}
+
+#[test]
+fn the_stack_from_a_results_file_is_its_significantly_faster_step_tricks() {
+    let dir = temp_dir();
+    write_data(dir.path());
+    // The fixture's ResNet-20: avoid-sync 1.18× faster, zero-grad-none within noise,
+    // channels-last slower, debug-off against its own reference.
+    trickbench::results::store::save(&common::fixtures::cpu_run(), &dir.path().join("effects.json")).unwrap();
+    let python = python();
+    let args = [
+        "parity",
+        "--workload",
+        "resnet20",
+        "--profile",
+        "smoke",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--rounds",
+        "1",
+        "--warmup-steps",
+        "1",
+        "--windows",
+        "1",
+        "--steps-per-window",
+        "1",
+        "--data",
+        "cifar",
+        "--stack-from",
+        "effects.json",
+        "--out",
+        "parity",
+        "--python",
+    ];
+    let out = trickbench(dir.path(), &[&args[..], &[python.to_str().unwrap()]].concat());
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
+    let report: ParityReport =
+        serde_json::from_slice(&std::fs::read(dir.path().join("parity/parity.json")).unwrap()).unwrap();
+    let stack = report.workloads[0].stack.as_ref().unwrap();
+    assert_eq!(stack.tricks, [Trick::AvoidSync]);
+    assert_eq!(stack.evidence, ["effects.json"]);
+    let decision = |t: Trick| stack.considered.iter().find(|c| c.trick == t).unwrap().decision;
+    assert_eq!(decision(Trick::ZeroGradNone), SpeedrunDecision::NotSignificant);
+    assert_eq!(decision(Trick::DebugOff), SpeedrunDecision::LeftOut);
+    assert_eq!(stack.rounds.len(), 1);
+    assert!(stdout.contains("stack: avoid-sync (from effects.json)"), "{stdout}");
+}
+
+#[test]
+fn stack_flags_that_cannot_work_are_refused_naming_the_trick_or_file() {
+    let dir = temp_dir();
+    let out = trickbench(dir.path(), &["parity", "--device", "cpu", "--stack", "zero-grad-none,pin-memory"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--stack pin-memory: acts on the loader"), "{stderr}");
+
+    let out = trickbench(dir.path(), &["parity", "--device", "cpu", "--stack-from", "absent.json"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--stack-from") && stderr.contains("absent.json"), "{stderr}");
+
+    let out = trickbench(dir.path(), &["parity", "--stack", "amp", "--stack-from", "r.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot be used with"), "{}", text(&out.stderr));
+
+    let out = trickbench(dir.path(), &["parity", "--stack", "turbo"]);
+    assert!(text(&out.stderr).contains("unknown trick 'turbo'"), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -303,7 +399,7 @@ fn dropout_masks_line_up_so_a_gpt_with_dropout_agrees_too() {
     };
     let exported = case::export(&request, &case_dir).unwrap();
     assert!(matches!(exported.model, case::ModelSpec::Gpt { dropout, .. } if dropout == 0.2));
-    let trickbench_side = side::run(&case_dir, SideMode::Losses).unwrap();
+    let trickbench_side = side::run(&case_dir, SideMode::Losses, &TrickSet::baseline()).unwrap();
     let pytorch_side = pytorch_losses(dir.path(), &case_dir);
     let agreement =
         LossAgreement::compare(trickbench_side.losses, pytorch_side.losses, LOSS_RELATIVE_TOLERANCE).unwrap();

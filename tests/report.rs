@@ -472,6 +472,19 @@ fn first_screen_judges_each_trick_by_its_own_metric() {
         convergence_doc.select(&Selector::parse(".baseline").unwrap()).next().unwrap().text().collect();
     assert!(baseline.starts_with("Baseline: 1205 images/s") && baseline.contains(" MiB"), "{baseline}");
 
+    // A time-to-target gain whose seeds overlap by more than the noise floor is not called a help:
+    // the committed speedrun's muon, 1.19× sooner over two seeds against a ±23% floor, which its
+    // speedrun left out of the combination.
+    let speedrun = committed("cpu-xeon-2core-20261202-quick-speedrun", &["results.json"]);
+    render_report(&speedrun, &out.join("speedrun")).unwrap();
+    let speedrun_rows = verdict_rows(&page(&out.join("speedrun")));
+    let muon = row_of(&speedrun_rows, "muon");
+    assert_eq!(muon[2], "inside the A/A noise floor", "{muon:?}");
+    assert!(
+        muon[3].starts_with("1.19× sooner") && muon[3].ends_with("by more than the A/A noise floor"),
+        "{muon:?}"
+    );
+
     // Super-convergence: one-cycle reached the target later than the baseline.
     let sc = verdict_rows(&render("super-convergence"));
     let row = row_of(&sc, "one-cycle");

@@ -54,7 +54,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         config.device,
         workload_ids.join(", ")
     ));
-    let evidence = load_evidence(&config.request.from, config.device)?;
+    let evidence = load_evidence("--from", &config.request.from, config.device)?;
     let inputs = resolve_inputs(config, &|line| progress.note(line))?;
     let requests = config.plan_requests(inputs.text.missing())?;
     if let Some(glob) = &config.request.trace {

@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use crate::bench::plan::PlanRequest;
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::results::analysis::time_to_target_verdict;
 use crate::results::schema::{
     CellKind, CellResult, Phase, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
     Verdict,
@@ -41,16 +42,17 @@ pub struct Evidence {
     pub results: Results,
 }
 
-/// Reads the `--from` files, refusing one that cannot be read or parsed, or that was measured
-/// on another kind of device than `device` (naming the file).
-pub fn load_evidence(paths: &[PathBuf], device: DeviceSpec) -> Result<Vec<Evidence>, Error> {
+/// Reads the results files given with `flag` (`--from`), refusing one that cannot be read or
+/// parsed, or that was measured on another kind of device than `device` (naming the flag and the
+/// file).
+pub fn load_evidence(flag: &str, paths: &[PathBuf], device: DeviceSpec) -> Result<Vec<Evidence>, Error> {
     paths
         .iter()
         .map(|path| {
-            let results = store::load(path).map_err(|e| e.context("--from"))?;
+            let results = store::load(path).map_err(|e| e.context(flag))?;
             if results.run.device.is_cuda() != device.is_cuda() {
                 return Err(Error::Invalid(format!(
-                    "--from {}: measured on {}, and this run is on {device}; effects measured on another \
+                    "{flag} {}: measured on {}, and this run is on {device}; effects measured on another \
                      device do not carry over",
                     path.display(),
                     results.run.device
@@ -76,21 +78,78 @@ struct Candidate {
 pub fn choose(evidence: &[(&str, &Results)], request: &PlanRequest, workload: WorkloadId) -> SpeedrunChoice {
     let batch_size = request.time_to_accuracy_batch_size.unwrap_or(request.batch_size);
     let floor = noise_floor(evidence, workload);
-    let mut decided: Vec<SpeedrunTrick> = Vec::new();
-    let mut candidates: Vec<Candidate> = Vec::new();
+    let judged = judge_each_once(evidence, |results| {
+        throughput_judgements(results, workload)
+            .chain(time_to_accuracy_judgements(results, workload, batch_size, floor))
+            .filter(|(judgement, _)| request.tricks.contains(&judgement.trick))
+            .collect()
+    });
+    let (combination, tricks) = combine(judged, |with| {
+        with.not_applicable_reason(workload, &request.hardware)
+            .or_else(|| with.missing_source_reason(request.has_images))
+    });
+    let sources = evidence.iter().map(|(s, _)| (*s).to_owned()).collect();
+    SpeedrunChoice {
+        workload,
+        evidence: sources,
+        batch_size,
+        combination,
+        tricks,
+        noise_floor_half_width: floor,
+    }
+}
+
+/// The fastest training step `evidence` shows for `workload`: the tricks whose training throughput
+/// was significantly faster than the baseline's (by the rule of this module), combined largest
+/// effect first, each refused where `refusal` refuses the set it would join; a trick for which
+/// `leave_out` gives a reason is left out whatever its effect. Returns the combination and the
+/// decision on every trick measured.
+pub fn fastest_step(
+    evidence: &[(&str, &Results)],
+    workload: WorkloadId,
+    leave_out: impl Fn(Trick) -> Option<String>,
+    refusal: impl Fn(&TrickSet) -> Option<String>,
+) -> (Vec<Trick>, Vec<SpeedrunTrick>) {
+    let judged = judge_each_once(evidence, |results| {
+        throughput_judgements(results, workload)
+            .map(|(judgement, candidate)| match leave_out(judgement.trick) {
+                Some(why) => left_out(judgement.trick, judgement.effect, why),
+                None => (judgement, candidate),
+            })
+            .collect()
+    });
+    combine(judged, refusal)
+}
+
+/// The judgements `judge` makes of each file of `evidence`, a trick judged in several files taken
+/// from the first.
+fn judge_each_once<'r>(
+    evidence: &[(&str, &'r Results)],
+    judge: impl Fn(&'r Results) -> Vec<Judgement>,
+) -> Vec<Judgement> {
+    let mut judged: Vec<Judgement> = Vec::new();
     for (_, results) in evidence {
-        let judged = throughput_judgements(results, workload)
-            .chain(time_to_accuracy_judgements(results, workload, batch_size, floor));
-        for (judgement, candidate) in judged {
-            let known = decided.iter().any(|d| d.trick == judgement.trick)
-                || candidates.iter().any(|c| c.trick == judgement.trick);
-            if known || !request.tricks.contains(&judgement.trick) {
-                continue;
+        for judgement in judge(results) {
+            if !judged.iter().any(|(known, _)| known.trick == judgement.0.trick) {
+                judged.push(judgement);
             }
-            match candidate {
-                Some(c) => candidates.push(c),
-                None => decided.push(judgement),
-            }
+        }
+    }
+    judged
+}
+
+/// The combination of the significant tricks of `judgements`, largest effect first, each refused where
+/// `refusal` refuses the set it would join; and every decision, the candidates' first.
+fn combine(
+    judgements: Vec<Judgement>,
+    refusal: impl Fn(&TrickSet) -> Option<String>,
+) -> (Vec<Trick>, Vec<SpeedrunTrick>) {
+    let mut decided = Vec::new();
+    let mut candidates = Vec::new();
+    for (judgement, candidate) in judgements {
+        match candidate {
+            Some(c) => candidates.push(c),
+            None => decided.push(judgement),
         }
     }
     candidates.sort_by(|a, b| b.ratio.total_cmp(&a.ratio));
@@ -98,32 +157,15 @@ pub fn choose(evidence: &[(&str, &Results)], request: &PlanRequest, workload: Wo
     let mut considered = Vec::new();
     for c in candidates {
         let with: TrickSet = combination.iter().copied().chain([c.trick]).collect();
-        let refusal = with
-            .not_applicable_reason(workload, &request.hardware)
-            .or_else(|| with.missing_source_reason(request.has_images));
-        let decision = if refusal.is_some() { SpeedrunDecision::Refused } else { SpeedrunDecision::Added };
-        if refusal.is_none() {
+        let reason = refusal(&with);
+        let decision = if reason.is_some() { SpeedrunDecision::Refused } else { SpeedrunDecision::Added };
+        if reason.is_none() {
             combination.push(c.trick);
         }
-        let metric = c.trick.metric();
-        considered.push(SpeedrunTrick {
-            trick: c.trick,
-            metric,
-            effect: c.effect,
-            decision,
-            reason: refusal,
-        });
+        considered.push(judged(c.trick, &c.effect, decision, reason));
     }
     considered.extend(decided);
-    let sources = evidence.iter().map(|(s, _)| (*s).to_owned()).collect();
-    SpeedrunChoice {
-        workload,
-        evidence: sources,
-        batch_size,
-        combination,
-        tricks: considered,
-        noise_floor_half_width: floor,
-    }
+    (combination, considered)
 }
 
 /// The largest half-width of `workload`'s A/A noise floors in `evidence`.
@@ -260,20 +302,10 @@ fn time_to_accuracy_judgements<'r>(
     })
 }
 
-/// The time-to-target ratio of configuration `trick` over `reference` when the trick was
-/// significantly sooner: its slowest seed reached the target, and times 1 + `floor` still before
-/// the fastest seed of the reference (infinite where no reference seed reached it).
+/// The time-to-target ratio of configuration `trick` over `reference` (infinite where the
+/// reference never reached the target) when the trick reached it significantly sooner
+/// ([`time_to_target_verdict`] with `floor`).
 fn sooner_ratio(results: &Results, trick: &TtaSummary, reference: &TtaSummary, floor: f64) -> Option<f64> {
-    let times = |s: &TtaSummary| -> Vec<f64> {
-        s.cells
-            .iter()
-            .filter_map(|id| results.cells.iter().find(|c| c.id() == *id))
-            .filter_map(|c| c.time_to_accuracy.as_ref())
-            .map(|t| t.time_to_target_s.unwrap_or(f64::INFINITY))
-            .collect()
-    };
-    let (ours, theirs) = (times(trick), times(reference));
-    let slowest = ours.iter().copied().reduce(f64::max).filter(|t| t.is_finite())?;
-    let fastest = theirs.iter().copied().reduce(f64::min)?;
-    (slowest * (1.0 + floor) < fastest).then(|| trick.speedup.unwrap_or(f64::INFINITY))
+    (time_to_target_verdict(&results.cells, trick, reference, floor) == Verdict::Faster)
+        .then(|| trick.speedup.unwrap_or(f64::INFINITY))
 }

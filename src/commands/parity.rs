@@ -8,7 +8,10 @@ use trickbench::parity::compare::{COMPILED_LOSS_RELATIVE_TOLERANCE, LOSS_RELATIV
 use trickbench::parity::config::{ParityConfig, ParityRequest};
 use trickbench::parity::session::{self, REPORT_FILE};
 use trickbench::parity::side::{self, SideMode, TimingPlan};
+use trickbench::parity::stack::StackRequest;
+use trickbench::parity::summary::summary;
 use trickbench::results::store;
+use trickbench::tricks::TrickSet;
 
 use crate::cli::{ParityArgs, ParityMode, ParitySideArgs};
 
@@ -16,7 +19,7 @@ use crate::cli::{ParityArgs, ParityMode, ParitySideArgs};
 pub fn parity(args: &ParityArgs) -> Result<()> {
     let config = ParityConfig::new(request(args)?, &|line| eprintln!("{line}"))?;
     let report = session::run(&config)?;
-    print!("{}", session::summary(&report));
+    print!("{}", summary(&report));
     let path = config.out.join(REPORT_FILE);
     println!("results: {}", path.display());
     let compiled: Vec<String> = report
@@ -61,6 +64,7 @@ fn request(args: &ParityArgs) -> Result<ParityRequest> {
             steps_per_window: args.steps_per_window,
         },
         compile: args.compile.clone(),
+        stack: stack_request(args),
         python: args.python.clone(),
         trickbench: std::env::current_exe().context("locating the trickbench binary")?,
         data: training.data.clone(),
@@ -68,6 +72,17 @@ fn request(args: &ParityArgs) -> Result<ParityRequest> {
         out: args.out.clone(),
         command: std::env::args().collect(),
     })
+}
+
+/// The stacked side the flags ask for: `--stack` tricks, `--stack-from` files, or none.
+fn stack_request(args: &ParityArgs) -> Option<StackRequest> {
+    if !args.stack_from.is_empty() {
+        Some(StackRequest::From(args.stack_from.clone()))
+    } else if !args.stack.is_empty() {
+        Some(StackRequest::Tricks(args.stack.clone()))
+    } else {
+        None
+    }
 }
 
 /// Runs trickbench's side of a case (the hidden `parity-side` command).
@@ -80,8 +95,9 @@ pub fn side(args: &ParitySideArgs) -> Result<()> {
             steps_per_window: args.steps_per_window,
         }),
     };
-    let output =
-        side::run(&args.case, mode).with_context(|| format!("parity case {}", args.case.display()))?;
+    let stack: TrickSet = args.tricks.iter().copied().collect();
+    let output = side::run(&args.case, mode, &stack)
+        .with_context(|| format!("parity case {}", args.case.display()))?;
     store::write_json_atomically(&output, &args.output)?;
     Ok(())
 }

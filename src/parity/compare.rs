@@ -8,6 +8,7 @@ use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::parity::side::CompileMode;
+use crate::parity::stack::StackParity;
 use crate::results::system::SystemInfo;
 use crate::workloads::WorkloadId;
 
@@ -249,6 +250,9 @@ pub struct WorkloadParity {
     /// The compiled PyTorch sides asked for with `--compile`, in the order asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compiled: Vec<CompiledParity>,
+    /// trickbench's stacked side (`--stack`, `--stack-from`), when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackParity>,
 }
 
 /// Everything `trickbench parity` measured: the contract between measuring and printing,

@@ -9,6 +9,7 @@ use crate::bench::profile::{ProfileName, ProfileRequest};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::parity::side::{CompileMode, TimingPlan};
+use crate::parity::stack::{StackRequest, StackSource};
 use crate::results::schema::profile_text;
 use crate::workloads::{Family, WorkloadId};
 
@@ -34,6 +35,9 @@ pub struct ParityRequest {
     /// The `torch.compile` modes of the compiled PyTorch sides, in order (repeats are dropped;
     /// empty: eager PyTorch only).
     pub compile: Vec<CompileMode>,
+    /// trickbench's stacked side: the tricks named, or the results files to choose them from
+    /// (`None`: no stacked side).
+    pub stack: Option<StackRequest>,
     /// The Python interpreter with PyTorch (`None`: the checkout's `.venv/bin/python` when
     /// present, else `python3`).
     pub python: Option<PathBuf>,
@@ -67,6 +71,8 @@ pub struct ParityConfig {
     pub data_dir: PathBuf,
     /// Output directory.
     pub out: PathBuf,
+    /// Where trickbench's stacked side takes its tricks from, checked (`None`: no stacked side).
+    pub stack: Option<StackSource>,
 }
 
 impl ParityConfig {
@@ -79,6 +85,7 @@ impl ParityConfig {
             note(&format!("note: {}", profile_text(profile.id(), Some(&reason))));
         }
         check_counts(&request)?;
+        let stack = request.stack.as_ref().map(|asked| StackSource::new(asked, device)).transpose()?;
         let mut request = request;
         let mut modes = Vec::new();
         for mode in request.compile.drain(..) {
@@ -95,7 +102,7 @@ impl ParityConfig {
                 .join(format!("{}-{profile}-parity", started.format("%Y%m%d-%H%M%S")))
         });
         let python = request.python.clone().unwrap_or_else(default_python);
-        Ok(ParityConfig { request, workloads, profile, device, python, data_dir, out })
+        Ok(ParityConfig { request, workloads, profile, device, python, data_dir, out, stack })
     }
 }
 
@@ -172,6 +179,7 @@ mod tests {
             rounds: 0,
             timing: TimingPlan { warmup_steps: 1, windows: 1, steps_per_window: 1 },
             compile: Vec::new(),
+            stack: None,
             python: Some(PathBuf::from("python3")),
             trickbench: PathBuf::from("trickbench"),
             data: PathBuf::from("no-such-data"),

@@ -12,6 +12,8 @@ pub mod compare;
 pub mod config;
 pub mod session;
 pub mod side;
+pub mod stack;
+pub mod summary;
 
 /// The PyTorch side (`scripts/parity/parity.py`), built into the binary so that `trickbench
 /// parity` works from any directory and can leave a copy beside its results.

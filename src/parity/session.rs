@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
+use crate::device::Hardware;
 use crate::error::Error;
 use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};
@@ -17,9 +18,12 @@ use crate::parity::compare::{
 };
 use crate::parity::config::ParityConfig;
 use crate::parity::side::{CompileMode, SideMode, SideOutput};
+use crate::parity::stack::{StackParity, StackSource, StackSpeed};
 use crate::parity::PYTORCH_SCRIPT;
+use crate::results::schema::SpeedrunDecision;
 use crate::results::store;
 use crate::results::system::{git_commit, SystemInfo};
+use crate::tricks::Trick;
 use crate::workloads::WorkloadId;
 
 /// The file a comparison writes after every workload.
@@ -52,8 +56,12 @@ pub fn run(config: &ParityConfig) -> Result<ParityReport, Error> {
         steps_per_window: config.request.timing.steps_per_window,
         workloads: Vec::new(),
     };
-    let sides =
-        Sides { trickbench: config.request.trickbench.clone(), python: config.python.clone(), script };
+    let sides = Sides {
+        trickbench: config.request.trickbench.clone(),
+        python: config.python.clone(),
+        script,
+        hardware: Hardware::probe(config.device),
+    };
     for &workload in &config.workloads {
         let request = ExportRequest {
             workload,
@@ -74,7 +82,7 @@ pub fn run(config: &ParityConfig) -> Result<ParityReport, Error> {
     Ok(report)
 }
 
-/// The programs of the two sides.
+/// The programs of the sides, and the machine they run on.
 struct Sides {
     /// This binary.
     trickbench: PathBuf,
@@ -82,6 +90,8 @@ struct Sides {
     python: PathBuf,
     /// The PyTorch script.
     script: PathBuf,
+    /// What this machine and binary can run, for the stacked side's tricks.
+    hardware: Hardware,
 }
 
 /// Which side a process runs.
@@ -91,6 +101,8 @@ enum Implementation {
     PyTorch,
     /// PyTorch with the model compiled by `torch.compile` in this mode.
     Compiled(CompileMode),
+    /// trickbench with the workload's stack of tricks on.
+    Stack,
 }
 
 impl Implementation {
@@ -102,6 +114,7 @@ impl Implementation {
             Implementation::Compiled(CompileMode::MaxAutotuneNoCudagraphs) => {
                 "pytorch-compile-max-autotune-no-cudagraphs"
             }
+            Implementation::Stack => "trickbench-stack",
         }
     }
 }
@@ -125,8 +138,20 @@ fn compare_workload(
     );
     case::export(request, &case_dir)
         .map_err(|e| e.context(format!("exporting the {workload} parity case")))?;
+    let mut stack = config.stack.as_ref().map(|source| stack_parity(workload, source, &sides.hardware));
+    let stacked: Vec<Trick> = stack.as_ref().map(|s| s.tricks.clone()).unwrap_or_default();
+    let run = |implementation, mode, label: &str| {
+        let output = run_side(sides, implementation, &case_dir, mode, label, &stacked);
+        match (implementation, output) {
+            // A stack that cannot run here is reported; the other sides go on.
+            (Implementation::Stack, Err(error)) => Ok(SideOutput {
+                unavailable: Some(format!("its process failed: {error}")),
+                ..SideOutput::new("trickbench", env!("CARGO_PKG_VERSION"))
+            }),
+            (_, output) => output,
+        }
+    };
     eprintln!("{workload}: training {} steps on each side", request.steps);
-    let run = |implementation, mode, label: &str| run_side(sides, implementation, &case_dir, mode, label);
     let tb = run(Implementation::Trickbench, SideMode::Losses, "losses")?;
     let py = run(Implementation::PyTorch, SideMode::Losses, "losses")?;
     let losses = LossAgreement::compare(tb.losses.clone(), py.losses.clone(), LOSS_RELATIVE_TOLERANCE)
@@ -144,9 +169,15 @@ fn compare_workload(
     for &mode in &config.request.compile {
         compiled.push(compiled_losses(workload, mode, &py.losses, &run)?);
     }
-    let rounds = time_rounds(workload, config, &mut compiled, &run)?;
+    let rounds = time_rounds(workload, config, &mut compiled, stack.as_mut(), &run)?;
     for side in &mut compiled {
         side.speed = rounds.as_ref().and_then(|r| CompiledSpeed::from_rounds(&side.rounds, r));
+    }
+    if let (Some(stack), Some(rounds)) = (stack.as_mut(), &rounds) {
+        let eager: Vec<Vec<f64>> = rounds.iter().map(|r| r.pytorch_window_samples_per_s.clone()).collect();
+        let baseline: Vec<Vec<f64>> =
+            rounds.iter().map(|r| r.trickbench_window_samples_per_s.clone()).collect();
+        stack.speed = StackSpeed::from_rounds(&stack.rounds, &eager, &baseline);
     }
     Ok(WorkloadParity {
         workload,
@@ -159,7 +190,37 @@ fn compare_workload(
         losses,
         speed: rounds.and_then(SpeedComparison::from_rounds),
         compiled,
+        stack,
     })
+}
+
+/// The stacked side of `workload` from `source` on `hardware`, told to the user: its tricks and
+/// the ones left out, or why there is nothing to stack.
+fn stack_parity(workload: WorkloadId, source: &StackSource, hardware: &Hardware) -> StackParity {
+    let (tricks, considered) = source.choose(workload, hardware);
+    let unavailable = tricks.is_empty().then(|| match source {
+        StackSource::Tricks(_) => format!("none of the --stack tricks can run for {workload} here"),
+        StackSource::From(_) => format!(
+            "no trick in the --stack-from results was significantly faster than the baseline in {workload}'s \
+             training throughput and can run here"
+        ),
+    });
+    let stack = StackParity {
+        evidence: source.evidence(),
+        tricks,
+        considered,
+        unavailable,
+        rounds: Vec::new(),
+        speed: None,
+    };
+    match &stack.unavailable {
+        Some(why) => eprintln!("{workload}: no stacked side: {why}"),
+        None => eprintln!("{workload}: stacked side: {}", stack.label()),
+    }
+    for trick in stack.considered.iter().filter(|t| t.decision != SpeedrunDecision::Added) {
+        eprintln!("  {} left out: {}", trick.trick, trick.reason.as_deref().unwrap_or_default());
+    }
+    stack
 }
 
 /// The loss run of the PyTorch side compiled in `mode`, compared with eager PyTorch's `eager`
@@ -188,11 +249,13 @@ fn compiled_losses(
 }
 
 /// The timing rounds of every side (`None` with `--rounds 0`); each available compiled side's
-/// processes are added to its entry in `compiled`.
+/// processes are added to its entry in `compiled`, and the stacked side's to `stack`. A side that
+/// reports itself unavailable is not timed in later rounds.
 fn time_rounds(
     workload: WorkloadId,
     config: &ParityConfig,
     compiled: &mut [CompiledParity],
+    mut stack: Option<&mut StackParity>,
     run: &RunSide,
 ) -> Result<Option<Vec<TimingRound>>, Error> {
     if config.request.rounds == 0 {
@@ -201,9 +264,15 @@ fn time_rounds(
     let unit = workload.family().sample_unit();
     let mut rounds = Vec::new();
     for round in 0..config.request.rounds {
-        let modes: Vec<CompileMode> =
-            compiled.iter().filter(|c| c.unavailable.is_none()).map(|c| c.mode).collect();
-        let (timing, outputs) = timing_round(round, &modes, &|implementation, label| {
+        let mut extra: Vec<Implementation> = compiled
+            .iter()
+            .filter(|c| c.unavailable.is_none())
+            .map(|c| Implementation::Compiled(c.mode))
+            .collect();
+        if stack.as_ref().is_some_and(|s| s.unavailable.is_none()) {
+            extra.push(Implementation::Stack);
+        }
+        let (timing, outputs) = timing_round(round, &extra, &|implementation, label| {
             run(implementation, SideMode::Time(config.request.timing), label)
         })?;
         let mut line = format!(
@@ -213,20 +282,14 @@ fn time_rounds(
             median(&timing.trickbench_window_samples_per_s).unwrap_or(f64::NAN),
             median(&timing.pytorch_window_samples_per_s).unwrap_or(f64::NAN),
         );
-        for (mode, output) in modes.iter().zip(outputs) {
-            let side =
-                compiled.iter_mut().find(|c| c.mode == *mode).expect("a mode timed is a side asked for");
-            if let Some(reason) = output.unavailable {
-                *side = CompiledParity::unavailable(*mode, reason);
-                continue;
+        for (implementation, output) in extra.into_iter().zip(outputs) {
+            let timed = match implementation {
+                Implementation::Compiled(mode) => record_compiled(compiled, mode, output),
+                _ => record_stack(stack.as_deref_mut().expect("a stack timed is a stack asked for"), output),
+            };
+            if let Some(samples_per_s) = timed {
+                line.push_str(&format!(", {} {samples_per_s:.0} {unit}/s", label(implementation)));
             }
-            line.push_str(&format!(
-                ", compiled ({}) {:.0} {unit}/s",
-                mode.id(),
-                median(&output.window_samples_per_s).unwrap_or(f64::NAN)
-            ));
-            let compile_s = output.compile_s.unwrap_or(f64::NAN);
-            side.rounds.push(CompiledRound { window_samples_per_s: output.window_samples_per_s, compile_s });
         }
         eprintln!("{line} (median window)");
         rounds.push(timing);
@@ -234,17 +297,52 @@ fn time_rounds(
     Ok(Some(rounds))
 }
 
+/// A side's name in the progress lines of the timing rounds.
+fn label(implementation: Implementation) -> String {
+    match implementation {
+        Implementation::Compiled(mode) => format!("compiled ({})", mode.id()),
+        other => other.name().to_owned(),
+    }
+}
+
+/// Adds a timing process of the side compiled in `mode` to its entry in `compiled`, or marks the
+/// side unavailable with the reason it gave; returns its median window when it was timed.
+fn record_compiled(compiled: &mut [CompiledParity], mode: CompileMode, output: SideOutput) -> Option<f64> {
+    let side = compiled.iter_mut().find(|c| c.mode == mode).expect("a mode timed is a side asked for");
+    if let Some(reason) = output.unavailable {
+        *side = CompiledParity::unavailable(mode, reason);
+        return None;
+    }
+    let compile_s = output.compile_s.unwrap_or(f64::NAN);
+    let timed = median(&output.window_samples_per_s);
+    side.rounds.push(CompiledRound { window_samples_per_s: output.window_samples_per_s, compile_s });
+    timed
+}
+
+/// Adds a timing process of the stacked side to `stack`, or marks it unavailable with the
+/// reason (its windows timed so far are kept); returns its median window when it was timed.
+fn record_stack(stack: &mut StackParity, output: SideOutput) -> Option<f64> {
+    if let Some(reason) = output.unavailable {
+        eprintln!("the stacked side is not timed further: {reason}");
+        stack.unavailable = Some(reason);
+        return None;
+    }
+    let timed = median(&output.window_samples_per_s);
+    stack.rounds.push(output.window_samples_per_s);
+    timed
+}
+
 /// Timing round `round`: one process of each side through `time`, trickbench, eager PyTorch, then
-/// the compiled `modes`, the order rotated by one side each round (with two sides: trickbench
-/// first in even rounds, PyTorch in odd ones) so that drift spreads over the sides. Returns the
-/// round and the compiled sides' outputs, in the order of `modes`.
+/// the `extra` sides (compiled, stacked), the order rotated by one side each round (with two
+/// sides: trickbench first in even rounds, PyTorch in odd ones) so that drift spreads over the
+/// sides. Returns the round and the extra sides' outputs, in the order of `extra`.
 fn timing_round(
     round: usize,
-    modes: &[CompileMode],
+    extra: &[Implementation],
     time: &dyn Fn(Implementation, &str) -> Result<SideOutput, Error>,
 ) -> Result<(TimingRound, Vec<SideOutput>), Error> {
     let mut order = vec![Implementation::Trickbench, Implementation::PyTorch];
-    order.extend(modes.iter().map(|&mode| Implementation::Compiled(mode)));
+    order.extend_from_slice(extra);
     let shift = round % order.len();
     order.rotate_left(shift);
     let position = |side| order.iter().position(|&s| s == side);
@@ -253,7 +351,7 @@ fn timing_round(
         trickbench_window_samples_per_s: Vec::new(),
         pytorch_window_samples_per_s: Vec::new(),
     };
-    let mut compiled = vec![None; modes.len()];
+    let mut outputs = vec![None; extra.len()];
     for &implementation in &order {
         let output = time(implementation, &format!("time-{round}"))?;
         match implementation {
@@ -261,42 +359,30 @@ fn timing_round(
                 timing.trickbench_window_samples_per_s = output.window_samples_per_s
             }
             Implementation::PyTorch => timing.pytorch_window_samples_per_s = output.window_samples_per_s,
-            Implementation::Compiled(mode) => {
-                let k = modes.iter().position(|&m| m == mode).expect("the mode is in the order");
-                compiled[k] = Some(output);
+            side => {
+                let k = extra.iter().position(|&s| s == side).expect("the side is in the order");
+                outputs[k] = Some(output);
             }
         }
     }
-    Ok((timing, compiled.into_iter().map(|o| o.expect("every side ran")).collect()))
+    Ok((timing, outputs.into_iter().map(|o| o.expect("every side ran")).collect()))
 }
 
-/// Runs one side's process on the case in `case_dir` in `mode`, its output and stderr kept in
-/// the case directory under `label`, and reads what it wrote.
+/// Runs one side's process on the case in `case_dir` in `mode` (the stacked side with the tricks
+/// of `stack`), its output and stderr kept in the case directory under `label`, and reads what it
+/// wrote.
 fn run_side(
     sides: &Sides,
     implementation: Implementation,
     case_dir: &Path,
     mode: SideMode,
     label: &str,
+    stack: &[Trick],
 ) -> Result<SideOutput, Error> {
     let output = case_dir.join(format!("{}-{label}.json", implementation.name()));
     let stderr_path = case_dir.join(format!("{}-{label}.stderr", implementation.name()));
-    let (mut command, program) = match implementation {
-        Implementation::Trickbench => {
-            let mut c = Command::new(&sides.trickbench);
-            c.arg("parity-side");
-            (c, sides.trickbench.display().to_string())
-        }
-        Implementation::PyTorch | Implementation::Compiled(_) => {
-            let mut c = Command::new(&sides.python);
-            c.arg(&sides.script);
-            (c, format!("{} {}", sides.python.display(), sides.script.display()))
-        }
-    };
+    let (mut command, program) = side_command(sides, implementation, stack);
     command.arg("--case").arg(case_dir).args(["--mode", mode.id(), "--output"]).arg(&output);
-    if let Implementation::Compiled(compile) = implementation {
-        command.args(["--compile", compile.id()]);
-    }
     if let SideMode::Time(timing) = mode {
         command
             .args(["--warmup-steps", &timing.warmup_steps.to_string()])
@@ -309,7 +395,7 @@ fn run_side(
             "starting {} (the Python with PyTorch; pass --python PATH, or run `make setup` for .venv/bin/python)",
             sides.python.display()
         ),
-        Implementation::Trickbench => format!("starting {program}"),
+        Implementation::Trickbench | Implementation::Stack => format!("starting {program}"),
     };
     let child = command
         .stdin(Stdio::null())
@@ -330,6 +416,31 @@ fn run_side(
     }
     let bytes = std::fs::read(&output).map_err(|e| Error::io(&output, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output, source: e })
+}
+
+/// The command of `implementation`'s side before the case's arguments, and its program as the
+/// user reads it: this binary's hidden `parity-side` (with `stack`'s tricks for the stacked side),
+/// or the PyTorch script (with its compile mode for a compiled side).
+fn side_command(sides: &Sides, implementation: Implementation, stack: &[Trick]) -> (Command, String) {
+    match implementation {
+        Implementation::Trickbench | Implementation::Stack => {
+            let mut c = Command::new(&sides.trickbench);
+            c.arg("parity-side");
+            if implementation == Implementation::Stack {
+                let ids: Vec<&str> = stack.iter().map(|t| t.id()).collect();
+                c.args(["--tricks", &ids.join(",")]);
+            }
+            (c, sides.trickbench.display().to_string())
+        }
+        Implementation::PyTorch | Implementation::Compiled(_) => {
+            let mut c = Command::new(&sides.python);
+            c.arg(&sides.script);
+            if let Implementation::Compiled(mode) = implementation {
+                c.args(["--compile", mode.id()]);
+            }
+            (c, format!("{} {}", sides.python.display(), sides.script.display()))
+        }
+    }
 }
 
 /// Waits for a side's `child` up to [`SIDE_TIMEOUT`], stopping it past that.
@@ -355,86 +466,4 @@ fn wait_for_side(
             )))
         }
     }
-}
-
-/// The terminal summary of a report.
-pub fn summary(report: &ParityReport) -> String {
-    let mut text = format!(
-        "\nparity with PyTorch · {} · {} profile · losses over {} steps · timing: {} warm-up steps, then {} windows × {} steps per process\n",
-        report.device, report.profile, report.loss_steps, report.warmup_steps, report.windows_per_process, report.steps_per_window
-    );
-    text.push_str(&format!(
-        "{:<16} {:>6}  {:>22}  {:<9} {:>22} {:>22} {:>24}\n",
-        "workload",
-        "batch",
-        "loss |Δ| max (rel.)",
-        "losses",
-        "trickbench",
-        "PyTorch eager",
-        "trickbench ÷ PyTorch"
-    ));
-    for w in &report.workloads {
-        let agreement = format!("{:.1e} ({:.1e})", w.losses.max_abs_diff, w.losses.max_rel_diff);
-        let verdict = if w.losses.agrees() { "agree" } else { "DISAGREE" };
-        let (tb, py, ratio) = match &w.speed {
-            Some(s) => (
-                format!("{:.0} {}/s", s.trickbench_samples_per_s.point, w.sample_unit),
-                format!("{:.0} {}/s", s.pytorch_samples_per_s.point, w.sample_unit),
-                format!("{:.3}× [{:.3}, {:.3}]", s.speed_ratio.point, s.speed_ratio.low, s.speed_ratio.high),
-            ),
-            None => ("-".to_owned(), "-".to_owned(), "(not timed)".to_owned()),
-        };
-        text.push_str(&format!(
-            "{:<16} {:>6}  {:>22}  {:<9} {:>22} {:>22} {:>24}\n",
-            w.workload.id(),
-            w.batch_size,
-            agreement,
-            verdict,
-            tb,
-            py,
-            ratio
-        ));
-        if let Some(speed) = &w.speed {
-            text.push_str(&format!(
-                "{:<16} PyTorch {} with {} threads, trickbench with {}; {} rounds, processes alternating\n",
-                "",
-                w.pytorch_version,
-                w.pytorch_threads,
-                w.trickbench_threads,
-                speed.rounds.len()
-            ));
-        }
-        for side in &w.compiled {
-            text.push_str(&compiled_row(side, &w.sample_unit));
-        }
-    }
-    text
-}
-
-/// The summary row of a compiled PyTorch side: its losses against eager's in the agreement
-/// columns, its throughput in the PyTorch column, its ratio to eager and its compile seconds.
-fn compiled_row(side: &CompiledParity, unit: &str) -> String {
-    let label = format!("  compile {}", side.mode.id());
-    if let Some(reason) = &side.unavailable {
-        return format!("{label}: not available here: {reason}\n");
-    }
-    let (agreement, verdict) = match &side.losses {
-        Some(l) => (
-            format!("{:.1e} ({:.1e})", l.max_abs_diff, l.max_rel_diff),
-            if l.agrees() { "agree" } else { "DISAGREE" },
-        ),
-        None => ("-".to_owned(), "-"),
-    };
-    let (throughput, ratio, compile) = match &side.speed {
-        Some(s) => (
-            format!("{:.0} {unit}/s", s.samples_per_s.point),
-            format!(
-                "{:.3}× [{:.3}, {:.3}] of eager",
-                s.ratio_to_eager.point, s.ratio_to_eager.low, s.ratio_to_eager.high
-            ),
-            format!("compile {:.1} s first, {:.1} s median", s.first_compile_s, s.median_compile_s),
-        ),
-        None => ("-".to_owned(), "(not timed)".to_owned(), String::new()),
-    };
-    format!("{label:<23}  {agreement:>22}  {verdict:<9} {:>22} {throughput:>22} {ratio:>32}  {compile}\n", "",)
 }

@@ -8,10 +8,12 @@ use tch::Kind;
 
 use crate::data::loader::Batch;
 use crate::error::Error;
+use crate::ffi;
 use crate::measure::timer::SyncedTimer;
 use crate::parity::case::{self, ParityCase};
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
+use crate::tricks::{Trick, TrickSet};
 use crate::workloads::{build, Family, Workload};
 
 /// How a side times training steps (both sides take the same numbers).
@@ -106,29 +108,45 @@ pub struct SideOutput {
     pub unavailable: Option<String>,
 }
 
+impl SideOutput {
+    /// An output of `implementation` at `version` with nothing measured yet, on this process's
+    /// intra-op threads.
+    pub fn new(implementation: &str, version: &str) -> Self {
+        Self {
+            implementation: implementation.to_owned(),
+            version: version.to_owned(),
+            threads: i64::from(tch::get_num_threads()),
+            losses: Vec::new(),
+            window_samples_per_s: Vec::new(),
+            compile_mode: None,
+            compile_s: None,
+            unavailable: None,
+        }
+    }
+}
+
 /// Runs trickbench's side of the case in `dir`: the cell's model built as its process builds it,
 /// its weights replaced by the case's (in float64 for [`SideMode::Losses`]), trained with the
-/// cell's trainer and recipe on the case's batches at the case's learning rates.
-pub fn run(dir: &Path, mode: SideMode) -> Result<SideOutput, Error> {
-    let (case, mut batches) = case::load(dir)?;
+/// cell's trainer and recipe on the case's batches at the case's learning rates. With a `stack`,
+/// the cell's tricks are the stack's (the stacked side), its batches laid out as its loader would
+/// lay them out.
+pub fn run(dir: &Path, mode: SideMode, stack: &TrickSet) -> Result<SideOutput, Error> {
+    let (mut case, mut batches) = case::load(dir)?;
+    if !stack.is_baseline() {
+        case.key.tricks = stack.clone();
+    }
     for batch in &mut batches {
         if batch.inputs.is_floating_point() {
             batch.inputs = batch.inputs.to_kind(mode.kind());
+        }
+        if stack.has(Trick::ChannelsLast) && batch.inputs.dim() == 4 {
+            batch.inputs = ffi::to_channels_last(&batch.inputs)?;
         }
     }
     let recipe = case::recipe(&case);
     let device = case.device;
     apply_process_tricks(&case.key, device)?;
-    let mut output = SideOutput {
-        implementation: "trickbench".to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        threads: i64::from(tch::get_num_threads()),
-        losses: Vec::new(),
-        window_samples_per_s: Vec::new(),
-        compile_mode: None,
-        compile_s: None,
-        unavailable: None,
-    };
+    let mut output = SideOutput::new("trickbench", env!("CARGO_PKG_VERSION"));
     match case.key.workload.family() {
         Family::CifarResnet => {
             let model = build::resnet_for(&case.key, &recipe, device.tch())?;
@@ -190,10 +208,12 @@ fn replay<W: Workload>(
             }
         }
         SideMode::Time(plan) => {
-            for k in 0..plan.warmup_steps {
+            // A CUDA graph is warmed up and captured before its first timed replay.
+            let warmup_steps = plan.warmup_steps.max(trainer.steps_before_steady_state());
+            for k in 0..warmup_steps {
                 step(k, &mut trainer)?;
             }
-            let mut k = plan.warmup_steps;
+            let mut k = warmup_steps;
             for _ in 0..plan.windows {
                 let timer = SyncedTimer::start(case.device);
                 let mut samples = 0;

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::device::DeviceSpec;
 use crate::report::plots::Rgb;
+use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::results::schema::{
     time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,
 };
@@ -375,27 +376,45 @@ pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerd
     TrickVerdict { effect, text }
 }
 
-/// The verdict of a time-to-accuracy configuration against its reference, by the ratio of their
-/// median times to the target ("1.43× slower", "1.20× sooner").
-pub(crate) fn tta_verdict(summary: &TtaSummary) -> TrickVerdict {
+/// The verdict of a time-to-accuracy configuration of `results` against its reference, by the
+/// ratio of their median times to the target ("1.43× slower", "1.20× sooner"): it helps or hurts
+/// when that ratio is beyond [`TIME_TO_ACCURACY_TOLERANCE`] and the difference is significant by
+/// the rule the speedrun design combines tricks by ([`time_to_target_verdict`]: no seed of the two
+/// overlaps, by more than the A/A noise floor); a larger ratio that is not significant is inside
+/// the noise.
+pub(crate) fn tta_verdict(results: &Results, summary: &TtaSummary) -> TrickVerdict {
     let reference = summary.reference.as_deref().unwrap_or("its reference");
-    match (summary.speedup, summary.median_time_to_target_s.is_some(), summary.reference_reached) {
-        (Some(ratio), _, _) => TrickVerdict {
-            effect: ratio_effect(ratio, TIME_TO_ACCURACY_TOLERANCE),
-            text: format!("{} to {} than {reference}", time_ratio_text(ratio), summary_target(summary)),
+    let (effect, text) =
+        match (summary.speedup, summary.median_time_to_target_s.is_some(), summary.reference_reached) {
+            (Some(ratio), _, _) => (
+                ratio_effect(ratio, TIME_TO_ACCURACY_TOLERANCE),
+                format!("{} to {} than {reference}", time_ratio_text(ratio), summary_target(summary)),
+            ),
+            (None, true, _) => {
+                (Effect::Helps, format!("reached {}; {reference} did not", summary_target(summary)))
+            }
+            (None, false, Some(true)) => {
+                (Effect::Hurts, format!("did not reach {}; {reference} did", summary_target(summary)))
+            }
+            (None, false, _) => {
+                let text = format!("neither it nor {reference} reached {}", summary_target(summary));
+                return TrickVerdict { effect: Effect::NotMeasured, text };
+            }
+        };
+    let reference_summary = results
+        .time_to_accuracy
+        .iter()
+        .find(|r| r.workload == summary.workload && summary.reference.as_ref() == Some(&r.label()));
+    let significant = reference_summary.map(|r| {
+        let floor = noise_floor_half_width(results, summary.workload);
+        time_to_target_verdict(&results.cells, summary, r, floor) != Verdict::NoSignificantEffect
+    });
+    match effect {
+        Effect::Helps | Effect::Hurts if significant == Some(false) => TrickVerdict {
+            effect: Effect::WithinNoise,
+            text: format!("{text}, not on every seed by more than the A/A noise floor"),
         },
-        (None, true, _) => TrickVerdict {
-            effect: Effect::Helps,
-            text: format!("reached {}; {reference} did not", summary_target(summary)),
-        },
-        (None, false, Some(true)) => TrickVerdict {
-            effect: Effect::Hurts,
-            text: format!("did not reach {}; {reference} did", summary_target(summary)),
-        },
-        (None, false, _) => TrickVerdict {
-            effect: Effect::NotMeasured,
-            text: format!("neither it nor {reference} reached {}", summary_target(summary)),
-        },
+        _ => TrickVerdict { effect, text },
     }
 }
 

@@ -139,7 +139,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
                 let label = label.strip_suffix(&format!(" · s{}", e.cell.key.seed)).unwrap_or(&label);
                 rows.push(VerdictRow {
                     trick: label.to_owned(),
-                    ..row(g, e, metric, model::tta_verdict(summary))
+                    ..row(g, e, metric, model::tta_verdict(&results[e.file], summary))
                 });
                 continue;
             }

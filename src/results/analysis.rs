@@ -10,6 +10,7 @@ use crate::results::schema::{
 };
 use crate::results::system::SystemInfo;
 use crate::tricks::{MemoryFigure, Trick};
+use crate::workloads::WorkloadId;
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
 /// utilisation) from its processes; `system` supplies the GPU whose peak MFU is measured against.
@@ -197,7 +198,7 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
             let speedup = ratio(reference.median_time_to_target_s, ours.median_time_to_target_s);
             let epochs_speedup = ratio(reference.median_epochs_to_target, ours.median_epochs_to_target);
             let reached = reference.median_time_to_target_s.is_some();
-            let label = format!("{} b{}", reference.configuration, reference.batch_size);
+            let label = reference.label();
             let ours = &mut summaries[i];
             ours.reference = Some(label);
             ours.speedup = speedup;
@@ -206,6 +207,52 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
         }
     }
     summaries
+}
+
+/// Whether the time-to-accuracy configuration `ours` (of `cells`) reached its target
+/// significantly sooner than `theirs` ([`Verdict::Faster`]), significantly later
+/// ([`Verdict::Slower`]), or neither ([`Verdict::NoSignificantEffect`]). Significantly sooner:
+/// every seed of `ours` reached the target, and its slowest seed, made `floor` slower still (the
+/// half-width of the workload's A/A noise floor, a fraction), reached it before the fastest seed
+/// of `theirs`, a seed that never reached it counting as infinitely slow; with several seeds, no
+/// seed of the two overlaps. Later is the same with the two swapped.
+pub fn time_to_target_verdict(
+    cells: &[CellResult],
+    ours: &TtaSummary,
+    theirs: &TtaSummary,
+    floor: f64,
+) -> Verdict {
+    let (ours, theirs) = (seed_times_to_target(cells, ours), seed_times_to_target(cells, theirs));
+    let beats = |quick: &[f64], slow: &[f64]| {
+        let slowest = quick.iter().copied().reduce(f64::max).filter(|t| t.is_finite());
+        let fastest = slow.iter().copied().reduce(f64::min);
+        matches!((slowest, fastest), (Some(s), Some(f)) if s * (1.0 + floor) < f)
+    };
+    if beats(&ours, &theirs) {
+        Verdict::Faster
+    } else if beats(&theirs, &ours) {
+        Verdict::Slower
+    } else {
+        Verdict::NoSignificantEffect
+    }
+}
+
+/// The training seconds to the target of each seed of `summary` among `cells` (infinite for a
+/// seed that did not reach it).
+fn seed_times_to_target(cells: &[CellResult], summary: &TtaSummary) -> Vec<f64> {
+    summary
+        .cells
+        .iter()
+        .filter_map(|id| cells.iter().find(|c| c.id() == *id))
+        .filter_map(|c| c.time_to_accuracy.as_ref())
+        .map(|t| t.time_to_target_s.unwrap_or(f64::INFINITY))
+        .collect()
+}
+
+/// The half-width of `workload`'s A/A noise floor in `results` (0 where no A/A control was
+/// measured).
+pub fn noise_floor_half_width(results: &Results, workload: WorkloadId) -> f64 {
+    results.noise_floors.iter().filter(|f| f.workload == workload).map(|f| f.half_width).fold(0.0, f64::max)
 }
 
 /// The position among `candidates` of the reference of the trick configuration `key`: the trick's
@@ -495,6 +542,32 @@ mod tests {
             curve: Vec::new(),
         });
         c
+    }
+
+    #[test]
+    fn a_time_to_target_difference_is_significant_when_no_seed_overlaps_by_more_than_the_floor() {
+        let cells = vec![
+            tta(&[], None, 64, 0, Some(60.0)),
+            tta(&[], None, 64, 1, Some(70.0)),
+            tta(&[Trick::OneCycle], None, 64, 0, Some(40.0)),
+            tta(&[Trick::OneCycle], None, 64, 1, Some(50.0)),
+            tta(&[Trick::Muon], None, 64, 0, Some(45.0)),
+            tta(&[Trick::Muon], None, 64, 1, Some(65.0)),
+            tta(&[Trick::GradClipping], None, 64, 0, Some(90.0)),
+            tta(&[Trick::GradClipping], None, 64, 1, None),
+        ];
+        let summaries = time_to_accuracy_summaries(&cells);
+        let find = |label: &str| summaries.iter().find(|s| s.configuration == label).unwrap();
+        let verdict =
+            |label: &str, floor: f64| time_to_target_verdict(&cells, find(label), find("baseline"), floor);
+        // one-cycle's slowest seed (50 s) beats the baseline's fastest (60 s) by 20%.
+        assert_eq!(verdict("one-cycle", 0.1), Verdict::Faster);
+        assert_eq!(verdict("one-cycle", 0.25), Verdict::NoSignificantEffect, "not beyond a ±25% floor");
+        assert_eq!(verdict("muon", 0.0), Verdict::NoSignificantEffect, "its slower seed overlaps");
+        // grad-clipping missed the target on a seed: every baseline seed beat its fastest.
+        assert_eq!(verdict("grad-clipping", 0.1), Verdict::Slower);
+        let back = time_to_target_verdict(&cells, find("baseline"), find("one-cycle"), 0.1);
+        assert_eq!(back, Verdict::Slower);
     }
 
     #[test]

@@ -118,6 +118,12 @@ pub struct NoiseFloor {
 }
 
 impl TtaSummary {
+    /// The configuration at its batch size ("baseline b64"), as [`TtaSummary::reference`] names
+    /// the configuration another one is compared with.
+    pub fn label(&self) -> String {
+        format!("{} b{}", self.configuration, self.batch_size)
+    }
+
     /// The comparison with the reference in words: "1.25× sooner (1.20× fewer epochs) than
     /// baseline b64", "1.43× slower (1.50× more epochs) than baseline b64", or which side did not
     /// reach the target; `None` without a reference.
