@@ -423,6 +423,32 @@ fn process_executor_records_crashes_hangs_and_out_of_memory() {
 }
 
 #[test]
+fn a_cell_process_killed_by_the_signal_that_stops_the_run_is_not_a_failed_cell() {
+    let dir = temp_dir();
+    // A batch scheduler signals every process of the job: the cell process dies of SIGTERM, and
+    // the run's own copy of the signal is noted a moment later.
+    let interrupt = Interrupt::new();
+    let run_s_copy = interrupt.clone();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        run_s_copy.trigger(libc::SIGTERM);
+    });
+    let mut executor = fake_program(dir.path(), "kill -TERM $$").with_interrupt(interrupt);
+    let stopped = executor.execute(&job(), Duration::from_secs(30));
+    sender.join().unwrap();
+    assert_eq!(stopped, Execution::Interrupted(libc::SIGTERM));
+
+    // A SIGTERM that reached the cell process alone is the cell's failure.
+    let alone = fake_program(dir.path(), "kill -TERM $$").execute(&job(), Duration::from_secs(30));
+    match alone {
+        Execution::Failed(CellStatus::Failed { error, .. }) => {
+            assert!(error.contains("signal 15 (SIGTERM)"), "{error}")
+        }
+        other => panic!("expected a failed cell, got {other:?}"),
+    }
+}
+
+#[test]
 fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
     let dir = temp_dir();
     let measured = ProcessMeasurement {

@@ -12,3 +12,4 @@ pub mod dirs;
 pub mod fixtures;
 pub mod plan;
 pub mod run;
+pub mod slurm;

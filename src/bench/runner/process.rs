@@ -22,6 +22,10 @@ pub type LineSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 /// How often a waiting executor looks at the interrupt.
 const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
+/// How long a cell process that died of SIGINT or SIGTERM waits for the same signal to reach the
+/// run, whose copy a scheduler sends microseconds later.
+const SHARED_SIGNAL_GRACE: Duration = Duration::from_secs(1);
+
 /// Runs each cell in a fresh `trickbench cell` process, so global state (cuDNN autotuner cache,
 /// allocator, TF32 flags) cannot leak between cells and a crash only costs that cell.
 #[derive(Clone)]
@@ -92,6 +96,10 @@ impl ProcessExecutor {
             kill_group(&mut child);
         }
         let status = child.wait().map_err(|e| Error::io(&self.program, e))?;
+        let ended = match ended {
+            Waited::Exited => self.stopped_with_the_run(status).map_or(Waited::Exited, Waited::Interrupted),
+            other => other,
+        };
         let stderr = reader.join().unwrap_or_default();
         let result = match ended {
             Waited::Interrupted(signal) => Execution::Interrupted(signal),
@@ -158,6 +166,29 @@ impl ProcessExecutor {
             if child.wait_timeout(slice).map_err(|e| Error::io(&self.program, e))?.is_some() {
                 return Ok(Waited::Exited);
             }
+        }
+    }
+
+    /// The run's interrupt, when a cell process that ended with `status` was stopped by the
+    /// signal that stops the run. A batch scheduler (Slurm's `scancel` or time limit) sends
+    /// SIGTERM to every process of the job, and the cell process, killed by it first, may be
+    /// seen dead before the run's own handler has noted the same signal: a cell process that died
+    /// of SIGINT or SIGTERM waits up to [`SHARED_SIGNAL_GRACE`] for the interrupt, and is then
+    /// an interruption (not recorded, run again by `--resume`) rather than a failed cell.
+    fn stopped_with_the_run(&self, status: ExitStatus) -> Option<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        if !matches!(status.signal(), Some(libc::SIGINT | libc::SIGTERM)) {
+            return None;
+        }
+        let deadline = Instant::now() + SHARED_SIGNAL_GRACE;
+        loop {
+            if let Some(signal) = self.interrupt.signal() {
+                return Some(signal);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(INTERRUPT_POLL);
         }
     }
 }
