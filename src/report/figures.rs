@@ -11,6 +11,7 @@ use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::model::{self, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
+use crate::tricks::TrickSet;
 
 use crate::report::model::Effect;
 
@@ -42,8 +43,11 @@ pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
         figures.extend(sweep::figures(g));
         let file = &report.results[g.entries[0].file];
         if let Some(choice) = file.speedrun.iter().find(|c| c.workload == g.workload) {
-            let combination = choice.combination.iter().copied().collect();
-            figures.extend(tta::speedrun(g, &combination, choice.batch_size));
+            let combination: TrickSet = choice.combination.iter().copied().collect();
+            let best = super::speedrun::best_single(file, choice)
+                .map(|s| s.tricks.clone())
+                .filter(|_| combination.len() > 1);
+            figures.extend(tta::speedrun(g, &combination, best.as_ref(), choice.batch_size));
         }
     }
     figures

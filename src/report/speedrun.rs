@@ -6,19 +6,20 @@ use serde::Serialize;
 
 use crate::report::model::Report;
 use crate::report::FigureFile;
+use crate::results::analysis::time_to_target_verdict;
 use crate::results::schema::{
-    CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
+    time_ratio_text, CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary, Verdict,
 };
-use crate::tricks::TrickSet;
+use crate::tricks::{Metric, TrickSet};
 
 /// The rule that decided which tricks went in, in words (the report states it under the headline).
 pub(crate) const RULE: &str =
     "A trick goes in when its measured effect was significant: a training-throughput \
      trick when its speed-up's confidence interval lies above 1 and beyond the A/A noise floor; a \
      time-to-accuracy trick when every seed reached the target sooner than every seed of the baseline \
-     at the same batch by more than the A/A noise floor (a baseline seed that never reached it counting \
-     as infinitely slow), which with one seed a side is: reached it where the baseline did not, or \
-     sooner by more than the noise floor. Memory and evaluation tricks, tricks judged against their own \
+     at the same batch by more than the A/A noise floor, and in fewer epochs (a baseline seed that \
+     never reached it counting as infinitely slow), which with one seed a side is: reached it where \
+     the baseline did not, or in fewer epochs and sooner by more than the noise floor. Memory and evaluation tricks, tricks judged against their own \
      reference and tricks trained at another batch size are left out. Tricks are added largest effect \
      first; one that cannot run with those added before it is refused.";
 
@@ -31,6 +32,8 @@ pub(crate) struct SpeedrunView {
     group: String,
     /// "resnet8 to test accuracy ≥ 60.0%: 95.1 s → 40.2 s (2.37× sooner), 2/2 seeds each".
     headline: String,
+    /// The combination against the quickest of its tricks trained alone, when one of them was.
+    versus_best_single: Option<String>,
     /// The tricks combined, in the order added, each with its measured effect.
     combination: Vec<(String, String)>,
     /// The tricks refused, each with the reason.
@@ -52,6 +55,7 @@ pub fn headlines(results: &Results) -> Vec<String> {
     let mut lines = Vec::new();
     for choice in &results.speedrun {
         lines.push(format!("speedrun: {}", headline(results, choice)));
+        lines.extend(versus_best_single(results, choice).map(|text| format!("  {text}")));
         let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
         if !added.is_empty() {
             lines.push(format!("  combined, in the order added: {}", added.join(", ")));
@@ -121,6 +125,53 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
     )
 }
 
+/// The quickest time-to-accuracy trick of the combination trained alone at its batch size (the
+/// smallest median time to the target), when one reached it.
+pub(crate) fn best_single<'r>(results: &'r Results, choice: &SpeedrunChoice) -> Option<&'r TtaSummary> {
+    let time = |s: &TtaSummary| s.median_time_to_target_s.unwrap_or(f64::INFINITY);
+    choice
+        .combination
+        .iter()
+        .filter(|t| t.metric() == Metric::TimeToAccuracy)
+        .filter_map(|&t| summary(results, choice, &TrickSet::only(t)))
+        .filter(|s| s.median_time_to_target_s.is_some())
+        .min_by(|a, b| time(a).total_cmp(&time(b)))
+}
+
+/// The combination against the quickest of its tricks trained alone ([`best_single`]): whether
+/// the tricks added to it bought time beyond it, by the rule the tricks went in by
+/// ([`time_to_target_verdict`] with the choice's noise floor). `None` when the combination holds
+/// no such trick or did not finish.
+pub(crate) fn versus_best_single(results: &Results, choice: &SpeedrunChoice) -> Option<String> {
+    let best = best_single(results, choice)?;
+    let combination: TrickSet = choice.combination.iter().copied().collect();
+    let combined = summary(results, choice, &combination).filter(|_| combination.len() > 1)?;
+    let alone = format!(
+        "{} alone reached it in {:.1} s",
+        best.configuration,
+        best.median_time_to_target_s.unwrap_or(f64::NAN)
+    );
+    let floor = choice.noise_floor_half_width.unwrap_or(0.0);
+    let ratio = match (best.median_time_to_target_s, combined.median_time_to_target_s) {
+        (Some(b), Some(c)) => time_ratio_text(b / c),
+        _ => "the combination did not reach it".to_owned(),
+    };
+    Some(match time_to_target_verdict(&results.cells, combined, best, floor) {
+        Verdict::Faster => {
+            format!("{alone}; the combination is {ratio} than that: the other tricks added to it")
+        }
+        Verdict::Slower => format!(
+            "{alone}, and the combination is {ratio} than that: combined, the tricks do not add up here \
+             (train {} alone, or fewer together)",
+            best.configuration
+        ),
+        _ => format!(
+            "{alone}; the combination ({ratio} than that) is not significantly sooner: the other tricks \
+             added nothing measurable to it"
+        ),
+    })
+}
+
 /// " (N failed, timed out or ran out of memory: see the problems)" where some of the choice's
 /// time-to-accuracy cells did not measure, else " yet".
 fn failed(results: &Results, choice: &SpeedrunChoice) -> String {
@@ -152,6 +203,7 @@ pub(crate) fn views(report: &Report, figures: &[FigureFile]) -> Vec<SpeedrunView
             let png = format!("plots/speedrun-{}.png", g.slug());
             Some(SpeedrunView {
                 headline: headline(r, choice),
+                versus_best_single: versus_best_single(r, choice),
                 combination: with(SpeedrunDecision::Added)
                     .map(|t| (t.trick.to_string(), t.effect.clone()))
                     .collect(),

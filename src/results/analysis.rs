@@ -215,37 +215,52 @@ pub fn time_to_accuracy_summaries(cells: &[CellResult]) -> Vec<TtaSummary> {
 /// every seed of `ours` reached the target, and its slowest seed, made `floor` slower still (the
 /// half-width of the workload's A/A noise floor, a fraction), reached it before the fastest seed
 /// of `theirs`, a seed that never reached it counting as infinitely slow; with several seeds, no
-/// seed of the two overlaps. Later is the same with the two swapped.
+/// seed of the two overlaps. At the same batch size its slowest seed must also have needed fewer
+/// epochs than the fastest seed of `theirs`: a trick that reached the target at the same
+/// evaluation step gained its time from the machine, not from training. Later is the same with
+/// the two swapped.
 pub fn time_to_target_verdict(
     cells: &[CellResult],
     ours: &TtaSummary,
     theirs: &TtaSummary,
     floor: f64,
 ) -> Verdict {
-    let (ours, theirs) = (seed_times_to_target(cells, ours), seed_times_to_target(cells, theirs));
-    let beats = |quick: &[f64], slow: &[f64]| {
-        let slowest = quick.iter().copied().reduce(f64::max).filter(|t| t.is_finite());
-        let fastest = slow.iter().copied().reduce(f64::min);
-        matches!((slowest, fastest), (Some(s), Some(f)) if s * (1.0 + floor) < f)
+    let same_batch = ours.batch_size == theirs.batch_size;
+    let sooner = |quick: &TtaSummary, slow: &TtaSummary| {
+        let time = |s| seed_values(cells, s, |t| t.time_to_target_s);
+        let epochs = |s| seed_values(cells, s, |t| t.epochs_to_target);
+        beats(&time(quick), &time(slow), floor) && (!same_batch || beats(&epochs(quick), &epochs(slow), 0.0))
     };
-    if beats(&ours, &theirs) {
+    if sooner(ours, theirs) {
         Verdict::Faster
-    } else if beats(&theirs, &ours) {
+    } else if sooner(theirs, ours) {
         Verdict::Slower
     } else {
         Verdict::NoSignificantEffect
     }
 }
 
-/// The training seconds to the target of each seed of `summary` among `cells` (infinite for a
-/// seed that did not reach it).
-fn seed_times_to_target(cells: &[CellResult], summary: &TtaSummary) -> Vec<f64> {
+/// Whether every one of the `quick` values, made `margin` (a fraction) larger, is below every one
+/// of the `slow` values, the `quick` ones all finite.
+fn beats(quick: &[f64], slow: &[f64], margin: f64) -> bool {
+    let slowest = quick.iter().copied().reduce(f64::max).filter(|t| t.is_finite());
+    let fastest = slow.iter().copied().reduce(f64::min);
+    matches!((slowest, fastest), (Some(s), Some(f)) if s * (1.0 + margin) < f)
+}
+
+/// What `value` reads from each seed of `summary` among `cells`: its time or epochs to the target
+/// (infinite for a seed that did not reach it).
+fn seed_values(
+    cells: &[CellResult],
+    summary: &TtaSummary,
+    value: impl Fn(&TimeToAccuracy) -> Option<f64>,
+) -> Vec<f64> {
     summary
         .cells
         .iter()
         .filter_map(|id| cells.iter().find(|c| c.id() == *id))
         .filter_map(|c| c.time_to_accuracy.as_ref())
-        .map(|t| t.time_to_target_s.unwrap_or(f64::INFINITY))
+        .map(|t| value(t).unwrap_or(f64::INFINITY))
         .collect()
 }
 
@@ -568,6 +583,14 @@ mod tests {
         assert_eq!(verdict("grad-clipping", 0.1), Verdict::Slower);
         let back = time_to_target_verdict(&cells, find("baseline"), find("one-cycle"), 0.1);
         assert_eq!(back, Verdict::Slower);
+
+        // Sooner in time but at the same evaluation step: the machine's doing, not the trick's.
+        let mut same_step = cells.clone();
+        for cell in same_step.iter_mut().filter(|c| c.key.tricks.has(Trick::OneCycle)) {
+            cell.time_to_accuracy.as_mut().unwrap().epochs_to_target = Some(6.0);
+        }
+        let verdict = time_to_target_verdict(&same_step, find("one-cycle"), find("baseline"), 0.1);
+        assert_eq!(verdict, Verdict::NoSignificantEffect, "baseline seeds needed 6 and 7 epochs");
     }
 
     #[test]

@@ -247,41 +247,54 @@ pub(super) fn figures(g: &Group) -> Vec<Figure> {
 }
 
 /// The speedrun's curves figure: the baseline's and `combination`'s time-to-accuracy cells at
-/// `batch_size`, every seed; `None` before either has a curve.
-pub(super) fn speedrun(g: &Group, combination: &TrickSet, batch_size: usize) -> Option<Figure> {
+/// `batch_size`, every seed, and those of `best_single` (the quickest of the combination's tricks
+/// trained alone) when given; `None` before any has a curve.
+pub(super) fn speedrun(
+    g: &Group,
+    combination: &TrickSet,
+    best_single: Option<&TrickSet>,
+    batch_size: usize,
+) -> Option<Figure> {
+    let mut sides = vec![(TrickSet::baseline(), "baseline".to_owned(), BASELINES[0], true)];
+    if !combination.is_baseline() {
+        sides.push((combination.clone(), "combination".to_owned(), PALETTE[0], false));
+    }
+    if let Some(best) = best_single {
+        sides.push((best.clone(), format!("{} alone", best.label()), PALETTE[1], false));
+    }
     let entries: Vec<&Entry> = g
         .time_to_accuracy()
         .into_iter()
         .filter(|e| {
             let k = &e.cell.key;
-            k.reference_for.is_none()
-                && k.batch_size == batch_size
-                && (k.tricks.is_baseline() || k.tricks == *combination)
+            k.reference_for.is_none() && k.batch_size == batch_size && sides.iter().any(|s| s.0 == k.tricks)
         })
         .collect();
     let first = entries.iter().find_map(|e| e.cell.time_to_accuracy.as_ref())?;
-    let sides = [
-        (TrickSet::baseline(), "baseline", BASELINES[0], true),
-        (combination.clone(), "combination", PALETTE[0], false),
-    ];
     let (mut series, mut curves) = (Vec::new(), Vec::new());
-    for (tricks, label, colour, dashed) in
-        sides.into_iter().take(if combination.is_baseline() { 1 } else { 2 })
-    {
+    for (tricks, label, colour, dashed) in &sides {
         let cells: Vec<(CellId, &TimeToAccuracy)> = entries
             .iter()
-            .filter(|e| e.cell.key.tricks == tricks)
+            .filter(|e| e.cell.key.tricks == *tricks)
             .filter_map(|e| Some((e.cell.id(), e.cell.time_to_accuracy.as_ref()?)))
             .collect();
         curves.extend(cells.iter().map(|c| c.1));
-        series.extend(curves_of(label, colour, dashed, first.metric, &cells));
+        series.extend(curves_of(label, *colour, *dashed, first.metric, &cells));
     }
-    let lines = if combination.is_baseline() {
-        "the baseline black and dashed (no trick helped, so there is no combination)."
-    } else {
-        "the baseline black and dashed, the combination of the tricks that helped blue."
+    let lines = match (combination.is_baseline(), best_single) {
+        (true, _) => {
+            "the baseline black and dashed (no trick helped, so there is no combination).".to_owned()
+        }
+        (false, None) => {
+            "the baseline black and dashed, the combination of the tricks that helped blue.".to_owned()
+        }
+        (false, Some(best)) => format!(
+            "the baseline black and dashed, the combination of the tricks that helped blue, and {}, the \
+             quickest of its tricks trained alone, vermilion.",
+            best.label()
+        ),
     };
-    let figure = curves_figure(g, first, series, &curves, lines);
+    let figure = curves_figure(g, first, series, &curves, &lines);
     Some(Figure {
         section: "speedrun",
         slug: format!("speedrun-{}", g.slug()),

@@ -115,7 +115,8 @@ pub(crate) struct Layout {
     lo: f64,
     hi: f64,
     log: bool,
-    rows: usize,
+    /// Each bar's label in lines: one in a wide figure; wrapped to the width in a narrow one.
+    labels: Vec<Vec<String>>,
     footnote: Vec<String>,
     /// The colour key's entries (indices into the chart's key), row by row.
     key_rows: Vec<Vec<usize>>,
@@ -160,10 +161,18 @@ impl Layout {
                 vec![c.title.clone()]
             }
             Form::Narrow => {
-                width_px = width_px.max(PAD + label_w + PAD).max(NARROW_WIDTH);
+                width_px = width_px.max(NARROW_WIDTH);
                 wrap(&c.title, TITLE_EM, width_px - 2 * PAD)
             }
         };
+        let labels: Vec<Vec<String>> = match form {
+            Form::Wide => c.rows.iter().map(|r| vec![r.label.clone()]).collect(),
+            Form::Narrow => c.rows.iter().map(|r| wrap(&r.label, BODY_EM, width_px - 2 * PAD)).collect(),
+        };
+        let longest_line = labels.iter().flatten().map(|l| width(l, BODY_EM)).max().unwrap_or(0);
+        if form == Form::Narrow {
+            width_px = width_px.max(PAD + longest_line + PAD);
+        }
         let footnote = c.footnote.as_deref().map_or_else(Vec::new, |f| wrap(f, SMALL_EM, width_px - 2 * PAD));
         let key_rows = key_rows(c, width_px - 2 * PAD);
         let plot_top = PAD + TITLE_LINE * title.len() as i32 + 4 + if c.reference.is_some() { 18 } else { 0 };
@@ -177,7 +186,7 @@ impl Layout {
             lo,
             hi,
             log,
-            rows: c.rows.len(),
+            labels,
             footnote,
             key_rows,
         }
@@ -188,16 +197,26 @@ impl Layout {
         (self.width as u32, (self.footnote_top() + 18 * self.footnote.len() as i32 + PAD) as u32)
     }
 
-    /// The height of one bar's row: the bar, and in a narrow figure its label line above.
-    fn row_height(&self) -> i32 {
+    /// The height of bar `i`'s row: the bar, and in a narrow figure its label's lines above.
+    fn row_height(&self, i: usize) -> i32 {
         match self.form {
             Form::Wide => ROW,
-            Form::Narrow => ROW + LABEL_LINE,
+            Form::Narrow => ROW + LABEL_LINE * self.label_lines(i),
         }
     }
 
+    /// The lines of bar `i`'s label (one where there is no such bar: an empty chart's row).
+    fn label_lines(&self, i: usize) -> i32 {
+        self.labels.get(i).map_or(1, |l| l.len().max(1) as i32)
+    }
+
+    /// The top of bar `i`'s row (`i` = the number of bars: the plot's bottom).
+    fn row_top(&self, i: usize) -> i32 {
+        self.plot_top + (0..i).map(|k| self.row_height(k)).sum::<i32>()
+    }
+
     fn plot_bottom(&self) -> i32 {
-        self.plot_top + self.row_height() * self.rows.max(1) as i32
+        self.row_top(self.labels.len().max(1))
     }
 
     /// The vertical spans that grid and reference lines cross: the whole plot in a wide figure;
@@ -205,10 +224,10 @@ impl Layout {
     fn bands(&self) -> Vec<(i32, i32)> {
         match self.form {
             Form::Wide => vec![(self.plot_top, self.plot_bottom())],
-            Form::Narrow => (0..self.rows.max(1) as i32)
+            Form::Narrow => (0..self.labels.len().max(1))
                 .map(|i| {
-                    let top = self.plot_top + self.row_height() * i;
-                    (top + LABEL_LINE, top + self.row_height())
+                    let top = self.row_top(i);
+                    (top + LABEL_LINE * self.label_lines(i), top + self.row_height(i))
                 })
                 .collect(),
         }
@@ -231,7 +250,7 @@ impl Layout {
 
     /// The y pixel of the centre of bar `i`.
     fn y(&self, i: usize) -> i32 {
-        self.plot_top + self.row_height() * (i as i32 + 1) - ROW / 2
+        self.row_top(i) + self.row_height(i) - ROW / 2
     }
 
     /// Where to centre small text meant to stand at `x`: as near it as the figure's edges allow.
@@ -368,14 +387,15 @@ fn bar<DB: DrawingBackend>(
     hovers: &Hovers,
 ) -> DrawResult<DB> {
     let y = l.y(i);
-    let row_top = y + ROW / 2 - l.row_height();
+    let row_top = l.row_top(i);
     if row.separator && i > 0 {
         let line = vec![(PAD, row_top), (l.plot_left + l.plot_width, row_top)];
         root.draw(&PathElement::new(line, MUTED.mix(0.4).stroke_width(1)))?;
     }
     let end = l.x(row.high());
-    let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + width(&row.label, BODY_EM));
-    hovers.add((PAD, row_top), (right - PAD, l.row_height()), &row.hover);
+    let label_w = l.labels[i].iter().map(|line| width(line, BODY_EM)).max().unwrap_or(0);
+    let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + label_w);
+    hovers.add((PAD, row_top), (right - PAD, l.row_height(i)), &row.hover);
     let half = ROW * 3 / 10;
     if row.segments.is_empty() {
         let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
@@ -396,7 +416,12 @@ fn bar<DB: DrawingBackend>(
         Form::Wide => {
             text(root, &row.label, (l.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?
         }
-        Form::Narrow => text(root, &row.label, (PAD, row_top + 2), font(BODY_EM), (HPos::Left, VPos::Top))?,
+        Form::Narrow => {
+            for (k, line) in l.labels[i].iter().enumerate() {
+                let at = (PAD, row_top + 2 + LABEL_LINE * k as i32);
+                text(root, line, at, font(BODY_EM), (HPos::Left, VPos::Top))?;
+            }
+        }
     }
     Ok(())
 }

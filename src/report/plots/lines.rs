@@ -89,7 +89,7 @@ pub(crate) fn size(c: &LineChart, form: Form) -> (u32, u32) {
         }
         Form::Narrow => {
             let width_px = narrow_width(c);
-            let legend = (legend_grid(c, width_px).1 + c.marks.len() as i32) * LEGEND_ROW;
+            let legend = (legend_layout(c, width_px).rows + c.marks.len() as i32) * LEGEND_ROW;
             (width_px as u32, (title_height(c, width_px) + NARROW_PLOT_HEIGHT + legend + PAD) as u32)
         }
     }
@@ -99,11 +99,11 @@ fn legend_entries(c: &LineChart) -> impl Iterator<Item = (&Series, &str)> {
     c.series.iter().filter_map(|s| s.label.as_deref().map(|l| (s, l)))
 }
 
-/// A narrow figure's width: [`NARROW_WIDTH`], or the longest legend entry or out-of-memory
-/// label (listed under the legend) where that is wider.
+/// A narrow figure's width: [`NARROW_WIDTH`], or an out-of-memory label (listed under the
+/// legend) where that is wider. Legend entries wrap to it.
 fn narrow_width(c: &LineChart) -> i32 {
     let marks = c.marks.iter().map(|m| width(&m.label, SMALL_EM) + SWATCH + 8 + 2 * PAD);
-    marks.fold(NARROW_WIDTH.max(legend_width(c) + PAD), i32::max)
+    marks.fold(NARROW_WIDTH, i32::max)
 }
 
 /// The title's lines: one in the wide form, wrapped to the width in the narrow one.
@@ -118,11 +118,27 @@ fn title_height(c: &LineChart, width_px: i32) -> i32 {
     PAD + TITLE_LINE * title_lines(c, width_px, Form::Narrow).len() as i32
 }
 
-/// The narrow legend's columns and rows: two columns where every entry fits half the width.
-fn legend_grid(c: &LineChart, width_px: i32) -> (i32, i32) {
-    let count = legend_entries(c).count() as i32;
-    let columns = if legend_width(c) <= (width_px - PAD) / 2 { 2 } else { 1 };
-    (columns, (count + columns - 1) / columns)
+/// How the narrow legend lies in a figure `width_px` wide.
+struct LegendLayout {
+    /// One or two columns: two where every entry fits half the width.
+    columns: i32,
+    /// Legend rows, top to bottom.
+    rows: i32,
+    /// Each entry's label in lines: one line each in two columns; wrapped to the width (a long
+    /// trick set after a `+`) in one.
+    lines: Vec<Vec<String>>,
+}
+
+fn legend_layout(c: &LineChart, width_px: i32) -> LegendLayout {
+    let labels: Vec<&str> = legend_entries(c).map(|(_, label)| label).collect();
+    let count = labels.len() as i32;
+    if legend_width(c) <= (width_px - PAD) / 2 {
+        let lines = labels.iter().map(|l| vec![(*l).to_owned()]).collect();
+        return LegendLayout { columns: 2, rows: (count + 1) / 2, lines };
+    }
+    let room = width_px - PAD - SWATCH - 8 - PAD;
+    let lines: Vec<Vec<String>> = labels.iter().map(|l| wrap(l, SMALL_EM, room)).collect();
+    LegendLayout { columns: 1, rows: lines.iter().map(|l| l.len() as i32).sum(), lines }
 }
 
 fn fx(c: &LineChart, x: f64) -> f64 {
@@ -340,25 +356,34 @@ fn marks<DB: DrawingBackend>(
 
 fn legend_column<DB: DrawingBackend>(legend: &DrawingArea<DB, Shift>, c: &LineChart) -> DrawResult<DB> {
     for (i, (s, label)) in legend_entries(c).enumerate() {
-        legend_entry(legend, s, label, (0, 20 + LEGEND_ROW * i as i32))?;
+        legend_entry(legend, s, &[label.to_owned()], (0, 20 + LEGEND_ROW * i as i32))?;
     }
     Ok(())
 }
 
-/// The narrow legend: entries in rows of one or two columns, top to bottom then left to right.
+/// The narrow legend: entries in rows of two columns, top to bottom then left to right, or in one
+/// column, each entry on as many rows as its label's lines.
 fn legend_rows<DB: DrawingBackend>(
     legend: &DrawingArea<DB, Shift>,
     c: &LineChart,
     width_px: i32,
 ) -> DrawResult<DB> {
-    let (columns, rows) = legend_grid(c, width_px);
-    let column_width = (width_px - PAD) / columns;
-    for (i, (s, label)) in legend_entries(c).enumerate() {
-        let (column, row) = (i as i32 / rows.max(1), i as i32 % rows.max(1));
-        legend_entry(legend, s, label, (column * column_width, LEGEND_ROW / 2 + LEGEND_ROW * row))?;
+    let layout = legend_layout(c, width_px);
+    let column_width = (width_px - PAD) / layout.columns;
+    let mut row = 0;
+    for (i, ((s, _), lines)) in legend_entries(c).zip(&layout.lines).enumerate() {
+        let column = if layout.columns == 2 { i as i32 / layout.rows.max(1) } else { 0 };
+        if layout.columns == 2 {
+            row = i as i32 % layout.rows.max(1);
+        }
+        let at = (column * column_width, LEGEND_ROW / 2 + LEGEND_ROW * row);
+        legend_entry(legend, s, lines, at)?;
+        if layout.columns == 1 {
+            row += lines.len() as i32;
+        }
     }
     for (i, m) in c.marks.iter().enumerate() {
-        let y = LEGEND_ROW / 2 + LEGEND_ROW * (rows + i as i32);
+        let y = LEGEND_ROW / 2 + LEGEND_ROW * (layout.rows + i as i32);
         let colour = m.colour.plotters();
         let style = colour.stroke_width(3);
         let (cx, cy) = (SWATCH / 2 - 1, y);
@@ -369,11 +394,12 @@ fn legend_rows<DB: DrawingBackend>(
     Ok(())
 }
 
-/// One legend entry: the line's swatch (dashed for a reference) and its label, centred on `y`.
+/// One legend entry: the line's swatch (dashed for a reference), centred on `y`, and its label's
+/// lines, the first beside the swatch and the rest under it.
 fn legend_entry<DB: DrawingBackend>(
     legend: &DrawingArea<DB, Shift>,
     s: &Series,
-    label: &str,
+    lines: &[String],
     (x, y): (i32, i32),
 ) -> DrawResult<DB> {
     let colour = s.colour.plotters();
@@ -383,7 +409,11 @@ fn legend_entry<DB: DrawingBackend>(
     } else {
         legend.draw(&PathElement::new(vec![(x, y), (x + SWATCH - 2, y)], colour.stroke_width(3)))?;
     }
-    text(legend, label, (x + SWATCH + 6, y), font(SMALL_EM), (HPos::Left, VPos::Center))
+    for (k, line) in lines.iter().enumerate() {
+        let at = (x + SWATCH + 6, y + LEGEND_ROW * k as i32);
+        text(legend, line, at, font(SMALL_EM), (HPos::Left, VPos::Center))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
