@@ -97,7 +97,7 @@ fn both_workloads_agree_with_pytorch_and_are_timed_in_alternating_processes() {
         assert!(stdout.lines().any(|l| l.starts_with(row)), "no {row} row:\n{stdout}");
     }
     assert!(
-        stdout.contains("left out channels-last (named with --stack): gpt-mini has no convolutions"),
+        stdout.contains("left out: channels-last (named with --stack): gpt-mini has no convolutions"),
         "{stdout}"
     );
     let bytes = std::fs::read(dir.path().join("parity/parity.json")).unwrap();

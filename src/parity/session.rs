@@ -154,17 +154,7 @@ fn compare_workload(
     eprintln!("{workload}: training {} steps on each side", request.steps);
     let tb = run(Implementation::Trickbench, SideMode::Losses, "losses")?;
     let py = run(Implementation::PyTorch, SideMode::Losses, "losses")?;
-    let losses = LossAgreement::compare(tb.losses.clone(), py.losses.clone(), LOSS_RELATIVE_TOLERANCE)
-        .map_err(|e| e.context(format!("{workload}: comparing the losses")))?;
-    eprintln!(
-        "{workload}: loss after {} steps: trickbench {:.6}, PyTorch {:.6}; largest difference {:.2e} ({:.2e} relative): {}",
-        request.steps,
-        losses.trickbench_losses.last().copied().unwrap_or(f64::NAN),
-        losses.pytorch_losses.last().copied().unwrap_or(f64::NAN),
-        losses.max_abs_diff,
-        losses.max_rel_diff,
-        if losses.agrees() { "agree" } else { "DISAGREE" }
-    );
+    let losses = compare_losses(workload, &tb, &py)?;
     let mut compiled = Vec::new();
     for &mode in &config.request.compile {
         compiled.push(compiled_losses(workload, mode, &py.losses, &run)?);
@@ -174,10 +164,7 @@ fn compare_workload(
         side.speed = rounds.as_ref().and_then(|r| CompiledSpeed::from_rounds(&side.rounds, r));
     }
     if let (Some(stack), Some(rounds)) = (stack.as_mut(), &rounds) {
-        let eager: Vec<Vec<f64>> = rounds.iter().map(|r| r.pytorch_window_samples_per_s.clone()).collect();
-        let baseline: Vec<Vec<f64>> =
-            rounds.iter().map(|r| r.trickbench_window_samples_per_s.clone()).collect();
-        stack.speed = StackSpeed::from_rounds(&stack.rounds, &eager, &baseline);
+        stack.speed = StackSpeed::from_rounds(&stack.rounds, rounds);
     }
     Ok(WorkloadParity {
         workload,
@@ -192,6 +179,22 @@ fn compare_workload(
         compiled,
         stack,
     })
+}
+
+/// trickbench's losses (`tb`) against eager PyTorch's (`py`), told to the user.
+fn compare_losses(workload: WorkloadId, tb: &SideOutput, py: &SideOutput) -> Result<LossAgreement, Error> {
+    let losses = LossAgreement::compare(tb.losses.clone(), py.losses.clone(), LOSS_RELATIVE_TOLERANCE)
+        .map_err(|e| e.context(format!("{workload}: comparing the losses")))?;
+    eprintln!(
+        "{workload}: loss after {} steps: trickbench {:.6}, PyTorch {:.6}; largest difference {:.2e} ({:.2e} relative): {}",
+        losses.trickbench_losses.len(),
+        losses.trickbench_losses.last().copied().unwrap_or(f64::NAN),
+        losses.pytorch_losses.last().copied().unwrap_or(f64::NAN),
+        losses.max_abs_diff,
+        losses.max_rel_diff,
+        if losses.agrees() { "agree" } else { "DISAGREE" }
+    );
+    Ok(losses)
 }
 
 /// The stacked side of `workload` from `source` on `hardware`, told to the user: its tricks and

@@ -12,6 +12,7 @@ use crate::bench::speedrun::{fastest_step, load_evidence, Evidence};
 use crate::device::{DeviceSpec, Hardware};
 use crate::error::Error;
 use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
+use crate::parity::compare::TimingRound;
 use crate::results::schema::{SpeedrunDecision, SpeedrunTrick};
 use crate::tricks::{Applicability, Stage, Trick, TrickSet};
 use crate::workloads::WorkloadId;
@@ -181,14 +182,18 @@ pub struct StackSpeed {
 }
 
 impl StackSpeed {
-    /// Summarises the stack's `rounds` against eager PyTorch's and trickbench's baseline's windows
-    /// of the same rounds (one list per round each); `None` when nothing was timed.
-    pub fn from_rounds(rounds: &[Vec<f64>], eager: &[Vec<f64>], baseline: &[Vec<f64>]) -> Option<Self> {
-        let timed = rounds.len();
+    /// Summarises the stack's windows of each round (`stack`, from the first round on) against
+    /// eager PyTorch's and trickbench's baseline's windows of the same `rounds`; `None` when
+    /// nothing was timed.
+    pub fn from_rounds(stack: &[Vec<f64>], rounds: &[TimingRound]) -> Option<Self> {
+        let same = &rounds[..stack.len().min(rounds.len())];
+        let eager: Vec<Vec<f64>> = same.iter().map(|r| r.pytorch_window_samples_per_s.clone()).collect();
+        let baseline: Vec<Vec<f64>> =
+            same.iter().map(|r| r.trickbench_window_samples_per_s.clone()).collect();
         Some(Self {
-            samples_per_s: median_ci(&rounds.concat())?,
-            ratio_to_eager: paired_ratio_ci(rounds, &eager[..timed.min(eager.len())])?,
-            ratio_to_baseline: paired_ratio_ci(rounds, &baseline[..timed.min(baseline.len())])?,
+            samples_per_s: median_ci(&stack.concat())?,
+            ratio_to_eager: paired_ratio_ci(stack, &eager)?,
+            ratio_to_baseline: paired_ratio_ci(stack, &baseline)?,
         })
     }
 }
@@ -244,13 +249,17 @@ mod tests {
     #[test]
     fn the_speed_is_paired_by_round_with_eager_and_the_baseline() {
         let stack = vec![vec![150.0, 152.0, 148.0], vec![300.0, 303.0, 297.0]];
-        let eager = vec![vec![100.0, 101.0, 99.0], vec![200.0, 202.0, 198.0]];
-        let baseline = vec![vec![120.0, 121.0, 119.0], vec![240.0, 242.0, 238.0]];
-        let speed = StackSpeed::from_rounds(&stack, &eager, &baseline).unwrap();
+        let round = |scale: f64, trickbench_first| TimingRound {
+            trickbench_first,
+            trickbench_window_samples_per_s: vec![120.0 * scale, 121.0 * scale, 119.0 * scale],
+            pytorch_window_samples_per_s: vec![100.0 * scale, 101.0 * scale, 99.0 * scale],
+        };
+        let rounds = [round(1.0, true), round(2.0, false)];
+        let speed = StackSpeed::from_rounds(&stack, &rounds).unwrap();
         assert!((speed.ratio_to_eager.point - 1.5).abs() < 0.03, "{:?}", speed.ratio_to_eager);
         assert!((speed.ratio_to_baseline.point - 1.25).abs() < 0.03, "{:?}", speed.ratio_to_baseline);
-        let first_round_only = StackSpeed::from_rounds(&stack[..1], &eager, &baseline).unwrap();
-        assert!((first_round_only.ratio_to_eager.point - 1.5).abs() < 0.03);
-        assert!(StackSpeed::from_rounds(&[], &eager, &baseline).is_none());
+        let stopped_after_one = StackSpeed::from_rounds(&stack[..1], &rounds).unwrap();
+        assert!((stopped_after_one.ratio_to_eager.point - 1.5).abs() < 0.03);
+        assert!(StackSpeed::from_rounds(&[], &rounds).is_none());
     }
 }

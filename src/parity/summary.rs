@@ -167,8 +167,13 @@ fn stack_notes(stack: &StackParity) -> String {
         }
     }
     for trick in stack.considered.iter().filter(|t| t.decision != SpeedrunDecision::Added) {
+        let decision = match trick.decision {
+            SpeedrunDecision::Refused => "refused",
+            SpeedrunDecision::NotSignificant => "not significant",
+            _ => "left out",
+        };
         let why = trick.reason.as_deref().unwrap_or_default();
-        text.push_str(&format!("    left out {} ({}): {why}\n", trick.trick, trick.effect));
+        text.push_str(&format!("    {decision}: {} ({}): {why}\n", trick.trick, trick.effect));
     }
     text
 }
