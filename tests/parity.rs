@@ -167,14 +167,12 @@ fn a_momentum_difference_on_the_pytorch_side_is_caught_where_it_first_shows() {
     assert!(agreement.trickbench_losses[..2] == agreement.pytorch_losses[..2], "{agreement:?}");
 }
 
-/// `trickbench parity` of the smoke GPT on the CPU with `extra` flags, in `dir`, with `env` set
-/// for the sides; returns its stdout and the report.
-fn compiled_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String, ParityReport) {
+/// A short `trickbench parity` at the smoke profile on the CPU (batch 4, 3 steps) with `extra`
+/// flags, in `dir`, with `env` set for the sides; returns its stdout and the report.
+fn short_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String, ParityReport) {
     let python = python();
     let mut args = vec![
         "parity",
-        "--workload",
-        "gpt",
         "--profile",
         "smoke",
         "--device",
@@ -183,8 +181,6 @@ fn compiled_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String
         "4",
         "--steps",
         "3",
-        "--text",
-        "verse.txt",
         "--out",
         "parity",
         "--python",
@@ -200,6 +196,11 @@ fn compiled_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String
     assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
     let report = serde_json::from_slice(&std::fs::read(dir.join("parity/parity.json")).unwrap()).unwrap();
     (stdout, report)
+}
+
+/// [`short_parity`] of the smoke GPT.
+fn compiled_parity(dir: &Path, extra: &[&str], env: &[(&str, &Path)]) -> (String, ParityReport) {
+    short_parity(dir, &[&["--workload", "gpt", "--text", "verse.txt"][..], extra].concat(), env)
 }
 
 #[test]
@@ -260,19 +261,11 @@ fn the_stack_from_a_results_file_is_its_significantly_faster_step_tricks() {
     // The fixture's ResNet-20: avoid-sync 1.18× faster, zero-grad-none within noise,
     // channels-last slower, debug-off against its own reference.
     trickbench::results::store::save(&common::fixtures::cpu_run(), &dir.path().join("effects.json")).unwrap();
-    let python = python();
-    let args = [
-        "parity",
+    let flags = [
         "--workload",
         "resnet20",
-        "--profile",
-        "smoke",
-        "--device",
-        "cpu",
-        "--batch-size",
-        "4",
-        "--steps",
-        "2",
+        "--data",
+        "cifar",
         "--rounds",
         "1",
         "--warmup-steps",
@@ -281,19 +274,10 @@ fn the_stack_from_a_results_file_is_its_significantly_faster_step_tricks() {
         "1",
         "--steps-per-window",
         "1",
-        "--data",
-        "cifar",
         "--stack-from",
         "effects.json",
-        "--out",
-        "parity",
-        "--python",
     ];
-    let out = trickbench(dir.path(), &[&args[..], &[python.to_str().unwrap()]].concat());
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "parity failed:\n{stdout}\n{stderr}");
-    let report: ParityReport =
-        serde_json::from_slice(&std::fs::read(dir.path().join("parity/parity.json")).unwrap()).unwrap();
+    let (stdout, report) = short_parity(dir.path(), &flags, &[]);
     let stack = report.workloads[0].stack.as_ref().unwrap();
     assert_eq!(stack.tricks, [Trick::AvoidSync]);
     assert_eq!(stack.evidence, ["effects.json"]);
