@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use crate::bench::plan::PlanRequest;
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::results::analysis::time_to_target_verdict;
+use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::results::schema::{
     CellKind, CellResult, Phase, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
     Verdict,
@@ -170,12 +170,7 @@ fn combine(
 
 /// The largest half-width of `workload`'s A/A noise floors in `evidence`.
 fn noise_floor(evidence: &[(&str, &Results)], workload: WorkloadId) -> Option<f64> {
-    evidence
-        .iter()
-        .flat_map(|(_, r)| &r.noise_floors)
-        .filter(|f| f.workload == workload)
-        .map(|f| f.half_width)
-        .reduce(f64::max)
+    evidence.iter().filter_map(|(_, r)| noise_floor_half_width(r, workload)).reduce(f64::max)
 }
 
 /// A trick's decision, with the candidate it makes when its effect was significant.

@@ -4,7 +4,7 @@
 //! what the stack holds and what could not run.
 
 use crate::measure::stats::Estimate;
-use crate::parity::compare::{CompiledParity, LossAgreement, ParityReport, WorkloadParity};
+use crate::parity::compare::{CompiledParity, ParityReport, WorkloadParity};
 use crate::parity::stack::StackParity;
 use crate::results::schema::SpeedrunDecision;
 
@@ -65,7 +65,7 @@ fn workload_table(w: &WorkloadParity) -> String {
     ));
     rows.push(row(
         "trickbench baseline",
-        agreement(&w.losses),
+        agreement(w.losses.agrees(), w.losses.max_abs_diff, w.losses.max_rel_diff),
         speed.map(|s| &s.trickbench_samples_per_s),
         speed.map(|s| ratio(&s.speed_ratio)),
         "",
@@ -113,15 +113,10 @@ fn row(
 
 /// The row of an available compiled PyTorch side.
 fn compiled_row(side: &CompiledParity) -> Row {
-    let losses = match &side.losses {
-        Some(l) => format!(
-            "{}: |Δ| {:.1e} ({:.1e} relative)",
-            if l.agrees() { "agree" } else { "DISAGREE" },
-            l.max_abs_diff,
-            l.max_rel_diff
-        ),
-        None => "-".to_owned(),
-    };
+    let losses = side
+        .losses
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |l| agreement(l.agrees(), l.max_abs_diff, l.max_rel_diff));
     let speed = side.speed.as_ref();
     let compile =
         speed.map_or(String::new(), |s| format!("{:.1} s, {:.1} s", s.first_compile_s, s.median_compile_s));
@@ -134,14 +129,11 @@ fn compiled_row(side: &CompiledParity) -> Row {
     )
 }
 
-/// trickbench's losses against PyTorch's, in a cell.
-fn agreement(losses: &LossAgreement) -> String {
-    format!(
-        "{}: |Δ| {:.1e} ({:.1e} relative)",
-        if losses.agrees() { "agree" } else { "DISAGREE" },
-        losses.max_abs_diff,
-        losses.max_rel_diff
-    )
+/// A side's losses against eager PyTorch's, in a cell: whether every step agrees, and the largest
+/// absolute and relative differences.
+fn agreement(agrees: bool, max_abs_diff: f64, max_rel_diff: f64) -> String {
+    let verdict = if agrees { "agree" } else { "DISAGREE" };
+    format!("{verdict}: |Δ| {max_abs_diff:.1e} ({max_rel_diff:.1e} relative)")
 }
 
 /// A ratio with its interval.

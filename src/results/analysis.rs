@@ -264,10 +264,10 @@ fn seed_values(
         .collect()
 }
 
-/// The half-width of `workload`'s A/A noise floor in `results` (0 where no A/A control was
-/// measured).
-pub fn noise_floor_half_width(results: &Results, workload: WorkloadId) -> f64 {
-    results.noise_floors.iter().filter(|f| f.workload == workload).map(|f| f.half_width).fold(0.0, f64::max)
+/// The half-width of `workload`'s A/A noise floor in `results` (the largest where several were
+/// measured); `None` where no A/A control was measured.
+pub fn noise_floor_half_width(results: &Results, workload: WorkloadId) -> Option<f64> {
+    results.noise_floors.iter().filter(|f| f.workload == workload).map(|f| f.half_width).reduce(f64::max)
 }
 
 /// The position among `candidates` of the reference of the trick configuration `key`: the trick's
