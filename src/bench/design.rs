@@ -11,7 +11,7 @@ use crate::bench::plan::{Plan, PlanRequest};
 use crate::bench::speedrun::{choose, Evidence, THIS_RUN};
 use crate::error::Error;
 use crate::results::schema::{CellKind, CellStatus, Phase, Results, SpeedrunChoice, SpeedrunDecision};
-use crate::tricks::{Applicability, Metric, Trick, TrickSet};
+use crate::tricks::{Applicability, Metric, Reference, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
 
 /// The first batch size a probe tries; each next one doubles it.
@@ -363,9 +363,12 @@ pub fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
                 results.cells.iter().find(|cell| cell.id() == c.cell && cell.key.workload == workload)?;
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
-                // The stack starts from the plain recipe, in which debugging is already off.
+                // The stack starts from the plain recipe, in which debugging is already off; a trick
+                // measured against another in its place has no effect on the plain recipe to rank.
                 ([trick], CellKind::Throughput { phase: Phase::Train })
-                    if *trick != Trick::DebugOff && trick.metric() == Metric::Throughput =>
+                    if *trick != Trick::DebugOff
+                        && trick.metric() == Metric::Throughput
+                        && !matches!(trick.info().reference, Reference::Swapped { .. }) =>
                 {
                     Some((*trick, c.speedup))
                 }

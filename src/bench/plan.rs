@@ -421,23 +421,28 @@ fn time_to_accuracy_seeds(
 /// The cells that measure `trick` alone, as its metric asks: throughput (training or evaluation)
 /// or memory cells (with time-to-accuracy cells per seed too for the tricks also trained to the
 /// target), or time-to-accuracy cells per seed; each with the reference cells it is compared with
-/// when those are not the plain baselines.
+/// when those are not the plain baselines (a reference of its own, or the cell with another trick
+/// in its place). On a CUDA GPU a forced attention backend and its reference run under
+/// `amp-bf16` ([`Trick::ablation_set`]).
 fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec<PlannedCell> {
-    let only = TrickSet::only(trick);
     if let Applicability::NotApplicable(_) = trick.applicability(workload, &request.hardware) {
         // One cell says why; no reference or comparison cell is trained for a trick that cannot run.
         let kind = match trick.metric() {
             Metric::TimeToAccuracy => CellKind::TimeToAccuracy,
             Metric::Throughput | Metric::EvalThroughput | Metric::Memory => throughput(phase_of(trick)),
         };
-        return vec![planned(request, workload, only, kind)];
+        return vec![planned(request, workload, TrickSet::only(trick), kind)];
     }
+    let only = trick.ablation_set(&request.hardware);
     let mut cells = Vec::new();
     match trick.metric() {
         Metric::Throughput | Metric::EvalThroughput | Metric::Memory => {
             let kind = throughput(phase_of(trick));
             if trick.reference_label().is_some() {
                 cells.push(reference_cell(request, workload, trick, kind));
+            }
+            if let Some(swapped) = only.swapped_reference() {
+                cells.push(planned(request, workload, swapped, kind));
             }
             cells.push(planned(request, workload, only.clone(), kind));
             if let Some(batch) = request.time_to_accuracy_batch_size.filter(|_| trick.also_time_to_accuracy())
@@ -540,6 +545,32 @@ mod tests {
                 "resnet20/channels-last/b128/s0/train",
             ]
         );
+    }
+
+    #[test]
+    fn forced_attention_backends_are_measured_against_pytorchs_choice_under_bf16_on_a_gpu() {
+        let quick = ProfileName::Quick.settings(Family::CharGpt);
+        let tricks = vec![Trick::SdpaFlash, Trick::SdpaMath];
+        let labels = |device: DeviceSpec| {
+            let hardware = Hardware { device, ..Hardware::with_gpus(1) };
+            let request = PlanRequest::new(vec![WorkloadId::GptMini], tricks.clone(), hardware, &quick);
+            let plan = Plan::ablation(&PlanRequest { time_to_accuracy_batch_size: None, ..request });
+            plan.cells.iter().map(|c| (c.key.tricks.label(), c.not_applicable.clone())).collect::<Vec<_>>()
+        };
+        let label = |l: &str| (l.to_owned(), None);
+        assert_eq!(
+            labels(DeviceSpec::Cuda(0)),
+            [
+                label("baseline"),
+                label("baseline"),
+                label("amp-bf16+flash-attention"),
+                label("amp-bf16+sdpa-flash"),
+                label("amp-bf16+sdpa-math"),
+            ]
+        );
+        let on_cpu = labels(DeviceSpec::Cpu);
+        let on_cpu: Vec<&str> = on_cpu.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(on_cpu, ["baseline", "baseline", "flash-attention", "sdpa-flash", "sdpa-math"]);
     }
 
     #[test]

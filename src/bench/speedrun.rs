@@ -178,11 +178,8 @@ type Judgement = (SpeedrunTrick, Option<Candidate>);
 
 /// The trick of a cell that holds one trick and is no reference cell.
 fn single_trick(cell: &CellResult) -> Option<Trick> {
-    let mut tricks = cell.key.tricks.iter();
-    match (tricks.next(), tricks.next(), cell.key.reference_for, cell.key.aa_control) {
-        (Some(trick), None, None, false) => Some(trick),
-        _ => None,
-    }
+    let plain = cell.key.reference_for.is_none() && !cell.key.aa_control;
+    cell.key.tricks.ablated_trick().filter(|_| plain)
 }
 
 /// The judgements of `workload`'s single-trick throughput comparisons in `results` (tricks judged
@@ -208,7 +205,7 @@ fn throughput_judgements(results: &Results, workload: WorkloadId) -> impl Iterat
                 effect,
                 "speeds up evaluation, which time to target does not count".to_owned(),
             ),
-            _ if trick.judged_against_own_reference() => left_out(trick, effect, own_reference_reason(trick)),
+            _ if !trick.compared_with_baseline() => left_out(trick, effect, own_reference_reason(trick)),
             _ if c.verdict == Verdict::Faster => added(trick, effect, c.speedup),
             _ => {
                 let why = match c.verdict {
@@ -242,12 +239,12 @@ fn not_significant(trick: Trick, effect: String, why: &str) -> Judgement {
     (judged(trick, &effect, SpeedrunDecision::NotSignificant, Some(why.to_owned())), None)
 }
 
-/// Why a trick judged against its own reference is left out of the combination.
+/// Why a trick judged against a reference other than the baseline is left out of the combination.
 fn own_reference_reason(trick: Trick) -> String {
     format!(
         "judged against its own reference ({}), not the plain recipe: its effect on the recipe the \
          combination starts from was not measured",
-        trick.reference_label().unwrap_or("its reference")
+        trick.reference_text().unwrap_or_else(|| "its reference".to_owned())
     )
 }
 
@@ -270,7 +267,7 @@ fn time_to_accuracy_judgements<'r>(
             Some(versus) => format!("{versus}; {seeds}"),
             None => seeds,
         };
-        if trick.judged_against_own_reference() {
+        if !trick.compared_with_baseline() {
             return Some(left_out(trick, effect, own_reference_reason(trick)));
         }
         if s.batch_size != batch_size {

@@ -209,12 +209,25 @@ impl Group<'_> {
         self.entries.iter().filter(|e| e.cell.key.kind == CellKind::TimeToAccuracy).collect()
     }
 
+    /// The verdict of the trick cell `e` judged by `metric` from its comparison `c`
+    /// ([`cell_verdict`]), naming the reference where a trick of the cell is compared with another
+    /// in its place ("… against amp-bf16+flash-attention").
+    pub fn verdict_of(&self, e: &Entry, metric: Metric, c: &Comparison) -> TrickVerdict {
+        let mut verdict = cell_verdict(metric, c);
+        let swapped = e.cell.key.tricks.swapped_reference().is_some();
+        let reference = self.entries.iter().find(|x| x.cell.id() == c.baseline);
+        if let Some(r) = reference.filter(|_| swapped) {
+            verdict.text.push_str(&format!(" against {}", r.cell.key.configuration_label()));
+        }
+        verdict
+    }
+
     fn headline_row(&self, e: &Entry) -> HeadlineRow {
         let tricks = &e.cell.key.tricks;
         let single = single_trick(tricks);
         let metric = single.map_or(Metric::Throughput, Trick::metric);
         let own_verdict =
-            e.comparison.filter(|_| metric != Metric::TimeToAccuracy).map(|c| cell_verdict(metric, c));
+            e.comparison.filter(|_| metric != Metric::TimeToAccuracy).map(|c| self.verdict_of(e, metric, c));
         let guide =
             tricks.iter().filter_map(Trick::guide_number).map(|n| format!("#{n}")).collect::<Vec<_>>();
         HeadlineRow {
@@ -483,13 +496,10 @@ pub(crate) fn ratio_effect(ratio: f64, tolerance: f64) -> Effect {
     }
 }
 
-/// The trick of a one-trick set.
+/// The trick a set measures alone: its one trick, or a trick with the precision its reference
+/// adds on a CUDA GPU ([`TrickSet::ablated_trick`]).
 pub(crate) fn single_trick(set: &TrickSet) -> Option<Trick> {
-    let mut it = set.iter();
-    match (it.next(), it.next()) {
-        (Some(t), None) => Some(t),
-        _ => None,
-    }
+    set.ablated_trick()
 }
 
 /// A unique HTML anchor for a cell.

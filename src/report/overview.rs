@@ -147,7 +147,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
             Metric::EvalThroughput if !is_throughput(e, Phase::Eval) => continue,
             Metric::Throughput | Metric::Memory if !is_throughput(e, Phase::Train) => continue,
             _ => match e.comparison {
-                Some(c) => model::cell_verdict(metric, c),
+                Some(c) => g.verdict_of(e, metric, c),
                 None => not_measured(e),
             },
         };

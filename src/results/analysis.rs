@@ -9,7 +9,7 @@ use crate::results::schema::{
     Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
-use crate::tricks::{MemoryFigure, Trick};
+use crate::tricks::{MemoryFigure, Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
@@ -270,7 +270,9 @@ pub fn noise_floor_half_width(results: &Results, workload: WorkloadId) -> Option
     results.noise_floors.iter().filter(|f| f.workload == workload).map(|f| f.half_width).reduce(f64::max)
 }
 
-/// The position among `candidates` of the reference of the trick configuration `key`: the trick's
+/// The position among `candidates` of the reference of the trick configuration `key`: the
+/// configuration with another trick in place of one of its own where a trick of it is compared so
+/// and that configuration was measured (`sdpa-flash` against `flash-attention`), else the trick's
 /// own reference configuration where it has one and it was measured, else the baseline; with the
 /// same workload, seed and kind, and the same batch size (`max-batch`: the smallest batch, the
 /// recipe's).
@@ -279,22 +281,27 @@ fn reference_index<'k>(
     candidates: impl Iterator<Item = &'k CellKey> + Clone,
 ) -> Option<usize> {
     let any_batch = key.tricks.has(Trick::MaxBatch);
-    let find = |reference_for: Option<Trick>| {
+    let find = |tricks: &TrickSet, reference_for: Option<Trick>| {
         candidates
             .clone()
             .enumerate()
             .filter(|(_, c)| {
                 (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
                     && (any_batch || c.batch_size == key.batch_size)
-                    && c.tricks.is_baseline()
+                    && c.tricks == *tricks
                     && !c.aa_control
                     && c.reference_for == reference_for
             })
             .min_by_key(|(_, c)| c.batch_size)
             .map(|(i, _)| i)
     };
+    let baseline = TrickSet::baseline();
+    let swapped = key.tricks.swapped_reference().filter(|_| key.reference_for.is_none());
     let own = key.tricks.iter().find(|t| t.judged_against_own_reference());
-    own.and_then(|t| find(Some(t))).or_else(|| find(None))
+    swapped
+        .and_then(|tricks| find(&tricks, None))
+        .or_else(|| own.and_then(|t| find(&baseline, Some(t))))
+        .or_else(|| find(&baseline, None))
 }
 
 /// One configuration's seeds: medians with unreached seeds counted as infinitely slow.
@@ -495,6 +502,21 @@ mod tests {
         assert_eq!(cmp.len(), 1, "the debugging-on cell is a reference, not a trick");
         assert_eq!(cmp[0].baseline, debugging.id());
         assert_eq!(cmp[0].speedup, 2.0);
+    }
+
+    #[test]
+    fn a_forced_attention_backend_is_compared_with_pytorchs_choice_in_the_same_precision() {
+        let set = |tricks: &[Trick]| tricks.iter().copied().collect::<TrickSet>();
+        let plain = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        let chosen = cell(set(&[Trick::AmpBf16, Trick::FlashAttention]), [[200.0; 3]; 2], 1);
+        let forced = cell(set(&[Trick::AmpBf16, Trick::SdpaCudnn]), [[240.0; 3]; 2], 1);
+        let stacked = cell(set(&[Trick::AmpBf16, Trick::SdpaMath, Trick::ZeroGradNone]), [[150.0; 3]; 2], 1);
+        let cells = [plain.clone(), chosen.clone(), forced.clone(), stacked.clone()];
+        let cmp = comparisons(&cells, Design::Ablation);
+        let of = |id: CellId| cmp.iter().find(|c| c.cell == id).unwrap();
+        assert_eq!((&of(forced.id()).baseline, of(forced.id()).speedup), (&chosen.id(), 1.2));
+        assert_eq!((&of(chosen.id()).baseline, of(chosen.id()).speedup), (&plain.id(), 2.0));
+        assert_eq!(of(stacked.id()).baseline, plain.id(), "no cell with flash-attention in its place");
     }
 
     #[test]

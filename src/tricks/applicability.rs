@@ -1,7 +1,7 @@
 //! Where a trick can be measured: the needs in its table entry, checked against a workload and the
 //! hardware facts the caller passes in (so any machine can be described, on any machine).
 
-use super::Trick;
+use super::{Trick, TrickSet};
 use crate::device::Hardware;
 use crate::workloads::WorkloadId;
 
@@ -47,6 +47,10 @@ pub enum Need {
     /// Python PyTorch: the trick is measured beside eager PyTorch by `trickbench parity`, never in
     /// a trickbench cell; the text says why and where.
     ThroughPytorch(&'static str),
+    /// Half precision on a CUDA GPU: a set holding the trick runs there only with `amp` or
+    /// `amp-bf16` on too; the text says why. A need of the whole set, checked by
+    /// [`Need::unmet_in_set`]: the trick alone applies, as its ablation cell adds `amp-bf16` there.
+    HalfPrecisionOnCuda(&'static str),
 }
 
 impl Need {
@@ -79,6 +83,25 @@ impl Need {
                     .to_owned()
             }),
             Need::ThroughPytorch(why) => Some(format!("measured through PyTorch: {why}")),
+            Need::HalfPrecisionOnCuda(_) => None,
+        }
+    }
+
+    /// Why this need of a trick of `set` is not met by the set on `hardware`, if it is not: the
+    /// needs of a whole set ([`Need::HalfPrecisionOnCuda`]); every other need is met by the set.
+    pub fn unmet_in_set(self, set: &TrickSet, hardware: &Hardware) -> Option<String> {
+        match self {
+            Need::HalfPrecisionOnCuda(why) => {
+                let half = set.has(Trick::Amp) || set.has(Trick::AmpBf16);
+                (hardware.device.is_cuda() && !half).then(|| {
+                    format!(
+                        "needs fp16 or bf16 on a CUDA GPU ({} or {} on too): {why}",
+                        Trick::Amp,
+                        Trick::AmpBf16
+                    )
+                })
+            }
+            _ => None,
         }
     }
 }

@@ -26,6 +26,10 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
             trick.stage().label()
         )?;
         write_off_on(out, trick)?;
+        let measured = trick.ablation_set(hardware);
+        if let Some(reference) = measured.swapped_reference() {
+            writeln!(out, "    measured on {device} as {} against {}", measured.label(), reference.label())?;
+        }
         // One line per family: the first member's reason stands for the family.
         for family in [Family::CifarResnet, Family::CharGpt] {
             let first = WorkloadId::ALL.into_iter().find(|w| w.family() == family);
@@ -51,5 +55,28 @@ fn write_off_on(out: &mut impl Write, trick: Trick) -> io::Result<()> {
         writeln!(out, "    on  (ResNet): {}", trick.on(cnn))?;
         writeln!(out, "    off (GPT):    {}", trick.off(gpt))?;
         writeln!(out, "    on  (GPT):    {}", trick.on(gpt))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalogue(hardware: &Hardware) -> String {
+        let mut out = Vec::new();
+        write_catalogue(&mut out, hardware.device, hardware).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_forced_backend_says_what_it_is_measured_as_and_against() {
+        let gpu = catalogue(&Hardware::with_gpus(1));
+        assert!(
+            gpu.contains("    measured on cuda:0 as amp-bf16+sdpa-cudnn against amp-bf16+flash-attention\n"),
+            "{gpu}"
+        );
+        let cpu = catalogue(&Hardware::with_gpus(0));
+        assert!(cpu.contains("    measured on cpu as sdpa-math against flash-attention\n"), "{cpu}");
+        assert!(!cpu.contains("as channels-last against"), "only tricks measured against another say so");
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Need;
+use super::{Need, Trick};
 use crate::workloads::Family;
 
 /// Every fact about one trick; the trick table holds one per trick.
@@ -71,13 +71,24 @@ pub enum Reference {
     /// `strict-fp32` cell forbids TF32 everywhere, which shows what PyTorch's default of TF32 in
     /// cuDNN is worth.
     Beside(&'static str),
+    /// The same cell with another trick on in this one's place, for a trick that refines that
+    /// other: each forced SDPA backend against `scaled_dot_product_attention` under PyTorch's own
+    /// choice of backend (`flash-attention`). On a CUDA GPU both cells also run with
+    /// `cuda_precision` on, a precision every backend supports there.
+    Swapped {
+        /// The trick on in the reference cell instead.
+        with: Trick,
+        /// The trick both cells also switch on on a CUDA GPU (`None`: none).
+        cuda_precision: Option<Trick>,
+    },
 }
 
 impl Reference {
-    /// The label of the trick's reference cell, where it has one.
+    /// The label of the trick's reference cell, where it has one of its own (a cell marked as
+    /// that trick's reference).
     pub fn label(self) -> Option<&'static str> {
         match self {
-            Reference::Baseline => None,
+            Reference::Baseline | Reference::Swapped { .. } => None,
             Reference::Own(label) | Reference::Beside(label) => Some(label),
         }
     }

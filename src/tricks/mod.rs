@@ -15,6 +15,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::Hardware;
 use crate::error::Error;
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
@@ -247,6 +248,34 @@ impl Trick {
     /// Whether the trick is compared with its own reference cell rather than with the baseline.
     pub fn judged_against_own_reference(self) -> bool {
         matches!(self.info().reference, Reference::Own(_))
+    }
+
+    /// Whether the trick's effect is measured against the plain recipe (the baseline), not against
+    /// a reference of its own or another trick in its place.
+    pub fn compared_with_baseline(self) -> bool {
+        matches!(self.info().reference, Reference::Baseline | Reference::Beside(_))
+    }
+
+    /// What the trick is compared with when that is not the baseline, in words: its reference
+    /// cell's label, or the trick in its place ("flash-attention in its place"); `None` for a
+    /// trick compared with the baseline.
+    pub fn reference_text(self) -> Option<String> {
+        match self.info().reference {
+            Reference::Baseline | Reference::Beside(_) => None,
+            Reference::Own(label) => Some(label.to_owned()),
+            Reference::Swapped { with, .. } => Some(format!("{with} in its place")),
+        }
+    }
+
+    /// The tricks on in the cell that measures this trick alone on `hardware`: the trick, and on a
+    /// CUDA GPU the precision its reference asks for there ([`Reference::Swapped`]).
+    pub fn ablation_set(self, hardware: &Hardware) -> TrickSet {
+        match self.info().reference {
+            Reference::Swapped { cuda_precision: Some(precision), .. } if hardware.device.is_cuda() => {
+                [self, precision].into_iter().collect()
+            }
+            _ => TrickSet::only(self),
+        }
     }
 
     /// What the guides claim for the trick, in one sentence naming its source.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Applicability, Trick};
+use super::{Applicability, Reference, Trick};
 use crate::device::Hardware;
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::WorkloadId;
@@ -51,6 +51,34 @@ impl TrickSet {
         self.0.iter().copied()
     }
 
+    /// The trick this set measures alone, if it measures one: the set's only trick, or a trick
+    /// with the precision its reference adds on a CUDA GPU ([`Trick::ablation_set`]:
+    /// `amp-bf16+sdpa-flash` measures `sdpa-flash`).
+    pub fn ablated_trick(&self) -> Option<Trick> {
+        let mut tricks = self.iter();
+        match (tricks.next(), tricks.next(), tricks.next()) {
+            (Some(t), None, _) => Some(t),
+            (Some(a), Some(b), None) => [(a, b), (b, a)].into_iter().find_map(|(t, other)| {
+                let added = matches!(
+                    t.info().reference,
+                    Reference::Swapped { cuda_precision: Some(p), .. } if p == other
+                );
+                added.then_some(t)
+            }),
+            _ => None,
+        }
+    }
+
+    /// The set a cell of this set is compared with in place of the baseline, where one of its
+    /// tricks is compared with another in its place ([`Reference::Swapped`]): this set with that
+    /// trick swapped for the other.
+    pub fn swapped_reference(&self) -> Option<TrickSet> {
+        self.iter().find_map(|t| match t.info().reference {
+            Reference::Swapped { with, .. } => Some(self.iter().filter(|&x| x != t).chain([with]).collect()),
+            _ => None,
+        })
+    }
+
     /// The first reason, if any, why this set cannot run for `workload` on `hardware`.
     pub fn not_applicable_reason(&self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
         self.iter()
@@ -59,6 +87,12 @@ impl TrickSet {
                 Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
             })
             .or_else(|| self.conflict_reason())
+            .or_else(|| {
+                self.iter().find_map(|t| {
+                    let unmet = t.info().needs.iter().find_map(|need| need.unmet_in_set(self, hardware));
+                    unmet.map(|reason| format!("{t}: {reason}"))
+                })
+            })
             .or_else(|| {
                 (workload.trains_with_dropout()
                     && self.has(Trick::CudaGraphs)
@@ -190,6 +224,57 @@ mod tests {
             assert_eq!(with_others.forced_attention_backend(), t.forced_attention_backend());
         }
         assert_eq!(TrickSet::only(Trick::FlashAttention).forced_attention_backend(), None);
+    }
+
+    #[test]
+    fn flash_and_cudnn_attention_need_half_precision_on_a_gpu_only() {
+        let gpu = Hardware::with_gpus(1);
+        for t in [Trick::SdpaFlash, Trick::SdpaCudnn] {
+            let why = TrickSet::only(t).not_applicable_reason(WorkloadId::GptMini, &gpu).unwrap();
+            let expected = format!("{t}: needs fp16 or bf16 on a CUDA GPU (amp or amp-bf16 on too): ");
+            assert!(why.starts_with(&expected), "{why}");
+            assert!(why.ends_with("in fp32 scaled_dot_product_attention finds no kernel and fails"), "{why}");
+            for precision in [Trick::Amp, Trick::AmpBf16] {
+                let half: TrickSet = [t, precision].into_iter().collect();
+                assert_eq!(
+                    half.not_applicable_reason(WorkloadId::GptMini, &gpu),
+                    None,
+                    "{t} with {precision}"
+                );
+            }
+        }
+        for t in [Trick::SdpaMemEfficient, Trick::SdpaMath] {
+            assert_eq!(TrickSet::only(t).not_applicable_reason(WorkloadId::GptMini, &gpu), None, "{t}");
+        }
+        let cpu = Hardware::with_gpus(0);
+        assert_eq!(TrickSet::only(Trick::SdpaMath).not_applicable_reason(WorkloadId::GptMini, &cpu), None);
+    }
+
+    #[test]
+    fn a_forced_backend_is_measured_under_bf16_on_a_gpu_against_pytorchs_choice() {
+        let set = |tricks: &[Trick]| tricks.iter().copied().collect::<TrickSet>();
+        for t in Trick::SDPA_BACKENDS {
+            assert_eq!(t.ablation_set(&Hardware::with_gpus(0)), TrickSet::only(t));
+            let on_gpu = t.ablation_set(&Hardware::with_gpus(1));
+            assert_eq!(on_gpu, set(&[t, Trick::AmpBf16]));
+            assert_eq!(on_gpu.ablated_trick(), Some(t));
+            assert_eq!(on_gpu.swapped_reference(), Some(set(&[Trick::AmpBf16, Trick::FlashAttention])));
+            assert_eq!(TrickSet::only(t).swapped_reference(), Some(TrickSet::only(Trick::FlashAttention)));
+            assert!(!t.compared_with_baseline());
+            assert_eq!(t.reference_text().as_deref(), Some("flash-attention in its place"));
+        }
+        assert_eq!(set(&[Trick::AmpBf16, Trick::FlashAttention]).ablated_trick(), None);
+        assert_eq!(
+            set(&[Trick::Amp, Trick::SdpaFlash]).ablated_trick(),
+            None,
+            "not the ablation's precision"
+        );
+        assert_eq!(TrickSet::only(Trick::AmpBf16).ablated_trick(), Some(Trick::AmpBf16));
+        assert_eq!(
+            Trick::ChannelsLast.ablation_set(&Hardware::with_gpus(1)),
+            TrickSet::only(Trick::ChannelsLast)
+        );
+        assert_eq!(TrickSet::only(Trick::FlashAttention).swapped_reference(), None);
     }
 
     #[test]

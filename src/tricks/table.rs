@@ -17,10 +17,20 @@ const SGD_AT_THE_LARGE_BATCH: &str =
 const LARGE_BATCH_ONLY: &str = "{workload}'s recipe is AdamW at a fixed batch of windows; the large-batch \
                                 optimizers are measured on the CIFAR ResNet at its large batch";
 
-/// The "off" side of every forced-backend trick: the written-out attention, as for
-/// `flash-attention`, so that every attention row compares with the same reference.
-const SDPA_OFF: &str =
+/// The attention written out op by op: the "off" side of `flash-attention`.
+const ATTENTION_WRITTEN_OUT: &str =
     "attention written out: softmax(QKᵀ/√d + causal mask)·V, the T×T weights kept for backward";
+
+/// The "off" side of every forced-backend trick: `flash-attention`, PyTorch's own choice of
+/// backend, so that every forced backend is compared with the choice it overrides.
+const SDPA_OFF: &str = "scaled_dot_product_attention with every backend allowed, PyTorch choosing one (the \
+                        flash-attention trick); on a CUDA GPU both sides run under bf16 autocast \
+                        (amp-bf16), since FlashAttention and cuDNN attention take only fp16 and bf16";
+
+/// The reference of every forced-backend trick: `flash-attention` in its place, under `amp-bf16`
+/// on a CUDA GPU.
+const SDPA_REFERENCE: Reference =
+    Reference::Swapped { with: Trick::FlashAttention, cuda_precision: Some(Trick::AmpBf16) };
 
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
@@ -658,7 +668,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
-            off: Same(SDPA_OFF),
+            off: Same(ATTENTION_WRITTEN_OUT),
             on: Same(
                 "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
                  memory-efficient attention on a GPU) that never stores the T×T weights",
@@ -682,10 +692,14 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "scaled_dot_product_attention with only its FlashAttention backend allowed (FlashAttention-2 \
                  on a GPU, sm_80+; a tiled CPU kernel without dropout on a CPU)",
             ),
-            reference: Reference::Baseline,
+            reference: SDPA_REFERENCE,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::CudaForDropout("PyTorch's CPU flash kernel cannot apply attention dropout"),
+                Need::HalfPrecisionOnCuda(
+                    "PyTorch's FlashAttention kernels on a CUDA GPU (sm_80 and newer) take only fp16 and \
+                     bf16 inputs, so in fp32 scaled_dot_product_attention finds no kernel and fails",
+                ),
             ],
             colour: [92, 14, 140],
             claim: "Modern addition (Dao 2023, FlashAttention-2; Shah et al. 2024, FlashAttention-3 for \
@@ -699,12 +713,16 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only cuDNN's fused attention allowed"),
-            reference: Reference::Baseline,
+            reference: SDPA_REFERENCE,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::Cuda(
                     "cuDNN's fused attention is a CUDA kernel (sm_80+ with cuDNN 9 in PyTorch's CUDA build); \
                      a CPU build has only the math and flash backends",
+                ),
+                Need::HalfPrecisionOnCuda(
+                    "cuDNN's fused attention takes only fp16 and bf16 inputs, so in fp32 \
+                     scaled_dot_product_attention finds no kernel and fails",
                 ),
             ],
             colour: [0, 153, 136],
@@ -719,7 +737,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             stage: Stage::Step,
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only memory-efficient attention (xFormers' kernel) allowed"),
-            reference: Reference::Baseline,
+            reference: SDPA_REFERENCE,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::Cuda(
@@ -742,7 +760,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "scaled_dot_product_attention with only its math backend allowed: the same ops as the \
                  written-out attention, behind one call",
             ),
-            reference: Reference::Baseline,
+            reference: SDPA_REFERENCE,
             needs: &[Need::Transformer("{workload} has no attention")],
             colour: [238, 102, 119],
             claim: "Modern addition (PyTorch's scaled_dot_product_attention docs): the math backend is the \

@@ -28,11 +28,13 @@ fn effect_label(g: &Group, e: &Entry) -> String {
     if e.cell.key.aa_control {
         return format!("A/A control (noise floor){}", suffix(g, e));
     }
+    let largest = g.entries.iter().all(|x| x.cell.key.tricks.len() <= set.len());
     let base = match (added.as_slice(), dropped.as_slice()) {
         ([], [t]) => format!("all − {t}"),
         ([t], []) if reference.is_baseline() => t.to_string(),
         ([t], []) => format!("+ {t}"),
-        _ if set.iter().count() > 1 => format!("all {} tricks", set.iter().count()),
+        ([t], [instead]) => format!("{t} vs {instead}"),
+        _ if set.len() > 1 && largest => format!("all {} tricks", set.len()),
         _ => e.cell.key.configuration_label(),
     };
     format!("{base}{}", suffix(g, e))
@@ -73,6 +75,11 @@ fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
     let reference = if leaves_out(g, entries) {
         "Each \"all − t\" bar is the throughput with every trick on except t ÷ the throughput with all tricks \
          on (below 1× means dropping t costs speed); \"all N tricks\" is all tricks on against the baseline."
+    } else if entries.iter().any(|e| e.cell.key.tricks.swapped_reference().is_some()) {
+        "Each bar is the throughput with the trick ÷ that of its reference: the baseline, the trick's own \
+         reference where it has one (debug-off against the baseline with the debugging APIs on), or for a \
+         forced attention backend (\"sdpa-x vs flash-attention\") PyTorch's own choice of backend, in the \
+         same precision (bf16 autocast on a GPU)."
     } else {
         "Each bar is the throughput with the trick ÷ that of its reference: the baseline, or the trick's own \
          reference where it has one (debug-off against the baseline with the debugging APIs on)."
