@@ -23,9 +23,11 @@
 
 #ifdef TRICKBENCH_CUDA_GRAPHS
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -233,6 +236,29 @@ int tb_device_memory_stats(int device_index, int64_t* out) {
     out[2] = stats.reserved_bytes[all].current;
     out[3] = stats.reserved_bytes[all].peak;
     out[4] = stats.num_ooms;
+  });
+}
+
+// Holds what CUDA device `device_index`'s caching allocator may reserve to `budget_bytes`, as
+// torch.cuda.set_per_process_memory_fraction does: past it an allocation frees the cache and
+// retries, then fails out of memory, as on a GPU of that size. CUDA is initialised first. Writes
+// the fraction of the device's memory set to `fraction`; fails on a binary built without CUDA
+// headers.
+int tb_cap_device_memory(int device_index, uint64_t budget_bytes, double* fraction) {
+  return guarded([&] {
+#ifdef TRICKBENCH_CUDA_GRAPHS
+    const auto device = static_cast<c10::DeviceIndex>(device_index);
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+    const auto total = at::accelerator::getMemoryInfo(device).second;
+    *fraction = std::min(1.0, static_cast<double>(budget_bytes) / static_cast<double>(total));
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(*fraction, device);
+#else
+    (void)device_index;
+    (void)budget_bytes;
+    (void)fraction;
+    throw std::runtime_error(
+        "this binary was built without CUDA headers, so it cannot cap the CUDA caching allocator");
+#endif
   });
 }
 

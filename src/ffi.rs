@@ -108,6 +108,7 @@ mod raw {
         pub fn tb_trace_start(with_cuda: c_int) -> c_int;
         pub fn tb_trace_stop(path: *const c_char) -> c_int;
         pub fn tb_cuda_graphs_compiled() -> c_int;
+        pub fn tb_cap_device_memory(device: c_int, budget_bytes: u64, fraction: *mut f64) -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
         pub fn tb_cuda_graph_exit_side_stream(graph: *mut c_void) -> c_int;
@@ -806,6 +807,21 @@ pub fn profiler_stop(save_to: Option<&Path>) -> Result<(), Error> {
         .transpose()?;
     // SAFETY: `path` is null or a NUL-terminated string that outlives the call.
     check(unsafe { raw::tb_trace_stop(path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr())) }, &what)
+}
+
+/// Holds what CUDA device `device_index`'s caching allocator may reserve to `budget_bytes`
+/// (`torch.cuda.set_per_process_memory_fraction`): past it an allocation frees the cache and
+/// retries, then fails out of memory, as on a GPU of that size. Returns the fraction of the
+/// device's memory set. Fails on a binary built without CUDA headers ([`cuda_graphs_compiled`]).
+pub fn cap_device_memory(device_index: usize, budget_bytes: u64) -> Result<f64, Error> {
+    let mut fraction = 0.0;
+    // SAFETY: integers in, one f64 out through a pointer to a live local; the shim catches every
+    // exception (guarded.h).
+    check(
+        unsafe { raw::tb_cap_device_memory(device_index as c_int, budget_bytes, &mut fraction) },
+        "capping the CUDA caching allocator at the memory budget",
+    )?;
+    Ok(fraction)
 }
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).

@@ -20,6 +20,20 @@ pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     }
 }
 
+/// Holds the CUDA caching allocator of `device` to `budget_bytes` (the job's memory budget), so
+/// that a cell runs out of memory where a GPU of that size would: the allocator frees its cache and
+/// retries before it fails. Nothing on a CPU or without a budget. A binary built without CUDA
+/// headers cannot cap the allocator; its budget is then held only by the check of the peaks after
+/// each step.
+pub fn cap_device(device: DeviceSpec, budget_bytes: Option<u64>) -> Result<(), Error> {
+    match (device, budget_bytes) {
+        (DeviceSpec::Cuda(i), Some(budget)) if ffi::cuda_graphs_compiled() => {
+            ffi::cap_device_memory(i, budget).map(drop)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Peak memory since the last reset (device) and since the process started (resident set; see
 /// [`peak_rss_bytes`]).
 pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {

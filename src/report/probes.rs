@@ -13,6 +13,9 @@ use crate::tricks::TrickSet;
 pub(crate) struct ProbeTable {
     /// The group's title.
     pub group: String,
+    /// The memory a batch had to fit in: "the run's memory budget of 2048 MiB
+    /// (--memory-budget-mib)", or "the device's own memory".
+    pub within: String,
     /// One row per trick set probed, the baseline first.
     pub rows: Vec<ProbeRow>,
 }
@@ -36,9 +39,19 @@ pub(crate) fn tables(report: &Report) -> Vec<ProbeTable> {
     report
         .groups
         .iter()
-        .map(|g| ProbeTable { group: g.title(), rows: rows(g) })
+        .map(|g| ProbeTable { group: g.title(), within: within(report, g), rows: rows(g) })
         .filter(|t| !t.rows.is_empty())
         .collect()
+}
+
+/// The memory the probes of `g` had to fit in, from the protocol of the run that probed them.
+fn within(report: &Report, g: &Group) -> String {
+    let probe = g.entries.iter().find(|e| e.cell.key.kind == CellKind::MemoryProbe);
+    let budget = probe.and_then(|e| report.results[e.file].run.protocol.memory_budget_bytes);
+    match budget {
+        Some(bytes) => format!("the run's memory budget of {} MiB (--memory-budget-mib)", bytes >> 20),
+        None => "the device's own memory".to_owned(),
+    }
 }
 
 fn rows(g: &Group) -> Vec<ProbeRow> {

@@ -197,12 +197,14 @@ fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Resul
     memory::reset_peaks(device)
 }
 
-/// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`.
+/// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`: on a GPU the
+/// peak the caching allocator reserved from the device (what runs out there, and what
+/// `expandable-segments` changes), elsewhere the peak of live tensors (or the resident set).
 fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
         return Ok(());
     };
-    let peak = memory.primary_bytes().unwrap_or(0);
+    let peak = memory.peak_reserved_bytes.or(memory.primary_bytes()).unwrap_or(0);
     if peak > budget {
         return Err(Error::OutOfMemory(format!(
             "peak memory {:.0} MiB exceeds the memory budget of {:.0} MiB (--memory-budget-mib)",

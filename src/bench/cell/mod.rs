@@ -49,6 +49,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     let parallel = parallel_plan(job, dist, device)?;
     let rank = dist.map_or(0, |env| env.rank);
     apply_process_tricks(&job.key, device)?;
+    memory::cap_device(device, job.memory_budget_bytes)?;
     let data = CellData::load(job, &profile)?;
     let total_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
