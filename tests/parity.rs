@@ -259,11 +259,12 @@ fn the_stack_from_a_results_file_is_its_significantly_faster_step_tricks() {
     let dir = temp_dir();
     write_data(dir.path());
     // The fixture's ResNet-20: avoid-sync 1.18× faster, zero-grad-none within noise,
-    // channels-last slower, debug-off against its own reference.
+    // channels-last slower, debug-off against its own reference. Parity trains ResNet-8, of which
+    // the file holds no cell: ResNet-20's effects choose its stack.
     trickbench::results::store::save(&common::fixtures::cpu_run(), &dir.path().join("effects.json")).unwrap();
     let flags = [
         "--workload",
-        "resnet20",
+        "resnet8",
         "--data",
         "cifar",
         "--rounds",
@@ -280,12 +281,12 @@ fn the_stack_from_a_results_file_is_its_significantly_faster_step_tricks() {
     let (stdout, report) = short_parity(dir.path(), &flags, &[]);
     let stack = report.workloads[0].stack.as_ref().unwrap();
     assert_eq!(stack.tricks, [Trick::AvoidSync]);
-    assert_eq!(stack.evidence, ["effects.json"]);
+    assert_eq!(stack.evidence, ["effects.json: resnet20's effects, as it holds no resnet8 cell"]);
     let decision = |t: Trick| stack.considered.iter().find(|c| c.trick == t).unwrap().decision;
     assert_eq!(decision(Trick::ZeroGradNone), SpeedrunDecision::NotSignificant);
     assert_eq!(decision(Trick::DebugOff), SpeedrunDecision::LeftOut);
     assert_eq!(stack.rounds.len(), 1);
-    assert!(stdout.contains("stack: avoid-sync (from effects.json)"), "{stdout}");
+    assert!(stdout.contains("stack: avoid-sync (from effects.json: resnet20's effects"), "{stdout}");
 }
 
 #[test]

@@ -209,7 +209,7 @@ fn stack_parity(workload: WorkloadId, source: &StackSource, hardware: &Hardware)
         ),
     });
     let stack = StackParity {
-        evidence: source.evidence(),
+        evidence: source.evidence(workload),
         tricks,
         considered,
         unavailable,

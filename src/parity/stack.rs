@@ -63,11 +63,21 @@ impl StackSource {
         }
     }
 
-    /// Where the tricks came from, as the report says it: `--stack`, or the files' paths.
-    pub fn evidence(&self) -> Vec<String> {
+    /// Where the tricks of `workload`'s stack came from, as the report says it: `--stack`, or the
+    /// files' paths, with the workload whose effects they are where that is another of its family.
+    pub fn evidence(&self, workload: WorkloadId) -> Vec<String> {
         match self {
             StackSource::Tricks(_) => vec!["--stack".to_owned()],
-            StackSource::From(evidence) => evidence.iter().map(|e| e.source.clone()).collect(),
+            StackSource::From(evidence) => {
+                let judged = judged_workload(evidence, workload);
+                evidence
+                    .iter()
+                    .map(|e| match judged == workload {
+                        true => e.source.clone(),
+                        false => format!("{}: {judged}'s effects, as it holds no {workload} cell", e.source),
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -81,7 +91,7 @@ impl StackSource {
             StackSource::From(evidence) => {
                 let files: Vec<(&str, &_)> =
                     evidence.iter().map(|e| (e.source.as_str(), &e.results)).collect();
-                fastest_step(&files, workload, refusal, refused_set)
+                fastest_step(&files, judged_workload(evidence, workload), refusal, refused_set)
             }
             StackSource::Tricks(tricks) => {
                 let mut stack: Vec<Trick> = Vec::new();
@@ -113,6 +123,17 @@ impl StackSource {
             }
         }
     }
+}
+
+/// The workload whose measured effects in `evidence` choose `workload`'s stack: the workload itself
+/// where a file holds its cells, else the first workload of its family a file holds (ResNet-56's
+/// effects for ResNet-8, from a run of another profile), else itself.
+fn judged_workload(evidence: &[Evidence], workload: WorkloadId) -> WorkloadId {
+    let held = || evidence.iter().flat_map(|e| e.results.cells.iter().map(|c| c.key.workload));
+    if held().any(|w| w == workload) {
+        return workload;
+    }
+    held().find(|w| w.family() == workload.family()).unwrap_or(workload)
 }
 
 /// Why parity's stacked side cannot carry `trick`, if it cannot. Parity times training steps of
@@ -220,7 +241,7 @@ mod tests {
     fn named_tricks_are_checked_deduplicated_and_chosen_per_workload() {
         let asked = StackRequest::Tricks(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::ChannelsLast]);
         let source = StackSource::new(&asked, DeviceSpec::Cpu).unwrap();
-        assert_eq!(source.evidence(), ["--stack"]);
+        assert_eq!(source.evidence(WorkloadId::Resnet8), ["--stack"]);
         let cpu = Hardware::with_gpus(0);
         let (resnet, _) = source.choose(WorkloadId::Resnet8, &cpu);
         assert_eq!(resnet, [Trick::ChannelsLast, Trick::ZeroGradNone]);
