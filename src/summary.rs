@@ -301,13 +301,18 @@ fn mebibytes(bytes: u64) -> String {
 }
 
 /// The line under a cell that explains a non-ok status (for a failed cell the line of its stderr
-/// that says why) or gives its time-to-accuracy.
+/// that says why), gives its time-to-accuracy, or names what it is compared with when that is
+/// another trick set than the baseline (a forced attention backend against PyTorch's choice).
 pub fn status_detail(cell: &CellResult) -> Option<String> {
     match &cell.status {
         CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
         CellStatus::Failed { .. } => cell.failure_reason().map(|reason| format!("failed: {reason}")),
         CellStatus::OutOfMemory { error, .. } => Some(format!("out of memory: {error}")),
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
+        CellStatus::Ok if cell.time_to_accuracy.is_none() => {
+            let swapped = cell.key.tricks.swapped_reference().filter(|_| cell.key.reference_for.is_none());
+            swapped.map(|set| format!("compared with {}, not with the baseline", set.label()))
+        }
         CellStatus::Ok => cell.time_to_accuracy.as_ref().map(|tta| {
             let value = |v: f64| tta.metric.value_text(v);
             let target = tta.metric.target_text(tta.target);
