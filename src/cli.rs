@@ -218,10 +218,10 @@ pub struct RunArgs {
     pub resume: bool,
     /// Record a profiler trace of the chosen cells: 3 steps after the timed windows of each one's
     /// first process, under libtorch's Kineto profiler (operators with input shapes; CUDA kernels
-    /// on a GPU), written to <out>/traces/ as Chrome-trace JSON for https://ui.perfetto.dev or
-    /// chrome://tracing, with a table of the longest operators in the report. Without a value:
-    /// every training and evaluation throughput cell; with one, the cells whose id matches the glob
-    /// (`*` also matches `/`). Ids are
+    /// on a GPU), written to <out>/traces/ as gzipped Chrome-trace JSON (.json.gz), which
+    /// https://ui.perfetto.dev and chrome://tracing open as it is, with a table of the longest
+    /// operators in the report. Without a value: every training and evaluation throughput cell;
+    /// with one, the cells whose id matches the glob (`*` also matches `/`). Ids are
     /// WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g. resnet8/baseline/b32/s0/train or
     /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace '*channels-last*'`.
     #[arg(long, value_name = "CELL_GLOB", num_args = 0..=1, default_missing_value = "*")]

@@ -513,7 +513,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     std::fs::remove_dir_all(dir.path().join("sweep/shard-0/traces")).unwrap();
     let refused = trickbench(dir.path(), &["merge", "sweep", "--out", "moved"]);
     let stderr = text(&refused.stderr);
-    let missing = "sweep/shard-0/traces/resnet8_baseline_b32_s0_train.json: the trace of cell \
+    let missing = "sweep/shard-0/traces/resnet8_baseline_b32_s0_train.json.gz: the trace of cell \
                    resnet8/baseline/b32/s0/train is missing";
     assert!(!refused.status.success() && stderr.contains(missing), "{stderr}");
     let without = trickbench(dir.path(), &["merge", "sweep", "--out", "moved", "--allow-missing"]);

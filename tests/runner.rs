@@ -131,7 +131,7 @@ fn only_the_first_measured_process_of_a_traced_cell_records_a_trace() {
     assert_eq!(traced_jobs, [("resnet8/channels-last/b32/s0/train".to_owned(), 0)]);
     let target = mock.jobs.iter().find_map(|j| j.trace.clone()).unwrap();
     assert_eq!(target.results_dir, dir.path());
-    assert_eq!(target.file, "traces/resnet8_channels-last_b32_s0_train.json");
+    assert_eq!(target.file, "traces/resnet8_channels-last_b32_s0_train.json.gz");
     // The round's warm-up process is the baseline's, and is never traced, even under `*`.
     let other = temp_dir();
     let every = RunSpec { trace: Some("*".parse().unwrap()), ..spec(other.path(), vec![]) };

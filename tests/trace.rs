@@ -27,9 +27,10 @@ fn run(dir: &Path, out: &str, extra: &[&str]) -> std::process::Output {
     trickbench(dir, &[&args[..], &rest[..], extra].concat())
 }
 
-/// The `cat` and `name` of every complete event of a Chrome-trace file, which must parse.
+/// The `cat` and `name` of every complete event of a gzipped Chrome-trace file, which must parse.
 fn complete_events(path: &Path) -> Vec<(String, String, serde_json::Value)> {
-    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let gzipped = std::fs::File::open(path).unwrap();
+    let trace: serde_json::Value = serde_json::from_reader(flate2::read::GzDecoder::new(gzipped)).unwrap();
     let events = trace["traceEvents"].as_array().expect("a Chrome trace has traceEvents");
     events
         .iter()
@@ -51,7 +52,7 @@ fn a_traced_cell_writes_a_chrome_trace_that_its_results_and_report_point_at() {
     let out = run(dir.path(), "run", &["--trace", "resnet8/baseline/*"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    let file = "traces/resnet8_baseline_b32_s0_train.json";
+    let file = "traces/resnet8_baseline_b32_s0_train.json.gz";
     let path = dir.path().join("run").join(file);
     let events = complete_events(&path);
     let convolutions: Vec<&serde_json::Value> = events

@@ -100,9 +100,9 @@ impl TraceTarget {
 }
 
 /// The trace file of cell `id`, relative to the results folder: `traces/` and the id with each `/`
-/// as `_` (ids hold no `_`, so no two cells share a file), `.json`.
+/// as `_` (ids hold no `_`, so no two cells share a file), `.json.gz` (gzipped Chrome-trace JSON).
 pub fn trace_file(id: &CellId) -> String {
-    format!("{TRACES_DIR}/{}.json", id.as_str().replace('/', "_"))
+    format!("{TRACES_DIR}/{}.json.gz", id.as_str().replace('/', "_"))
 }
 
 #[cfg(test)]
@@ -178,7 +178,7 @@ mod tests {
     #[test]
     fn every_cell_has_its_own_trace_file() {
         let id = key(&[Trick::ChannelsLast, Trick::AvoidSync], TRAIN).id();
-        assert_eq!(trace_file(&id), format!("traces/{}.json", id.as_str().replace('/', "_")));
+        assert_eq!(trace_file(&id), format!("traces/{}.json.gz", id.as_str().replace('/', "_")));
         assert!(!trace_file(&id)["traces/".len()..].contains('/'));
         let target = TraceTarget::new("runs/r".into(), &id);
         assert_eq!(target.path(), PathBuf::from("runs/r").join(trace_file(&id)));

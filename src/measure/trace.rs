@@ -1,10 +1,13 @@
 //! Profiler traces: libtorch's Kineto profiler on around some steps, its Chrome-trace JSON written
-//! atomically, and the table of the longest operators read back from that file.
+//! gzipped and atomically, and the table of the longest operators read back from that file.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::marker::PhantomData;
 use std::path::Path;
 
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
 use serde::Deserialize;
 
 use crate::device::DeviceSpec;
@@ -38,13 +41,24 @@ impl Profiling {
     }
 
     /// Waits for the work queued on the device (so that its kernels are in the trace), stops the
-    /// profiler and writes the trace to `path` atomically: under a temporary name in the same
-    /// directory, then renamed.
+    /// profiler and writes the trace to `path` gzipped (a `.json.gz`, which Perfetto opens as it
+    /// is), atomically: libtorch writes the JSON to a temporary file in the same directory, which
+    /// is gzipped into another, renamed to `path` once whole.
     pub fn save(mut self, path: &Path) -> Result<(), Error> {
         synchronize(self.device);
         self.running = false;
-        store::write_atomically(path, |tmp| {
-            ffi::profiler_stop(Some(tmp.path())).map_err(|e| e.context(format!("writing {}", path.display())))
+        store::write_atomically(path, |gzipped| {
+            let failed = |source| Error::Write { path: path.into(), source };
+            let dir = gzipped.path().parent().unwrap_or(Path::new("."));
+            let json =
+                tempfile::Builder::new().prefix(".tmp").suffix(".json").tempfile_in(dir).map_err(failed)?;
+            ffi::profiler_stop(Some(json.path()))
+                .map_err(|e| e.context(format!("writing {}", path.display())))?;
+            let mut encoder = GzEncoder::new(gzipped, flate2::Compression::default());
+            // Opened by name: libtorch may have replaced the temporary file rather than written into it.
+            let mut written = std::fs::File::open(json.path()).map_err(failed)?;
+            std::io::copy(&mut written, &mut encoder).map_err(failed)?;
+            encoder.finish().map(drop).map_err(failed)
         })
     }
 }
@@ -95,10 +109,16 @@ struct EventArgs {
     input_dims: Vec<serde_json::Value>,
 }
 
-/// The operator table of the Chrome trace in `path`: per activity the [`TOP_OPERATORS`] operators
-/// with the longest total duration, longest first.
+/// The operator table of the Chrome trace in `path` (gzipped where its name ends in `.gz`, as
+/// [`Profiling::save`] writes it; plain JSON otherwise): per activity the [`TOP_OPERATORS`]
+/// operators with the longest total duration, longest first.
 pub fn read_operator_table(path: &Path) -> Result<Vec<TraceOperator>, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let mut bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut json = Vec::new();
+        GzDecoder::new(bytes.as_slice()).read_to_end(&mut json).map_err(|e| Error::io(path, e))?;
+        bytes = json;
+    }
     let trace: ChromeTrace =
         serde_json::from_slice(&bytes).map_err(|source| Error::Json { path: path.into(), source })?;
     Ok(operator_table(&trace.trace_events, TOP_OPERATORS))
@@ -280,6 +300,18 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_reads_the_same_gzipped_or_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, gzipped) = (dir.path().join("t.json"), dir.path().join("t.json.gz"));
+        std::fs::write(&plain, TRACE).unwrap();
+        let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut encoder, TRACE.as_bytes()).unwrap();
+        std::fs::write(&gzipped, encoder.finish().unwrap()).unwrap();
+        assert_eq!(read_operator_table(&plain).unwrap(), table(TOP_OPERATORS));
+        assert_eq!(read_operator_table(&gzipped).unwrap(), table(TOP_OPERATORS));
+    }
+
+    #[test]
     fn a_file_that_is_not_a_trace_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("broken.json");
@@ -288,12 +320,16 @@ mod tests {
         assert!(error.contains("broken.json") && error.contains("traceEvents"), "{error}");
         let missing = read_operator_table(&dir.path().join("absent.json")).unwrap_err().to_string();
         assert!(missing.contains("absent.json"), "{missing}");
+        let not_gzipped = dir.path().join("plain.json.gz");
+        std::fs::write(&not_gzipped, TRACE).unwrap();
+        let error = read_operator_table(&not_gzipped).unwrap_err().to_string();
+        assert!(error.contains("plain.json.gz"), "{error}");
     }
 
     #[test]
     fn a_profiled_convolution_is_in_the_saved_trace_and_a_second_profiler_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("traces/conv.json");
+        let path = dir.path().join("traces/conv.json.gz");
         let profiling = Profiling::start(DeviceSpec::Cpu).unwrap();
         let error = Profiling::start(DeviceSpec::Cpu).unwrap_err().to_string();
         assert!(error.contains("already on"), "{error}");
@@ -301,6 +337,7 @@ mod tests {
         let weight = tch::Tensor::ones([4, 3, 3, 3], (tch::Kind::Float, tch::Device::Cpu));
         let _ = input.conv2d(&weight, None::<&tch::Tensor>, [1, 1], [0, 0], [1, 1], 1);
         profiling.save(&path).unwrap();
+        assert!(std::fs::read(&path).unwrap().starts_with(&[0x1f, 0x8b]), "the trace is gzipped");
         let rows = read_operator_table(&path).unwrap();
         let conv = row(&rows, "aten::conv2d");
         assert_eq!(conv.input_shapes.as_deref(), Some("[2,3,8,8] [4,3,3,3]"));

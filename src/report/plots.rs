@@ -9,6 +9,7 @@
 mod bars;
 mod bitmap;
 mod heatmap;
+mod indexed;
 mod lines;
 mod panels;
 
@@ -81,7 +82,7 @@ pub(crate) use panels::{Panel, PanelChart, Slot};
 pub(crate) struct Rendered {
     /// The SVG document.
     pub svg: String,
-    /// The PNG file, [`PNG_DENSITY`] times the SVG's size.
+    /// The PNG file, [`PNG_DENSITY`] times the SVG's size, in indexed colour.
     pub png: Vec<u8>,
 }
 
@@ -114,12 +115,7 @@ pub(crate) fn render(chart: &Chart) -> Result<Rendered, String> {
     let mut rgb = vec![255u8; device.0 as usize * device.1 as usize * 3];
     let area = bitmap::Dense::new(&mut rgb, size, PNG_DENSITY).into_drawing_area();
     draw(area, chart, &Hovers::default(), Form::Wide)?;
-    let image =
-        image::RgbImage::from_raw(device.0, device.1, rgb).ok_or("bitmap buffer has the wrong size")?;
-    let mut png = Vec::new();
-    image
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|e| format!("encoding PNG: {e}"))?;
+    let png = indexed::encode(device.0, device.1, &rgb)?;
     Ok(Rendered { svg, png })
 }
 

@@ -912,11 +912,12 @@ impl ProcessMeasurement {
 }
 
 /// A profiler trace a cell process recorded (`run --trace`): a few steps after its timed windows
-/// under libtorch's Kineto profiler, saved as Chrome-trace JSON, and its longest operators.
+/// under libtorch's Kineto profiler, saved as gzipped Chrome-trace JSON, and its longest operators.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceRecord {
-    /// The Chrome-trace JSON file, relative to the results file's directory, with `/` separators
-    /// (`traces/resnet8_baseline_b32_s0_train.json`); it opens in https://ui.perfetto.dev or
+    /// The Chrome-trace file, relative to the results file's directory, with `/` separators:
+    /// gzipped JSON (`traces/resnet8_baseline_b32_s0_train.json.gz`), or plain JSON (`.json`) in
+    /// results written before traces were gzipped; either opens in https://ui.perfetto.dev or
     /// chrome://tracing.
     pub path: String,
     /// Training steps (or evaluation batches) recorded under the profiler.
