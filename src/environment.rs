@@ -9,6 +9,7 @@ use tch::Kind;
 use crate::device::DeviceSpec;
 use crate::distributed::group;
 use crate::ffi;
+use crate::measure::energy::MIN_ENERGY_SPAN_S;
 use crate::measure::power::energy_counter_status;
 use crate::results::system::{git_commit, SystemInfo};
 use crate::workloads::gpt::{sdpa_backend, GptConfig};
@@ -54,10 +55,15 @@ fn write_gpu(out: &mut impl Write, system: &SystemInfo, device: DeviceSpec) -> i
     }
     if device.is_cuda() {
         match energy_counter_status(device) {
-            Ok(()) => {
-                writeln!(out, "GPU energy       NVML's energy counter, read at each timed window's edges")?
-            }
-            Err(reason) => writeln!(out, "GPU energy       sampled board power ({reason})")?,
+            Ok(()) => writeln!(
+                out,
+                "GPU energy       NVML's energy counter, read before the first timed window and after \
+                 the last step of a span of at least {MIN_ENERGY_SPAN_S} s"
+            )?,
+            Err(reason) => writeln!(
+                out,
+                "GPU energy       sampled board power over a span of at least {MIN_ENERGY_SPAN_S} s ({reason})"
+            )?,
         }
     }
     Ok(())

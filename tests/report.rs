@@ -735,7 +735,8 @@ fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_
         temperature_c: 88,
         throttle_reasons: vec![ThrottleReason::SwPowerCap, ThrottleReason::HwThermalSlowdown],
         persistence_mode: Some(true),
-        other_processes: Vec::new(),
+        compute_process_pids: vec![4242],
+        own_pid: Some(17),
     };
     let busy = MachineState { cpu: cpu.clone(), gpu: None, gpu_unavailable: None };
     let hot = MachineState {

@@ -1,5 +1,5 @@
 //! The machine's state around a cell process, read before it starts measuring and after: the
-//! GPU's clocks, power, temperature, throttle reasons, persistence mode and the other processes
+//! GPU's clocks, power, temperature, throttle reasons, persistence mode and the compute processes
 //! on it (through NVML), and the CPU's frequency, governor and load. A process that ran on a
 //! throttled or shared machine is flagged, as noisy cells are.
 
@@ -62,8 +62,32 @@ pub struct GpuState {
     pub throttle_reasons: Vec<ThrottleReason>,
     /// Whether the driver stays loaded without clients (`None` where NVML cannot say).
     pub persistence_mode: Option<bool>,
-    /// Process ids of the other compute processes on the GPU.
-    pub other_processes: Vec<u32>,
+    /// Process ids of every compute process NVML lists on the GPU, this cell's own included.
+    /// NVML gives them in the host's pid namespace, so inside a container or gVisor this process
+    /// is listed under another number than `own_pid`: a single listed pid is most likely this
+    /// process, and only two or more mean the GPU is shared ([`sharing_pids`]). Files that predate
+    /// `own_pid` stored this as `other_processes`: the list less this process's pid, where NVML
+    /// gave it as this process knows it.
+    #[serde(alias = "other_processes")]
+    pub compute_process_pids: Vec<u32>,
+    /// This process's id in its own pid namespace (`None` in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_pid: Option<u32>,
+}
+
+/// The processes that shared the GPU with this one, judged from the compute processes NVML lists
+/// (`listed_pids`) and this process's own pid (`own_pid`): none while NVML lists at most one
+/// distinct process, since NVML gives host pids and a single pid that is not `own_pid` is most
+/// likely this process seen from the host; else every listed pid but `own_pid`.
+pub fn sharing_pids(listed_pids: &[u32], own_pid: Option<u32>) -> Vec<u32> {
+    let mut distinct = listed_pids.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return Vec::new();
+    }
+    distinct.retain(|&pid| Some(pid) != own_pid);
+    distinct
 }
 
 /// A reason NVML gives for clocks below their maximum.
@@ -141,9 +165,8 @@ impl MachineState {
             if !unfair.is_empty() {
                 concerns.push(format!("GPU throttled ({}) at {} °C", unfair.join(", "), gpu.temperature_c));
             }
-            if !gpu.other_processes.is_empty() {
-                let pids: Vec<String> = gpu.other_processes.iter().map(u32::to_string).collect();
-                concerns.push(format!("GPU shared with other processes (pid {})", pids.join(", ")));
+            if let Some(concern) = sharing_concern(gpu) {
+                concerns.push(concern);
             }
         }
         if let Some(load) = self.cpu.load_average_1m {
@@ -154,6 +177,26 @@ impl MachineState {
         }
         concerns
     }
+}
+
+/// The concern of a GPU shared with other processes, naming them: the listed pids but this
+/// process's where NVML lists it under its own number, else every listed pid.
+fn sharing_concern(gpu: &GpuState) -> Option<String> {
+    let others = sharing_pids(&gpu.compute_process_pids, gpu.own_pid);
+    if others.is_empty() {
+        return None;
+    }
+    let pids: Vec<String> = others.iter().map(u32::to_string).collect();
+    let own_listed = gpu.own_pid.is_some_and(|own| gpu.compute_process_pids.contains(&own));
+    Some(if own_listed {
+        format!("GPU shared with other processes (pid {})", pids.join(", "))
+    } else {
+        format!(
+            "GPU shared with other processes (NVML lists pids {}; one is likely this process under its \
+             host pid)",
+            pids.join(", ")
+        )
+    })
 }
 
 impl CpuState {
@@ -231,8 +274,7 @@ fn gpu_state(device: DeviceSpec) -> Result<GpuState, String> {
     let (nvml, index) = open(device)?;
     let gpu = nvml.device_by_index(index).map_err(|e| format!("NVML device {index}: {e}"))?;
     let read = |what: &str, e: nvml_wrapper::error::NvmlError| format!("NVML {what}: {e}");
-    let own = std::process::id();
-    let others = gpu.running_compute_processes().map_err(|e| read("compute processes", e))?;
+    let processes = gpu.running_compute_processes().map_err(|e| read("compute processes", e))?;
     Ok(GpuState {
         sm_clock_mhz: gpu.clock_info(Clock::SM).map_err(|e| read("SM clock", e))?,
         memory_clock_mhz: gpu.clock_info(Clock::Memory).map_err(|e| read("memory clock", e))?,
@@ -244,7 +286,8 @@ fn gpu_state(device: DeviceSpec) -> Result<GpuState, String> {
             gpu.current_throttle_reasons().map_err(|e| read("throttle reasons", e))?.bits(),
         ),
         persistence_mode: gpu.is_in_persistent_mode().ok(),
-        other_processes: others.iter().map(|p| p.pid).filter(|&pid| pid != own).collect(),
+        compute_process_pids: processes.iter().map(|p| p.pid).collect(),
+        own_pid: Some(std::process::id()),
     })
 }
 
@@ -311,7 +354,8 @@ mod tests {
             temperature_c: 71,
             throttle_reasons: vec![ThrottleReason::SwPowerCap],
             persistence_mode: Some(true),
-            other_processes: Vec::new(),
+            compute_process_pids: vec![4242],
+            own_pid: Some(17),
         };
         let cpu = CpuState {
             logical_cores: 16,
@@ -324,7 +368,7 @@ mod tests {
         assert!(state.concerns().is_empty(), "{:?}", state.concerns());
         let gpu = state.gpu.as_mut().unwrap();
         gpu.throttle_reasons.push(ThrottleReason::HwThermalSlowdown);
-        gpu.other_processes = vec![4242];
+        gpu.compute_process_pids = vec![17, 4242];
         state.cpu.load_average_1m = Some(30.0);
         assert_eq!(
             state.concerns(),
@@ -334,6 +378,38 @@ mod tests {
                 "CPU busy with other work (load 30.0 on 16 cores)"
             ]
         );
+    }
+
+    #[test]
+    fn the_gpu_is_shared_only_when_nvml_lists_more_than_one_process() {
+        assert_eq!(sharing_pids(&[17], Some(17)), [] as [u32; 0], "this process alone");
+        assert_eq!(sharing_pids(&[17, 4242], Some(17)), [4242], "this process and another");
+        assert_eq!(sharing_pids(&[4242], Some(17)), [] as [u32; 0], "most likely this process's host pid");
+        assert_eq!(sharing_pids(&[4343, 4242], Some(17)), [4242, 4343], "two processes, neither ours");
+        assert_eq!(sharing_pids(&[4242, 4242], None), [] as [u32; 0], "one process listed twice");
+        assert_eq!(sharing_pids(&[], Some(17)), [] as [u32; 0]);
+    }
+
+    #[test]
+    fn one_foreign_pid_is_kept_as_information_and_an_old_other_processes_list_still_reads() {
+        let json = r#"{"sm_clock_mhz": 1500, "memory_clock_mhz": 2619, "max_sm_clock_mhz": null,
+            "power_limit_w": 700.0, "power_draw_w": 90.0, "temperature_c": 40, "throttle_reasons": [],
+            "persistence_mode": null, "other_processes": [4242]}"#;
+        let old: GpuState = serde_json::from_str(json).unwrap();
+        assert_eq!((old.compute_process_pids.as_slice(), old.own_pid), (&[4242][..], None));
+        let cpu = CpuState::read(Path::new("/absent"));
+        let mut state = MachineState { cpu, gpu: Some(old), gpu_unavailable: None };
+        assert!(state.concerns().is_empty(), "{:?}", state.concerns());
+        let gpu = state.gpu.as_mut().unwrap();
+        gpu.compute_process_pids.push(4343);
+        assert_eq!(
+            state.concerns(),
+            ["GPU shared with other processes (NVML lists pids 4242, 4343; one is likely this process under \
+              its host pid)"]
+        );
+        let written = serde_json::to_value(state.gpu.as_ref().unwrap()).unwrap();
+        assert_eq!(written["compute_process_pids"], serde_json::json!([4242, 4343]));
+        assert!(written.get("other_processes").is_none() && written.get("own_pid").is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
 //! machine's state around a cell, the statistics over windows, and profiler traces.
+pub mod energy;
 pub mod flops;
 pub mod machine;
 pub mod memory;

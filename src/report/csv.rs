@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::Precision;
 use crate::measure::phases::{PhaseClock, StepBreakdown, StepPhase};
-use crate::measure::power::EnergyMethod;
 use crate::report::compare::Comparison;
 use crate::report::history::{History, Point, Shift};
 use crate::report::model::{self, Report};
@@ -62,6 +62,10 @@ struct CellRow<'a> {
     energy_per_sample_j: Option<f64>,
     mean_power_w: Option<f64>,
     energy_method: Option<EnergyMethod>,
+    /// Total length of the processes' energy spans.
+    energy_interval_s: Option<f64>,
+    /// Why the cell has no energy, as its first process that says so gives it.
+    energy_unavailable: Option<&'a str>,
     warmup_peak_bytes: Option<u64>,
     precision: Option<Precision>,
     attention_backend: Option<AttentionBackend>,
@@ -145,6 +149,8 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             energy_per_sample_j: cell.energy.map(|e| e.joules_per_sample),
             mean_power_w: cell.energy.map(|e| e.mean_power_w),
             energy_method: cell.energy.map(|e| e.method),
+            energy_interval_s: cell.energy.and_then(|e| e.interval_s),
+            energy_unavailable: cell.energy_unavailable(),
             warmup_peak_bytes: cell.warmup_memory.and_then(|m| m.primary_bytes()),
             precision: cell.processes.first().map(|p| p.precision),
             attention_backend: cell.processes.first().and_then(|p| p.attention_backend),

@@ -6,8 +6,8 @@ use minijinja::value::Serde;
 use minijinja::{context, escape_formatter, AutoEscape, Environment, Error, Output, State, Value};
 use serde::Serialize;
 
+use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::Precision;
-use crate::measure::power::EnergyMethod;
 use crate::report::compare::{self, Comparison};
 use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
@@ -339,18 +339,21 @@ fn compute_text(c: &CellResult) -> String {
     )
 }
 
-/// Energy per sample, mean power and how they were measured, or "—".
+/// Energy per sample and mean power over the span they cover, and how they were measured; or
+/// "—", with the reason a process gave where it has one.
 fn energy_text(c: &CellResult) -> String {
-    c.energy.map_or_else(
-        || "—".to_owned(),
-        |e| {
-            let method = match e.method {
-                EnergyMethod::Counter => "energy counter",
-                EnergyMethod::SampledPower => "sampled power",
-            };
-            format!("{:.2} mJ/sample at {:.0} W ({method})", e.joules_per_sample * 1e3, e.mean_power_w)
-        },
-    )
+    let Some(e) = c.energy else {
+        return match c.energy_unavailable() {
+            Some(reason) => format!("— ({reason})"),
+            None => "—".to_owned(),
+        };
+    };
+    let method = match e.method {
+        EnergyMethod::Counter => "energy counter",
+        EnergyMethod::SampledPower => "sampled power",
+    };
+    let span = e.interval_s.map(|s| format!(" over {s:.1} s")).unwrap_or_default();
+    format!("{:.2} mJ/sample at {:.0} W{span} ({method})", e.joules_per_sample * 1e3, e.mean_power_w)
 }
 
 /// One row of the time-to-accuracy cells table, for a cell that trained to a target.
@@ -612,5 +615,49 @@ pub(crate) fn history_context(h: &History, figures: &[FigureFile]) -> Value {
         mismatches => Serde(&h.comparison.mismatches),
         sections => Serde(sections(figures, Reference::Baseline)),
         protocols => Serde(protocols(h.comparison.results)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::schema::{CellEnergy, CellKey, CellKind, CellStatus, Phase, ProcessMeasurement};
+    use crate::tricks::TrickSet;
+    use crate::workloads::WorkloadId;
+
+    #[test]
+    fn energy_shows_the_span_it_covers_or_why_it_is_missing() {
+        let key = CellKey {
+            workload: WorkloadId::Resnet20,
+            tricks: TrickSet::baseline(),
+            batch_size: 64,
+            seed: 0,
+            kind: CellKind::Throughput { phase: Phase::Train },
+            reference_for: None,
+            aa_control: false,
+        };
+        let mut cell = CellResult::new(key, CellStatus::Ok);
+        assert_eq!(energy_text(&cell), "—");
+        let stuck = "NVML's energy counter read 5 mJ at both ends of 1.200 s of GPU work";
+        cell.processes = vec![ProcessMeasurement {
+            energy_unavailable: Some(stuck.to_owned()),
+            ..ProcessMeasurement::new(0, 1e9, Precision::Half)
+        }];
+        assert_eq!(energy_text(&cell), format!("— ({stuck})"));
+        let energy = CellEnergy {
+            joules: 300.0,
+            joules_per_sample: 0.01,
+            mean_power_w: 250.0,
+            interval_s: Some(1.2),
+            method: EnergyMethod::Counter,
+        };
+        cell.energy = Some(energy);
+        assert_eq!(energy_text(&cell), "10.00 mJ/sample at 250 W over 1.2 s (energy counter)");
+        cell.energy = Some(CellEnergy { interval_s: None, ..energy });
+        assert_eq!(
+            energy_text(&cell),
+            "10.00 mJ/sample at 250 W (energy counter)",
+            "a file that predates the span"
+        );
     }
 }

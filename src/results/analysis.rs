@@ -1,8 +1,8 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
 use crate::bench::design::Design;
+use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::{peak_flops_per_s, Precision};
-use crate::measure::power::EnergyMethod;
 use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
 use crate::results::schema::{
     CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, NoiseFloor, ProcessMeasurement, Results,
@@ -37,10 +37,14 @@ pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
     };
 }
 
-/// Energy per sample over every process's timed windows, when every process measured energy.
+/// Energy per sample over every process's energy span, when every process measured energy: the
+/// joules over the samples the spans cover (the timed samples, in files that predate that count),
+/// and the mean power over the spans' total length.
 fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
-    let energies: Vec<_> =
-        processes.iter().map(|p| p.energy.map(|e| (e, p.timed_samples))).collect::<Option<_>>()?;
+    let energies: Vec<_> = processes
+        .iter()
+        .map(|p| p.energy.map(|e| (e, e.samples.unwrap_or(p.timed_samples))))
+        .collect::<Option<_>>()?;
     let joules: f64 = energies.iter().map(|(e, _)| e.joules).sum();
     let samples: usize = energies.iter().map(|(_, n)| n).sum();
     let seconds: f64 = energies.iter().map(|(e, _)| e.interval_s).sum();
@@ -50,6 +54,7 @@ fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
         joules,
         joules_per_sample: joules / samples as f64,
         mean_power_w: joules / seconds,
+        interval_s: Some(seconds),
     })
 }
 
@@ -381,7 +386,7 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::power::Energy;
+    use crate::measure::energy::Energy;
     use crate::results::quality::QualityMetric;
     use crate::results::schema::{CellId, CellKind, Phase};
     use crate::tricks::TrickSet;
@@ -423,12 +428,18 @@ mod tests {
         let energy = Energy {
             joules: 500.0,
             mean_power_w: 250.0,
-            readings: 100,
+            readings: 2,
             interval_s: 2.0,
             method: EnergyMethod::Counter,
+            samples: Some(1250),
         };
         let mut c = cell(TrickSet::baseline(), [[1000.0; 3]; 2], 1);
-        c.processes = (0..2).map(|r| process(r, &[1000.0; 3], 1, Some(energy))).collect();
+        // One process's span covers untimed steps beyond its 1000 timed samples; the other comes
+        // from a file that predates that count, so its timed samples apply.
+        c.processes = vec![
+            process(0, &[1000.0; 3], 1, Some(energy)),
+            process(1, &[1000.0; 3], 1, Some(Energy { samples: None, ..energy })),
+        ];
         let mut gpu_system = cpu();
         gpu_system.gpu = Some(crate::measure::power::GpuInfo {
             name: "NVIDIA H200 (test fixture)".into(),
@@ -438,7 +449,8 @@ mod tests {
         });
         summarise_cell(&mut c, &gpu_system);
         let e = c.energy.unwrap();
-        assert_eq!((e.joules, e.joules_per_sample, e.mean_power_w), (1000.0, 0.5, 250.0));
+        assert_eq!((e.joules, e.joules_per_sample, e.mean_power_w), (1000.0, 1000.0 / 2250.0, 250.0));
+        assert_eq!(e.interval_s, Some(4.0));
         let u = c.utilisation.clone().unwrap();
         assert_eq!(u.achieved_flops_per_s, 1e12);
         assert_eq!(u.mfu, Some(1e12 / 989.5e12));

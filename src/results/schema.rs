@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use crate::bench::design::Design;
 use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
+use crate::measure::energy::{Energy, EnergyMethod};
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
 use crate::measure::phases::StepBreakdown;
-use crate::measure::power::{Energy, EnergyMethod};
 use crate::measure::stats;
 use crate::results::quality::QualityMetric;
 use crate::results::system::SystemInfo;
@@ -623,7 +623,7 @@ pub struct CellResult {
     pub warmup_memory: Option<Memory>,
     /// Time-to-accuracy (time-to-accuracy cells).
     pub time_to_accuracy: Option<TimeToAccuracy>,
-    /// Energy per sample over the timed windows (throughput cells on NVIDIA GPUs).
+    /// GPU energy per sample over its processes' energy spans (throughput cells on NVIDIA GPUs).
     pub energy: Option<CellEnergy>,
     /// Achieved FLOP/s and model FLOPs utilisation (throughput cells).
     pub utilisation: Option<Utilisation>,
@@ -667,6 +667,11 @@ impl CellResult {
     /// The cell's profiler trace (`run --trace`), recorded by its first measured process.
     pub fn trace(&self) -> Option<&TraceRecord> {
         self.processes.iter().find_map(|p| p.trace.as_ref())
+    }
+
+    /// Why the cell has no GPU energy, as the first of its processes that says so gives it.
+    pub fn energy_unavailable(&self) -> Option<&str> {
+        self.processes.iter().find_map(|p| p.energy_unavailable.as_deref())
     }
 
     /// Why the machine was not in a fair state while the cell measured, if it was not: the
@@ -788,15 +793,19 @@ pub fn error_line(stderr: &str) -> Option<String> {
     Some(format!("panicked: {message}"))
 }
 
-/// GPU energy of a throughput cell, over the timed windows of all its processes.
+/// GPU energy of a throughput cell, over the energy spans of all its processes (each its timed
+/// windows and whatever untimed steps lengthened them to at least a second, [`Energy`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CellEnergy {
-    /// Total energy over the timed windows, joules.
+    /// Total energy over the spans, joules.
     pub joules: f64,
-    /// Energy per sample, joules.
+    /// Energy per sample: `joules` over the samples the spans cover, joules.
     pub joules_per_sample: f64,
-    /// Mean board power while timed, watts.
+    /// Mean board power over the spans, watts.
     pub mean_power_w: f64,
+    /// Total length of the spans, seconds (`None` in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
     /// How the energy was measured (the energy counter, or sampled power where it is absent).
     pub method: EnergyMethod,
 }
@@ -839,7 +848,9 @@ pub struct ProcessMeasurement {
     pub precision: Precision,
     /// Samples processed in the timed windows.
     pub timed_samples: usize,
-    /// GPU energy over the timed windows (`None` off NVIDIA GPUs; see `energy_unavailable`).
+    /// GPU energy over the process's energy span: its timed windows, lengthened by untimed steps
+    /// to at least a second (`None` off NVIDIA GPUs and where NVML's reading failed; see
+    /// `energy_unavailable`).
     pub energy: Option<Energy>,
     /// Why `energy` is missing, when it is.
     pub energy_unavailable: Option<String>,

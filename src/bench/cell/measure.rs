@@ -9,10 +9,12 @@ use super::CellJob;
 use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::measure::energy::EnergyError;
 use crate::measure::machine::MachineState;
-use crate::measure::power::EnergyMeter;
+use crate::measure::memory;
+use crate::measure::power::{EnergyMeter, EnergySpan};
 use crate::measure::stats::{median_ci, relative_half_width};
-use crate::measure::{memory, timer::SyncedTimer};
+use crate::measure::timer::{synchronize, SyncedTimer};
 use crate::results::schema::{CellKind, Memory, Phase, ProcessMeasurement};
 use crate::train::recipe::Recipe;
 use crate::train::Trainer;
@@ -106,8 +108,9 @@ fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<Proces
 
 /// Training throughput: the warm-up steps (at least those that reach the steady state), then the
 /// timed windows of training steps at the schedule's first learning rate, recording the host
-/// reads of metrics in the windows, then one window of steps timed phase by phase, and the last
-/// mean loss; then the profiler trace, if asked for.
+/// reads of metrics in the windows (and the untimed steps that complete the energy span), then
+/// one window of steps timed phase by phase, and the last mean loss; then the profiler trace, if
+/// asked for.
 fn time_training<W: Workload>(
     process: &CellContext,
     inputs: &InputOptions,
@@ -120,13 +123,11 @@ fn time_training<W: Workload>(
         trainer.train_step(&loader.next_batch()?, lr)?;
     }
     end_warmup(measurement, process.device)?;
-    let reads_before = trainer.metrics_mut().host_reads();
     time_windows(process.profile, process.device, measurement, trainer, |trainer| {
         let batch = loader.next_batch()?;
         trainer.train_step(&batch, lr)?;
         Ok(batch.len())
     })?;
-    measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
     record_breakdown(process, trainer, loader.as_mut(), lr, measurement)?;
     trainer.metrics_mut().flush();
     measurement.last_loss = trainer.metrics_mut().last_mean_loss();
@@ -216,11 +217,16 @@ fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error
 }
 
 /// Runs the profile's timed windows of `step` (which processes one batch and returns its sample
-/// count), with the device synchronised at each window's edges and the GPU's energy read there,
-/// recording samples per second per window, the samples timed and the energy. After the
-/// profile's `windows_per_process` windows it adds windows while the interval of this process's
-/// median is wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`.
-/// DDP ranks take another window while any of them wants one, so that they all step together.
+/// count), with the device synchronised at each window's edges, recording samples per second per
+/// window, the samples timed and the host reads of metrics in them. After the profile's
+/// `windows_per_process` windows it adds windows while the interval of this process's median is
+/// wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`. DDP ranks
+/// take another window while any of them wants one, so that they all step together.
+///
+/// The GPU's energy is measured over one span ([`crate::measure::energy`]): NVML is read with
+/// the device synchronised right before the first window's clock starts and after the last
+/// window's clock stops, and untimed steps lengthen the span where the windows last less than
+/// [`MIN_ENERGY_SPAN_S`](crate::measure::energy::MIN_ENERGY_SPAN_S).
 fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
@@ -228,27 +234,48 @@ fn time_windows<W: Workload>(
     trainer: &mut Trainer<W>,
     mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
 ) -> Result<(), Error> {
-    let mut energy = EnergyMeter::start(device);
+    let mut energy = EnergyMeter::open(device).and_then(|meter| {
+        synchronize(device);
+        meter.begin()
+    });
+    let reads_before = trainer.metrics_mut().host_reads();
     while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
         let timer = SyncedTimer::start(device);
-        if let Ok(meter) = &mut energy {
-            meter.window_started();
-        }
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
             samples += step(trainer)?;
         }
         let seconds = timer.stop();
-        if let Ok(meter) = &mut energy {
-            meter.window_ended();
-        }
         *measurement.timed_s.get_or_insert(0.0) += seconds;
         measurement.window_samples_per_s.push(samples as f64 / seconds);
         measurement.timed_samples += samples;
+        if let Ok(span) = &mut energy {
+            span.count(samples);
+        }
     }
-    match energy.and_then(EnergyMeter::finish) {
+    measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
+    lengthen_energy_span(trainer, &mut energy, step)?;
+    synchronize(device);
+    match energy.and_then(EnergySpan::finish) {
         Ok(energy) => measurement.energy = Some(energy),
-        Err(reason) => measurement.energy_unavailable = Some(reason),
+        Err(reason) => measurement.energy_unavailable = Some(reason.to_string()),
+    }
+    Ok(())
+}
+
+/// Runs untimed `step`s while `energy`'s span is shorter than
+/// [`MIN_ENERGY_SPAN_S`](crate::measure::energy::MIN_ENERGY_SPAN_S), counting their samples in
+/// it. DDP ranks step while any of them wants more time, so that they all step together.
+fn lengthen_energy_span<W: Workload>(
+    trainer: &mut Trainer<W>,
+    energy: &mut Result<EnergySpan, EnergyError>,
+    mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
+) -> Result<(), Error> {
+    while trainer.any_rank(energy.as_ref().is_ok_and(EnergySpan::wants_more_time))? {
+        let samples = step(trainer)?;
+        if let Ok(span) = energy {
+            span.count(samples);
+        }
     }
     Ok(())
 }
