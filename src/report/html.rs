@@ -389,7 +389,8 @@ pub(crate) fn report(
         overviews.iter().map(|o| format!("{}: {}", o.title, o.sentence)).collect::<Vec<_>>().join(" ");
     let cell_groups: Vec<_> = report.groups.iter().map(|g| context! { title => g.title() }).collect();
     let has_compute = report.entries().any(|(_, e)| e.cell.utilisation.is_some());
-    let has_energy = report.entries().any(|(_, e)| e.cell.energy.is_some());
+    // On a GPU the column stays, so that a cell whose energy reading failed says why.
+    let has_energy = report.entries().any(|(g, e)| e.cell.energy.is_some() || g.device.is_cuda());
     let ctx = context! {
         title => run_title(report.results, "report"),
         conclusion => conclusion,
