@@ -242,9 +242,9 @@ fn not_significant(trick: Trick, effect: String, why: &str) -> Judgement {
 /// Why a trick judged against a reference other than the baseline is left out of the combination.
 fn own_reference_reason(trick: Trick) -> String {
     format!(
-        "judged against its own reference ({}), not the plain recipe: its effect on the recipe the \
-         combination starts from was not measured",
-        trick.reference_text().unwrap_or_else(|| "its reference".to_owned())
+        "judged against {}, not the plain recipe: its effect on the recipe the combination starts \
+         from was not measured",
+        trick.reference_text().unwrap_or_else(|| "its own reference".to_owned())
     )
 }
 

@@ -256,13 +256,13 @@ impl Trick {
         matches!(self.info().reference, Reference::Baseline | Reference::Beside(_))
     }
 
-    /// What the trick is compared with when that is not the baseline, in words: its reference
-    /// cell's label, or the trick in its place ("flash-attention in its place"); `None` for a
-    /// trick compared with the baseline.
+    /// What the trick is compared with when that is not the baseline, in words: "its own
+    /// reference (debug-apis-on)", or the trick in its place ("flash-attention in its place");
+    /// `None` for a trick compared with the baseline.
     pub fn reference_text(self) -> Option<String> {
         match self.info().reference {
             Reference::Baseline | Reference::Beside(_) => None,
-            Reference::Own(label) => Some(label.to_owned()),
+            Reference::Own(label) => Some(format!("its own reference ({label})")),
             Reference::Swapped { with, .. } => Some(format!("{with} in its place")),
         }
     }
