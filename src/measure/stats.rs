@@ -82,6 +82,34 @@ pub fn paired_ratio_ci(treatment: &[Vec<f64>], control: &[Vec<f64>]) -> Option<E
     Some(Estimate { point, low, high })
 }
 
+/// The median of per-pair ratios pooled over processes (`ratios[p]`: the ratios of process `p`'s
+/// pairs), with a percentile-bootstrap interval that resamples as the experiment was made:
+/// processes with replacement, then pairs with replacement within each drawn process. Drawing
+/// processes carries what differs between processes (a process whose pairs all ran a little
+/// faster on one side) into the interval; with one process only pairs are drawn. `None` without
+/// a ratio.
+pub fn paired_median_ci(ratios: &[Vec<f64>]) -> Option<Estimate> {
+    let measured: Vec<&Vec<f64>> = ratios.iter().filter(|r| !r.is_empty()).collect();
+    let point = median(&measured.iter().flat_map(|r| r.iter().copied()).collect::<Vec<_>>())?;
+    let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
+    let mut pooled = Vec::new();
+    let stats: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+        .map(|_| {
+            pooled.clear();
+            for _ in 0..measured.len() {
+                let process = match measured.len() {
+                    1 => measured[0],
+                    n => measured[rng.random_range(0..n)],
+                };
+                pooled.extend((0..process.len()).map(|_| process[rng.random_range(0..process.len())]));
+            }
+            median(&pooled).unwrap_or(point)
+        })
+        .collect();
+    let (low, high) = percentile_interval(stats);
+    Some(Estimate { point, low, high })
+}
+
 /// The coefficient of variation of `xs`: sample standard deviation ÷ mean; `None` for fewer than
 /// two values or a zero mean.
 pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {

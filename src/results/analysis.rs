@@ -3,10 +3,12 @@
 use crate::bench::design::Design;
 use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::{peak_flops_per_s, Precision};
-use crate::measure::stats::{coefficient_of_variation, mad_outliers, median, median_ci, paired_ratio_ci};
+use crate::measure::stats::{
+    coefficient_of_variation, mad_outliers, median, median_ci, paired_median_ci, paired_ratio_ci, Estimate,
+};
 use crate::results::schema::{
-    CellEnergy, CellKey, CellResult, CellStatus, Comparison, Memory, NoiseFloor, ProcessMeasurement, Results,
-    Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
+    CellEnergy, CellId, CellKey, CellResult, CellStatus, Comparison, MeasurementDesign, Memory, NoiseFloor,
+    PairedWindows, ProcessMeasurement, Results, Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
 use crate::tricks::{MemoryFigure, Trick, TrickSet};
@@ -101,6 +103,10 @@ pub fn comparisons(cells: &[CellResult], design: Design) -> Vec<Comparison> {
         .copied()
         .filter(compared)
         .filter_map(|cell| {
+            if let Some(reference) = paired_reference(cell) {
+                let measured_reference = measured.iter().copied().find(|c| c.id() == *reference);
+                return compare_paired(cell, reference, measured_reference);
+            }
             let any_batch = cell.key.tricks.has(Trick::MaxBatch);
             let same_setting = |c: &&CellResult| {
                 (c.key.workload, c.key.seed, c.key.kind) == (cell.key.workload, cell.key.seed, cell.key.kind)
@@ -340,6 +346,63 @@ fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
 }
 
 /// One paired comparison: speed-up with its bootstrap interval and the memory ratio.
+/// The reference cell every measured process of `cell` was paired with, when they all were paired
+/// with the same one (a cell measured in the process design has none).
+fn paired_reference(cell: &CellResult) -> Option<&CellId> {
+    let mut references = cell.processes.iter().map(|p| p.paired.as_ref().map(|w| &w.reference));
+    let first = references.next()??;
+    references.all(|r| r == Some(first)).then_some(first)
+}
+
+/// The paired comparison of `cell` with its `reference` (measured in the same processes): the
+/// median of the per-pair ratios with its interval from a bootstrap over processes, then pairs;
+/// the memory ratio against the reference cell's own processes where it was `measured`.
+fn compare_paired(
+    cell: &CellResult,
+    reference: &CellId,
+    measured: Option<&CellResult>,
+) -> Option<Comparison> {
+    let ratios: Vec<Vec<f64>> =
+        cell.processes.iter().filter_map(|p| p.paired.as_ref()).map(PairedWindows::ratios).collect();
+    let estimate = paired_median_ci(&ratios)?;
+    Some(Comparison {
+        cell: cell.id().clone(),
+        baseline: reference.clone(),
+        speedup: estimate.point,
+        speedup_ci_low: estimate.low,
+        speedup_ci_high: estimate.high,
+        verdict: verdict_of(&estimate),
+        memory_ratio: measured.and_then(|r| memory_ratio(cell, r)),
+        design: MeasurementDesign::Paired,
+    })
+}
+
+/// Faster when the whole interval is above 1, slower when below, else no significant effect.
+fn verdict_of(estimate: &Estimate) -> Verdict {
+    if estimate.low > 1.0 {
+        Verdict::Faster
+    } else if estimate.high < 1.0 {
+        Verdict::Slower
+    } else {
+        Verdict::NoSignificantEffect
+    }
+}
+
+/// Peak memory of `cell` ÷ that of `reference`: reserved bytes when a trick the cell adds is judged
+/// by them (`expandable-segments`), else live bytes; `None` where either is unknown.
+fn memory_ratio(cell: &CellResult, reference: &CellResult) -> Option<f64> {
+    let added = cell.key.tricks.iter().filter(|&t| !reference.key.tricks.has(t));
+    let figure = if added.map(Trick::memory_figure).any(|f| f == MemoryFigure::Reserved) {
+        MemoryFigure::Reserved
+    } else {
+        MemoryFigure::Live
+    };
+    match (cell.memory.and_then(|m| m.bytes(figure)), reference.memory.and_then(|m| m.bytes(figure))) {
+        (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
+        _ => None,
+    }
+}
+
 fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
     let by_round = |processes: &[ProcessMeasurement]| -> Vec<Vec<f64>> {
         let rounds = processes.iter().map(|p| p.round + 1).max().unwrap_or(0);
@@ -354,32 +417,15 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
             .collect()
     };
     let estimate = paired_ratio_ci(&by_round(&cell.processes), &by_round(&baseline.processes))?;
-    let verdict = if estimate.low > 1.0 {
-        Verdict::Faster
-    } else if estimate.high < 1.0 {
-        Verdict::Slower
-    } else {
-        Verdict::NoSignificantEffect
-    };
-    let added = cell.key.tricks.iter().filter(|&t| !baseline.key.tricks.has(t));
-    let figure = if added.map(Trick::memory_figure).any(|f| f == MemoryFigure::Reserved) {
-        MemoryFigure::Reserved
-    } else {
-        MemoryFigure::Live
-    };
-    let memory_ratio =
-        match (cell.memory.and_then(|m| m.bytes(figure)), baseline.memory.and_then(|m| m.bytes(figure))) {
-            (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
-            _ => None,
-        };
     Some(Comparison {
         cell: cell.id().clone(),
         baseline: baseline.id().clone(),
         speedup: estimate.point,
         speedup_ci_low: estimate.low,
         speedup_ci_high: estimate.high,
-        verdict,
-        memory_ratio,
+        verdict: verdict_of(&estimate),
+        memory_ratio: memory_ratio(cell, baseline),
+        design: MeasurementDesign::Processes,
     })
 }
 

@@ -889,6 +889,67 @@ pub struct ProcessMeasurement {
     /// measured process of each chosen throughput cell; `None` elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceRecord>,
+    /// Both sides of a paired process: the cell's reference measured in the same process, its
+    /// windows alternating with the cell's own (`None` in a process of the process design, and in
+    /// files that predate pairing). The process's `window_samples_per_s` are the cell's own side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<PairedWindows>,
+}
+
+/// Which side of a paired process a window timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    /// The cell's reference (the baseline, its own reference cell, or the set it is compared with).
+    Reference,
+    /// The cell itself.
+    Trick,
+}
+
+/// One timed window of a paired process.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairedWindow {
+    /// The pair the window belongs to (0-based); pairs run in the order A B, B A, A B, …, so that
+    /// a steady drift within the process favours neither side.
+    pub pair: usize,
+    /// The side the window timed.
+    pub side: Side,
+    /// Throughput of the window, samples per second.
+    pub samples_per_s: f64,
+}
+
+/// What a paired process timed: the cell's reference and the cell, built in one process from the
+/// same initial weights and fed the same batches, their timed windows alternating.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairedWindows {
+    /// The id of the reference cell the process built beside the cell.
+    pub reference: CellId,
+    /// Every timed window in the order it ran.
+    pub windows: Vec<PairedWindow>,
+}
+
+impl PairedWindows {
+    /// Each complete pair's throughput ratio, the cell's window over its reference's (above 1:
+    /// the cell is faster), in pair order.
+    pub fn ratios(&self) -> Vec<f64> {
+        let pairs = self.windows.iter().map(|w| w.pair + 1).max().unwrap_or(0);
+        (0..pairs)
+            .filter_map(|pair| {
+                let side = |side: Side| {
+                    self.windows.iter().find(|w| w.pair == pair && w.side == side).map(|w| w.samples_per_s)
+                };
+                match (side(Side::Trick), side(Side::Reference)) {
+                    (Some(trick), Some(reference)) if reference > 0.0 => Some(trick / reference),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// The reference side's windows, samples per second, in the order they ran.
+    pub fn reference_samples_per_s(&self) -> Vec<f64> {
+        self.windows.iter().filter(|w| w.side == Side::Reference).map(|w| w.samples_per_s).collect()
+    }
 }
 
 impl ProcessMeasurement {
@@ -918,6 +979,7 @@ impl ProcessMeasurement {
             step_breakdown: None,
             step_breakdown_unavailable: None,
             trace: None,
+            paired: None,
         }
     }
 }
@@ -1149,6 +1211,33 @@ pub struct Comparison {
     /// peak reserved bytes when a trick the cell adds is judged by them (`expandable-segments`),
     /// else peak live bytes.
     pub memory_ratio: Option<f64>,
+    /// How the speed-up was measured: pairs of windows in one process, or one process per side
+    /// (`processes` in files that predate pairing).
+    #[serde(default)]
+    pub design: MeasurementDesign,
+}
+
+/// How a speed-up was measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MeasurementDesign {
+    /// One process per side, interleaved across rounds: the ratio of the two sides' medians, its
+    /// interval from a bootstrap over rounds, then windows.
+    #[default]
+    Processes,
+    /// Both sides in each process, their windows alternating A B B A: the median of the per-pair
+    /// ratios, its interval from a bootstrap over processes, then pairs.
+    Paired,
+}
+
+impl MeasurementDesign {
+    /// The design's name in tables ("paired", "processes").
+    pub fn label(self) -> &'static str {
+        match self {
+            MeasurementDesign::Processes => "processes",
+            MeasurementDesign::Paired => "paired",
+        }
+    }
 }
 
 #[cfg(test)]
