@@ -1,7 +1,9 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
-//! machine's state around a cell, the statistics over windows, and profiler traces.
+//! machine's state around a cell, the statistics over windows, profiler traces, and the host
+//! allocator the measuring processes run with.
 pub mod energy;
 pub mod flops;
+pub mod host_allocator;
 pub mod machine;
 pub mod memory;
 pub mod phases;

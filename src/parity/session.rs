@@ -10,6 +10,7 @@ use wait_timeout::ChildExt;
 
 use crate::device::Hardware;
 use crate::error::Error;
+use crate::measure::host_allocator::keep_freed_memory;
 use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};
 use crate::parity::compare::{
@@ -428,7 +429,7 @@ fn side_command(sides: &Sides, implementation: Implementation, stack: &[Trick]) 
     match implementation {
         Implementation::Trickbench | Implementation::Stack => {
             let mut c = Command::new(&sides.trickbench);
-            c.arg("parity-side");
+            keep_freed_memory(&mut c).arg("parity-side");
             if implementation == Implementation::Stack {
                 let ids: Vec<&str> = stack.iter().map(|t| t.id()).collect();
                 c.args(["--tricks", &ids.join(",")]);
@@ -437,7 +438,7 @@ fn side_command(sides: &Sides, implementation: Implementation, stack: &[Trick]) 
         }
         Implementation::PyTorch | Implementation::Compiled(_) => {
             let mut c = Command::new(&sides.python);
-            c.arg(&sides.script);
+            keep_freed_memory(&mut c).arg(&sides.script);
             if let Implementation::Compiled(mode) = implementation {
                 c.args(["--compile", mode.id()]);
             }

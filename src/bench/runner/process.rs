@@ -14,6 +14,7 @@ use super::{CellExecutor, Execution};
 use crate::bench::cell::CellJob;
 use crate::bench::interrupt::{signal_name, Interrupt};
 use crate::error::Error;
+use crate::measure::host_allocator::keep_freed_memory;
 use crate::results::schema::{CellStatus, ProcessMeasurement};
 
 /// Where a child's stderr lines (progress of time-to-accuracy cells) are forwarded.
@@ -130,7 +131,7 @@ impl ProcessExecutor {
     /// Starts `trickbench cell --job JOB --output OUTPUT`, stderr piped.
     fn spawn(&self, job: &Path, output: &Path) -> Result<Child, Error> {
         let mut command = Command::new(&self.program);
-        command
+        keep_freed_memory(&mut command)
             .arg("cell")
             .arg("--job")
             .arg(job)
