@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// Skip the time-to-accuracy cells (the tricks judged by them become not applicable).
     #[arg(long)]
     pub no_time_to_accuracy: bool,
+    /// Measure every trick cell in processes of its own, interleaved across rounds (the process
+    /// design), instead of pairing each with its reference inside one process, windows
+    /// alternating, wherever the trick allows it (the default).
+    #[arg(long)]
+    pub unpaired: bool,
     /// Seeds per time-to-accuracy configuration (default: the profile's).
     #[arg(long, allow_negative_numbers = true)]
     pub seeds: Option<usize>,

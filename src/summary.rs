@@ -6,7 +6,8 @@ use std::fmt::Write;
 use crate::bench::progress::duration_text;
 use crate::report;
 use crate::results::schema::{
-    CellKind, CellResult, CellStatus, Comparison, NoiseFloor, Results, TimeToAccuracy, Verdict,
+    CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Results, TimeToAccuracy,
+    Verdict,
 };
 use crate::workloads::WorkloadId;
 
@@ -111,8 +112,10 @@ fn header(results: &Results) -> String {
 /// with how many of those that measured throughput, if any were.
 fn noise_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Option<String> {
     let target = results.run.protocol.target_ci_half_width;
-    let measured: Vec<_> = results.cells.iter().filter(|c| include(c)).filter_map(|c| c.throughput).collect();
-    let noisy = measured.iter().filter(|t| t.noise_warning(target).is_some()).count();
+    let measured: Vec<&CellResult> =
+        results.cells.iter().filter(|c| include(c) && c.throughput.is_some()).collect();
+    let comparison = |c: &CellResult| results.comparisons.iter().find(|x| x.cell == c.id());
+    let noisy = measured.iter().filter(|c| c.noise_warning(comparison(c), target).is_some()).count();
     (noisy > 0).then(|| {
         format!(
             "warning: {noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
@@ -148,25 +151,26 @@ fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<width$} {:<8} {:>22} {:>32} {:>9}  verdict",
-        "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "peak mem"
+        "{:<width$} {:<8} {:>22} {:>32} {:<9} {:>9}  verdict",
+        "cell", "status", "samples/s [95% CI]", "speed-up [95% CI]", "design", "peak mem"
     );
     for cell in cells {
         let comparison = results.comparisons.iter().find(|c| c.cell == cell.id());
         let _ = writeln!(
             out,
-            "{:<width$} {:<8} {:>22} {:>32} {:>9}  {}",
+            "{:<width$} {:<8} {:>22} {:>32} {:<9} {:>9}  {}",
             cell.id(),
             status_word(&cell.status),
             throughput_text(cell),
             comparison.map_or_else(|| speedup_without_comparison(cell), speedup_text),
+            comparison.map_or("", |c| c.design.label()),
             cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes),
             comparison.map_or("-", |c| report::verdict_label(results, cell, c)),
         );
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");
         }
-        if let Some(warning) = cell.throughput.and_then(|t| t.noise_warning(target)) {
+        if let Some(warning) = cell.noise_warning(comparison, target) {
             let _ = writeln!(out, "    {warning}");
         }
         if let Some(warning) = cell.machine_warning() {
@@ -214,9 +218,18 @@ pub fn time_breakdown(results: &Results) -> Option<String> {
 /// The noise floor in words: "noise floor of resnet8 (A/A control): 1.02× [0.97, 1.06]; speed-ups
 /// within ±6.0% are not distinguishable from noise on this machine".
 pub fn noise_floor_text(floor: &NoiseFloor) -> String {
+    let (control, effects) = match floor.design {
+        MeasurementDesign::Paired => {
+            ("a copy of the baseline paired with it in each process", "paired speed-ups")
+        }
+        MeasurementDesign::Processes => (
+            "the baseline measured again in processes of its own",
+            "speed-ups measured in separate processes",
+        ),
+    };
     format!(
-        "noise floor of {} (A/A control, the baseline measured again as its own cell): {:.2}× [{:.2}, \
-         {:.2}]; speed-ups within ±{:.1}% are not distinguishable from noise on this machine",
+        "noise floor of {} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% are not \
+         distinguishable from noise on this machine",
         floor.workload,
         floor.ratio,
         floor.ratio_ci_low,

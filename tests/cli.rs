@@ -9,7 +9,7 @@ use std::path::Path;
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
 use trickbench::measure::flops::Precision;
 use trickbench::results::quality::QualityMetric;
-use trickbench::results::schema::{CellKind, CellResult, CellStatus, Phase, Results};
+use trickbench::results::schema::{CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results};
 use trickbench::results::store;
 use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
@@ -113,7 +113,13 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         CellKind::Throughput { phase: Phase::Eval }
     );
     assert_eq!(results.comparisons.len(), 4, "3 tricks that ran and the A/A control");
-    assert_eq!(results.noise_floors.len(), 1);
+    // Paired by default: each trick's processes hold the baseline beside it, so does the control's,
+    // which also gives the floor of the process design from its own windows against the baseline's.
+    let designs: Vec<_> = results.noise_floors.iter().map(|f| f.design).collect();
+    assert_eq!(designs, [MeasurementDesign::Paired, MeasurementDesign::Processes]);
+    assert!(results.comparisons.iter().all(|c| c.design == MeasurementDesign::Paired));
+    let paired = avoid_sync.processes.iter().map(|p| p.paired.as_ref().expect("paired windows"));
+    assert!(paired.clone().all(|w| w.reference == baseline.id() && w.ratios().len() == 2));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("noise floor of resnet8 (A/A control"), "{stdout}");
     assert!(stdout.contains("time: ") && stdout.contains("in timed windows"), "{stdout}");

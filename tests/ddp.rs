@@ -218,6 +218,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         protocol: None,
         family_settings: None,
         trace: None,
+        paired_with: None,
     };
     std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
     let launch =

@@ -13,8 +13,8 @@ use trickbench::error::Error;
 use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
-    CellKind, CellResult, CellStatus, NoiseFloor, Phase, Results, SpeedrunChoice, SpeedrunDecision,
-    TimeToAccuracy,
+    CellKind, CellResult, CellStatus, MeasurementDesign, NoiseFloor, Phase, Results, SpeedrunChoice,
+    SpeedrunDecision, TimeToAccuracy,
 };
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
@@ -272,6 +272,7 @@ fn with_noise_floor(results: &mut Results, half_width: f64) {
         ratio_ci_low: 1.0,
         ratio_ci_high: 1.0 + half_width,
         half_width,
+        design: MeasurementDesign::Processes,
     });
 }
 

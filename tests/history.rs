@@ -94,7 +94,7 @@ fn versions_given_in_any_order_are_a_history_with_changes_flagged_where_interval
     // Missing from the middle run: a gap on both sides of it, not a zero.
     assert_eq!(flag(&changes, "zero-grad-none", "#1"), "not compared");
     let gap = changes.iter().find(|r| r[0].contains("zero-grad-none") && r[1].starts_with("#2")).unwrap();
-    assert_eq!((gap[3].as_str(), gap[4].as_str()), ("missing", "1.00× [0.95, 1.05]"));
+    assert_eq!((gap[3].as_str(), gap[4].as_str()), ("missing", "1.00× [0.95, 1.05] (separate processes)"));
     let conclusion: String =
         doc.select(&Selector::parse(".conclusion").unwrap()).next().unwrap().text().collect();
     assert!(

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scraper::{Html, Selector};
-use trickbench::report::{render_comparison, render_report, CompareBy, ReportError, ReportFiles};
+use trickbench::report::{
+    render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
+};
 use trickbench::results::schema::Results;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
@@ -180,7 +182,12 @@ fn summary_markdown_has_the_headline_and_working_plot_links() {
     let group = "resnet20 · cpu on fixture-cpu-host · quick profile";
     assert!(md.contains(&format!("\n## {group}\n")), "{md}");
     assert!(!md.lines().any(|l| l.starts_with('|') && l.contains(group)), "{md}");
-    assert!(md.contains("| avoid-sync | throughput | helps | 1.18× throughput [1.14, 1.22] |"), "{md}");
+    assert!(
+        md.contains(
+            "| avoid-sync | throughput | helps | 1.18× throughput [1.14, 1.22] (separate processes) |"
+        ),
+        "{md}"
+    );
     assert!(md.contains("avoid-sync") && md.contains("**Synthetic data.**"), "{md}");
     let links: Vec<&str> = md.split("](").skip(1).map(|s| &s[..s.find(')').unwrap()]).collect();
     assert!(links.len() > files.plots.len() / 2, "{md}");
@@ -445,6 +452,13 @@ fn first_screen_judges_each_trick_by_its_own_metric() {
     // Memory tricks by memory: checkpointing uses 0.56× the memory, so it helps, though slower.
     let memory = verdict_rows(&render("memory"));
     assert_eq!(row_of(&memory, "checkpointing")[1..], ["memory", "helps", "0.56× memory, 0.72× throughput"]);
+    // A memory trick that saves no memory and is significantly slower is a cost: checkpointing in
+    // the committed quick run of ResNet-8, 1.05× the memory at 0.66× the throughput.
+    let ablation = verdict_rows(&render("ablation"));
+    assert_eq!(
+        row_of(&ablation, "checkpointing")[1..],
+        ["memory", "hurts", "no memory saved (1.05×) and 0.66× throughput [0.56, 0.71]: a cost"]
+    );
     // Time-to-accuracy tricks by time: one-cycle took 86.1 s against 60.4 s, 1.43× slower.
     let convergence_doc = render("convergence");
     let convergence = verdict_rows(&convergence_doc);
@@ -584,12 +598,13 @@ fn titles_name_the_run_and_the_index_lists_every_report() {
     assert!(memory.contains("Of 2 tricks measured, 2 help (checkpointing, grad-accumulation)"), "{memory}");
 }
 
-/// Measures the page once loaded: elements whose right edge passes the viewport (a table's own
-/// scroll box may hold wider content, but the box itself must fit; a plot counts as its `<svg>`
-/// box), and which scroll boxes scroll. Headless Chromium keeps windows at least 500 px wide, so
-/// the page is laid out at `WIDTH` px by setting the root element's width.
+/// Measures the page once loaded, with every `<details>` opened: elements whose right edge passes
+/// the viewport (a table's own scroll box may hold wider content, but the box itself must fit; a
+/// plot counts as its `<svg>` box), and which scroll boxes scroll. Headless Chromium keeps windows
+/// at least 500 px wide, so the page is laid out at `WIDTH` px by setting the root element's width.
 const LAYOUT_PROBE: &str = r#"<style>html { width: WIDTHpx; }</style><script>
 addEventListener("load", function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
   var width = WIDTH, wide = [];
   document.querySelectorAll("body *").forEach(function (el) {
     var box = el.closest(".wrap, svg");
@@ -638,8 +653,13 @@ fn no_page_is_wider_than_the_window_at_1400_and_390_px() {
         return;
     };
     let out = render_designs("designs-layout");
+    // The committed run with profiler traces, its trace files linked: long operator names, input
+    // shapes and trace paths.
+    let traces_run = "cpu-xeon-2core-20261201-quick-phases-traces";
+    let traced = committed(traces_run, &["results-1.json"]);
+    render_report_from(&traced, &[checkout("reports").join(traces_run)], &out.join("traces")).unwrap();
     let mut failures = Vec::new();
-    for name in design_reports().into_iter().map(|(n, _)| n).chain(["compare", "history"]) {
+    for name in design_reports().into_iter().map(|(n, _)| n).chain(["compare", "history", "traces"]) {
         for width in [1400, 390] {
             let m = layout(&chromium, &out.join(name), width);
             let fits = m["wide"].as_array().is_some_and(Vec::is_empty);

@@ -356,6 +356,7 @@ fn job() -> CellJob {
         protocol: None,
         family_settings: None,
         trace: None,
+        paired_with: None,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::bench::trace::CellGlob;
 use crate::device::{DeviceSpec, Hardware};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
-use crate::results::schema::{DataInfo, ProfileSettings, Protocol, RunInfo};
+use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
 use crate::results::system::git_commit;
 use crate::tricks::{parse_trick_list, Trick};
 use crate::workloads::{Family, WorkloadId};
@@ -108,6 +108,9 @@ pub struct RunRequest {
     pub memory_budget_mib: Option<u64>,
     /// Hard cap on each cell process's data segment, MiB.
     pub memory_limit_mib: Option<u64>,
+    /// How trick cells are measured against their references: in pairs where the trick allows
+    /// it, or every one in processes of its own.
+    pub pairing: MeasurementDesign,
     /// The data.
     pub inputs: InputPaths,
     /// Output directory (`None`: `reports/runs/<run id>`).
@@ -215,7 +218,12 @@ impl RunConfig {
             device: self.device,
             data,
             more_data,
-            protocol: protocol(self.profiles.run_wide(), self.memory_budget_bytes, self.request.seed),
+            protocol: protocol(
+                self.profiles.run_wide(),
+                self.memory_budget_bytes,
+                self.request.seed,
+                self.request.pairing,
+            ),
             shard: None,
             merged: None,
         }
@@ -303,7 +311,12 @@ fn run_profiles(
 
 /// The measurement protocol of a run with the run-wide settings of `profile`, its rounds' orders
 /// drawn from `order_seed`.
-fn protocol(profile: &Profile, memory_budget_bytes: Option<u64>, order_seed: u64) -> Protocol {
+fn protocol(
+    profile: &Profile,
+    memory_budget_bytes: Option<u64>,
+    order_seed: u64,
+    pairing: MeasurementDesign,
+) -> Protocol {
     Protocol {
         warmup_steps: profile.warmup_steps,
         windows_per_process: profile.windows_per_process,
@@ -317,6 +330,7 @@ fn protocol(profile: &Profile, memory_budget_bytes: Option<u64>, order_seed: u64
         target_ci_half_width: Some(profile.target_ci_half_width),
         max_windows_per_process: Some(profile.max_windows_per_process),
         order_seed: Some(order_seed),
+        pairing,
     }
 }
 
@@ -340,6 +354,7 @@ mod tests {
             shard: None,
             memory_budget_mib: None,
             memory_limit_mib: None,
+            pairing: MeasurementDesign::Paired,
             inputs: InputPaths { data: "data/cifar10".into(), images: None, text: "text.txt".into() },
             out: None,
             resume: false,

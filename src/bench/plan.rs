@@ -4,10 +4,12 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::device::Hardware;
+use crate::results::analysis::{is_compared, reference_position};
 use crate::results::schema::{CellKey, CellKind, Phase};
-use crate::tricks::{Applicability, Metric, Trick, TrickSet};
+use crate::tricks::{Applicability, Metric, Pairing, Trick, TrickSet};
 use crate::workloads::{Family, WorkloadId};
 
 /// One process of a schedule.
@@ -297,6 +299,25 @@ impl Plan {
         }
         slots.extend(runnable(true).map(|cell| Slot { cell, round: 0, position: Some(0) }));
         slots
+    }
+
+    /// The reference cell the processes of cell `index` are paired with under `design`: the cell
+    /// it is compared with ([`reference_position`]) among the plan's applicable cells, where both
+    /// time throughput of the same kind and batch size and every trick on either side can be
+    /// paired ([`Pairing`]); `None` where the cell keeps processes of its own.
+    pub fn paired_reference(&self, index: usize, design: Design) -> Option<CellKey> {
+        let cell = &self.cells[index];
+        let key = &cell.key;
+        if cell.not_applicable.is_some() || key.kind.runs_once() || !is_compared(key) {
+            return None;
+        }
+        let candidates: Vec<&CellKey> =
+            self.cells.iter().filter(|c| c.not_applicable.is_none()).map(|c| &c.key).collect();
+        let reference = candidates[reference_position(key, design, candidates.iter().copied())?];
+        let pairable =
+            |k: &CellKey| k.tricks.iter().chain(k.reference_for).all(|t| t.pairing() == Pairing::Paired);
+        let alike = (reference.kind, reference.batch_size) == (key.kind, key.batch_size);
+        (alike && pairable(key) && pairable(reference)).then(|| reference.clone())
     }
 
     /// Processes a cell needs: `rounds` for throughput cells, one for the others.
@@ -825,5 +846,58 @@ mod tests {
         );
         let reasons: Vec<bool> = plan.cells.iter().map(|c| c.not_applicable.is_some()).collect();
         assert_eq!(reasons, [false, false, true, true, true, true, false]);
+    }
+    /// Each cell of `plan` measured under `design` with the cell it is paired with ("—" where it
+    /// keeps processes of its own), by configuration and kind.
+    fn pairs(plan: &Plan, design: Design) -> Vec<(String, String)> {
+        let name = |k: &CellKey| {
+            format!("{} {}", k.configuration_label(), k.id().as_str().rsplit('/').next().unwrap())
+        };
+        (0..plan.cells.len())
+            .map(|i| {
+                let paired = plan.paired_reference(i, design);
+                (name(&plan.cells[i].key), paired.as_ref().map_or("—".to_owned(), name))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_trick_is_paired_with_the_cell_it_is_compared_with_where_it_can_be() {
+        let r = request(vec![Trick::ChannelsLast, Trick::DebugOff, Trick::NoGradEval, Trick::LoaderWorkers]);
+        let ablation = pairs(&Plan::ablation(&r), Design::Ablation);
+        let expected = [
+            ("baseline train", "—"),
+            ("aa-control train", "baseline train"),
+            ("baseline eval", "—"),
+            ("baseline tta", "—"),
+            ("channels-last train", "baseline train"),
+            ("baseline+debug-apis-on train", "—"),
+            ("debug-off train", "baseline+debug-apis-on train"),
+            ("no-grad-eval eval", "baseline eval"),
+            ("loader-workers train", "—"),
+        ];
+        let expected: Vec<(String, String)> =
+            expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        assert_eq!(ablation, expected);
+        // A memory trick keeps processes of its own.
+        let memory = Plan::ablation(&request(vec![Trick::Checkpointing]));
+        let checkpointing =
+            pairs(&memory, Design::Ablation).into_iter().find(|(c, _)| c.starts_with("checkpointing"));
+        assert_eq!(checkpointing.unwrap().1, "—");
+    }
+
+    #[test]
+    fn leave_one_out_pairs_all_but_one_with_all() {
+        let r = request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::AvoidSync]);
+        let found = pairs(&Plan::leave_one_out(&r), Design::LeaveOneOut);
+        let all = "avoid-sync+zero-grad-none+channels-last train";
+        for without in
+            ["zero-grad-none+channels-last", "avoid-sync+channels-last", "avoid-sync+zero-grad-none"]
+        {
+            let row = found.iter().find(|(cell, _)| *cell == format!("{without} train")).unwrap();
+            assert_eq!(row.1, all, "{without}");
+        }
+        let all_row = found.iter().find(|(cell, _)| cell == all).unwrap();
+        assert_eq!(all_row.1, "baseline train", "all on is compared with the baseline");
     }
 }

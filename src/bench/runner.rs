@@ -17,7 +17,7 @@ use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::analysis::{refresh_derived, summarise_cell};
 use crate::results::schema::{
-    CellKey, CellResult, CellStatus, ProcessMeasurement, Results, RunInfo, SpeedrunChoice,
+    CellKey, CellResult, CellStatus, MeasurementDesign, ProcessMeasurement, Results, RunInfo, SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -204,6 +204,9 @@ fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
             .find(|s| s.family == key.workload.family())
             .cloned(),
         trace: traced.then(|| TraceTarget::new(spec.out_dir.clone(), &key.id())),
+        paired_with: (spec.info.protocol.pairing == MeasurementDesign::Paired && !slot.is_warmup())
+            .then(|| spec.plan.paired_reference(slot.cell, spec.info.design))
+            .flatten(),
     }
 }
 

@@ -192,7 +192,7 @@ mod tests {
     use crate::bench::plan::PlanRequest;
     use crate::bench::profile::ProfileName;
     use crate::device::{DeviceSpec, Hardware};
-    use crate::results::schema::{DataInfo, Phase, Protocol};
+    use crate::results::schema::{DataInfo, MeasurementDesign, Phase, Protocol};
     use crate::tricks::TrickSet;
     use crate::workloads::Family;
 
@@ -255,6 +255,7 @@ mod tests {
                 target_ci_half_width: Some(0.03),
                 max_windows_per_process: Some(10),
                 order_seed: Some(0),
+                pairing: MeasurementDesign::Processes,
             },
             shard: None,
             merged: None,

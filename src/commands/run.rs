@@ -7,6 +7,7 @@ use trickbench::bench::config::{InputPaths, RunConfig, RunRequest};
 use trickbench::bench::overrides::{ProfileOverrides, TtaOverrides};
 use trickbench::bench::progress::{Progress, ProgressMode};
 use trickbench::bench::session;
+use trickbench::results::schema::MeasurementDesign;
 use trickbench::summary::closing_table;
 
 use crate::cli::RunArgs;
@@ -64,6 +65,7 @@ fn request(args: &RunArgs) -> RunRequest {
         shard: args.shard,
         memory_budget_mib: args.memory_budget_mib,
         memory_limit_mib: args.memory_limit_mib,
+        pairing: if args.unpaired { MeasurementDesign::Processes } else { MeasurementDesign::Paired },
         inputs: InputPaths {
             data: training.data.clone(),
             images: args.images.clone(),

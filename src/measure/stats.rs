@@ -208,6 +208,47 @@ mod tests {
     }
 
     #[test]
+    fn one_process_resamples_only_its_pairs() {
+        let ratios: Vec<f64> = (0..12).map(|i| 1.1 + 0.01 * f64::from(i % 5) - 0.02).collect();
+        let one = paired_median_ci(std::slice::from_ref(&ratios)).unwrap();
+        // Drawing no process, the bootstrap is the plain one of the pairs' median, draw for draw.
+        assert_eq!(one, median_ci(&ratios).unwrap());
+        assert!(
+            one.low >= 1.08 && one.high <= 1.12 && one.low <= one.point && one.point <= one.high,
+            "{one:?}"
+        );
+        // A process without a ratio is no process.
+        assert_eq!(paired_median_ci(&[Vec::new(), ratios.clone(), Vec::new()]), Some(one));
+    }
+
+    #[test]
+    fn processes_that_disagree_widen_the_paired_interval() {
+        let tight =
+            |centre: f64| -> Vec<f64> { (0..30).map(|i| centre + 0.002 * f64::from(i % 3)).collect() };
+        let agree = paired_median_ci(&[tight(1.1), tight(1.1), tight(1.1)]).unwrap();
+        assert!(agree.low >= 1.1 && agree.high <= 1.102, "{agree:?}");
+        // Every process is tight, but they saw the cell 1.0×, 1.1× and 1.2× as fast as its reference.
+        let split = [tight(1.0), tight(1.1), tight(1.2)];
+        let apart = paired_median_ci(&split).unwrap();
+        assert!(apart.low < 1.01 && apart.high > 1.19, "{apart:?}");
+        // The same ratios as one process: drawing pairs alone keeps the interval inside the middle
+        // process's ratios, 1.100–1.104.
+        let as_one = paired_median_ci(&[split.concat()]).unwrap();
+        assert!(as_one.low >= 1.1 && as_one.high <= 1.104 + 1e-9, "{as_one:?}");
+    }
+
+    #[test]
+    fn paired_intervals_need_a_ratio_and_are_reproducible() {
+        assert_eq!(paired_median_ci(&[]), None);
+        assert_eq!(paired_median_ci(&[Vec::new(), Vec::new()]), None);
+        let ratios = vec![vec![1.02, 0.98, 1.05, 1.01], vec![0.97, 1.0, 1.03], vec![1.04, 0.99]];
+        let first = paired_median_ci(&ratios).unwrap();
+        assert_eq!(first, paired_median_ci(&ratios).unwrap());
+        assert_eq!(first.point, 1.01);
+        assert!(first.low < 1.0 && first.high > 1.02, "{first:?}");
+    }
+
+    #[test]
     fn noise_measures_flag_the_stray_window() {
         let xs = [100.0, 101.0, 99.0, 100.5, 99.5, 60.0];
         assert_eq!(mad_outliers(&xs), [5]);

@@ -191,6 +191,7 @@ impl ExportRequest {
             protocol: None,
             family_settings: None,
             trace: None,
+            paired_with: None,
         }
     }
 }

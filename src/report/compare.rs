@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::report::model::{self, Effect, TrickVerdict};
-use crate::results::schema::{CellKind, CellResult, CellStatus, Phase, Results, Verdict, AA_CONTROL_LABEL};
+use crate::results::schema::{
+    CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict, AA_CONTROL_LABEL,
+};
 use crate::tricks::{Metric, Trick, TrickSet};
 use crate::workloads::WorkloadId;
 
@@ -82,6 +84,8 @@ pub(crate) struct DeviceCell {
     pub speedup: Option<(f64, f64, f64)>,
     /// The verdict.
     pub verdict: Option<Verdict>,
+    /// How the speed-up was measured: in processes of its own, or paired with its reference.
+    pub design: Option<MeasurementDesign>,
     /// Memory ratio against the device's baseline.
     pub memory_ratio: Option<f64>,
     /// The trick's verdict on the metric it is judged by, as the run's own report gives it, where
@@ -253,6 +257,7 @@ impl<'a> Comparison<'a> {
                             cell: found.map(|(c, _)| c.clone()),
                             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
                             verdict: comparison.map(|c| c.verdict),
+                            design: comparison.map(|c| c.design),
                             memory_ratio: comparison.and_then(|c| c.memory_ratio),
                             judged: found.zip(comparison).map(|((cell, r), c)| {
                                 model::judged(cell, c, r.cells.iter().find(|x| x.id() == c.baseline))

@@ -12,7 +12,7 @@ use crate::report::compare::Comparison;
 use crate::report::history::{History, Point, Shift};
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
-use crate::results::schema::{CellId, CellKind, Phase};
+use crate::results::schema::{CellId, CellKind, MeasurementDesign, Phase};
 use crate::workloads::gpt::AttentionBackend;
 
 /// One row of `cells.csv`.
@@ -46,6 +46,8 @@ struct CellRow<'a> {
     speedup_ci_low_x: Option<f64>,
     speedup_ci_high_x: Option<f64>,
     verdict: Option<&'static str>,
+    /// How the speed-up was measured ("paired", "processes").
+    design: Option<&'static str>,
     memory_ratio_x: Option<f64>,
     tta_metric: Option<&'a str>,
     tta_target: Option<f64>,
@@ -133,6 +135,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             speedup_ci_low_x: c.map(|c| c.speedup_ci_low),
             speedup_ci_high_x: c.map(|c| c.speedup_ci_high),
             verdict: c.map(|c| model::verdict_label(c.verdict)),
+            design: c.map(|c| c.design.label()),
             memory_ratio_x: c.and_then(|c| c.memory_ratio),
             tta_metric: tta.map(|t| t.metric.id()),
             tta_target: tta.map(|t| t.target),
@@ -186,6 +189,8 @@ struct ComparisonRow<'a> {
     speedup_ci_low_x: Option<f64>,
     speedup_ci_high_x: Option<f64>,
     verdict: Option<&'static str>,
+    /// How the speed-up was measured ("paired", "processes").
+    design: Option<&'static str>,
     memory_ratio_x: Option<f64>,
     /// The trick's verdict on the metric it is judged by ("helps", "hurts", ...).
     judged: Option<&'static str>,
@@ -208,6 +213,7 @@ pub(crate) fn write_comparison(path: &Path, c: &Comparison) -> Result<(), Report
                 speedup_ci_low_x: cell.speedup.map(|s| s.1),
                 speedup_ci_high_x: cell.speedup.map(|s| s.2),
                 verdict: cell.verdict.map(model::verdict_label),
+                design: cell.design.map(MeasurementDesign::label),
                 memory_ratio_x: cell.memory_ratio,
                 judged: cell.judged.as_ref().map(|v| v.effect.label()),
             })
@@ -233,9 +239,13 @@ struct HistoryRow<'a> {
     before_x: Option<f64>,
     before_ci_low_x: Option<f64>,
     before_ci_high_x: Option<f64>,
+    /// How the earlier speed-up was measured ("paired", "processes"); empty for memory.
+    before_design: Option<&'static str>,
     after_x: Option<f64>,
     after_ci_low_x: Option<f64>,
     after_ci_high_x: Option<f64>,
+    /// How the later speed-up was measured.
+    after_design: Option<&'static str>,
     /// `unchanged`, `up`, `down` or `gap`.
     shift: Shift,
 }
@@ -260,9 +270,11 @@ pub(crate) fn write_history(path: &Path, h: &History) -> Result<(), ReportError>
                 before_x: before.map(|p| p.value),
                 before_ci_low_x: before.and_then(|p| p.interval).map(|i| i.0),
                 before_ci_high_x: before.and_then(|p| p.interval).map(|i| i.1),
+                before_design: before.and_then(|p| p.design).map(MeasurementDesign::label),
                 after_x: after.map(|p| p.value),
                 after_ci_low_x: after.and_then(|p| p.interval).map(|i| i.0),
                 after_ci_high_x: after.and_then(|p| p.interval).map(|i| i.1),
+                after_design: after.and_then(|p| p.design).map(MeasurementDesign::label),
                 shift,
             })
             .map_err(csv_error(path))?;

@@ -13,6 +13,7 @@ use crate::report::compare::{Comparison, DeviceCell, JoinKey};
 use crate::report::model::{self, MEMORY_TOLERANCE};
 use crate::report::plots::Rgb;
 use crate::report::ReportError;
+use crate::results::schema::MeasurementDesign;
 use crate::tricks::Metric;
 
 /// A trick cell's effect in one run: the number its trick is judged by (the speed-up, or the
@@ -23,21 +24,30 @@ pub(crate) struct Point {
     pub value: f64,
     /// Its bootstrap interval (×); `None` for a peak-memory ratio, which is not resampled.
     pub interval: Option<(f64, f64)>,
+    /// How a speed-up was measured; `None` for a peak-memory ratio, always from processes of its own.
+    pub design: Option<MeasurementDesign>,
 }
 
 impl Point {
     /// The effect of `cell` on `metric`, where the run measured and compared it.
     fn of(metric: Metric, cell: &DeviceCell) -> Option<Point> {
         match metric {
-            Metric::Memory => cell.memory_ratio.map(|value| Point { value, interval: None }),
-            _ => cell.speedup.map(|(value, low, high)| Point { value, interval: Some((low, high)) }),
+            Metric::Memory => cell.memory_ratio.map(|value| Point { value, interval: None, design: None }),
+            _ => cell.speedup.map(|(value, low, high)| Point {
+                value,
+                interval: Some((low, high)),
+                design: cell.design,
+            }),
         }
     }
 
-    /// "5.62× [5.49, 5.88]", or "0.27× memory".
+    /// "5.62× [5.49, 5.88] (paired)", or "0.27× memory".
     pub fn text(&self) -> String {
         match self.interval {
-            Some((low, high)) => format!("{:.2}× [{low:.2}, {high:.2}]", self.value),
+            Some((low, high)) => {
+                let design = self.design.map(|d| format!(" {}", d.tag())).unwrap_or_default();
+                format!("{:.2}× [{low:.2}, {high:.2}]{design}", self.value)
+            }
             None => format!("{:.2}× memory", self.value),
         }
     }
@@ -263,7 +273,7 @@ fn holdings(comparison: &Comparison, versions: &[Version]) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::results::schema::{CellKey, CellKind, CellResult, CellStatus, Comparison as Compared};
-    use crate::results::schema::{Phase, Results, Verdict};
+    use crate::results::schema::{MeasurementDesign, Phase, Results, Verdict};
     use crate::tricks::{Trick, TrickSet};
     use crate::workloads::WorkloadId;
 
@@ -306,6 +316,7 @@ pub(crate) mod tests {
             speedup_ci_high: high,
             verdict: Verdict::NoSignificantEffect,
             memory_ratio: Some(memory),
+            design: MeasurementDesign::Processes,
         });
         if !r.cells.iter().any(|c| c.key.tricks.is_baseline()) {
             r.cells.push(base);
@@ -329,13 +340,13 @@ pub(crate) mod tests {
 
     #[test]
     fn intervals_apart_are_a_change_overlapping_ones_are_not() {
-        let p = |value, low, high| Point { value, interval: Some((low, high)) };
+        let p = |value, low, high| Point { value, interval: Some((low, high)), design: None };
         let before = p(1.0, 0.95, 1.05);
         assert_eq!(Shift::between(Some(&before), Some(&p(1.2, 1.06, 1.3))), Shift::Up);
         assert_eq!(Shift::between(Some(&before), Some(&p(0.8, 0.7, 0.94))), Shift::Down);
         assert_eq!(Shift::between(Some(&before), Some(&p(1.2, 1.05, 1.3))), Shift::Unchanged, "touching");
         assert_eq!(Shift::between(None, Some(&before)), Shift::Gap);
-        let memory = |value| Point { value, interval: None };
+        let memory = |value| Point { value, interval: None, design: None };
         assert_eq!(Shift::between(Some(&memory(0.5)), Some(&memory(0.52))), Shift::Unchanged);
         assert_eq!(Shift::between(Some(&memory(0.5)), Some(&memory(0.6))), Shift::Up);
         assert_eq!(Shift::between(Some(&memory(0.5)), Some(&memory(0.4))), Shift::Down);

@@ -315,7 +315,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry, traces: &[Trac
                 t.coefficient_of_variation.map_or_else(|| "—".to_owned(), |cv| format!("{:.1}%", cv * 100.0));
             format!("CV {cv}, {} of {} windows outliers", t.outlier_windows, t.windows)
         }),
-        noise_warning: c.throughput.and_then(|t| t.noise_warning(target)).unwrap_or_default(),
+        noise_warning: c.noise_warning(e.comparison, target).unwrap_or_default(),
         machine_warning: c.machine_warning().unwrap_or_default(),
         attention_warning: c.attention_warning().unwrap_or_default(),
         memory: c.memory.and_then(|m| m.primary_bytes()).map_or_else(|| "—".to_owned(), model::bytes_text),
@@ -487,7 +487,7 @@ pub(crate) struct HistoryRunView {
     libtorch: String,
     run: String,
     profile: String,
-    /// "5 rounds × 4 windows of 3 steps".
+    /// "3 rounds × 6 windows of 3 steps, paired".
     protocol: String,
     /// Each workload's A/A noise floor: "resnet8 ±65.4%", or why there is none.
     noise: String,
@@ -518,8 +518,11 @@ fn history_runs(h: &History) -> Vec<HistoryRunView> {
                 run: r.run.id.clone(),
                 profile: format!("{} / {}", r.run.profile, r.run.design),
                 protocol: format!(
-                    "{} rounds × {} windows of {} steps",
-                    p.rounds, p.windows_per_process, p.steps_per_window
+                    "{} rounds × {} windows of {} steps, {}",
+                    p.rounds,
+                    p.windows_per_process,
+                    p.steps_per_window,
+                    p.pairing.label()
                 ),
                 noise: if floors.is_empty() {
                     "not measured (no A/A control)".to_owned()

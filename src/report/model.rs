@@ -356,20 +356,12 @@ pub(crate) const MEMORY_TOLERANCE: f64 = 0.05;
 pub(crate) const TIME_TO_ACCURACY_TOLERANCE: f64 = 0.05;
 
 /// The verdict of a trick cell judged by `metric`: throughput metrics by the comparison's interval,
-/// memory by the peak-memory ratio. Time to accuracy is judged by [`tta_verdict`].
+/// memory by [`memory_verdict`]. Time to accuracy is judged by [`tta_verdict`].
 pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerdict {
-    let throughput = format!("{:.2}× throughput", comparison.speedup);
-    let memory = comparison.memory_ratio.map(|m| format!("{m:.2}× memory"));
     if metric == Metric::Memory {
-        let Some(ratio) = comparison.memory_ratio else {
-            return TrickVerdict {
-                effect: Effect::NotMeasured,
-                text: format!("memory unknown, {throughput}"),
-            };
-        };
-        let effect = ratio_effect(1.0 / ratio, MEMORY_TOLERANCE);
-        return TrickVerdict { effect, text: format!("{ratio:.2}× memory, {throughput}") };
+        return memory_verdict(comparison);
     }
+    let memory = comparison.memory_ratio.map(|m| format!("{m:.2}× memory"));
     let effect = match comparison.verdict {
         Verdict::Faster => Effect::Helps,
         Verdict::Slower => Effect::Hurts,
@@ -378,8 +370,11 @@ pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerd
     };
     let label = if metric == Metric::EvalThroughput { "eval throughput" } else { "throughput" };
     let mut text = format!(
-        "{:.2}× {label} [{:.2}, {:.2}]",
-        comparison.speedup, comparison.speedup_ci_low, comparison.speedup_ci_high
+        "{:.2}× {label} [{:.2}, {:.2}] {}",
+        comparison.speedup,
+        comparison.speedup_ci_low,
+        comparison.speedup_ci_high,
+        comparison.design.tag()
     );
     if let Some(memory) =
         memory.filter(|_| comparison.memory_ratio.is_some_and(|m| (m - 1.0).abs() > MEMORY_TOLERANCE))
@@ -387,6 +382,28 @@ pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerd
         text.push_str(&format!(", {memory}"));
     }
     TrickVerdict { effect, text }
+}
+
+/// The verdict of a trick judged by peak memory: it helps where it saves more than
+/// [`MEMORY_TOLERANCE`] and hurts where it uses that much more. Within the tolerance it saves
+/// nothing, so it hurts where it is also significantly slower (the comparison's verdict is
+/// [`Verdict::Slower`]: the whole interval below 1 and beyond the A/A noise floor), and is no
+/// measurable effect otherwise.
+fn memory_verdict(comparison: &Comparison) -> TrickVerdict {
+    let throughput = format!("{:.2}× throughput", comparison.speedup);
+    let Some(ratio) = comparison.memory_ratio else {
+        return TrickVerdict { effect: Effect::NotMeasured, text: format!("memory unknown, {throughput}") };
+    };
+    match ratio_effect(1.0 / ratio, MEMORY_TOLERANCE) {
+        Effect::Unmeasurable if comparison.verdict == Verdict::Slower => TrickVerdict {
+            effect: Effect::Hurts,
+            text: format!(
+                "no memory saved ({ratio:.2}×) and {throughput} [{:.2}, {:.2}]: a cost",
+                comparison.speedup_ci_low, comparison.speedup_ci_high
+            ),
+        },
+        effect => TrickVerdict { effect, text: format!("{ratio:.2}× memory, {throughput}") },
+    }
 }
 
 /// The verdict of a time-to-accuracy configuration of `results` against its reference, by the
@@ -574,9 +591,9 @@ pub(crate) fn stderr_tail(s: &CellStatus) -> &str {
     }
 }
 
-/// "1.23× [1.10, 1.35]".
+/// "1.23× [1.10, 1.35] (paired)".
 pub(crate) fn speedup_text(c: &Comparison) -> String {
-    format!("{:.2}× [{:.2}, {:.2}]", c.speedup, c.speedup_ci_low, c.speedup_ci_high)
+    format!("{:.2}× [{:.2}, {:.2}] {}", c.speedup, c.speedup_ci_low, c.speedup_ci_high, c.design.tag())
 }
 
 /// Readable verdict.
@@ -730,6 +747,7 @@ impl Report<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::schema::{CellKey, MeasurementDesign};
 
     #[test]
     fn slugs_and_bytes() {
@@ -740,6 +758,72 @@ mod tests {
         assert_eq!(slug("cuda:0 on Node_7"), "cuda-0-on-node-7");
         assert_eq!(bytes_text(512), "512 B");
         assert_eq!(bytes_text(3 * 1024 * 1024 / 2), "1.50 MiB");
+    }
+
+    /// A memory trick's comparison: `speedup` in [`low`, `high`] with `verdict`, peak memory
+    /// `memory` × the baseline's.
+    fn memory_comparison(memory: f64, speedup: f64, low: f64, high: f64, verdict: Verdict) -> Comparison {
+        let key = |tricks: &[Trick]| CellKey {
+            workload: WorkloadId::Resnet8,
+            tricks: tricks.iter().copied().collect(),
+            batch_size: 128,
+            seed: 0,
+            kind: CellKind::Throughput { phase: Phase::Train },
+            reference_for: None,
+            aa_control: false,
+        };
+        Comparison {
+            cell: key(&[Trick::Checkpointing]).id(),
+            baseline: key(&[]).id(),
+            speedup,
+            speedup_ci_low: low,
+            speedup_ci_high: high,
+            verdict,
+            memory_ratio: Some(memory),
+            design: MeasurementDesign::Processes,
+        }
+    }
+
+    #[test]
+    fn a_memory_trick_that_saves_nothing_and_is_significantly_slower_is_a_cost() {
+        let slower = memory_comparison(1.05, 0.71, 0.64, 0.78, Verdict::Slower);
+        assert_eq!(
+            cell_verdict(Metric::Memory, &slower),
+            TrickVerdict {
+                effect: Effect::Hurts,
+                text: "no memory saved (1.05×) and 0.71× throughput [0.64, 0.78]: a cost".to_owned(),
+            }
+        );
+        // The same numbers inside the A/A noise floor, or an interval that holds 1, are no cost.
+        for verdict in [Verdict::WithinNoise, Verdict::NoSignificantEffect] {
+            let unresolved = memory_comparison(1.05, 0.71, 0.64, 0.78, verdict);
+            assert_eq!(
+                cell_verdict(Metric::Memory, &unresolved),
+                TrickVerdict {
+                    effect: Effect::Unmeasurable,
+                    text: "1.05× memory, 0.71× throughput".to_owned()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_memory_trick_is_judged_by_its_memory_before_its_throughput() {
+        let judged = |memory, verdict| {
+            cell_verdict(Metric::Memory, &memory_comparison(memory, 0.71, 0.64, 0.78, verdict))
+        };
+        // Saving memory helps however much slower it is.
+        assert_eq!(judged(0.56, Verdict::Slower).effect, Effect::Helps);
+        assert_eq!(judged(0.56, Verdict::Slower).text, "0.56× memory, 0.71× throughput");
+        // Using more memory hurts, slower or not.
+        assert_eq!(judged(1.20, Verdict::NoSignificantEffect).effect, Effect::Hurts);
+        assert_eq!(judged(1.20, Verdict::Slower).text, "1.20× memory, 0.71× throughput");
+        // A faster trick that saves no memory is judged by its memory alone.
+        let faster = memory_comparison(1.0, 1.30, 1.20, 1.40, Verdict::Faster);
+        assert_eq!(cell_verdict(Metric::Memory, &faster).effect, Effect::Unmeasurable);
+        // Without a peak there is nothing to judge.
+        let unknown = Comparison { memory_ratio: None, ..faster };
+        assert_eq!(cell_verdict(Metric::Memory, &unknown).effect, Effect::NotMeasured);
     }
 
     #[test]

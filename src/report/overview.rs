@@ -343,7 +343,7 @@ fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
     let target = g.entries.first().and_then(|e| results[e.file].run.protocol.target_ci_half_width);
     let noisy = measured
         .iter()
-        .filter(|e| e.cell.throughput.is_some_and(|t| t.noise_warning(target).is_some()))
+        .filter(|e| e.cell.throughput.is_some() && e.cell.noise_warning(e.comparison, target).is_some())
         .count();
     if let (Some(target), true) = (target, noisy > 0) {
         lines.push(format!(

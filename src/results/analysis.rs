@@ -94,41 +94,67 @@ fn utilisation(
 pub fn comparisons(cells: &[CellResult], design: Design) -> Vec<Comparison> {
     let ok = |c: &&CellResult| c.status == CellStatus::Ok && c.throughput.is_some();
     let measured: Vec<&CellResult> = cells.iter().filter(ok).collect();
-    let compared = |c: &&CellResult| match c.key.reference_for {
-        None => c.key.aa_control || !c.key.tricks.is_baseline(),
-        Some(trick) => !trick.judged_against_own_reference(),
-    };
     measured
         .iter()
         .copied()
-        .filter(compared)
+        .filter(|c| is_compared(&c.key))
         .filter_map(|cell| {
             if let Some(reference) = paired_reference(cell) {
                 let measured_reference = measured.iter().copied().find(|c| c.id() == *reference);
                 return compare_paired(cell, reference, measured_reference);
             }
-            let any_batch = cell.key.tricks.has(Trick::MaxBatch);
-            let same_setting = |c: &&CellResult| {
-                (c.key.workload, c.key.seed, c.key.kind) == (cell.key.workload, cell.key.seed, cell.key.kind)
-                    && (any_batch || c.key.batch_size == cell.key.batch_size)
-            };
-            let largest = cells
-                .iter()
-                .filter(same_setting)
-                .filter(|c| c.key.reference_for.is_none() && !c.key.aa_control)
-                .max_by_key(|c| c.key.tricks.len())?;
-            let leave_one_out = design.compares_with_all_on()
-                && cell.key.reference_for.is_none()
-                && cell.key.tricks.len() + 1 == largest.key.tricks.len()
-                && cell.key.tricks.iter().all(|t| largest.key.tricks.has(t));
-            let reference = if leave_one_out {
-                Some(largest).filter(ok)
-            } else {
-                reference_index(&cell.key, measured.iter().map(|c| &c.key)).map(|i| measured[i])
+            let reference = match leave_one_out_reference(&cell.key, design, cells.iter().map(|c| &c.key)) {
+                Some(i) => Some(&cells[i]).filter(ok),
+                None => reference_index(&cell.key, measured.iter().map(|c| &c.key)).map(|i| measured[i]),
             };
             compare(cell, reference?)
         })
         .collect()
+}
+
+/// Whether a measured cell of `key` is compared with a reference: a trick cell, the A/A control,
+/// or a reference cell that is not its trick's "off" side (`strict-fp32`).
+pub fn is_compared(key: &CellKey) -> bool {
+    match key.reference_for {
+        None => key.aa_control || !key.tricks.is_baseline(),
+        Some(trick) => !trick.judged_against_own_reference(),
+    }
+}
+
+/// The position among `candidates` of the cell that a cell of `key` is compared with under
+/// `design`, as [`comparisons`] finds it: under the leave-one-out design, the largest set for a
+/// set that lacks one of its tricks; otherwise the trick's reference ([`reference_index`]).
+pub fn reference_position<'k>(
+    key: &CellKey,
+    design: Design,
+    candidates: impl Iterator<Item = &'k CellKey> + Clone,
+) -> Option<usize> {
+    leave_one_out_reference(key, design, candidates.clone()).or_else(|| reference_index(key, candidates))
+}
+
+/// Under the leave-one-out design, the position among `candidates` of the largest set of `key`'s
+/// setting (workload, seed, kind and batch size) when `key` is that set less one trick.
+fn leave_one_out_reference<'k>(
+    key: &CellKey,
+    design: Design,
+    candidates: impl Iterator<Item = &'k CellKey>,
+) -> Option<usize> {
+    if !design.compares_with_all_on() || key.reference_for.is_some() {
+        return None;
+    }
+    let any_batch = key.tricks.has(Trick::MaxBatch);
+    let (i, largest) = candidates
+        .enumerate()
+        .filter(|(_, c)| {
+            (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
+                && (any_batch || c.batch_size == key.batch_size)
+                && c.reference_for.is_none()
+                && !c.aa_control
+        })
+        .max_by_key(|(_, c)| c.tricks.len())?;
+    let lacks_one =
+        key.tricks.len() + 1 == largest.tricks.len() && key.tricks.iter().all(|t| largest.tricks.has(t));
+    lacks_one.then_some(i)
 }
 
 /// Everything `results` derives from its cells: the comparisons, with each workload's noise
@@ -141,37 +167,54 @@ pub fn refresh_derived(results: &mut Results) {
     results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
 }
 
-/// The noise floor of each workload with a measured A/A control: its comparison with the
-/// baseline.
+/// The noise floors of each workload with a measured A/A control: its comparison with the
+/// baseline, in the design it was measured in. A control measured in pairs also gives the floor of
+/// the process design, for the cells a run cannot pair: its own windows, which ran in processes
+/// apart from the baseline cell's, against the baseline cell's.
 pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<NoiseFloor> {
-    cells
-        .iter()
-        .filter(|c| c.key.aa_control)
-        .filter_map(|control| {
-            let c = comparisons.iter().find(|c| c.cell == control.id())?;
-            let half_width = [c.speedup, c.speedup_ci_low, c.speedup_ci_high]
-                .into_iter()
-                .map(|r| (r - 1.0).abs())
-                .fold(0.0, f64::max);
-            Some(NoiseFloor {
-                workload: control.key.workload,
-                control: control.id().clone(),
-                baseline: c.baseline.clone(),
-                ratio: c.speedup,
-                ratio_ci_low: c.speedup_ci_low,
-                ratio_ci_high: c.speedup_ci_high,
-                half_width,
-            })
-        })
-        .collect()
+    let mut floors = Vec::new();
+    for control in cells.iter().filter(|c| c.key.aa_control) {
+        let Some(c) = comparisons.iter().find(|c| c.cell == control.id()) else { continue };
+        floors.push(floor_of(control, c));
+        let baseline = cells.iter().find(|b| b.id() == c.baseline && b.status == CellStatus::Ok);
+        let apart =
+            baseline.filter(|_| c.design == MeasurementDesign::Paired).and_then(|b| compare(control, b));
+        floors.extend(apart.map(|apart| floor_of(control, &apart)));
+    }
+    floors
+}
+
+/// The noise floor the A/A `control`'s comparison `c` sets: the largest distance from 1 of its
+/// ratio and of its interval's ends.
+fn floor_of(control: &CellResult, c: &Comparison) -> NoiseFloor {
+    let half_width = [c.speedup, c.speedup_ci_low, c.speedup_ci_high]
+        .into_iter()
+        .map(|r| (r - 1.0).abs())
+        .fold(0.0, f64::max);
+    NoiseFloor {
+        workload: control.key.workload,
+        control: control.id().clone(),
+        baseline: c.baseline.clone(),
+        ratio: c.speedup,
+        ratio_ci_low: c.speedup_ci_low,
+        ratio_ci_high: c.speedup_ci_high,
+        half_width,
+        design: c.design,
+    }
 }
 
 /// Re-words as [`Verdict::WithinNoise`] every "faster" or "slower" throughput verdict whose
-/// speed-up lies within its workload's noise floor (the A/A control's own verdict stays).
+/// speed-up lies within its workload's noise floor of the same design (any of the workload's
+/// floors where none was measured in that design; the A/A control's own verdict stays).
 fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floors: &[NoiseFloor]) {
     for comparison in comparisons.iter_mut() {
         let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell) else { continue };
-        let floor = floors.iter().find(|f| f.workload == cell.key.workload && f.control != cell.id());
+        let of_workload = |f: &&NoiseFloor| f.workload == cell.key.workload && f.control != cell.id();
+        let floor = floors
+            .iter()
+            .filter(of_workload)
+            .find(|f| f.design == comparison.design)
+            .or_else(|| floors.iter().find(of_workload));
         let significant = matches!(comparison.verdict, Verdict::Faster | Verdict::Slower);
         if let Some(floor) = floor.filter(|_| significant) {
             if (comparison.speedup - 1.0).abs() <= floor.half_width {

@@ -2,9 +2,10 @@
 //! they are read into [`crate::results::schema::Results`].
 //!
 //! Version 1 files could lack fields added while version 1 was current; version 2 files have
-//! every field that is not optional. An upgrade fills in what a version 1 file lacks with the
-//! value that was meant when it was written, so the schema itself carries no defaults for old
-//! files. Optional fields (`Option`) that are absent read as `None` in any version.
+//! every field that is not optional but predate paired measurement; version 3 files record each
+//! comparison's design. An upgrade fills in what an older file lacks with the value that was
+//! meant when it was written, so the schema itself carries no defaults for old files. Optional
+//! fields (`Option`) that are absent read as `None` in any version.
 
 use serde_json::{json, Map, Value};
 
@@ -12,6 +13,24 @@ use serde_json::{json, Map, Value};
 pub fn upgrade(file: &mut Value, version: u64) {
     if version < 2 {
         from_v1(file);
+    }
+    if version < 3 {
+        from_v2(file);
+    }
+}
+
+/// What a version 2 file lacks: it predates pairing, so every cell ran in processes of its own
+/// and every comparison and noise floor is of the process design.
+fn from_v2(file: &mut Value) {
+    let Some(top) = file.as_object_mut() else { return };
+    let protocol = top.get_mut("run").and_then(|run| run.get_mut("protocol")).and_then(Value::as_object_mut);
+    if let Some(protocol) = protocol {
+        fill(protocol, "pairing", json!("processes"));
+    }
+    for field in ["comparisons", "noise_floors"] {
+        for entry in objects(top.get_mut(field)) {
+            fill(entry, "design", json!("processes"));
+        }
     }
 }
 
@@ -86,7 +105,10 @@ mod tests {
         assert_eq!(file["time_to_accuracy"], json!([]));
         assert_eq!(file["noise_floors"], json!([]));
         assert_eq!(file["run"]["profile_settings"], json!({}));
-        assert_eq!(file["run"]["protocol"], json!({"rounds": 3, "time_to_accuracy_seeds": 1}));
+        assert_eq!(
+            file["run"]["protocol"],
+            json!({"rounds": 3, "time_to_accuracy_seeds": 1, "pairing": "processes"})
+        );
         assert_eq!(file["run"]["data"]["sample_unit"], json!("images"));
         let cells = &file["cells"];
         assert_eq!(cells[0]["key"], json!({"reference_for": "debug-off"}));
@@ -97,10 +119,25 @@ mod tests {
     }
 
     #[test]
+    fn a_version_2_file_reads_as_the_process_design() {
+        let mut file = json!({
+            "schema_version": 2,
+            "run": {"protocol": {"rounds": 5}},
+            "comparisons": [{"speedup": 1.2}, {"speedup": 0.9, "design": "paired"}],
+            "noise_floors": [{"half_width": 0.2}]
+        });
+        upgrade(&mut file, 2);
+        assert_eq!(file["run"]["protocol"], json!({"rounds": 5, "pairing": "processes"}));
+        assert_eq!(file["comparisons"][0]["design"], json!("processes"));
+        assert_eq!(file["comparisons"][1]["design"], json!("paired"), "what a file has stays");
+        assert_eq!(file["noise_floors"][0]["design"], json!("processes"));
+    }
+
+    #[test]
     fn a_current_file_is_left_as_it_is() {
-        let file = json!({"schema_version": 2, "run": {"protocol": {}}, "cells": [{"key": {}}]});
+        let file = json!({"schema_version": 3, "run": {"protocol": {}}, "cells": [{"key": {}}]});
         let mut upgraded = file.clone();
-        upgrade(&mut upgraded, 2);
+        upgrade(&mut upgraded, 3);
         assert_eq!(upgraded, file);
     }
 }

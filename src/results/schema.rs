@@ -19,7 +19,7 @@ use crate::workloads::{Family, WorkloadId};
 
 /// The version of this schema. Readers refuse files with a newer version and upgrade older ones
 /// ([`crate::results::migrate`]).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything one `trickbench run` measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,6 +115,9 @@ pub struct NoiseFloor {
     pub ratio_ci_high: f64,
     /// The largest distance from 1 of the ratio and its interval's ends, a fraction (0.04: ±4%).
     pub half_width: f64,
+    /// The design the floor holds for: the A/A control paired with the baseline in its processes,
+    /// or the two measured in processes of their own.
+    pub design: MeasurementDesign,
 }
 
 impl TtaSummary {
@@ -435,6 +438,10 @@ pub struct Protocol {
     /// and the round (see [`crate::bench::plan::Plan::schedule`]). `None` in results written
     /// when rounds alternated direction, without a warm-up process.
     pub order_seed: Option<u64>,
+    /// How trick cells are measured against their references: `paired` where the trick allows
+    /// it (both sides in each process, windows alternating; the rest in processes of their own),
+    /// or `processes` for every cell (`run --unpaired`, and files that predate pairing).
+    pub pairing: MeasurementDesign,
 }
 
 /// Which phase a throughput cell times.
@@ -553,7 +560,7 @@ impl CellId {
 
 impl std::fmt::Display for CellId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -662,6 +669,33 @@ impl CellResult {
     /// none was asked for).
     pub fn step_breakdown_unavailable(&self) -> Option<&str> {
         self.processes.iter().find_map(|p| p.step_breakdown_unavailable.as_deref())
+    }
+
+    /// A warning, in words, when the cell's result is less precise than `target_half_width` (the
+    /// protocol's precision, a fraction): for a cell compared in pairs (`comparison`), when the
+    /// interval of its effect is wider; otherwise when that of its median throughput is.
+    pub fn noise_warning(
+        &self,
+        comparison: Option<&Comparison>,
+        target_half_width: Option<f64>,
+    ) -> Option<String> {
+        let paired = comparison.filter(|c| c.design == MeasurementDesign::Paired);
+        let Some(c) = paired else {
+            return self.throughput.and_then(|t| t.noise_warning(target_half_width));
+        };
+        let target = target_half_width?;
+        let half_width = (c.speedup_ci_high - c.speedup_ci_low) / 2.0 / c.speedup;
+        let pairs: usize =
+            self.processes.iter().filter_map(|p| p.paired.as_ref()).map(|w| w.ratios().len()).sum();
+        (half_width > target).then(|| {
+            format!(
+                "noisy: the paired effect's interval is ±{:.1}%, wider than the ±{:.1}% asked ({pairs} pairs in \
+                 {} processes)",
+                half_width * 100.0,
+                target * 100.0,
+                self.processes.len()
+            )
+        })
     }
 
     /// The cell's profiler trace (`run --trace`), recorded by its first measured process.
@@ -1213,7 +1247,6 @@ pub struct Comparison {
     pub memory_ratio: Option<f64>,
     /// How the speed-up was measured: pairs of windows in one process, or one process per side
     /// (`processes` in files that predate pairing).
-    #[serde(default)]
     pub design: MeasurementDesign,
 }
 
@@ -1236,6 +1269,14 @@ impl MeasurementDesign {
         match self {
             MeasurementDesign::Processes => "processes",
             MeasurementDesign::Paired => "paired",
+        }
+    }
+
+    /// The design after an effect in running text: "(paired)", "(separate processes)".
+    pub fn tag(self) -> &'static str {
+        match self {
+            MeasurementDesign::Processes => "(separate processes)",
+            MeasurementDesign::Paired => "(paired)",
         }
     }
 }
@@ -1298,6 +1339,47 @@ mod tests {
             stderr_tail: "é".into(),
         };
         assert_eq!(cell(train, segv).failure_reason().unwrap(), "cell process died of signal 11 (SIGSEGV)");
+    }
+
+    fn paired(windows: &[(usize, Side, f64)]) -> PairedWindows {
+        PairedWindows {
+            reference: cell(CellKind::Throughput { phase: Phase::Train }, CellStatus::Ok).id(),
+            windows: windows
+                .iter()
+                .map(|&(pair, side, samples_per_s)| PairedWindow { pair, side, samples_per_s })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_pairs_ratio_does_not_depend_on_which_side_ran_first() {
+        use Side::{Reference, Trick};
+        let abba =
+            paired(&[(0, Reference, 100.0), (0, Trick, 110.0), (1, Trick, 99.0), (1, Reference, 90.0)]);
+        assert_eq!(abba.ratios(), [1.1, 1.1]);
+        let listed_out_of_order =
+            paired(&[(1, Reference, 90.0), (0, Trick, 110.0), (1, Trick, 99.0), (0, Reference, 100.0)]);
+        assert_eq!(listed_out_of_order.ratios(), [1.1, 1.1]);
+        assert_eq!(abba.reference_samples_per_s(), [100.0, 90.0]);
+    }
+
+    #[test]
+    fn incomplete_pairs_give_no_ratio() {
+        use Side::{Reference, Trick};
+        // Pair 1 lacks its reference, pair 2 is missing, pair 4's reference timed nothing, and
+        // the process ended after the first window of pair 5.
+        let windows = paired(&[
+            (0, Reference, 100.0),
+            (0, Trick, 120.0),
+            (1, Trick, 130.0),
+            (3, Trick, 90.0),
+            (3, Reference, 100.0),
+            (4, Reference, 0.0),
+            (4, Trick, 50.0),
+            (5, Reference, 100.0),
+        ]);
+        assert_eq!(windows.ratios(), [1.2, 0.9]);
+        assert!(paired(&[]).ratios().is_empty());
     }
 
     #[test]

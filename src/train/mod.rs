@@ -72,7 +72,6 @@ pub struct Evaluation {
 /// both. The flags are process-wide and harmless on a CPU.
 pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
-        tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
         let expandable = key.tricks.has(Trick::ExpandableSegments);
         ffi::set_expandable_segments(expandable)?;
         if ffi::expandable_segments_enabled() != expandable {
@@ -81,6 +80,17 @@ pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Err
                 if expandable { "True" } else { "False" }
             )));
         }
+    }
+    apply_switches(key, device)
+}
+
+/// Sets the switches of the cell `key` that can flip between two windows of one process: cuDNN
+/// autotuning, anomaly detection, the `scaled_dot_product_attention` backends and TF32 (see
+/// [`apply_process_tricks`], which sets them with the caching allocator's mode). A paired process
+/// sets its sides' switches before each of their windows.
+pub fn apply_switches(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
+    if device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
     }
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
     ffi::set_sdp_enabled(sdp_switches(key.tricks.forced_attention_backend())?)?;

@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{Applicability, Trick};
+use super::{Applicability, Pairing, Trick};
 use crate::device::{DeviceSpec, Hardware};
 use crate::workloads::{Family, WorkloadId};
 
@@ -29,6 +29,10 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
         let measured = trick.ablation_set(hardware);
         if let Some(reference) = measured.swapped_reference() {
             writeln!(out, "    measured on {device} as {} against {}", measured.label(), reference.label())?;
+        }
+        match trick.pairing() {
+            Pairing::Paired => writeln!(out, "    design: paired with its reference in each process")?,
+            Pairing::Processes(why) => writeln!(out, "    design: processes of its own, not paired: {why}")?,
         }
         // One line per family: the first member's reason stands for the family.
         for family in [Family::CifarResnet, Family::CharGpt] {
@@ -78,5 +82,19 @@ mod tests {
         let cpu = catalogue(&Hardware::with_gpus(0));
         assert!(cpu.contains("    measured on cpu as sdpa-math against flash-attention\n"), "{cpu}");
         assert!(!cpu.contains("as channels-last against"), "only tricks measured against another say so");
+    }
+
+    #[test]
+    fn every_trick_says_whether_it_is_paired() {
+        let cpu = catalogue(&Hardware::with_gpus(0));
+        assert_eq!(cpu.matches("\n    design: ").count(), Trick::ALL.len(), "{cpu}");
+        let entry =
+            |id: &str| cpu.split("\n\n").find(|e| e.starts_with(&format!("{id} "))).unwrap().to_owned();
+        assert!(entry("channels-last").contains("design: paired with its reference in each process"));
+        assert!(
+            entry("loader-workers").contains("design: processes of its own, not paired: its worker threads")
+        );
+        assert!(entry("checkpointing")
+            .contains("design: processes of its own, not paired: judged by peak memory"));
     }
 }

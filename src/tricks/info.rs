@@ -23,6 +23,9 @@ pub struct TrickInfo {
     pub on: Wording,
     /// The cell the trick is compared with.
     pub reference: Reference,
+    /// Whether the trick's throughput can be measured in pairs of windows inside one process
+    /// beside its reference, or why it keeps a process of its own.
+    pub pairing: Pairing,
     /// What measuring the trick needs of the workload and the hardware, checked in order: the
     /// first unmet need is the reason it cannot be measured.
     pub needs: &'static [Need],
@@ -92,6 +95,17 @@ impl Reference {
             Reference::Own(label) | Reference::Beside(label) => Some(label),
         }
     }
+}
+
+/// How a trick's throughput is measured against its reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pairing {
+    /// In pairs: one process holds both sides, built from the same initial weights and fed the same
+    /// batches, and times their windows alternately (A B B A …); its switches flip between
+    /// windows without leaking from one side to the other.
+    Paired,
+    /// One process per side, interleaved across rounds; the text says why it cannot be paired.
+    Processes(&'static str),
 }
 
 /// Which peak a trick judged by memory is judged by.

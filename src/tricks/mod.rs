@@ -21,7 +21,7 @@ use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
-pub use info::{MemoryFigure, Metric, Reference, Stage, TrickInfo, Wording};
+pub use info::{MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 pub use set::TrickSet;
 
@@ -248,6 +248,11 @@ impl Trick {
     /// Whether the trick is compared with its own reference cell rather than with the baseline.
     pub fn judged_against_own_reference(self) -> bool {
         matches!(self.info().reference, Reference::Own(_))
+    }
+
+    /// Whether the trick's throughput can be measured in pairs beside its reference, or why not.
+    pub fn pairing(self) -> Pairing {
+        self.info().pairing
     }
 
     /// Whether the trick's effect is measured against the plain recipe (the baseline), not against

@@ -3,7 +3,7 @@
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{MemoryFigure, Metric, Reference, Stage, TrickInfo};
+use super::info::{MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo};
 use super::{Need, Trick};
 
 /// The baseline of both mixed-precision tricks.
@@ -32,6 +32,16 @@ const SDPA_OFF: &str = "scaled_dot_product_attention with every backend allowed,
 const SDPA_REFERENCE: Reference =
     Reference::Swapped { with: Trick::FlashAttention, cuda_precision: Some(Trick::AmpBf16) };
 
+/// Why a trick judged by time to accuracy is not paired.
+const TRAINED_TO_TARGET: Pairing =
+    Pairing::Processes("judged by time to accuracy: each seed trains to the target in a process of its own");
+
+/// Why a trick judged by peak memory is not paired.
+const JUDGED_BY_MEMORY: Pairing = Pairing::Processes(
+    "judged by peak memory, which needs a process of its own: a second model beside it would count in \
+     its peaks",
+);
+
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
@@ -43,6 +53,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to fp16 with dynamic loss scaling"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cuda("fp16 autocast pays off on tensor cores; CPUs have no fast fp16 kernels")],
             colour: [31, 119, 180],
             claim: "Guide #4 and NVIDIA's tuning guide: autocast to fp16 with a gradient scaler runs matrix \
@@ -57,6 +68,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to bf16, no loss scaling"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")],
             colour: [23, 190, 207],
             claim: "Modern addition to guide #4: bf16 has fp32's exponent range, so autocast needs no loss \
@@ -70,6 +82,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("cuDNN picks convolution algorithms by heuristics"),
             on: Same("cuDNN autotunes convolution algorithms on first use"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Cnn("{workload} has no convolutions, whose algorithms are what cuDNN autotunes"),
                 Need::Cuda("cuDNN is NVIDIA's GPU library"),
@@ -87,6 +100,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("loss and accuracy read to the host (.item()) every step"),
             on: Same("metrics accumulated on the device, read once per log interval"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [44, 160, 44],
             claim: "Guide #7 and NVIDIA's tuning guide: host reads such as .item(), .cpu() or printing a \
@@ -101,6 +115,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("convolutions followed by BatchNorm carry a bias"),
             on: Same("no bias in convolutions followed by BatchNorm"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cnn(
                 "{workload} has no BatchNorm (it uses LayerNorm, and its linear layers have no biases)",
             )],
@@ -116,6 +131,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("gradients zero-filled before each backward"),
             on: Same("gradients set to None before each backward"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [140, 86, 75],
             claim: "Guide #11 and NVIDIA's tuning guide: setting gradients to None instead of zero-filling \
@@ -129,6 +145,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("evaluation records autograd graphs"),
             on: Same("evaluation under no-grad"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [227, 119, 194],
             claim: "Guide #16: evaluating under torch.no_grad() records no autograd graph, so evaluation is \
@@ -142,6 +159,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("NCHW (contiguous) activations and weights"),
             on: Same("NHWC (channels_last) activations and weights"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cnn(
                 "{workload} has no convolutions: channels_last is a layout of 4-d image activations",
             )],
@@ -170,6 +188,10 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      queue; the same batches in the same order",
             },
             reference: Reference::Baseline,
+            pairing: Pairing::Processes(
+                "its worker threads go on assembling batches while the other side's windows are timed, \
+                 loading the machine that side runs on",
+            ),
             needs: &[],
             colour: [57, 59, 121],
             claim: "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
@@ -184,6 +206,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("pageable host tensors, blocking host-to-device copies"),
             on: Same("reused pinned host buffers, non-blocking host-to-device copies"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cuda("pinned memory speeds host-to-GPU copies; there is no GPU")],
             colour: [99, 121, 57],
             claim: "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
@@ -206,6 +229,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 char_gpt: "the host batch wrapped as a tensor without a copy",
             },
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [140, 109, 49],
             claim: "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
@@ -219,6 +243,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("random crop and flip per image in a CPU loop"),
             on: Same("random crop and flip of the whole batch on the training device"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cnn("{workload} reads text windows, which are not augmented")],
             colour: [132, 60, 57],
             claim:
@@ -233,6 +258,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"),
             on: Same("the images decoded once and packed in memory"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Cnn(
                 "{workload} reads one text file, held in memory as tokens: there are no image files to \
                  decode",
@@ -250,6 +276,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("SGD or AdamW updates each parameter in turn (several small kernels each)"),
             on: Same("SGD or AdamW updates every parameter in one fused multi-tensor kernel"),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [174, 199, 232],
             claim: "Guide #5 and NVIDIA's tuning guide: fused optimizers apply the update to all parameters \
@@ -270,6 +297,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  cuDNN convolutions",
             ),
             reference: Reference::Beside("strict-fp32"),
+            pairing: Pairing::Paired,
             needs: &[Need::Cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs")],
             colour: [255, 187, 120],
             claim: "Modern addition (NVIDIA's tuning guide, PyTorch's TF32 notes): on Ampere and newer GPUs \
@@ -293,6 +321,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      as one kernel each",
             },
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [152, 223, 138],
             claim: "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
@@ -307,6 +336,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("autograd anomaly detection left on (a separate debug-apis-on reference cell)"),
             on: Same("anomaly detection off, as in the plain recipe"),
             reference: Reference::Own("debug-apis-on"),
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [196, 156, 148],
             claim: "Guide #13: anomaly detection (torch.autograd.set_detect_anomaly) and the autograd \
@@ -325,6 +355,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  replayed: one launch per step",
             ),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Cuda("a CUDA graph records GPU kernel launches; a CPU step has none"),
                 Need::CudaGraphsCompiled,
@@ -347,6 +378,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  (GPU) kernels; the optimizer step stays eager",
             ),
             reference: Reference::Baseline,
+            pairing: Pairing::Processes("it is measured through PyTorch, by trickbench parity"),
             needs: &[Need::ThroughPytorch(
                 "torch.compile cannot be reached from libtorch's C++ API; `trickbench parity --compile` \
                  measures it beside eager PyTorch",
@@ -379,6 +411,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                            0.85",
             },
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[],
             colour: [107, 110, 207],
             claim: "Guide #1 (Smith & Topin, Super-Convergence): the 1cycle policy (warm up to a large \
@@ -397,6 +430,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  learning rate scaled linearly with it and warmed up",
             ),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload}'s recipe keeps nanoGPT's fixed batch of windows; the batch-size study is the \
                  CIFAR ResNet's (--design batch-sweep)",
@@ -414,6 +448,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("Adam with L2 added to the gradient (a separate adam-l2 reference cell)"),
             on: Same("AdamW: weight decay decoupled from the adaptive update"),
             reference: Reference::Own("adam-l2"),
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side to \
                  compare",
@@ -431,6 +466,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LARS: momentum SGD with a layer-wise trust ratio ‖w‖/‖∇w + λw‖"),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
             colour: [214, 97, 107],
             claim: "Guide #5 (You, Gitman & Ginsburg): LARS's layer-wise trust ratio keeps large-batch \
@@ -445,6 +481,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LAMB: Adam updates scaled by a layer-wise trust ratio ‖w‖/‖update‖"),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
             colour: [206, 109, 189],
             claim: "Guide #5 (You et al.): LAMB applies layer-wise trust ratios to Adam's updates, which \
@@ -470,6 +507,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      the embeddings (the token one shared with the head) and the LayerNorm gains",
             },
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[],
             colour: [93, 58, 155],
             claim: "Modern addition (Jordan 2024, \"Muon: An optimizer for hidden layers in neural \
@@ -486,6 +524,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("every activation kept for backward"),
             on: Same("only each segment's input kept; segments recomputed in backward"),
             reference: Reference::Baseline,
+            pairing: JUDGED_BY_MEMORY,
             needs: &[],
             colour: [49, 130, 189],
             claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
@@ -500,6 +539,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("the whole batch in one forward and backward"),
             on: Same("4 micro-batches per optimizer step, gradients accumulated"),
             reference: Reference::Baseline,
+            pairing: JUDGED_BY_MEMORY,
             needs: &[],
             colour: [230, 85, 13],
             claim:
@@ -519,6 +559,10 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  batch that fits (probed with and without it)",
             ),
             reference: Reference::Baseline,
+            pairing: Pairing::Processes(
+                "the caching allocator's mode is set before the first allocation and holds for the whole \
+                 process",
+            ),
             needs: &[Need::Cuda("expandable segments are a mode of the CUDA caching allocator")],
             colour: [96, 186, 160],
             claim: "Modern addition (PyTorch's CUDA memory-management notes, torch.cuda docs): with \
@@ -541,6 +585,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                            without a host read",
             },
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[],
             colour: [49, 163, 84],
             claim: "Guide #14: clipping gradients to a maximum global norm stabilises training and permits \
@@ -554,6 +599,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)"),
             on: Same("per-channel standardised inputs, as in the recipe"),
             reference: Reference::Own("raw-inputs"),
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
             colour: [117, 107, 177],
             claim: "Guide #17: standardising the inputs (zero mean, unit variance per channel) conditions \
@@ -570,6 +616,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ),
             on: Same("BatchNorm after every convolution, as in the recipe"),
             reference: Reference::Own("no-batch-norm"),
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's",
             )],
@@ -589,6 +636,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  true class, 0.02 on each other); evaluation still reports plain cross-entropy",
             ),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload}'s recipe is nanoGPT's, which trains on plain cross-entropy; label smoothing is \
                  measured where airbench uses it, on the CIFAR ResNets",
@@ -612,6 +660,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  swapped in for every evaluation while training continues from the raw weights",
             ),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload}'s recipe is nanoGPT's, evaluated on its raw weights; weight averaging is \
                  measured where airbench uses it, on the CIFAR ResNets",
@@ -634,6 +683,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  tta_level=1): two forward passes per image",
             ),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads text, which has no mirror image to evaluate")],
             colour: [93, 46, 140],
             claim: "Modern addition (test-time augmentation, as in Krizhevsky et al. 2012; airbench, Jordan \
@@ -655,6 +705,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  PyTorch)",
             ),
             reference: Reference::Baseline,
+            pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} has no BatchNorm: LayerNorm keeps no running statistics")],
             colour: [204, 171, 0],
             claim: "Modern addition (airbench, Jordan 2024, arXiv:2404.00498): airbench94's BatchNorm layers \
@@ -674,6 +725,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  memory-efficient attention on a GPU) that never stores the T×T weights",
             ),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[Need::Transformer("{workload} has no attention")],
             colour: [158, 1, 66],
             claim: "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
@@ -693,6 +745,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  on a GPU, sm_80+; a tiled CPU kernel without dropout on a CPU)",
             ),
             reference: SDPA_REFERENCE,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::CudaForDropout("PyTorch's CPU flash kernel cannot apply attention dropout"),
@@ -714,6 +767,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only cuDNN's fused attention allowed"),
             reference: SDPA_REFERENCE,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::Cuda(
@@ -738,6 +792,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only memory-efficient attention (xFormers' kernel) allowed"),
             reference: SDPA_REFERENCE,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Transformer("{workload} has no attention"),
                 Need::Cuda(
@@ -761,6 +816,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  written-out attention, behind one call",
             ),
             reference: SDPA_REFERENCE,
+            pairing: Pairing::Paired,
             needs: &[Need::Transformer("{workload} has no attention")],
             colour: [238, 102, 119],
             claim: "Modern addition (PyTorch's scaled_dot_product_attention docs): the math backend is the \
@@ -780,6 +836,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  format's largest value over its largest magnitude; the embedding and tied head unchanged",
             ),
             reference: Reference::Baseline,
+            pairing: Pairing::Paired,
             needs: &[
                 Need::Transformer(
                     "{workload}'s work is convolutions; the fp8 linears replace the GPT's projection matmuls",
@@ -814,6 +871,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  in 25 MiB buckets launched while backward runs; throughput summed over the GPUs",
             ),
             reference: Reference::Own("data-parallel"),
+            pairing: Pairing::Processes("it runs one process per GPU"),
             needs: &[
                 Need::SeveralGpus("DDP and DataParallel both spread training over several GPUs"),
                 Need::DataParallelCompiled,

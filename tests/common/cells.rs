@@ -3,8 +3,8 @@
 
 use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{
-    CellId, CellKey, CellKind, CellResult, Comparison, Memory, Phase, ProcessMeasurement, Results,
-    Throughput, Verdict,
+    CellId, CellKey, CellKind, CellResult, Comparison, MeasurementDesign, Memory, Phase, ProcessMeasurement,
+    Results, Throughput, Verdict,
 };
 use trickbench::tricks::{Trick, TrickSet};
 use trickbench::workloads::WorkloadId;
@@ -66,8 +66,8 @@ pub fn throughput(samples_per_s: f64) -> Throughput {
     }
 }
 
-/// `cell` compared with `baseline`: `speedup` within ±`spread`, the verdict the interval gives,
-/// no memory ratio.
+/// `cell` compared with `baseline` in the process design: `speedup` within ±`spread`, the verdict
+/// the interval gives, no memory ratio.
 pub fn comparison(cell: &CellId, baseline: &CellId, speedup: f64, spread: f64) -> Comparison {
     let (low, high) = (speedup - spread, speedup + spread);
     let verdict = if low > 1.0 {
@@ -85,6 +85,7 @@ pub fn comparison(cell: &CellId, baseline: &CellId, speedup: f64, spread: f64) -
         speedup_ci_high: high,
         verdict,
         memory_ratio: None,
+        design: MeasurementDesign::Processes,
     }
 }
 

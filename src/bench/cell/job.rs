@@ -50,6 +50,10 @@ pub struct CellJob {
     /// --trace`, in the first measured process of a chosen throughput cell; `None`: no trace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceTarget>,
+    /// The reference cell the process builds beside this one and times in alternating windows
+    /// (the paired design; `None`: the process measures this cell alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_with: Option<CellKey>,
 }
 
 impl CellJob {
@@ -64,6 +68,13 @@ impl CellJob {
             settings = settings.following_family(family);
         }
         settings
+    }
+
+    /// The job of the reference side of this paired job: the same process settings for the
+    /// reference cell, with no trace and no pairing of its own.
+    pub(super) fn reference_side(&self) -> Option<CellJob> {
+        let key = self.paired_with.clone()?;
+        Some(CellJob { key, trace: None, paired_with: None, ..self.clone() })
     }
 
     /// The seed of the batches of this job's process when it is DDP rank `rank` (0 without DDP):

@@ -92,7 +92,10 @@ pub(super) fn measure<W: Workload>(
 
 /// The measurement of the cell `job` before anything is measured: what `trainer` runs (precision,
 /// attention kernel, FLOPs per sample), with no windows, memory or time to accuracy yet.
-fn unmeasured<W: Workload>(job: &CellJob, trainer: &Trainer<W>) -> Result<ProcessMeasurement, Error> {
+pub(super) fn unmeasured<W: Workload>(
+    job: &CellJob,
+    trainer: &Trainer<W>,
+) -> Result<ProcessMeasurement, Error> {
     let forward_flops = trainer.workload().forward_flops_per_sample();
     // Backward costs about twice the forward pass.
     let flops_per_sample = if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
@@ -193,7 +196,7 @@ fn record_peaks(
 /// Records the peaks of set-up and warm-up (cuDNN autotuning workspaces, a CUDA graph's warm-up
 /// and capture, allocator growth) as the warm-up peak, then resets the peaks so that the
 /// measurement's cover the timed steps alone.
-fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Result<(), Error> {
+pub(super) fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Result<(), Error> {
     measurement.warmup_memory = Some(memory::peaks(device)?);
     memory::reset_peaks(device)
 }
@@ -201,7 +204,7 @@ fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpec) -> Resul
 /// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`: on a GPU the
 /// peak the caching allocator reserved from the device (what runs out there, and what
 /// `expandable-segments` changes), elsewhere the peak of live tensors (or the resident set).
-fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
+pub(super) fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
         return Ok(());
     };
@@ -283,7 +286,7 @@ fn lengthen_energy_span<W: Workload>(
 /// Whether a process that has timed `windows` (samples/s each) times another: until the profile's
 /// `windows_per_process`, then while its median's interval is wider than `target_ci_half_width`,
 /// up to `max_windows_per_process`.
-fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
+pub(super) fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
     windows.len() < profile.windows_per_process
         || (windows.len() < profile.max_windows_per_process
             && median_ci(windows).is_none_or(|e| relative_half_width(&e) > profile.target_ci_half_width))
@@ -310,6 +313,9 @@ mod tests {
         assert!(wants_another_window(&asking, &noisy), "still below the maximum");
         assert!(!wants_another_window(&asking, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
         let as_profiled = ProfileName::Quick.settings(Family::CifarResnet);
-        assert!(!wants_another_window(&as_profiled, &noisy[..4]), "the quick profile never extends");
+        assert!(
+            !wants_another_window(&as_profiled, &[noisy.as_slice(), &[95.0]].concat()),
+            "the quick profile never extends"
+        );
     }
 }

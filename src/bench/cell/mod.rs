@@ -10,6 +10,7 @@
 mod data;
 mod job;
 mod measure;
+mod paired;
 mod parallel;
 mod phases;
 mod trace;
@@ -26,7 +27,7 @@ use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::error::Error;
 use crate::measure::memory;
-use crate::results::schema::ProcessMeasurement;
+use crate::results::schema::{CellKey, ProcessMeasurement};
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
 use crate::workloads::build::{gpt_for, resnet_for};
@@ -41,7 +42,6 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     let started = Instant::now();
     memory::count_cpu_tensors()?;
     let profile = job.settings();
-    let tricks = &job.key.tricks;
     let device = match (dist, job.device) {
         (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
         (_, device) => device,
@@ -55,18 +55,29 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
     tch::manual_seed(job.key.seed as i64);
     let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
+    let reference = job.reference_side();
     let mut measurement = match &data {
         CellData::Images { .. } => {
-            let model = resnet_for(&job.key, &recipe, device.tch())?;
-            let trainer = Trainer::new(model, tricks, device, &recipe)?;
-            let trainer = parallel.apply(trainer, |d| resnet_for(&job.key, &recipe, d))?;
-            measure(&process, trainer)?
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(resnet_for(key, recipe, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, &recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(&process, reference, trainer, build)?,
+                None => measure(&process, parallel.apply(trainer, |d| resnet_for(&job.key, &recipe, d))?)?,
+            }
         }
         CellData::Text { corpus, .. } => {
-            let model = gpt_for(&job.key, corpus.vocab_size(), device.tch())?;
-            let trainer = Trainer::new(model, tricks, device, &recipe)?;
-            let trainer = parallel.apply(trainer, |d| gpt_for(&job.key, corpus.vocab_size(), d))?;
-            measure(&process, trainer)?
+            // Both sides read the same text, so they share its vocabulary.
+            let vocab = corpus.vocab_size();
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(gpt_for(key, vocab, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, &recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(&process, reference, trainer, build)?,
+                None => measure(&process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?)?,
+            }
         }
     };
     measurement.wall_s = started.elapsed().as_secs_f64();
