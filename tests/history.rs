@@ -103,13 +103,13 @@ fn versions_given_in_any_order_are_a_history_with_changes_flagged_where_interval
     );
 
     let md = std::fs::read_to_string(history.join("summary.md")).unwrap();
-    assert!(md.contains("| resnet20 · channels-last · b128 | #1 aaaaaaa → #2 bbbbbbb-dirty | throughput | 1.00× [0.95, 1.05] | 1.30× [1.25, 1.35] | **changed ↑ (higher speed-up)** |"), "{md}");
+    assert!(md.contains("| resnet20 · channels-last · b128 | #1 aaaaaaa → #2 bbbbbbb-dirty | throughput | 1.00× [0.95, 1.05] (separate processes) | 1.30× [1.25, 1.35] (separate processes) | **changed ↑ (higher speed-up)** |"), "{md}");
     let csv = std::fs::read_to_string(history.join("history.csv")).unwrap();
     assert!(
         csv.lines().next().unwrap().starts_with("workload,cell,batch_size,profile,judged_by,from_version"),
         "{csv}"
     );
-    assert!(csv.contains("resnet20,channels-last,128,quick,throughput,1,aaaaaaa,2,bbbbbbb-dirty,1.0,0.95,1.05,1.3,1.25,1.35,up"), "{csv}");
+    assert!(csv.contains("resnet20,channels-last,128,quick,throughput,1,aaaaaaa,2,bbbbbbb-dirty,1.0,0.95,1.05,processes,1.3,1.25,1.35,processes,up"), "{csv}");
 }
 
 #[test]

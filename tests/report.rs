@@ -93,7 +93,7 @@ fn report_renders_every_cell_plot_and_table() {
     ));
     let words = page.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains(
-        "and more, up to 5, while the bootstrap interval of that process's median is wider than ±5.0%"
+        "and more, up to 10, while the bootstrap interval of that process's median is wider than ±5.0%"
     ));
     // The stack starts at the plain baseline, not at debug-off's slower reference (same trick set).
     let stack = std::fs::read_to_string(out.join("plots").join(format!("stack-{slug}.svg"))).unwrap();

@@ -46,7 +46,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
             steps_per_window: 10,
             cell_timeout_s: 600.0,
             target_ci_half_width: Some(0.05),
-            max_windows_per_process: Some(5),
+            max_windows_per_process: Some(10),
             ..protocol()
         })
         .build();
