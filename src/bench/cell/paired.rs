@@ -180,8 +180,11 @@ fn time_pairs<W: Workload>(
     let mut ratios: Vec<f64> = Vec::new();
     while wants_another_window(profile, &ratios) {
         let pair = ratios.len();
-        let order =
-            if pair % 2 == 0 { [Side::Reference, Side::Trick] } else { [Side::Trick, Side::Reference] };
+        let order = if pair.is_multiple_of(2) {
+            [Side::Reference, Side::Trick]
+        } else {
+            [Side::Trick, Side::Reference]
+        };
         let mut rates = [0.0; 2];
         for side in order {
             let rate = match side {
