@@ -237,10 +237,7 @@ fn time_windows<W: Workload>(
     trainer: &mut Trainer<W>,
     mut step: impl FnMut(&mut Trainer<W>) -> Result<usize, Error>,
 ) -> Result<(), Error> {
-    let mut energy = EnergyMeter::open(device).and_then(|meter| {
-        synchronize(device);
-        meter.begin()
-    });
+    let mut energy = begin_energy(device);
     let reads_before = trainer.metrics_mut().host_reads();
     while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
         let timer = SyncedTimer::start(device);
@@ -258,12 +255,31 @@ fn time_windows<W: Workload>(
     }
     measurement.host_metric_reads = trainer.metrics_mut().host_reads() - reads_before;
     lengthen_energy_span(trainer, &mut energy, step)?;
+    record_energy(measurement, device, energy);
+    Ok(())
+}
+
+/// Opens the GPU's energy counter and reads it once the device is idle, starting the span the
+/// timed steps are attributed over; the error says why there is none (no NVIDIA GPU, no NVML).
+pub(super) fn begin_energy(device: DeviceSpec) -> Result<EnergySpan, EnergyError> {
+    EnergyMeter::open(device).and_then(|meter| {
+        synchronize(device);
+        meter.begin()
+    })
+}
+
+/// Ends `energy`'s span once the device is idle and records its energy in `measurement`, or why
+/// it has none.
+pub(super) fn record_energy(
+    measurement: &mut ProcessMeasurement,
+    device: DeviceSpec,
+    energy: Result<EnergySpan, EnergyError>,
+) {
     synchronize(device);
     match energy.and_then(EnergySpan::finish) {
         Ok(energy) => measurement.energy = Some(energy),
         Err(reason) => measurement.energy_unavailable = Some(reason.to_string()),
     }
-    Ok(())
 }
 
 /// Runs untimed `step`s while `energy`'s span is shorter than

@@ -11,7 +11,9 @@
 //! trace follow, as in a process of the process design.
 
 use super::data::{planned_steps, BatchSource, CellData, InputOptions};
-use super::measure::{end_warmup, unmeasured, wants_another_window, within_budget, CellContext};
+use super::measure::{
+    begin_energy, end_warmup, record_energy, unmeasured, wants_another_window, within_budget, CellContext,
+};
 use super::phases::record_breakdown;
 use super::{trace, CellJob};
 use crate::bench::profile::Profile;
@@ -19,8 +21,8 @@ use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::machine::MachineState;
 use crate::measure::memory;
-use crate::measure::power::{EnergyMeter, EnergySpan};
-use crate::measure::timer::{synchronize, SyncedTimer};
+use crate::measure::power::EnergySpan;
+use crate::measure::timer::SyncedTimer;
 use crate::results::schema::{
     CellKey, CellKind, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
@@ -142,10 +144,7 @@ fn measure_alone<W: Workload>(
     let device = process.device;
     trick.warm_up(process.profile, device)?;
     end_warmup(measurement, device)?;
-    let mut energy = EnergyMeter::open(device).and_then(|meter| {
-        synchronize(device);
-        meter.begin()
-    });
+    let mut energy = begin_energy(device);
     let mut steps = 0;
     while steps < process.profile.steps_per_window || energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
         let samples = trick.step()?;
@@ -154,11 +153,7 @@ fn measure_alone<W: Workload>(
         }
         steps += 1;
     }
-    synchronize(device);
-    match energy.and_then(EnergySpan::finish) {
-        Ok(energy) => measurement.energy = Some(energy),
-        Err(reason) => measurement.energy_unavailable = Some(reason.to_string()),
-    }
+    record_energy(measurement, device, energy);
     measurement.memory = memory::peaks(device)?;
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     within_budget(&whole, process.job.memory_budget_bytes)
