@@ -67,7 +67,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
             "--device",
             "cpu",
             "--tricks",
-            "avoid-sync,channels-last,no-grad-eval,amp",
+            "avoid-sync,channels-last,no-grad-eval,amp,one-cycle",
             "--data",
             "no-such-dir",
             "--out",
@@ -81,7 +81,8 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
     assert!(results.run.data.synthetic);
     assert_eq!(results.run.data.train_samples, 2_000);
-    assert_eq!(results.cells.len(), 8, "baseline train+eval, the A/A control, 4 tricks, time-to-accuracy");
+    // one-cycle trains to the target, so the baseline does too.
+    assert_eq!(results.cells.len(), 9, "baseline train+eval+time-to-accuracy, the A/A control, 5 tricks");
     for cell in &results.cells {
         match &cell.status {
             CellStatus::Ok => {}
@@ -229,7 +230,7 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
             "--device",
             "cpu",
             "--tricks",
-            "flash-attention,channels-last,jit-fusion",
+            "flash-attention,channels-last,jit-fusion,one-cycle",
             "--data",
             "no-such-dir",
             "--text",
@@ -652,7 +653,8 @@ target = 0.3
     // The flags replace the file's target; a test accuracy of 100% is out of reach, so training
     // stops after the planned epoch: 2,000 images at batch 32 are 62 steps. The budget is far
     // above the epoch's time, however busy the machine, so the epoch is what ends training.
-    let run = ["run", "--profile", "smoke", "--workload", "resnet", "--device", "cpu", "--tricks", "amp"];
+    let run =
+        ["run", "--profile", "smoke", "--workload", "resnet", "--device", "cpu", "--tricks", "amp,one-cycle"];
     let knobs = ["--profile-file", "my.toml", "--target", "1", "--epochs", "1", "--budget-s", "500"];
     let out = trickbench(dir.path(), &[&run[..], &knobs, &["--data", "synth", "--out", "run"]].concat());
     let stderr = text(&out.stderr);
@@ -691,13 +693,13 @@ target = 0.3
     // Not on a terminal: a plain line as each process starts and ends, with the ETA.
     for line in [
         "trickbench run: smoke profile · ablation design · cpu · resnet8",
-        "[1/4] round 1 warm-up (resnet8/baseline/b32/s0/train, not measured)",
+        "[1/5] round 1 warm-up (resnet8/baseline/b32/s0/train, not measured)",
         "round 1 started · ETA —",
         "] resnet8/baseline/b32/s0/train round 1 started · ETA ",
         "] resnet8/baseline/b32/s0/train round 1: ok, ",
         "] resnet8/aa-control/b32/s0/train round 1: ok, ",
-        "[4/4] resnet8/baseline/b32/s0/tta started · ETA ",
-        "[4/4] resnet8/baseline/b32/s0/tta: ok, did not reach test accuracy ≥ 100.0%",
+        "[4/5] resnet8/baseline/b32/s0/tta started · ETA ",
+        "[4/5] resnet8/baseline/b32/s0/tta: ok, did not reach test accuracy ≥ 100.0%",
     ] {
         assert!(stderr.contains(line), "'{line}' not in:\n{stderr}");
     }

@@ -518,7 +518,7 @@ mod tests {
         let run = RunProfiles::new(ProfileName::Quick, &[Family::CifarResnet, Family::CharGpt], &[&o, &flag])
             .unwrap();
         let resnet = run.of(Family::CifarResnet).unwrap();
-        assert_eq!((resnet.rounds, resnet.windows_per_process, resnet.max_windows_per_process), (1, 12, 12));
+        assert_eq!((resnet.rounds, resnet.windows_per_process, resnet.max_windows_per_process), (1, 12, 60));
         assert_eq!((resnet.cell_timeout_s, resnet.time_to_accuracy_seeds), (90.0, 2));
         assert_eq!(
             (resnet.batch_size, resnet.train_samples, resnet.test_samples),

@@ -396,7 +396,7 @@ fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
 
 /// The baselines of `workload`: training throughput, its A/A control when a trick is judged by
 /// training throughput or memory, evaluation throughput when an evaluation trick is asked for,
-/// and time-to-accuracy per seed.
+/// and time-to-accuracy per seed when a trick is trained to the target there.
 fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
     let train = planned(request, workload, TrickSet::baseline(), throughput(Phase::Train));
     let mut cells = vec![train.clone()];
@@ -408,10 +408,19 @@ fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
     if request.tricks.iter().any(|&t| phase_of(t) == Phase::Eval) {
         cells.push(planned(request, workload, TrickSet::baseline(), throughput(Phase::Eval)));
     }
-    if let Some(batch) = request.time_to_accuracy_batch_size {
+    if let Some(batch) = request.time_to_accuracy_batch_size.filter(|_| trains_to_target(request, workload)) {
         cells.extend(time_to_accuracy_seeds(request, workload, TrickSet::baseline(), batch, None));
     }
     cells
+}
+
+/// Whether a trick of `request` that applies to `workload` is trained to the target there, and so
+/// compared with the baseline's time to accuracy.
+fn trains_to_target(request: &PlanRequest, workload: WorkloadId) -> bool {
+    request.tricks.iter().any(|&t| {
+        (t.metric() == Metric::TimeToAccuracy || t.also_time_to_accuracy())
+            && !matches!(t.applicability(workload, &request.hardware), Applicability::NotApplicable(_))
+    })
 }
 
 /// Time-to-accuracy cells of `tricks` at `batch_size`, one per seed (as the reference cell of
@@ -533,14 +542,26 @@ mod tests {
                 "resnet20/baseline/b128/s0/train",
                 "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
-                "resnet20/baseline/b64/s0/tta",
                 "resnet20/channels-last/b128/s0/train",
                 "resnet20/no-grad-eval/b128/s0/eval",
                 "resnet20/amp/b128/s0/train",
             ]
         );
-        let amp = &plan.cells[6];
+        let amp = &plan.cells[5];
         assert!(amp.not_applicable.as_deref().unwrap().contains("needs a CUDA GPU"));
+    }
+
+    #[test]
+    fn the_baseline_trains_to_the_target_only_beside_a_trick_that_does() {
+        let has_tta = |tricks| {
+            Plan::ablation(&request(tricks))
+                .cells
+                .iter()
+                .any(|c| c.key.id() == "resnet20/baseline/b64/s0/tta")
+        };
+        assert!(!has_tta(vec![Trick::ChannelsLast, Trick::Checkpointing]), "throughput and memory only");
+        assert!(!has_tta(vec![Trick::Fp8Matmul]), "fp8-matmul does not apply to a ResNet");
+        assert!(has_tta(vec![Trick::ChannelsLast, Trick::OneCycle]));
     }
 
     #[test]
@@ -558,7 +579,6 @@ mod tests {
                 "resnet20/baseline/b128/s0/train",
                 "resnet20/aa-control/b128/s0/train",
                 "resnet20/baseline/b128/s0/eval",
-                "resnet20/baseline/b64/s0/tta",
                 "resnet20/no-grad-eval/b128/s0/eval",
                 "resnet20/amp/b128/s0/train",
                 "resnet20/zero-grad-none+channels-last/b128/s0/train",
@@ -603,7 +623,6 @@ mod tests {
             [
                 "resnet20/baseline/b128/s0/train",
                 "resnet20/aa-control/b128/s0/train",
-                "resnet20/baseline/b64/s0/tta",
                 "resnet20/baseline+debug-apis-on/b128/s0/train",
                 "resnet20/debug-off/b128/s0/train",
             ]
@@ -803,14 +822,17 @@ mod tests {
 
     #[test]
     fn each_round_opens_with_a_warm_up_then_runs_every_cell_once_in_a_seeded_order() {
-        let plan = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Amp]));
-        // cells: 0 baseline train, 1 A/A control, 2 tta, 3 channels-last, 4 zero-grad-none, 5 amp
-        // (n/a on CPU)
+        let tricks = vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Amp, Trick::OneCycle];
+        let plan = Plan::ablation(&request(tricks));
+        // cells: 0 baseline train, 1 A/A control, 2 baseline tta, 3 channels-last, 4 zero-grad-none,
+        // 5 amp (n/a on CPU), 6 one-cycle tta
         assert!(plan.cells[1].key.aa_control && plan.cells[5].not_applicable.is_some());
+        assert_eq!(plan.cells.len(), 7);
         let slots = plan.schedule(3, 7);
         assert_eq!(slots, plan.schedule(3, 7), "the order is a function of the seed");
         for round in 0..3 {
-            let this: Vec<&Slot> = slots.iter().filter(|s| s.round == round && s.cell != 2).collect();
+            let this: Vec<&Slot> =
+                slots.iter().filter(|s| s.round == round && ![2, 6].contains(&s.cell)).collect();
             assert!(this[0].is_warmup() && this[1..].iter().all(|s| !s.is_warmup()), "{this:?}");
             assert_eq!(this[0].cell, 0, "the warm-up runs the baseline");
             let mut cells: Vec<usize> = this[1..].iter().map(|s| s.cell).collect();
@@ -822,7 +844,9 @@ mod tests {
         let firsts: std::collections::BTreeSet<usize> =
             (0..20).map(|seed| plan.schedule(1, seed)[1].cell).collect();
         assert!(firsts.len() > 1, "no cell always opens a round: {firsts:?}");
-        assert_eq!(slots.last(), Some(&Slot { cell: 2, round: 0, position: Some(0) }), "tta last, once");
+        let last: Vec<usize> = slots[slots.len() - 2..].iter().map(|s| s.cell).collect();
+        assert_eq!(last, [2, 6], "time to accuracy last, once per cell");
+        assert_eq!(slots.iter().filter(|s| [2, 6].contains(&s.cell)).count(), 2);
     }
 
     #[test]
@@ -869,7 +893,6 @@ mod tests {
             ("baseline train", "—"),
             ("aa-control train", "baseline train"),
             ("baseline eval", "—"),
-            ("baseline tta", "—"),
             ("channels-last train", "baseline train"),
             ("baseline+debug-apis-on train", "—"),
             ("debug-off train", "baseline+debug-apis-on train"),
@@ -879,11 +902,11 @@ mod tests {
         let expected: Vec<(String, String)> =
             expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
         assert_eq!(ablation, expected);
-        // A memory trick keeps processes of its own.
+        // A memory trick's throughput is paired too: its peaks are taken before the baseline exists.
         let memory = Plan::ablation(&request(vec![Trick::Checkpointing]));
         let checkpointing =
             pairs(&memory, Design::Ablation).into_iter().find(|(c, _)| c.starts_with("checkpointing"));
-        assert_eq!(checkpointing.unwrap().1, "—");
+        assert_eq!(checkpointing.unwrap().1, "baseline train");
     }
 
     #[test]

@@ -96,16 +96,18 @@ impl ProfileName {
             },
             // On a 2-core VM the medians of one cell's processes differ by 10–20%, while the
             // windows inside one process are much steadier: precision comes from pairing windows
-            // inside a process. A pair's ratio varies by 3–10% there, so the quick profile runs
-            // three rounds of ten pairs of windows.
+            // inside a process. There a pair's ratio varied by 6–11% with 1-step windows, 8–13%
+            // with 3-step and 6–10% with 6-step ones: the noise is correlated over seconds, so the
+            // shortest windows buy the most precision per second timed. Each process times 20
+            // pairs of 1-step windows, and up to 60 while its interval is wider than it needs.
             ProfileName::Quick => Profile {
                 name: self,
                 batch_size: 128,
                 warmup_steps: 3,
-                windows_per_process: 10,
-                max_windows_per_process: 10,
+                windows_per_process: 20,
+                max_windows_per_process: 60,
                 target_ci_half_width: 0.03,
-                steps_per_window: 3,
+                steps_per_window: 1,
                 rounds: 3,
                 cell_timeout_s: 300.0,
                 train_samples: None,

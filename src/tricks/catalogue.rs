@@ -94,7 +94,8 @@ mod tests {
         assert!(
             entry("loader-workers").contains("design: processes of its own, not paired: its worker threads")
         );
-        assert!(entry("checkpointing")
-            .contains("design: processes of its own, not paired: judged by peak memory"));
+        assert!(entry("checkpointing").contains("design: paired with its reference in each process"));
+        assert!(entry("one-cycle")
+            .contains("design: processes of its own, not paired: judged by time to accuracy"));
     }
 }

@@ -102,7 +102,8 @@ impl Reference {
 pub enum Pairing {
     /// In pairs: one process holds both sides, built from the same initial weights and fed the same
     /// batches, and times their windows alternately (A B B A …); its switches flip between
-    /// windows without leaking from one side to the other.
+    /// windows without leaking from one side to the other. The trick's side is built and measured
+    /// first, alone in its process, so its peak memory is its own.
     Paired,
     /// One process per side, interleaved across rounds; the text says why it cannot be paired.
     Processes(&'static str),

@@ -36,12 +36,6 @@ const SDPA_REFERENCE: Reference =
 const TRAINED_TO_TARGET: Pairing =
     Pairing::Processes("judged by time to accuracy: each seed trains to the target in a process of its own");
 
-/// Why a trick judged by peak memory is not paired.
-const JUDGED_BY_MEMORY: Pairing = Pairing::Processes(
-    "judged by peak memory, which needs a process of its own: a second model beside it would count in \
-     its peaks",
-);
-
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
@@ -524,7 +518,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("every activation kept for backward"),
             on: Same("only each segment's input kept; segments recomputed in backward"),
             reference: Reference::Baseline,
-            pairing: JUDGED_BY_MEMORY,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [49, 130, 189],
             claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
@@ -539,7 +533,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("the whole batch in one forward and backward"),
             on: Same("4 micro-batches per optimizer step, gradients accumulated"),
             reference: Reference::Baseline,
-            pairing: JUDGED_BY_MEMORY,
+            pairing: Pairing::Paired,
             needs: &[],
             colour: [230, 85, 13],
             claim:

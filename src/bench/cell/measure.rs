@@ -223,7 +223,7 @@ pub(super) fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Resul
 /// count), with the device synchronised at each window's edges, recording samples per second per
 /// window, the samples timed and the host reads of metrics in them. After the profile's
 /// `windows_per_process` windows it adds windows while the interval of this process's median is
-/// wider than the profile's `target_ci_half_width`, up to `max_windows_per_process`. DDP ranks
+/// wider than a process needs ([`process_half_width`]), up to `max_windows_per_process`. DDP ranks
 /// take another window while any of them wants one, so that they all step together.
 ///
 /// The GPU's energy is measured over one span ([`crate::measure::energy`]): NVML is read with
@@ -299,13 +299,25 @@ fn lengthen_energy_span<W: Workload>(
     Ok(())
 }
 
-/// Whether a process that has timed `windows` (samples/s each) times another: until the profile's
-/// `windows_per_process`, then while its median's interval is wider than `target_ci_half_width`,
-/// up to `max_windows_per_process`.
+/// Whether a process that has timed `windows` (samples/s each, or a paired process's per-pair
+/// ratios) times another: until the profile's `windows_per_process`, then while its median's
+/// interval is wider than [`process_half_width`], up to `max_windows_per_process`.
 pub(super) fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
     windows.len() < profile.windows_per_process
         || (windows.len() < profile.max_windows_per_process
-            && median_ci(windows).is_none_or(|e| relative_half_width(&e) > profile.target_ci_half_width))
+            && median_ci(windows).is_none_or(|e| relative_half_width(&e) > process_half_width(profile)))
+}
+
+/// The interval one process's median needs for the cell's interval, pooled over the profile's
+/// `rounds` processes, to be as narrow as `target_ci_half_width`. Pooling n processes that agree
+/// narrows the interval by about √n; drawing the processes again in the bootstrap (as
+/// [`crate::measure::stats::paired_median_ci`] does, to carry what differs between processes)
+/// widens it by about √2 when there are several. So each process may stop at
+/// `target · √(n / 2)`, and never before the target itself. A simulation of three processes of
+/// ten to thirty pairs each, pair ratios varying by 5–10%, gave a pooled interval of 0.73–0.78 of
+/// one process's (√(2/3) is 0.82).
+pub(super) fn process_half_width(profile: &Profile) -> f64 {
+    profile.target_ci_half_width * (profile.rounds as f64 / 2.0).sqrt().max(1.0)
 }
 
 #[cfg(test)]
@@ -328,10 +340,29 @@ mod tests {
         assert!(wants_another_window(&asking, &noisy[..5]), "±3% not reached");
         assert!(wants_another_window(&asking, &noisy), "still below the maximum");
         assert!(!wants_another_window(&asking, &[noisy.as_slice(), &[95.0]].concat()), "the maximum");
-        let as_profiled = ProfileName::Quick.settings(Family::CifarResnet);
-        assert!(
-            !wants_another_window(&as_profiled, &[noisy.as_slice(), &[95.0]].concat()),
-            "the quick profile never extends"
-        );
+        let fixed = Profile { max_windows_per_process: 10, ..asking };
+        assert!(!wants_another_window(&fixed, &[noisy.as_slice(), &[95.0]].concat()), "no extension asked");
+    }
+
+    #[test]
+    fn each_of_several_processes_may_stop_short_of_the_cells_precision() {
+        let at = |rounds| Profile {
+            rounds,
+            target_ci_half_width: 0.03,
+            ..ProfileName::Quick.settings(Family::CifarResnet)
+        };
+        assert_eq!(process_half_width(&at(1)), 0.03, "one process is the cell");
+        assert_eq!(process_half_width(&at(2)), 0.03, "two: the process draw takes back what pooling gives");
+        assert!((process_half_width(&at(8)) - 0.06).abs() < 1e-12, "eight: twice the target");
+        // Ten windows alternating about ±3.4% about their mean reach the ±3.7% that each of three
+        // processes needs, not the ±3% that one alone needs.
+        let windows: Vec<f64> =
+            (0..10).map(|i| if i % 2 == 0 { 103.4 } else { 96.6 } + i as f64 * 0.1).collect();
+        let extending =
+            |rounds| Profile { windows_per_process: 10, max_windows_per_process: 30, ..at(rounds) };
+        let width = relative_half_width(&median_ci(&windows).unwrap());
+        assert!(width > 0.03 && width <= process_half_width(&at(3)), "{width}");
+        assert!(wants_another_window(&extending(1), &windows));
+        assert!(!wants_another_window(&extending(3), &windows));
     }
 }

@@ -13,6 +13,7 @@
 use super::data::{planned_steps, BatchSource, CellData, InputOptions};
 use super::measure::{
     begin_energy, end_warmup, record_energy, unmeasured, wants_another_window, within_budget, CellContext,
+    PROBE_STEPS,
 };
 use super::phases::record_breakdown;
 use super::{trace, CellJob};
@@ -134,8 +135,8 @@ pub(super) fn measure<W: Workload>(
 }
 
 /// The cell's side alone, before the reference is built: its warm-up (whose peaks are kept
-/// apart), then at least a window's steps, and as many more as make the GPU's energy span a second
-/// long; its memory peaks and energy are recorded, and held to the job's memory budget.
+/// apart), then at least a window's steps (and a memory probe's), and as many more as make the
+/// GPU's energy span a second long; its memory peaks and energy are recorded, and held to the job's memory budget.
 fn measure_alone<W: Workload>(
     process: &CellContext,
     trick: &mut PairSide<W>,
@@ -146,7 +147,8 @@ fn measure_alone<W: Workload>(
     end_warmup(measurement, device)?;
     let mut energy = begin_energy(device);
     let mut steps = 0;
-    while steps < process.profile.steps_per_window || energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
+    let alone = process.profile.steps_per_window.max(PROBE_STEPS);
+    while steps < alone || energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
         let samples = trick.step()?;
         if let Ok(span) = &mut energy {
             span.count(samples);
@@ -161,7 +163,7 @@ fn measure_alone<W: Workload>(
 
 /// Times pairs of windows, the reference first in even pairs and the cell first in odd ones, until
 /// the profile's `windows_per_process` pairs are timed, then while the interval of the pairs'
-/// median ratio is wider than the profile's `target_ci_half_width`, up to
+/// median ratio is wider than a process needs ([`super::measure::process_half_width`]), up to
 /// `max_windows_per_process`. The cell's windows are also its process's windows, its samples and
 /// host reads of metrics counted; returns every window in the order it ran.
 fn time_pairs<W: Workload>(

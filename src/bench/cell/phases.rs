@@ -10,9 +10,12 @@ use crate::results::schema::ProcessMeasurement;
 use crate::train::Trainer;
 use crate::workloads::Workload;
 
-/// Records where the time of one window's worth of training steps at learning rate `lr` goes, into
-/// `measurement`'s step breakdown, or why it could not. Training errors end the cell; a device
-/// that cannot time phases only leaves the breakdown out.
+/// Training steps the breakdown covers at least, however short the profile's windows.
+const MIN_STEPS: usize = 3;
+
+/// Records where the time of one window's worth of training steps (at least [`MIN_STEPS`]) at
+/// learning rate `lr` goes, into `measurement`'s step breakdown, or why it could not. Training
+/// errors end the cell; a device that cannot time phases only leaves the breakdown out.
 pub(super) fn record_breakdown<W: Workload>(
     process: &CellContext,
     trainer: &mut Trainer<W>,
@@ -35,8 +38,8 @@ pub(super) fn record_breakdown<W: Workload>(
     Ok(())
 }
 
-/// The profile's `steps_per_window` training steps under a phase recording: the outer error is a
-/// training step's, the inner one the recording's.
+/// The profile's `steps_per_window` training steps (at least [`MIN_STEPS`]) under a phase
+/// recording: the outer error is a training step's, the inner one the recording's.
 fn instrumented_window<W: Workload>(
     process: &CellContext,
     trainer: &mut Trainer<W>,
@@ -47,7 +50,7 @@ fn instrumented_window<W: Workload>(
         Ok(recording) => recording,
         Err(reason) => return Ok(Err(reason)),
     };
-    let steps = process.profile.steps_per_window;
+    let steps = process.profile.steps_per_window.max(MIN_STEPS);
     let mut samples = 0;
     for _ in 0..steps {
         phases::enter(StepPhase::BatchWait);
