@@ -69,7 +69,8 @@ fn text(doc: &Html) -> String {
 
 #[test]
 fn report_renders_every_cell_plot_and_table() {
-    let cpu = fixtures::cpu_run();
+    let mut cpu = fixtures::cpu_run();
+    cpu.run.protocol.rounds = 8;
     let out = kept_output_dir("report");
     let files = render_report(std::slice::from_ref(&cpu), &out).unwrap();
     let doc = check_files(&files);
@@ -92,8 +93,10 @@ fn report_renders_every_cell_plot_and_table() {
          (coefficient of variation), 2 of 10 are outliers"
     ));
     let words = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Eight processes pooled need each at ±5.0%·√(8/2) = ±10.0%.
     assert!(words.contains(
-        "and more, up to 10, while the bootstrap interval of that process's median is wider than ±5.0%"
+        "and more, up to 10, while the bootstrap interval of that process's median is wider than it needs \
+         for the cell's interval, pooled over 8 processes, to reach ±5.0% (the precision asked): ±10.0% per process"
     ));
     // The stack starts at the plain baseline, not at debug-off's slower reference (same trick set).
     let stack = std::fs::read_to_string(out.join("plots").join(format!("stack-{slug}.svg"))).unwrap();
