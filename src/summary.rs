@@ -199,20 +199,28 @@ pub fn time_breakdown(results: &Results) -> Option<String> {
     }
     let other_s = (total_s - in_processes_s).max(0.0);
     let share = |s: f64| if total_s > 0.0 { 100.0 * s / total_s } else { 0.0 };
+    let rest = rest_of_processes(in_processes_s - timed_s - setup_s);
     Some(format!(
         "time: {} in all; {} in timed windows ({:.0}%), {} setting cells up (data, model, warm-up; \
-         {:.0}%), {} in time-to-accuracy training and the rest of the processes, {} outside them \
-         (process start, libtorch loading, warm-up processes, the harness's analysis and writes; \
-         {:.0}%)",
+         {:.0}%), {rest}{} outside them (process start, libtorch loading, warm-up processes, the \
+         harness's analysis and writes; {:.0}%)",
         duration_text(total_s),
         duration_text(timed_s),
         share(timed_s),
         duration_text(setup_s),
         share(setup_s),
-        duration_text((in_processes_s - timed_s - setup_s).max(0.0)),
         duration_text(other_s),
         share(other_s)
     ))
+}
+
+/// The clause for the processes' time outside their windows and set-up (time-to-accuracy
+/// training, mostly), or nothing when a run spent none there.
+fn rest_of_processes(rest_s: f64) -> String {
+    if rest_s < 0.5 {
+        return String::new();
+    }
+    format!("{} in time-to-accuracy training and the rest of the processes, ", duration_text(rest_s))
 }
 
 /// The noise floor in words: "noise floor of resnet8 (A/A control): 1.02× [0.97, 1.06]; speed-ups
@@ -384,6 +392,13 @@ mod tests {
             best_metric: 0.4,
             curve: vec![point(0.0, 0.0), point(last_train_s, 1.0)],
         }
+    }
+
+    #[test]
+    fn a_run_with_no_time_outside_windows_and_set_up_does_not_mention_it() {
+        assert_eq!(rest_of_processes(0.2), "");
+        assert_eq!(rest_of_processes(-1.0), "");
+        assert!(rest_of_processes(258.0).contains("in time-to-accuracy training"));
     }
 
     #[test]

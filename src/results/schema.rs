@@ -170,6 +170,17 @@ fn ratio_words(ratio: f64, better: &str, worse: &str, same: &str) -> String {
     }
 }
 
+/// A relative half-width that exceeds `target` as a percentage, to one decimal, or to two where one
+/// would print the target itself (0.0304 beside 0.03: "3.04%", not "3.0%").
+fn percent_beyond(half_width: f64, target: f64) -> String {
+    let one = format!("{:.1}%", half_width * 100.0);
+    if one == format!("{:.1}%", target * 100.0) {
+        format!("{:.2}%", half_width * 100.0)
+    } else {
+        one
+    }
+}
+
 /// One time-to-accuracy configuration (workload, tricks or reference, batch size) over its seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TtaSummary {
@@ -689,9 +700,9 @@ impl CellResult {
             self.processes.iter().filter_map(|p| p.paired.as_ref()).map(|w| w.ratios().len()).sum();
         (half_width > target).then(|| {
             format!(
-                "noisy: the paired effect's interval is ±{:.1}%, wider than the ±{:.1}% asked ({pairs} pairs in \
+                "noisy: the paired effect's interval is ±{}, wider than the ±{:.1}% asked ({pairs} pairs in \
                  {} processes)",
-                half_width * 100.0,
+                percent_beyond(half_width, target),
                 target * 100.0,
                 self.processes.len()
             )
@@ -1158,9 +1169,9 @@ impl Throughput {
         let half_width = self.relative_half_width();
         (half_width > target).then(|| {
             format!(
-                "noisy: the median's interval is ±{:.1}%, wider than the ±{:.1}% asked; windows vary by \
+                "noisy: the median's interval is ±{}, wider than the ±{:.1}% asked; windows vary by \
                  {:.1}% (coefficient of variation), {} of {} are outliers",
-                half_width * 100.0,
+                percent_beyond(half_width, target),
                 target * 100.0,
                 self.coefficient_of_variation.unwrap_or(0.0) * 100.0,
                 self.outlier_windows,
@@ -1284,6 +1295,13 @@ impl MeasurementDesign {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_width_just_past_the_target_is_printed_with_the_digit_that_shows_it() {
+        assert_eq!(percent_beyond(0.0304, 0.03), "3.04%");
+        assert_eq!(percent_beyond(0.0351, 0.03), "3.5%");
+        assert_eq!(percent_beyond(0.0801, 0.05), "8.0%");
+    }
 
     fn cell(kind: CellKind, status: CellStatus) -> CellResult {
         let key = CellKey {
