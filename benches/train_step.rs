@@ -31,6 +31,7 @@ use trickbench::data::loader::{Batch, CifarLoader, LoaderOptions, Pipeline};
 use trickbench::data::synth;
 use trickbench::data::text::{TextCorpus, TextLoader, TextLoaderOptions};
 use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::engine::Engine;
 use trickbench::error::Error;
 use trickbench::measure::timer::SyncedTimer;
 use trickbench::results::schema::{CellKey, CellKind, Phase};
@@ -103,6 +104,7 @@ impl Variant {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: matches!(self, Variant::DebugApisOn).then_some(Trick::DebugOff),
             aa_control: false,
+            engine: Engine::Libtorch,
         }
     }
 }

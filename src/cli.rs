@@ -8,6 +8,7 @@ use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
 use trickbench::bench::trace::CellGlob;
 use trickbench::device::DeviceSpec;
+use trickbench::engine::EngineChoice;
 use trickbench::parity::side::CompileMode;
 use trickbench::report::CompareBy;
 use trickbench::tricks::Trick;
@@ -157,6 +158,15 @@ pub struct RunArgs {
     /// alternating, wherever the trick allows it (the default).
     #[arg(long)]
     pub unpaired: bool,
+    /// The engine the throughput cells train on: libtorch (trickbench's own loop, no Python in
+    /// the timed steps), pytorch (eager PyTorch driven from Python, each trick applied as PyTorch's
+    /// documentation shows; what a Python training script gets), or both, in the same rounds.
+    #[arg(long, value_enum, default_value_t = EngineChoice::Libtorch)]
+    pub engine: EngineChoice,
+    /// The Python with torch that runs the PyTorch engine (default: .venv/bin/python when present,
+    /// else python3).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
     /// Seeds per time-to-accuracy configuration (default: the profile's).
     #[arg(long, allow_negative_numbers = true)]
     pub seeds: Option<usize>,

@@ -3,6 +3,7 @@ pub mod bench;
 pub mod data;
 pub mod device;
 pub mod distributed;
+pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod ffi;

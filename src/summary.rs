@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::bench::progress::duration_text;
+use crate::engine::Engine;
 use crate::report;
 use crate::results::schema::{
     CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Results, TimeToAccuracy,
@@ -235,9 +236,13 @@ pub fn noise_floor_text(floor: &NoiseFloor) -> String {
             "speed-ups measured in separate processes",
         ),
     };
+    let engine = match floor.engine {
+        Engine::Libtorch => String::new(),
+        other => format!(" on the {other} engine"),
+    };
     format!(
-        "noise floor of {} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% are not \
-         distinguishable from noise on this machine",
+        "noise floor of {}{engine} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% \
+         are not distinguishable from noise on this machine",
         floor.workload,
         floor.ratio,
         floor.ratio_ci_low,

@@ -14,6 +14,7 @@ use wait_timeout::ChildExt;
 
 use trickbench::distributed::env::{REQUIRED, TIMEOUT_S};
 use trickbench::distributed::launch::free_port;
+use trickbench::engine::Engine;
 use trickbench::results::schema::CellStatus;
 use trickbench::results::store;
 use trickbench::tricks::Trick;
@@ -206,6 +207,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         },
         device: DeviceSpec::Cpu,
         profile: ProfileName::Smoke,
@@ -219,6 +221,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         family_settings: None,
         trace: None,
         paired_with: None,
+        python: None,
     };
     std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
     let launch =

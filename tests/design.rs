@@ -9,6 +9,7 @@ use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::speedrun::{fastest_step, Evidence, THIS_RUN};
 use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::engine::Engine;
 use trickbench::error::Error;
 use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::quality::QualityMetric;
@@ -273,6 +274,7 @@ fn with_noise_floor(results: &mut Results, half_width: f64) {
         ratio_ci_high: 1.0 + half_width,
         half_width,
         design: MeasurementDesign::Processes,
+        engine: Engine::Libtorch,
     });
 }
 

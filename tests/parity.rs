@@ -5,7 +5,7 @@
 #[allow(dead_code)]
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use trickbench::bench::profile::ProfileName;
@@ -20,14 +20,7 @@ use trickbench::tricks::{Trick, TrickSet};
 use trickbench::workloads::WorkloadId;
 
 use common::cli::{synthetic_cifar, text, trickbench};
-use common::dirs::{checkout, temp_dir};
-
-/// The Python with PyTorch that `make setup` links into the checkout.
-fn python() -> PathBuf {
-    let python = checkout(".venv/bin/python");
-    assert!(python.is_file(), "{} is missing: run `make setup` first", python.display());
-    python
-}
+use common::dirs::{python, temp_dir};
 
 /// A small CIFAR-layout dataset and a text file in `dir`.
 fn write_data(dir: &Path) {

@@ -791,3 +791,47 @@ fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_
         "the first screen counts them"
     );
 }
+
+/// With both engines in a run, the first screen gives each trick's verdict in PyTorch with
+/// libtorch's beside it, flags the trick whose intervals lie apart with its known cause, does not
+/// flag verdicts that differ only across the edge of significance, and marks a trick measured on
+/// libtorch only.
+#[test]
+fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
+    let out = temp_dir();
+    let results = vec![fixtures::two_engine_run()];
+    trickbench::report::render_report(&results, out.path()).unwrap();
+    let doc = Html::parse_document(&std::fs::read_to_string(out.path().join("index.html")).unwrap());
+    let header = Selector::parse("table.verdicts thead th").unwrap();
+    let headers: Vec<String> = doc.select(&header).map(|h| h.text().collect::<String>()).collect();
+    assert_eq!(
+        headers,
+        ["Trick", "Judged by", "Verdict in PyTorch", "Effect on its metric in PyTorch", "On libtorch"]
+    );
+    let rows = Selector::parse("table.verdicts tbody tr").unwrap();
+    let cells = Selector::parse("td").unwrap();
+    let row = |trick: &str| {
+        let row = doc
+            .select(&rows)
+            .find(|r| r.select(&cells).next().is_some_and(|c| c.text().collect::<String>().trim() == trick))
+            .unwrap_or_else(|| panic!("no row {trick}"));
+        let texts: Vec<String> = row.select(&cells).map(|c| c.text().collect::<String>()).collect();
+        (row.value().attr("class").unwrap_or("").to_owned(), texts)
+    };
+    let (class, debug_off) = row("debug-off");
+    assert_eq!(class, "engines-disagree");
+    assert!(
+        debug_off[3].starts_with("1.50×") && debug_off[3].contains("AnomalyMetadata::store_stack"),
+        "{debug_off:?}"
+    );
+    assert!(debug_off[4].starts_with("helps: 5.80×"), "{debug_off:?}");
+    let (class, channels_last) = row("channels-last");
+    assert_eq!(class, "", "overlapping intervals are no disagreement: {channels_last:?}");
+    assert!(channels_last[4].starts_with("helps: 1.03×"), "{channels_last:?}");
+    let (_, zero_copy) = row("zero-copy (libtorch only)");
+    assert_eq!(zero_copy[4], "—");
+    let baseline = Selector::parse("p.baseline").unwrap();
+    let line: String = doc.select(&baseline).next().unwrap().text().collect();
+    assert!(line.starts_with("Baseline in eager PyTorch: 700 images/s"), "{line}");
+    assert!(line.contains("0.93× libtorch") && line.contains("about 7% of a PyTorch step"), "{line}");
+}

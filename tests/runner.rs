@@ -357,6 +357,7 @@ fn job() -> CellJob {
         family_settings: None,
         trace: None,
         paired_with: None,
+        python: None,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::bench::profile::{Profile, ProfileName, ProfileRequest};
 use crate::bench::shard::Shard;
 use crate::bench::trace::CellGlob;
 use crate::device::{DeviceSpec, Hardware};
+use crate::engine::{default_python, probe_python, Engine, EngineChoice};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
@@ -123,6 +124,10 @@ pub struct RunRequest {
     /// The results files the speedrun design takes the tricks' effects from instead of running
     /// the ablation first (`--from`, in order; empty: it measures its own).
     pub from: Vec<PathBuf>,
+    /// The engines the cells train on.
+    pub engine: EngineChoice,
+    /// The Python with torch that runs the PyTorch engine (`None`: [`default_python`]).
+    pub python: Option<PathBuf>,
     /// The command line, as recorded in the results.
     pub command: Vec<String>,
 }
@@ -144,6 +149,10 @@ pub struct RunConfig {
     pub profiles: RunProfiles,
     /// Peak memory a cell may use, bytes (`None`: the device's own limit).
     pub memory_budget_bytes: Option<u64>,
+    /// The engines the cells train on, libtorch first.
+    pub engines: Vec<Engine>,
+    /// The Python that runs the PyTorch engine, checked to import torch where that engine runs.
+    pub python: PathBuf,
 }
 
 impl RunConfig {
@@ -167,7 +176,27 @@ impl RunConfig {
             None if !device.is_cuda() => Some(profiles.run_wide().cpu_memory_budget_mib << 20),
             None => None,
         };
-        Ok(Self { request, device, profile, profile_reason, workloads, profiles, memory_budget_bytes })
+        let engines = request.engine.engines();
+        let python = request.python.clone().unwrap_or_else(default_python);
+        if engines.contains(&Engine::Pytorch) {
+            probe_python(&python).map_err(|why| {
+                invalid(&format!(
+                    "--engine: the PyTorch engine needs a Python with torch, and {why} (pass --python PATH, \
+                     or run `make setup` for .venv/bin/python)"
+                ))
+            })?;
+        }
+        Ok(Self {
+            request,
+            device,
+            profile,
+            profile_reason,
+            workloads,
+            profiles,
+            memory_budget_bytes,
+            engines,
+            python,
+        })
     }
 
     /// One plan request per workload, with its family's settings and the flags; `missing_text`
@@ -185,6 +214,7 @@ impl RunConfig {
                     time_to_accuracy_batch_size: request.time_to_accuracy.then_some(settings.tta.batch_size),
                     has_images: request.inputs.images.is_some(),
                     missing_text: missing_text.map(str::to_owned),
+                    engines: self.engines.clone(),
                     ..PlanRequest::new(vec![workload], request.tricks.clone(), hardware.clone(), settings)
                 })
             })
@@ -252,6 +282,13 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
         )));
     }
     check_speedrun_flags(request)?;
+    if request.engine != EngineChoice::Libtorch && request.design != Design::Ablation {
+        return Err(Error::Invalid(format!(
+            "--engine pytorch and --engine both run the ablation design only so far, not --design {}; \
+             drop --engine or choose --design ablation",
+            request.design
+        )));
+    }
     if request.design.probes_every_batch() && request.batch_size.is_some() {
         return Err(Error::Invalid(format!(
             "--batch-size contradicts --design {}, which measures every batch size from 64 up to the \
@@ -360,6 +397,8 @@ mod tests {
             resume: false,
             trace: None,
             from: Vec::new(),
+            engine: EngineChoice::Libtorch,
+            python: None,
             command: vec!["trickbench".into(), "run".into()],
         }
     }

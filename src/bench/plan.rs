@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::device::Hardware;
+use crate::engine::Engine;
 use crate::results::analysis::{is_compared, reference_position};
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Pairing, Trick, TrickSet};
@@ -74,6 +75,9 @@ pub struct PlanRequest {
     /// Why the GPT workloads cannot run, when their text file is missing (their cells are then
     /// not applicable).
     pub missing_text: Option<String>,
+    /// The engines the cells train on, libtorch first: each throughput cell is planned on every
+    /// one of them ([`Plan::on_engines`]).
+    pub engines: Vec<Engine>,
 }
 
 impl PlanRequest {
@@ -98,6 +102,7 @@ impl PlanRequest {
             large_batch_size: profile.tta.large_batch_size,
             max_batch_size: None,
             missing_text: None,
+            engines: vec![Engine::Libtorch],
         }
     }
 }
@@ -115,7 +120,30 @@ impl Plan {
                 plan.extend(trick_cells(request, workload, trick));
             }
         }
-        plan
+        plan.on_engines(request)
+    }
+
+    /// The plan with each throughput cell planned on every engine of `request`: a cell of the
+    /// PyTorch engine follows its libtorch cell, not applicable where that engine does not apply a
+    /// trick of the cell. Cells that train to a target or probe a batch stay on libtorch; with
+    /// libtorch not asked for, its throughput cells leave the plan.
+    pub fn on_engines(self, request: &PlanRequest) -> Plan {
+        let on_libtorch = request.engines.contains(&Engine::Libtorch);
+        let mut cells = Vec::new();
+        for cell in self.cells {
+            let throughput = matches!(cell.key.kind, CellKind::Throughput { .. });
+            let others: Vec<PlannedCell> = request
+                .engines
+                .iter()
+                .filter(|&&engine| engine != Engine::Libtorch && throughput)
+                .map(|&engine| on_engine(request, &cell, engine))
+                .collect();
+            if on_libtorch || !throughput {
+                cells.push(cell);
+            }
+            cells.extend(others);
+        }
+        Plan { cells }
     }
 
     /// The leave-one-out design: every applicable training trick on together, and that set minus
@@ -330,6 +358,20 @@ impl Plan {
     }
 }
 
+/// `cell` planned on `engine`: not applicable where the engine cannot apply one of its tricks (or
+/// its reference's), or where the libtorch cell cannot run for a reason of the workload or the
+/// data.
+fn on_engine(request: &PlanRequest, cell: &PlannedCell, engine: Engine) -> PlannedCell {
+    let key = CellKey { engine, ..cell.key.clone() };
+    let tricks: TrickSet = key.tricks.iter().chain(key.reference_for).collect();
+    let missing_text = request.missing_text.as_ref().filter(|_| key.workload.family() == Family::CharGpt);
+    let not_applicable = missing_text
+        .cloned()
+        .or_else(|| tricks.not_applicable_reason_on(engine, key.workload, &request.hardware))
+        .or_else(|| key.tricks.missing_source_reason(request.has_images));
+    PlannedCell { key, not_applicable }
+}
+
 /// The phase a trick's metric is measured in.
 fn phase_of(trick: Trick) -> Phase {
     if trick.metric() == Metric::EvalThroughput {
@@ -358,6 +400,7 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         kind,
         reference_for: None,
         aa_control: false,
+        engine: Engine::Libtorch,
     };
     let missing_text = request.missing_text.as_ref().filter(|_| workload.family() == Family::CharGpt);
     let not_applicable = missing_text
@@ -922,5 +965,51 @@ mod tests {
         }
         let all_row = found.iter().find(|(cell, _)| cell == all).unwrap();
         assert_eq!(all_row.1, "baseline train", "all on is compared with the baseline");
+    }
+
+    #[test]
+    fn both_engines_plan_every_throughput_cell_on_pytorch_after_its_libtorch_cell() {
+        let tricks = vec![Trick::ChannelsLast, Trick::DebugOff, Trick::TorchCompile, Trick::LoaderWorkers];
+        let both = Plan::ablation(&PlanRequest {
+            engines: vec![Engine::Libtorch, Engine::Pytorch],
+            time_to_accuracy_batch_size: None,
+            ..request(tricks.clone())
+        });
+        let ids: Vec<String> = both.cells.iter().map(|c| c.key.id().to_string()).collect();
+        let libtorch = Plan::ablation(&PlanRequest { time_to_accuracy_batch_size: None, ..request(tricks) });
+        assert_eq!(both.cells.len(), 2 * libtorch.cells.len(), "{ids:#?}");
+        for (i, cell) in libtorch.cells.iter().enumerate() {
+            assert_eq!(both.cells[2 * i], *cell, "libtorch's cells keep their order");
+            assert_eq!(both.cells[2 * i + 1].key, CellKey { engine: Engine::Pytorch, ..cell.key.clone() });
+        }
+        let reason = |id: &str| {
+            let cell =
+                both.cells.iter().find(|c| c.key.id().as_str() == id).unwrap_or_else(|| panic!("{id}"));
+            cell.not_applicable.clone()
+        };
+        assert!(reason("resnet20/torch-compile/b128/s0/train").unwrap().contains("through PyTorch"));
+        assert_eq!(reason("resnet20/torch-compile/b128/s0/train@pytorch"), None);
+        assert_eq!(reason("resnet20/baseline+debug-apis-on/b128/s0/train@pytorch"), None);
+        let loader = reason("resnet20/loader-workers/b128/s0/train@pytorch").unwrap();
+        assert!(loader.contains("on the PyTorch engine") && loader.contains("DataLoader"), "{loader}");
+        let paired = pairs(&both, Design::Ablation);
+        assert!(
+            paired.contains(&("channels-last train@pytorch".to_owned(), "baseline train@pytorch".to_owned()))
+        );
+        assert!(paired.contains(&("baseline train@pytorch".to_owned(), "—".to_owned())));
+    }
+
+    #[test]
+    fn the_pytorch_engine_alone_keeps_the_cells_that_train_to_a_target_on_libtorch() {
+        let plan = Plan::ablation(&PlanRequest {
+            engines: vec![Engine::Pytorch],
+            ..request(vec![Trick::ZeroGradNone, Trick::OneCycle])
+        });
+        for cell in &plan.cells {
+            let throughput = matches!(cell.key.kind, CellKind::Throughput { .. });
+            let expected = if throughput { Engine::Pytorch } else { Engine::Libtorch };
+            assert_eq!(cell.key.engine, expected, "{}", cell.key.id());
+        }
+        assert!(plan.cells.iter().any(|c| c.key.kind == CellKind::TimeToAccuracy));
     }
 }

@@ -92,6 +92,9 @@ pub struct RunSpec {
     /// The speedrun design's choices so far, written into the results (each in place of an
     /// earlier one for its workload).
     pub speedrun: Vec<SpeedrunChoice>,
+    /// The Python with torch handed to the cells of the PyTorch engine (`None`:
+    /// [`crate::engine::default_python`]).
+    pub python: Option<PathBuf>,
 }
 
 /// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
@@ -207,6 +210,7 @@ fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
         paired_with: (spec.info.protocol.pairing == MeasurementDesign::Paired && !slot.is_warmup())
             .then(|| spec.plan.paired_reference(slot.cell, spec.info.design))
             .flatten(),
+        python: spec.python.clone(),
     }
 }
 

@@ -87,6 +87,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         interrupt: Interrupt::new(),
         trace: config.request.trace.clone(),
         speedrun: Vec::new(),
+        python: Some(config.python.clone()),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())

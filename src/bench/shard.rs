@@ -192,6 +192,7 @@ mod tests {
     use crate::bench::plan::PlanRequest;
     use crate::bench::profile::ProfileName;
     use crate::device::{DeviceSpec, Hardware};
+    use crate::engine::Engine;
     use crate::results::schema::{DataInfo, MeasurementDesign, Phase, Protocol};
     use crate::tricks::TrickSet;
     use crate::workloads::Family;
@@ -346,6 +347,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         let train = CellKind::Throughput { phase: Phase::Train };
         let unit = "resnet8/throughput";

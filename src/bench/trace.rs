@@ -109,6 +109,7 @@ pub fn trace_file(id: &CellId) -> String {
 mod tests {
     use super::*;
     use crate::bench::plan::PlannedCell;
+    use crate::engine::Engine;
     use crate::results::schema::Phase;
     use crate::tricks::Trick;
     use crate::workloads::WorkloadId;
@@ -122,6 +123,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         }
     }
 

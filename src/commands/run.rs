@@ -75,6 +75,8 @@ fn request(args: &RunArgs) -> RunRequest {
         resume: args.resume,
         trace: args.trace.clone(),
         from: args.from.clone(),
+        engine: args.engine,
+        python: args.python.clone(),
         command: std::env::args().collect(),
     }
 }

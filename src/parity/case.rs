@@ -10,11 +10,14 @@ use crate::bench::cell::{self, CellJob};
 use crate::bench::profile::ProfileName;
 use crate::data::loader::Batch;
 use crate::device::DeviceSpec;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
 use crate::train::recipe::{OptimizerChoice, Recipe};
 use crate::tricks::TrickSet;
+use crate::workloads::gpt::GptConfig;
+use crate::workloads::resnet::ResnetOptions;
 use crate::workloads::{build, Family, Workload, WorkloadId};
 
 /// The version of the case format both sides read (`CASE_FORMAT` in the script).
@@ -52,6 +55,25 @@ pub enum ModelSpec {
         /// Dropout probability in training.
         dropout: f64,
     },
+}
+
+impl ModelSpec {
+    /// The spec of a CIFAR ResNet built with `options`.
+    pub fn of_resnet(options: &ResnetOptions) -> Self {
+        ModelSpec::CifarResnet { blocks_per_stage: options.blocks_per_stage, conv_bias: options.conv_bias }
+    }
+
+    /// The spec of a GPT of shape `c`.
+    pub fn of_gpt(c: &GptConfig) -> Self {
+        ModelSpec::Gpt {
+            vocab_size: c.vocab_size,
+            context: c.context,
+            layers: c.layers,
+            heads: c.heads,
+            width: c.width,
+            dropout: c.dropout,
+        }
+    }
 }
 
 /// The optimizer, in the terms of `torch.optim`.
@@ -179,6 +201,7 @@ impl ExportRequest {
                 kind: CellKind::Throughput { phase: Phase::Train },
                 reference_for: None,
                 aa_control: false,
+                engine: Engine::Libtorch,
             },
             device: self.device,
             profile: self.profile,
@@ -192,6 +215,7 @@ impl ExportRequest {
             family_settings: None,
             trace: None,
             paired_with: None,
+            python: None,
         }
     }
 }
@@ -212,10 +236,7 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
         Family::CifarResnet => {
             let options = build::resnet_options(&job.key, recipe)?;
             let model = build::resnet_for(&job.key, recipe, device)?;
-            let spec = ModelSpec::CifarResnet {
-                blocks_per_stage: options.blocks_per_stage,
-                conv_bias: options.conv_bias,
-            };
+            let spec = ModelSpec::of_resnet(&options);
             (spec, named_cpu_tensors(&model))
         }
         Family::CharGpt => {
@@ -223,15 +244,7 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
                 Error::Invalid(format!("{}: the text corpus gave no vocabulary", request.workload))
             })?;
             let model = build::gpt_for(&job.key, vocab_size, device)?;
-            let c = *model.config();
-            let spec = ModelSpec::Gpt {
-                vocab_size: c.vocab_size,
-                context: c.context,
-                layers: c.layers,
-                heads: c.heads,
-                width: c.width,
-                dropout: c.dropout,
-            };
+            let spec = ModelSpec::of_gpt(model.config());
             (spec, named_cpu_tensors(&model))
         }
     };
@@ -315,7 +328,7 @@ pub fn load_weights(model: &impl Workload, case: &ParityCase, dir: &Path) -> Res
 }
 
 /// Every variable of `model` by name, as contiguous CPU tensors.
-fn named_cpu_tensors(model: &impl Workload) -> Vec<(String, Tensor)> {
+pub(crate) fn named_cpu_tensors(model: &impl Workload) -> Vec<(String, Tensor)> {
     let mut named: Vec<(String, Tensor)> =
         model.var_store().variables().into_iter().map(|(name, t)| (name, cpu(&t))).collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
@@ -323,7 +336,7 @@ fn named_cpu_tensors(model: &impl Workload) -> Vec<(String, Tensor)> {
 }
 
 /// A detached, contiguous CPU copy of `t`.
-fn cpu(t: &Tensor) -> Tensor {
+pub(crate) fn cpu(t: &Tensor) -> Tensor {
     t.detach().to_device(tch::Device::Cpu).contiguous()
 }
 

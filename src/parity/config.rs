@@ -101,7 +101,7 @@ impl ParityConfig {
             PathBuf::from("reports/runs")
                 .join(format!("{}-{profile}-parity", started.format("%Y%m%d-%H%M%S")))
         });
-        let python = request.python.clone().unwrap_or_else(default_python);
+        let python = request.python.clone().unwrap_or_else(crate::engine::default_python);
         Ok(ParityConfig { request, workloads, profile, device, python, data_dir, out, stack })
     }
 }
@@ -151,17 +151,6 @@ fn resolve_workloads(choices: &[WorkloadChoice], profile: ProfileName) -> Vec<Wo
         }
     }
     workloads
-}
-
-/// The checkout's `.venv/bin/python` (set up by `make setup`, with the PyTorch wheel) when
-/// present, else `python3` from the PATH.
-fn default_python() -> PathBuf {
-    let venv = PathBuf::from(".venv/bin/python");
-    if venv.is_file() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
 }
 
 #[cfg(test)]

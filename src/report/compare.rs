@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::engine::Engine;
 use crate::report::model::{self, Effect, TrickVerdict};
 use crate::results::schema::{
     CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict, AA_CONTROL_LABEL,
@@ -29,6 +30,8 @@ pub(crate) struct JoinKey {
     pub kind: CellKind,
     /// The run's profile.
     pub profile: String,
+    /// The engine the cell trained on.
+    pub engine: Engine,
 }
 
 impl JoinKey {
@@ -222,6 +225,7 @@ impl<'a> Comparison<'a> {
                     batch_size: cell.key.batch_size,
                     kind: cell.key.kind,
                     profile: r.run.profile.to_string(),
+                    engine: cell.key.engine,
                 };
                 let slot = &mut joined.entry(key).or_insert_with(|| vec![None; results.len()])[i];
                 if slot.is_none_or(|(c, _)| cell.key.seed < c.key.seed) {

@@ -272,6 +272,7 @@ fn holdings(comparison: &Comparison, versions: &[Version]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::results::schema::{CellKey, CellKind, CellResult, CellStatus, Comparison as Compared};
     use crate::results::schema::{MeasurementDesign, Phase, Results, Verdict};
     use crate::tricks::{Trick, TrickSet};
@@ -295,6 +296,7 @@ pub(crate) mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         }
     }
 

@@ -625,6 +625,7 @@ pub(crate) fn history_context(h: &History, figures: &[FigureFile]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::results::schema::{CellEnergy, CellKey, CellKind, CellStatus, Phase, ProcessMeasurement};
     use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
@@ -639,6 +640,7 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         let mut cell = CellResult::new(key, CellStatus::Ok);
         assert_eq!(energy_text(&cell), "—");

@@ -184,7 +184,15 @@ impl Group<'_> {
         if self.variety(e, |x| x.cell.key.seed) > 1 {
             label.push_str(&format!(" · s{}", key.seed));
         }
+        if self.has_several_engines() {
+            label.push_str(&format!(" · {}", key.engine));
+        }
         label
+    }
+
+    /// Whether the group holds cells of more than one engine.
+    pub fn has_several_engines(&self) -> bool {
+        self.entries.iter().any(|e| e.cell.key.engine != self.entries[0].cell.key.engine)
     }
 
     /// Trick cells (not the baseline) that time throughput: measured ones by speed-up, highest
@@ -747,6 +755,7 @@ impl Report<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::results::schema::{CellKey, MeasurementDesign};
 
     #[test]
@@ -771,6 +780,7 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         Comparison {
             cell: key(&[Trick::Checkpointing]).id(),

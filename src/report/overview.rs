@@ -5,8 +5,11 @@
 use serde::Serialize;
 
 use crate::bench::design::Design;
+use crate::engine::Engine;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
-use crate::results::schema::{CellId, CellKind, CellStatus, Comparison, Phase, Results, TtaSummary};
+use crate::results::schema::{
+    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary,
+};
 use crate::tricks::{Metric, Trick, TrickSet};
 
 /// The first screen of one group.
@@ -30,6 +33,9 @@ pub(crate) struct Overview {
     pub stack: Vec<StackRow>,
     /// Whether the rows say what removing each trick does (the leave-one-out design).
     pub leave_one_out: bool,
+    /// Whether the group measured both engines: the rows then give PyTorch's verdict, libtorch's
+    /// beside it.
+    pub two_engines: bool,
 }
 
 /// One trick's verdict.
@@ -47,6 +53,12 @@ pub(crate) struct VerdictRow {
     pub class: &'static str,
     /// The anchor of its cell in the all-cells table.
     pub anchor: String,
+    /// Where the group measured both engines and this row is PyTorch's: the same trick's verdict
+    /// and effect on libtorch ("helps: 5.77× throughput [5.57, 5.99] (paired)").
+    pub libtorch: Option<String>,
+    /// Where the two engines disagree (one helps where the other hurts, or their intervals do not
+    /// overlap): how, and why where the cause is known.
+    pub disagreement: Option<String>,
 }
 
 /// Tricks that could not run for one reason.
@@ -99,6 +111,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
         not_applicable,
         stack,
         leave_one_out,
+        two_engines: g.has_several_engines(),
     }
 }
 
@@ -115,13 +128,15 @@ fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRo
         class: verdict.effect.class(),
         verdict,
         anchor: model::anchor(e),
+        libtorch: None,
+        disagreement: None,
     }
 }
 
 /// One row per single-trick cell: throughput and memory tricks by their comparison, time-to-accuracy
 /// tricks by their configuration's summary.
 fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
-    let mut rows = Vec::new();
+    let mut rows: Vec<(VerdictRow, &Entry)> = Vec::new();
     for e in &g.entries {
         let Some(trick) = model::single_trick(&e.cell.key.tricks) else { continue };
         if e.cell.key.reference_for.is_some() || matches!(e.cell.status, CellStatus::NotApplicable { .. }) {
@@ -137,10 +152,8 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
                 // One row stands for the configuration over its seeds.
                 let label = g.label(e);
                 let label = label.strip_suffix(&format!(" · s{}", e.cell.key.seed)).unwrap_or(&label);
-                rows.push(VerdictRow {
-                    trick: label.to_owned(),
-                    ..row(g, e, metric, model::tta_verdict(&results[e.file], summary))
-                });
+                let verdict = model::tta_verdict(&results[e.file], summary);
+                rows.push((VerdictRow { trick: label.to_owned(), ..row(g, e, metric, verdict) }, e));
                 continue;
             }
             Metric::TimeToAccuracy => continue,
@@ -151,9 +164,66 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
                 None => not_measured(e),
             },
         };
-        rows.push(row(g, e, metric, verdict));
+        rows.push((row(g, e, metric, verdict), e));
     }
-    rows
+    if g.has_several_engines() {
+        side_by_side(rows)
+    } else {
+        rows.into_iter().map(|(row, _)| row).collect()
+    }
+}
+
+/// The rows of a group measured on both engines: each trick's PyTorch row with the libtorch row
+/// of the same cell folded into it, beside its verdict, and flagged where the two disagree; a
+/// trick measured on one engine only keeps its row, its label saying which.
+fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
+    let on_libtorch = |e: &Entry| CellKey { engine: Engine::Libtorch, ..e.cell.key.clone() };
+    let mut out = Vec::new();
+    for (row, e) in &rows {
+        let engine = e.cell.key.engine;
+        let twin = rows.iter().find(|(_, x)| x.cell.key.engine != engine && on_libtorch(x) == on_libtorch(e));
+        let mut row = row.clone();
+        let suffix = format!(" · {engine}");
+        row.trick = row.trick.strip_suffix(&suffix).unwrap_or(&row.trick).to_owned();
+        match (engine, twin) {
+            (Engine::Libtorch, Some(_)) => continue,
+            (Engine::Pytorch, Some((libtorch, other))) => {
+                row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
+                row.disagreement = disagreement(e, &row, other, libtorch);
+            }
+            (_, None) => row.trick.push_str(&format!(" ({engine} only)")),
+        }
+        out.push(row);
+    }
+    out
+}
+
+/// How the PyTorch row `row` of cell `e` and the libtorch row `libtorch` of cell `other` disagree,
+/// if they do: one helps where the other hurts, or the intervals of their effects do not overlap
+/// (verdicts that differ only across the edge of significance, their intervals overlapping, are
+/// not a disagreement); with the trick's known cause of a gap between the engines.
+fn disagreement(e: &Entry, row: &VerdictRow, other: &Entry, libtorch: &VerdictRow) -> Option<String> {
+    let apart = match (e.comparison, other.comparison) {
+        (Some(a), Some(b)) => a.speedup_ci_high < b.speedup_ci_low || b.speedup_ci_high < a.speedup_ci_low,
+        _ => false,
+    };
+    let effects = [row.verdict.effect, libtorch.verdict.effect];
+    let how = if effects.contains(&Effect::Helps) && effects.contains(&Effect::Hurts) {
+        format!("the engines disagree: it {} in PyTorch and {} on libtorch", row.label, libtorch.label)
+    } else if apart {
+        format!(
+            "the engines disagree: the intervals of their effects do not overlap ({} in PyTorch, {} on \
+             libtorch)",
+            row.label, libtorch.label
+        )
+    } else {
+        return None;
+    };
+    let cause = model::single_trick(&e.cell.key.tricks).and_then(|t| t.info().engine_gap);
+    Some(match cause {
+        Some(cause) => format!("{how}. Why: {cause}."),
+        None => format!("{how}."),
+    })
 }
 
 /// The time-to-accuracy summary a cell belongs to.
@@ -180,6 +250,8 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
             class: verdict.effect.class(),
             verdict,
             anchor: model::anchor(e),
+            libtorch: None,
+            disagreement: None,
         });
     }
     rows
@@ -305,29 +377,76 @@ fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
 /// "Baseline: 410 images/s [400, 420] at batch 128; peak memory 123 MiB (peak CPU tensor memory)."
 fn baseline_text(g: &Group) -> String {
     let unit = g.workload.family().sample_unit();
-    let baseline = g.entries.iter().find(|e| {
-        let key = &e.cell.key;
-        key.tricks.is_baseline()
-            && !key.aa_control
-            && key.reference_for.is_none()
-            && is_throughput(e, Phase::Train)
-    });
-    let Some(cell) = baseline.map(|e| e.cell) else {
+    let engine = if g.has_several_engines() { Engine::Pytorch } else { g.entries[0].cell.key.engine };
+    let Some(cell) = baseline_of(g, engine) else {
         return "No baseline throughput cell in these results.".to_owned();
     };
     let throughput = cell.throughput.map_or_else(
         || format!("baseline did not measure ({})", model::status_summary(&cell.status)),
         |t| {
             format!(
-                "Baseline: {:.0} {unit}/s [{:.0}, {:.0}] at batch {}",
-                t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s, cell.key.batch_size
+                "Baseline{}: {:.0} {unit}/s [{:.0}, {:.0}] at batch {}",
+                if g.has_several_engines() { " in eager PyTorch" } else { "" },
+                t.median_samples_per_s,
+                t.ci_low_samples_per_s,
+                t.ci_high_samples_per_s,
+                cell.key.batch_size
             )
         },
     );
-    match cell.memory.and_then(|m| m.primary_bytes()) {
-        Some(bytes) => format!("{throughput}; peak memory {} ({}).", mebibytes(bytes), g.memory_label()),
+    let mut text = match cell.memory.filter(|m| m.primary_bytes().is_some()) {
+        // The PyTorch engine counts no CPU tensors: its figure is the process's resident set.
+        Some(m) if m.peak_allocated_bytes.is_none() => format!(
+            "{throughput}; peak memory {} (peak resident memory of the process, RSS).",
+            mebibytes(m.primary_bytes().unwrap_or(0))
+        ),
+        Some(m) => format!(
+            "{throughput}; peak memory {} ({}).",
+            mebibytes(m.primary_bytes().unwrap_or(0)),
+            g.memory_label()
+        ),
         None => format!("{throughput}."),
+    };
+    if let Some(overhead) = g.has_several_engines().then(|| python_overhead_text(g)).flatten() {
+        text.push(' ');
+        text.push_str(&overhead);
     }
+    text
+}
+
+/// The training-throughput baseline of `engine` in the group.
+fn baseline_of<'a>(g: &'a Group, engine: Engine) -> Option<&'a CellResult> {
+    let baseline = g.entries.iter().find(|e| {
+        let key = &e.cell.key;
+        key.tricks.is_baseline()
+            && !key.aa_control
+            && key.reference_for.is_none()
+            && key.engine == engine
+            && is_throughput(e, Phase::Train)
+    });
+    baseline.map(|e| e.cell)
+}
+
+/// The two engines' baselines side by side: where eager PyTorch is slower, the share of its step
+/// that Python's per-operator overhead takes, which CUDA graphs and compilers can take back.
+fn python_overhead_text(g: &Group) -> Option<String> {
+    let median = |engine| baseline_of(g, engine)?.throughput.map(|t| t.median_samples_per_s);
+    let (pytorch, libtorch) = (median(Engine::Pytorch)?, median(Engine::Libtorch)?);
+    let unit = g.workload.family().sample_unit();
+    let ratio = pytorch / libtorch;
+    let share = if ratio < 1.0 {
+        format!(
+            ": Python's per-operator overhead takes about {:.0}% of a PyTorch step, the headroom CUDA graphs \
+             and compilers can take back",
+            (1.0 - ratio) * 100.0
+        )
+    } else {
+        ": no Python overhead shows at this size".to_owned()
+    };
+    Some(format!(
+        "libtorch's baseline runs at {libtorch:.0} {unit}/s, so eager PyTorch runs at {ratio:.2}× libtorch \
+         (medians of their own processes){share}."
+    ))
 }
 
 /// Bytes in MiB, whole.

@@ -146,7 +146,7 @@ fn leave_one_out_reference<'k>(
     let (i, largest) = candidates
         .enumerate()
         .filter(|(_, c)| {
-            (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
+            (c.workload, c.seed, c.kind, c.engine) == (key.workload, key.seed, key.kind, key.engine)
                 && (any_batch || c.batch_size == key.batch_size)
                 && c.reference_for.is_none()
                 && !c.aa_control
@@ -200,6 +200,7 @@ fn floor_of(control: &CellResult, c: &Comparison) -> NoiseFloor {
         ratio_ci_high: c.speedup_ci_high,
         half_width,
         design: c.design,
+        engine: control.key.engine,
     }
 }
 
@@ -209,7 +210,9 @@ fn floor_of(control: &CellResult, c: &Comparison) -> NoiseFloor {
 fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floors: &[NoiseFloor]) {
     for comparison in comparisons.iter_mut() {
         let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell) else { continue };
-        let of_workload = |f: &&NoiseFloor| f.workload == cell.key.workload && f.control != cell.id();
+        let of_workload = |f: &&NoiseFloor| {
+            (f.workload, f.engine) == (cell.key.workload, cell.key.engine) && f.control != cell.id()
+        };
         let floor = floors
             .iter()
             .filter(of_workload)
@@ -340,7 +343,7 @@ fn reference_index<'k>(
             .clone()
             .enumerate()
             .filter(|(_, c)| {
-                (c.workload, c.seed, c.kind) == (key.workload, key.seed, key.kind)
+                (c.workload, c.seed, c.kind, c.engine) == (key.workload, key.seed, key.kind, key.engine)
                     && (any_batch || c.batch_size == key.batch_size)
                     && c.tricks == *tricks
                     && !c.aa_control
@@ -475,6 +478,7 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
     use crate::measure::energy::Energy;
     use crate::results::quality::QualityMetric;
     use crate::results::schema::{CellId, CellKind, Phase};
@@ -505,6 +509,7 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.processes = windows.iter().enumerate().map(|(round, w)| process(round, w, rss, None)).collect();
@@ -667,6 +672,7 @@ mod tests {
             kind: CellKind::TimeToAccuracy,
             reference_for,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
         c.time_to_accuracy = Some(TimeToAccuracy {

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::design::Design;
 use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
+pub use crate::engine::Engine;
 use crate::measure::energy::{Energy, EnergyMethod};
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
@@ -118,6 +119,9 @@ pub struct NoiseFloor {
     /// The design the floor holds for: the A/A control paired with the baseline in its processes,
     /// or the two measured in processes of their own.
     pub design: MeasurementDesign,
+    /// The engine whose cells the floor holds for (libtorch in files that predate engines).
+    #[serde(default, skip_serializing_if = "Engine::is_libtorch")]
+    pub engine: Engine,
 }
 
 impl TtaSummary {
@@ -489,8 +493,8 @@ impl CellKind {
     }
 }
 
-/// What identifies a cell: (workload, trick set, batch size, seed, kind, reference). The device is
-/// the run's.
+/// What identifies a cell: (workload, trick set, batch size, seed, kind, reference, engine). The
+/// device is the run's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CellKey {
     /// The workload trained.
@@ -513,6 +517,9 @@ pub struct CellKey {
     /// interleaved like any trick, whose ratio to the baseline is the run's noise floor.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aa_control: bool,
+    /// The engine the cell trains on (libtorch in files that predate engines).
+    #[serde(default, skip_serializing_if = "Engine::is_libtorch")]
+    pub engine: Engine,
 }
 
 /// The configuration label of the A/A control cell (`resnet8/aa-control/b128/s0/train`).
@@ -538,7 +545,8 @@ impl CellKey {
         self.reference_for == Some(trick)
     }
 
-    /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`.
+    /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`, with `@pytorch` after
+    /// the kind for a cell of the PyTorch engine (`resnet20/amp/b128/s0/train@pytorch`).
     pub fn id(&self) -> CellId {
         let kind = match self.kind {
             CellKind::Throughput { phase: Phase::Train } => "train",
@@ -546,8 +554,12 @@ impl CellKey {
             CellKind::TimeToAccuracy => "tta",
             CellKind::MemoryProbe => "probe",
         };
+        let engine = match self.engine {
+            Engine::Libtorch => String::new(),
+            other => format!("@{other}"),
+        };
         CellId(format!(
-            "{}/{}/b{}/s{}/{kind}",
+            "{}/{}/b{}/s{}/{kind}{engine}",
             self.workload,
             self.configuration_label(),
             self.batch_size,
@@ -1303,6 +1315,19 @@ mod tests {
         assert_eq!(percent_beyond(0.0801, 0.05), "8.0%");
     }
 
+    #[test]
+    fn a_pytorch_cell_says_its_engine_and_a_libtorch_one_reads_as_before_engines() {
+        let libtorch = cell(CellKind::Throughput { phase: Phase::Train }, CellStatus::Ok).key;
+        let pytorch = CellKey { engine: Engine::Pytorch, ..libtorch.clone() };
+        assert_eq!(libtorch.id().as_str(), "resnet8/baseline/b32/s0/train");
+        assert_eq!(pytorch.id().as_str(), "resnet8/baseline/b32/s0/train@pytorch");
+        let written = serde_json::to_value(&libtorch).unwrap();
+        assert!(written.get("engine").is_none(), "{written}");
+        assert_eq!(serde_json::to_value(&pytorch).unwrap()["engine"], "pytorch");
+        let read: CellKey = serde_json::from_value(written).unwrap();
+        assert_eq!(read.engine, Engine::Libtorch);
+    }
+
     fn cell(kind: CellKind, status: CellStatus) -> CellResult {
         let key = CellKey {
             workload: WorkloadId::Resnet8,
@@ -1312,6 +1337,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            engine: Engine::Libtorch,
         };
         CellResult::new(key, status)
     }

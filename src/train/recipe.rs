@@ -404,6 +404,7 @@ impl Recipe {
 mod tests {
     use super::*;
     use crate::bench::profile::ProfileName;
+    use crate::engine::Engine;
     use crate::results::schema::CellKind;
     use crate::tricks::TrickSet;
     use crate::workloads::WorkloadId;
@@ -417,6 +418,7 @@ mod tests {
             kind: CellKind::TimeToAccuracy,
             reference_for,
             aa_control: false,
+            engine: Engine::Libtorch,
         }
     }
 

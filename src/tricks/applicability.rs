@@ -1,8 +1,9 @@
 //! Where a trick can be measured: the needs in its table entry, checked against a workload and the
 //! hardware facts the caller passes in (so any machine can be described, on any machine).
 
-use super::{Trick, TrickSet};
+use super::{InPytorch, Trick, TrickSet};
 use crate::device::Hardware;
+use crate::engine::Engine;
 use crate::workloads::WorkloadId;
 
 /// Whether a trick can be measured for a workload on a device.
@@ -87,6 +88,18 @@ impl Need {
         }
     }
 
+    /// Whether the need holds on the PyTorch engine too: those of the workload and the device do,
+    /// those of this binary's build and of measuring through PyTorch do not.
+    fn concerns_pytorch(self) -> bool {
+        !matches!(
+            self,
+            Need::CudaGraphsCompiled
+                | Need::DataParallelCompiled
+                | Need::NcclCompiled
+                | Need::ThroughPytorch(_)
+        )
+    }
+
     /// Why this need of a trick of `set` is not met by the set on `hardware`, if it is not: the
     /// needs of a whole set ([`Need::HalfPrecisionOnCuda`]); every other need is met by the set.
     pub fn unmet_in_set(self, set: &TrickSet, hardware: &Hardware) -> Option<String> {
@@ -135,12 +148,29 @@ impl Trick {
         !self.info().needs.iter().any(|need| matches!(need, Need::ThroughPytorch(_)))
     }
 
-    /// Whether the trick can be measured for `workload` on `hardware` (whose device is resolved):
-    /// not when one of its needs is unmet, the first such need giving the reason.
+    /// Whether the trick can be measured for `workload` on `hardware` (whose device is resolved)
+    /// on libtorch: not when one of its needs is unmet, the first such need giving the reason.
     pub fn applicability(self, workload: WorkloadId, hardware: &Hardware) -> Applicability {
-        self.info()
-            .needs
+        self.applicability_on(Engine::Libtorch, workload, hardware)
+    }
+
+    /// Whether the trick can be measured for `workload` on `hardware` on `engine`. On PyTorch, not
+    /// where the engine does not apply it ([`InPytorch::NotApplied`]), nor where a need of the
+    /// workload or the device is unmet; the needs of this binary's build are libtorch's alone, and
+    /// what is measured through PyTorch is measured there.
+    pub fn applicability_on(
+        self,
+        engine: Engine,
+        workload: WorkloadId,
+        hardware: &Hardware,
+    ) -> Applicability {
+        let info = self.info();
+        if let (Engine::Pytorch, InPytorch::NotApplied(why)) = (engine, info.pytorch) {
+            return Applicability::NotApplicable(format!("on the PyTorch engine: {why}"));
+        }
+        info.needs
             .iter()
+            .filter(|need| engine == Engine::Libtorch || need.concerns_pytorch())
             .find_map(|need| need.unmet_reason(workload, hardware))
             .map_or(Applicability::Applies, Applicability::NotApplicable)
     }
@@ -160,14 +190,33 @@ mod tests {
     }
 
     #[test]
-    fn torch_compile_is_measured_through_pytorch_everywhere_never_in_a_cell() {
+    fn torch_compile_is_measured_through_pytorch_everywhere_never_on_libtorch() {
         for workload in [WorkloadId::Resnet8, WorkloadId::GptMini] {
             let why = reason(Trick::TorchCompile, workload, &Hardware::with_gpus(8));
             assert!(why.starts_with("measured through PyTorch: torch.compile cannot be reached"), "{why}");
-            assert!(why.contains("trickbench parity --compile"), "{why}");
+            assert!(why.contains("--engine") && why.contains("trickbench parity --compile"), "{why}");
+            let cpu = Hardware::probe(crate::device::DeviceSpec::Cpu);
+            let on_pytorch = Trick::TorchCompile.applicability_on(Engine::Pytorch, workload, &cpu);
+            assert_eq!(on_pytorch, Applicability::Applies);
         }
         assert!(!Trick::TorchCompile.runs_in_cells());
         assert!(Trick::ALL.into_iter().filter(|&t| t != Trick::TorchCompile).all(Trick::runs_in_cells));
+    }
+
+    #[test]
+    fn on_the_pytorch_engine_a_trick_it_does_not_apply_says_so_and_device_needs_still_hold() {
+        let cpu = Hardware::probe(crate::device::DeviceSpec::Cpu);
+        let on = |t: Trick, w| t.applicability_on(Engine::Pytorch, w, &cpu);
+        let Applicability::NotApplicable(why) = on(Trick::PinMemory, WorkloadId::Resnet8) else {
+            panic!("pin-memory must not apply on the PyTorch engine yet");
+        };
+        assert!(why.starts_with("on the PyTorch engine: ") && why.contains("DataLoader"), "{why}");
+        assert!(
+            matches!(on(Trick::Amp, WorkloadId::Resnet8), Applicability::NotApplicable(w) if w.contains("CUDA"))
+        );
+        assert!(matches!(on(Trick::ChannelsLast, WorkloadId::GptMini), Applicability::NotApplicable(_)));
+        assert_eq!(on(Trick::ChannelsLast, WorkloadId::Resnet8), Applicability::Applies);
+        assert_eq!(on(Trick::DebugOff, WorkloadId::GptMini), Applicability::Applies);
     }
 
     #[test]

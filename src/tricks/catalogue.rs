@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{Applicability, Pairing, Trick};
+use super::{Applicability, InPytorch, Pairing, Trick};
 use crate::device::{DeviceSpec, Hardware};
 use crate::workloads::{Family, WorkloadId};
 
@@ -33,6 +33,12 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
         match trick.pairing() {
             Pairing::Paired => writeln!(out, "    design: paired with its reference in each process")?,
             Pairing::Processes(why) => writeln!(out, "    design: processes of its own, not paired: {why}")?,
+        }
+        match trick.info().pytorch {
+            InPytorch::Applies(how) => writeln!(out, "    in PyTorch (--engine pytorch): {how}")?,
+            InPytorch::NotApplied(why) => {
+                writeln!(out, "    in PyTorch (--engine pytorch): not applied: {why}")?
+            }
         }
         // One line per family: the first member's reason stands for the family.
         for family in [Family::CifarResnet, Family::CharGpt] {
@@ -97,5 +103,15 @@ mod tests {
         assert!(entry("checkpointing").contains("design: paired with its reference in each process"));
         assert!(entry("one-cycle")
             .contains("design: processes of its own, not paired: judged by time to accuracy"));
+    }
+
+    #[test]
+    fn every_trick_says_how_the_pytorch_engine_applies_it_or_why_not() {
+        let cpu = catalogue(&Hardware::with_gpus(0));
+        assert_eq!(cpu.matches("\n    in PyTorch (--engine pytorch): ").count(), Trick::ALL.len(), "{cpu}");
+        assert!(cpu.contains("in PyTorch (--engine pytorch): torch.backends.cudnn.benchmark = True"));
+        assert!(
+            cpu.contains("in PyTorch (--engine pytorch): not applied: the PyTorch engine trains on batches")
+        );
     }
 }

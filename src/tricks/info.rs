@@ -29,6 +29,12 @@ pub struct TrickInfo {
     /// What measuring the trick needs of the workload and the hardware, checked in order: the
     /// first unmet need is the reason it cannot be measured.
     pub needs: &'static [Need],
+    /// How the PyTorch engine applies the trick, in the PyTorch calls a user makes, or why it
+    /// does not.
+    pub pytorch: InPytorch,
+    /// Why the trick's effect differs between libtorch and eager PyTorch, where the cause is
+    /// known (`None`: none known); a report shows it where the two engines disagree.
+    pub engine_gap: Option<&'static str>,
     /// The trick's colour in every plot, as sRGB red, green and blue.
     pub colour: [u8; 3],
     /// What the guides claim for the trick, in one sentence naming its source.
@@ -95,6 +101,16 @@ impl Reference {
             Reference::Own(label) | Reference::Beside(label) => Some(label),
         }
     }
+}
+
+/// How the PyTorch engine (`scripts/engine/pytorch_engine.py`) applies a trick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InPytorch {
+    /// As PyTorch's documentation tells a user to; the text names the calls.
+    Applies(&'static str),
+    /// Not by the PyTorch engine; the text says why (its cells on that engine are not
+    /// applicable with this reason).
+    NotApplied(&'static str),
 }
 
 /// How a trick's throughput is measured against its reference.

@@ -21,7 +21,7 @@ use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 
 pub use applicability::{Applicability, Need};
-pub use info::{MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo, Wording};
+pub use info::{InPytorch, MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 pub use set::TrickSet;
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Applicability, Reference, Trick};
 use crate::device::Hardware;
+use crate::engine::Engine;
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::WorkloadId;
 
@@ -79,10 +80,21 @@ impl TrickSet {
         })
     }
 
-    /// The first reason, if any, why this set cannot run for `workload` on `hardware`.
+    /// The first reason, if any, why this set cannot run for `workload` on `hardware` (on
+    /// libtorch).
     pub fn not_applicable_reason(&self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
+        self.not_applicable_reason_on(Engine::Libtorch, workload, hardware)
+    }
+
+    /// The first reason, if any, why this set cannot run for `workload` on `hardware` on `engine`.
+    pub fn not_applicable_reason_on(
+        &self,
+        engine: Engine,
+        workload: WorkloadId,
+        hardware: &Hardware,
+    ) -> Option<String> {
         self.iter()
-            .find_map(|t| match t.applicability(workload, hardware) {
+            .find_map(|t| match t.applicability_on(engine, workload, hardware) {
                 Applicability::Applies => None,
                 Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
             })

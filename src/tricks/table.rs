@@ -3,7 +3,7 @@
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo};
+use super::info::{InPytorch, MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo};
 use super::{Need, Trick};
 
 /// The baseline of both mixed-precision tricks.
@@ -36,6 +36,24 @@ const SDPA_REFERENCE: Reference =
 const TRAINED_TO_TARGET: Pairing =
     Pairing::Processes("judged by time to accuracy: each seed trains to the target in a process of its own");
 
+/// Why the PyTorch engine does not apply a loader trick.
+const LOADER_NOT_YET: &str = "the PyTorch engine trains on batches trickbench hands it, with no \
+                              torch.utils.data.DataLoader of its own yet";
+
+/// Why the PyTorch engine does not apply a trick judged by time to accuracy.
+const TRAINED_ON_LIBTORCH: &str = "judged by time to accuracy, which is trained on libtorch only: the \
+                                   PyTorch engine measures throughput";
+
+/// Why the PyTorch engine does not apply a trick judged by memory.
+const MEMORY_ON_LIBTORCH: &str = "judged by peak memory, which is measured on libtorch only so far";
+
+/// Why anomaly detection costs libtorch far more than it costs eager PyTorch.
+const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C++ backtrace with every \
+                                operation autograd records (torch::autograd::AnomalyMetadata::store_stack \
+                                calls c10::get_backtrace); Python's anomaly mode installs its own metadata, \
+                                which stores the Python stack instead, so turning it off saves a PyTorch \
+                                script far less";
+
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
@@ -49,6 +67,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("fp16 autocast pays off on tensor cores; CPUs have no fast fp16 kernels")],
+            pytorch: InPytorch::Applies("torch.autocast(\"cuda\", dtype=torch.float16) around the forward and the loss, with torch.amp.GradScaler scaling the loss"),
+            engine_gap: None,
             colour: [31, 119, 180],
             claim: "Guide #4 and NVIDIA's tuning guide: autocast to fp16 with a gradient scaler runs matrix \
                     multiplies and convolutions on tensor cores, giving up to about 3× overall speed-up on \
@@ -64,6 +84,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")],
+            pytorch: InPytorch::Applies("torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward and the loss"),
+            engine_gap: None,
             colour: [23, 190, 207],
             claim: "Modern addition to guide #4: bf16 has fp32's exponent range, so autocast needs no loss \
                     scaling, and on Ampere and newer it runs on tensor cores as fast as fp16.",
@@ -81,6 +103,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 Need::Cnn("{workload} has no convolutions, whose algorithms are what cuDNN autotunes"),
                 Need::Cuda("cuDNN is NVIDIA's GPU library"),
             ],
+            pytorch: InPytorch::Applies("torch.backends.cudnn.benchmark = True"),
+            engine_gap: None,
             colour: [255, 127, 14],
             claim: "Guide #6 and NVIDIA's tuning guide: with torch.backends.cudnn.benchmark = True cuDNN \
                     times several convolution algorithms and keeps the fastest, which speeds up CNNs whose \
@@ -96,6 +120,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::Applies("the loss and the count of correct predictions summed on the device and read with .item() once per log interval"),
+            engine_gap: None,
             colour: [44, 160, 44],
             claim: "Guide #7 and NVIDIA's tuning guide: host reads such as .item(), .cpu() or printing a \
                     tensor every step force a CPU-GPU synchronisation that stalls the pipeline; keep metrics \
@@ -113,6 +139,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(
                 "{workload} has no BatchNorm (it uses LayerNorm, and its linear layers have no biases)",
             )],
+            pytorch: InPytorch::Applies("nn.Conv2d(..., bias=False) before every BatchNorm2d"),
+            engine_gap: None,
             colour: [148, 103, 189],
             claim: "Guide #15 and NVIDIA's tuning guide: a convolution bias directly before BatchNorm is \
                     cancelled by the normalisation, so dropping it saves parameters and work for free.",
@@ -127,6 +155,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::Applies("optimizer.zero_grad(set_to_none=True)"),
+            engine_gap: None,
             colour: [140, 86, 75],
             claim: "Guide #11 and NVIDIA's tuning guide: setting gradients to None instead of zero-filling \
                     them skips one memset per parameter and lets backward write instead of accumulate.",
@@ -141,6 +171,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::Applies("evaluation under torch.no_grad()"),
+            engine_gap: None,
             colour: [227, 119, 194],
             claim: "Guide #16: evaluating under torch.no_grad() records no autograd graph, so evaluation is \
                     faster and needs less memory.",
@@ -157,6 +189,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(
                 "{workload} has no convolutions: channels_last is a layout of 4-d image activations",
             )],
+            pytorch: InPytorch::Applies("model.to(memory_format=torch.channels_last), and inputs .contiguous(memory_format=torch.channels_last)"),
+            engine_gap: None,
             colour: [188, 189, 34],
             claim:
                 "Modern addition (NVIDIA's tuning guide, PyTorch channels_last tutorial): the NHWC memory \
@@ -187,6 +221,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  loading the machine that side runs on",
             ),
             needs: &[],
+            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            engine_gap: None,
             colour: [57, 59, 121],
             claim: "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
                     batches in worker processes while the GPU trains, so the training loop no longer waits \
@@ -202,6 +238,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("pinned memory speeds host-to-GPU copies; there is no GPU")],
+            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            engine_gap: None,
             colour: [99, 121, 57],
             claim: "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
                     memory, which makes host-to-GPU copies faster and lets them run asynchronously with \
@@ -225,6 +263,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            engine_gap: None,
             colour: [140, 109, 49],
             claim: "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
                     memory, instead of torch.tensor, which copies it.",
@@ -239,6 +279,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cnn("{workload} reads text windows, which are not augmented")],
+            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            engine_gap: None,
             colour: [132, 60, 57],
             claim:
                 "Reader tip: augmenting whole batches on the GPU instead of image by image in CPU workers \
@@ -257,6 +299,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload} reads one text file, held in memory as tokens: there are no image files to \
                  decode",
             )],
+            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            engine_gap: None,
             colour: [123, 65, 115],
             claim: "Reader tip: decoding thousands of small JPEG/PNG files every epoch costs more CPU time \
                     than the training step; pack the decoded dataset once into one binary file.",
@@ -272,6 +316,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::Applies("the torch.optim optimizer built with fused=True, against PyTorch's default implementation (foreach on CUDA)"),
+            engine_gap: None,
             colour: [174, 199, 232],
             claim: "Guide #5 and NVIDIA's tuning guide: fused optimizers apply the update to all parameters \
                     in a few multi-tensor kernel launches instead of several launches per parameter, which \
@@ -293,6 +339,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Beside("strict-fp32"),
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs")],
+            pytorch: InPytorch::Applies("torch.backends.cuda.matmul.allow_tf32 = True (cuDNN's convolutions already may use TF32 by default)"),
+            engine_gap: None,
             colour: [255, 187, 120],
             claim: "Modern addition (NVIDIA's tuning guide, PyTorch's TF32 notes): on Ampere and newer GPUs \
                     TF32 runs fp32 matrix multiplies and convolutions on tensor cores with a 10-bit \
@@ -317,6 +365,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::NotApplied("the PyTorch engine does not script the pointwise chains with torch.jit.script yet"),
+            engine_gap: None,
             colour: [152, 223, 138],
             claim: "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
                     TorchScript lets its fuser run them as one kernel, cutting kernel launches and memory \
@@ -332,6 +382,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Own("debug-apis-on"),
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::Applies("torch.autograd.set_detect_anomaly(False), against True in its reference"),
+            engine_gap: Some(ANOMALY_MODE_GAP),
             colour: [196, 156, 148],
             claim: "Guide #13: anomaly detection (torch.autograd.set_detect_anomaly) and the autograd \
                     profiler record extra information for every operation and slow training down; switch \
@@ -354,6 +406,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 Need::Cuda("a CUDA graph records GPU kernel launches; a CPU step has none"),
                 Need::CudaGraphsCompiled,
             ],
+            pytorch: InPytorch::NotApplied("the PyTorch engine does not capture the step with torch.cuda.CUDAGraph yet"),
+            engine_gap: None,
             colour: [247, 182, 210],
             claim: "Modern addition (PyTorch's CUDA Graphs blog post and NVIDIA's tuning guide): capturing \
                     the whole training step once and replaying it replaces thousands of kernel launches with \
@@ -372,11 +426,13 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  (GPU) kernels; the optimizer step stays eager",
             ),
             reference: Reference::Baseline,
-            pairing: Pairing::Processes("it is measured through PyTorch, by trickbench parity"),
+            pairing: Pairing::Paired,
             needs: &[Need::ThroughPytorch(
-                "torch.compile cannot be reached from libtorch's C++ API; `trickbench parity --compile` \
-                 measures it beside eager PyTorch",
+                "torch.compile cannot be reached from libtorch's C++ API; the PyTorch engine (`run --engine \
+                 pytorch` or `both`) measures it, and `trickbench parity --compile` beside eager PyTorch",
             )],
+            pytorch: InPytorch::Applies("model = torch.compile(model); the loss, zero_grad and the optimizer step stay eager"),
+            engine_gap: None,
             colour: [121, 33, 143],
             claim: "Modern addition (the PyTorch 2 paper, Ansel et al., ASPLOS 2024; nanoGPT's README): \
                     compiling the model with TorchDynamo and inductor fuses its operations into generated \
@@ -407,6 +463,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [107, 110, 207],
             claim: "Guide #1 (Smith & Topin, Super-Convergence): the 1cycle policy (warm up to a large \
                     learning rate, anneal far below the start, momentum cycled inversely) reaches a given \
@@ -429,6 +487,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe keeps nanoGPT's fixed batch of windows; the batch-size study is the \
                  CIFAR ResNet's (--design batch-sweep)",
             )],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [181, 207, 107],
             claim: "Guide #3: use the largest batch that fits in GPU memory, with the learning rate scaled \
                     up accordingly (Goyal et al.: linearly, after a warm-up), to use the hardware fully and \
@@ -447,6 +507,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side to \
                  compare",
             )],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [231, 186, 82],
             claim: "Guide #5 (Loshchilov & Hutter): AdamW decouples weight decay from the adaptive update, \
                     which regularises as intended and generalises better than Adam with L2, reaching better \
@@ -462,6 +524,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [214, 97, 107],
             claim: "Guide #5 (You, Gitman & Ginsburg): LARS's layer-wise trust ratio keeps large-batch \
                     training stable where plain SGD with a linearly scaled learning rate diverges or loses \
@@ -477,6 +541,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [206, 109, 189],
             claim: "Guide #5 (You et al.): LAMB applies layer-wise trust ratios to Adam's updates, which \
                     made BERT pre-training at batch 32k–64k possible (76 minutes) without losing accuracy.",
@@ -503,6 +569,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [93, 58, 155],
             claim: "Modern addition (Jordan 2024, \"Muon: An optimizer for hidden layers in neural \
                     networks\"): orthogonalising each hidden weight matrix's momentum update by a \
@@ -520,6 +588,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            engine_gap: None,
             colour: [49, 130, 189],
             claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
                     recomputes the rest in backward, trading about one extra forward pass (~20–30% time) for \
@@ -535,6 +605,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
+            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            engine_gap: None,
             colour: [230, 85, 13],
             claim:
                 "Guide #9: accumulating gradients over several micro-batches gives the effective batch of a \
@@ -558,6 +630,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  process",
             ),
             needs: &[Need::Cuda("expandable segments are a mode of the CUDA caching allocator")],
+            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            engine_gap: None,
             colour: [96, 186, 160],
             claim: "Modern addition (PyTorch's CUDA memory-management notes, torch.cuda docs): with \
                     expandable_segments:True the caching allocator maps physical pages into one growing \
@@ -581,6 +655,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [49, 163, 84],
             claim: "Guide #14: clipping gradients to a maximum global norm stabilises training and permits \
                     higher learning rates, which can shorten training (long used for RNNs and transformers).",
@@ -595,6 +671,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Own("raw-inputs"),
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [117, 107, 177],
             claim: "Guide #17: standardising the inputs (zero mean, unit variance per channel) conditions \
                     the optimisation better, so training converges faster.",
@@ -614,6 +692,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(
                 "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's",
             )],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [99, 99, 99],
             claim: "Guide #17 (Ioffe & Szegedy): BatchNorm allows much higher learning rates and less care \
                     with initialisation; it reached Inception's accuracy in 14 times fewer steps.",
@@ -635,6 +715,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe is nanoGPT's, which trains on plain cross-entropy; label smoothing is \
                  measured where airbench uses it, on the CIFAR ResNets",
             )],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [72, 201, 176],
             claim: "Modern addition (Szegedy et al. 2016, Rethinking the Inception Architecture; airbench, \
                     Jordan 2024, arXiv:2404.00498): cross-entropy against targets smoothed by ε keeps the \
@@ -659,6 +741,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe is nanoGPT's, evaluated on its raw weights; weight averaging is \
                  measured where airbench uses it, on the CIFAR ResNets",
             )],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [173, 73, 24],
             claim: "Modern addition (Polyak & Juditsky 1992 averaging, as an exponential average; airbench, \
                     Jordan 2024, arXiv:2404.00498): an average of the recent weights removes part of SGD's \
@@ -679,6 +763,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads text, which has no mirror image to evaluate")],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [93, 46, 140],
             claim: "Modern addition (test-time augmentation, as in Krizhevsky et al. 2012; airbench, Jordan \
                     2024, arXiv:2404.00498): a network trained on randomly flipped images predicts each \
@@ -701,6 +787,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} has no BatchNorm: LayerNorm keeps no running statistics")],
+            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            engine_gap: None,
             colour: [204, 171, 0],
             claim: "Modern addition (airbench, Jordan 2024, arXiv:2404.00498): airbench94's BatchNorm layers \
                     keep running statistics over only the last few batches (PyTorch momentum 0.4), so that \
@@ -721,6 +809,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Transformer("{workload} has no attention")],
+            pytorch: InPytorch::Applies("F.scaled_dot_product_attention(q, k, v, is_causal=True), PyTorch choosing the backend"),
+            engine_gap: None,
             colour: [158, 1, 66],
             claim: "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
                     one kernel, without writing the T×T attention matrix to GPU memory, gives 2–4× faster \
@@ -748,6 +838,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      bf16 inputs, so in fp32 scaled_dot_product_attention finds no kernel and fails",
                 ),
             ],
+            pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)"),
+            engine_gap: None,
             colour: [92, 14, 140],
             claim: "Modern addition (Dao 2023, FlashAttention-2; Shah et al. 2024, FlashAttention-3 for \
                     Hopper): better work partitioning across thread blocks and warps doubles FlashAttention's \
@@ -773,6 +865,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      scaled_dot_product_attention finds no kernel and fails",
                 ),
             ],
+            pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)"),
+            engine_gap: None,
             colour: [0, 153, 136],
             claim: "Modern addition (NVIDIA cuDNN 9 fused flash attention, exposed by PyTorch 2.5's SDPA): \
                     NVIDIA reports it up to 75% faster than FlashAttention-2 in bf16 on H100, the default \
@@ -794,6 +888,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                      has only the math and flash backends",
                 ),
             ],
+            pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)"),
+            engine_gap: None,
             colour: [204, 187, 68],
             claim: "Modern addition (Rabe & Staats 2021, Self-attention Does Not Need O(n²) Memory; xFormers' \
                     CUTLASS kernel): attention by chunks with a running softmax needs memory linear in the \
@@ -812,6 +908,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: SDPA_REFERENCE,
             pairing: Pairing::Paired,
             needs: &[Need::Transformer("{workload} has no attention")],
+            pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.MATH)"),
+            engine_gap: None,
             colour: [238, 102, 119],
             claim: "Modern addition (PyTorch's scaled_dot_product_attention docs): the math backend is the \
                     reference implementation every fused backend must match, kept for inputs no fused kernel \
@@ -842,6 +940,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                           GPUs",
                 },
             ],
+            pytorch: InPytorch::NotApplied("the PyTorch engine does not route the matmuls through torch._scaled_mm yet"),
+            engine_gap: None,
             colour: [121, 28, 248],
             claim: "Modern addition (Micikevicius et al. 2022, FP8 Formats for Deep Learning; NVIDIA \
                     Transformer Engine; the modded-nanogpt speedrun's FP8 matmuls): e4m3 for weights and \
@@ -871,6 +971,8 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 Need::DataParallelCompiled,
                 Need::NcclCompiled,
             ],
+            pytorch: InPytorch::NotApplied("the PyTorch engine runs in one process; DistributedDataParallel is measured on libtorch only"),
+            engine_gap: None,
             colour: [0, 104, 55],
             claim: "Guide #10: DistributedDataParallel (one process per GPU, gradients all-reduced in \
                     buckets while backward runs) scales better than DataParallel, whose single process \

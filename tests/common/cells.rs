@@ -1,6 +1,7 @@
 //! Cells: their keys, what a process of one measures, what a cell's results hold, and finding a
 //! cell or its comparison in results.
 
+use trickbench::engine::Engine;
 use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{
     CellId, CellKey, CellKind, CellResult, Comparison, MeasurementDesign, Memory, Phase, ProcessMeasurement,
@@ -20,6 +21,7 @@ pub fn train_key(workload: WorkloadId, tricks: &[Trick]) -> CellKey {
         kind: CellKind::Throughput { phase: Phase::Train },
         reference_for: None,
         aa_control: false,
+        engine: Engine::Libtorch,
     }
 }
 

@@ -23,3 +23,10 @@ pub fn kept_output_dir(name: &str) -> PathBuf {
 pub fn checkout(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
+
+/// The Python with PyTorch that `make setup` links into the checkout.
+pub fn python() -> PathBuf {
+    let python = checkout(".venv/bin/python");
+    assert!(python.is_file(), "{} is missing: run `make setup` first", python.display());
+    python
+}

@@ -4,6 +4,7 @@
 use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
+use trickbench::engine::Engine;
 use trickbench::measure::power::GpuInfo;
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
@@ -236,6 +237,36 @@ pub fn cpu_run() -> Results {
         CellStatus::Timeout { limit_s: 600.0, stderr_tail: "epoch 3/5".to_owned() },
         None,
     );
+    r
+}
+
+/// A CPU run of hand-written numbers on both engines: the baseline, `debug-off` (5.8× on
+/// libtorch, 1.5× in PyTorch: intervals apart), `channels-last` (1.03× ± 0.02 on libtorch, a help,
+/// and 1.01× ± 0.02 in PyTorch, no effect: intervals overlapping) and `zero-copy`, measured on
+/// libtorch only (not applicable on the PyTorch engine).
+pub fn two_engine_run() -> Results {
+    let mut r = results(DeviceSpec::Cpu, "fixture-cpu-host", false);
+    for (engine, base_rate, debug, channels) in
+        [(Engine::Libtorch, 750.0, 5.8, 1.03), (Engine::Pytorch, 700.0, 1.5, 1.01)]
+    {
+        let on = |key: CellKey| CellKey { engine, ..key };
+        let base = add(&mut r, on(key(&[], 128, 0, TRAIN)), CellStatus::Ok, Some(base_rate), Some(900));
+        let debugging_on = on(key(&[], 128, 0, TRAIN).with_reference_for(DebugOff));
+        let reference = add(&mut r, debugging_on, CellStatus::Ok, Some(base_rate / debug), Some(900));
+        let debug_off =
+            add(&mut r, on(key(&[DebugOff], 128, 0, TRAIN)), CellStatus::Ok, Some(base_rate), Some(900));
+        compare(&mut r, &debug_off, &reference, debug, 0.1, Some(1.0));
+        let rate = Some(base_rate * channels);
+        let channels_last =
+            add(&mut r, on(key(&[ChannelsLast], 128, 0, TRAIN)), CellStatus::Ok, rate, Some(900));
+        compare(&mut r, &channels_last, &base, channels, 0.02, Some(1.0));
+    }
+    let zero_copy = add(&mut r, key(&[ZeroCopy], 128, 0, TRAIN), CellStatus::Ok, Some(760.0), Some(900));
+    let base = key(&[], 128, 0, TRAIN).id();
+    compare(&mut r, &zero_copy, &base, 1.01, 0.03, Some(1.0));
+    let reason = "zero-copy: on the PyTorch engine: no DataLoader of its own yet (test fixture)".to_owned();
+    let not_applied = CellKey { engine: Engine::Pytorch, ..key(&[ZeroCopy], 128, 0, TRAIN) };
+    add(&mut r, not_applied, CellStatus::NotApplicable { reason }, None, None);
     r
 }
 

@@ -130,5 +130,6 @@ pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
         interrupt: Interrupt::new(),
         trace: None,
         speedrun: Vec::new(),
+        python: None,
     }
 }

@@ -54,6 +54,10 @@ pub struct CellJob {
     /// (the paired design; `None`: the process measures this cell alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired_with: Option<CellKey>,
+    /// The Python with torch that runs a cell of the PyTorch engine (`run --python`; `None`:
+    /// [`crate::engine::default_python`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
 }
 
 impl CellJob {

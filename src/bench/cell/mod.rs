@@ -13,6 +13,8 @@ mod measure;
 mod paired;
 mod parallel;
 mod phases;
+mod pytorch;
+mod pytorch_case;
 mod trace;
 mod tta;
 
@@ -25,6 +27,7 @@ pub use trace::TRACED_STEPS;
 
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::measure::memory;
 use crate::results::schema::{CellKey, ProcessMeasurement};
@@ -40,6 +43,10 @@ use parallel::parallel_plan;
 /// reference cell (DataParallel) drives every CUDA device of the machine from this process.
 pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
     let started = Instant::now();
+    if job.key.engine == Engine::Pytorch {
+        let measurement = pytorch::run(job, job.reference_side().as_ref())?;
+        return Ok(timed_since(measurement, started));
+    }
     memory::count_cpu_tensors()?;
     let profile = job.settings();
     let device = match (dist, job.device) {
@@ -56,7 +63,7 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     tch::manual_seed(job.key.seed as i64);
     let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
     let reference = job.reference_side();
-    let mut measurement = match &data {
+    let measurement = match &data {
         CellData::Images { .. } => {
             let build = |key: &CellKey, recipe: &Recipe| {
                 Trainer::new(resnet_for(key, recipe, device.tch())?, &key.tricks, device, recipe)
@@ -80,7 +87,13 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
             }
         }
     };
+    Ok(timed_since(measurement, started))
+}
+
+/// `measurement` with the process's wall seconds since `started`, and the seconds outside its
+/// timed windows.
+fn timed_since(mut measurement: ProcessMeasurement, started: Instant) -> ProcessMeasurement {
     measurement.wall_s = started.elapsed().as_secs_f64();
     measurement.setup_s = measurement.timed_s.map(|timed| (measurement.wall_s - timed).max(0.0));
-    Ok(measurement)
+    measurement
 }

@@ -161,17 +161,40 @@ fn measure_alone<W: Workload>(
     within_budget(&whole, process.job.memory_budget_bytes)
 }
 
-/// Times pairs of windows, the reference first in even pairs and the cell first in odd ones, until
-/// the profile's `windows_per_process` pairs are timed, then while the interval of the pairs'
-/// median ratio is wider than a process needs ([`super::measure::process_half_width`]), up to
-/// `max_windows_per_process`. The cell's windows are also its process's windows, its samples and
-/// host reads of metrics counted; returns every window in the order it ran.
+/// Times the pairs with this engine's sides ([`alternate`]). The cell's windows are also its
+/// process's windows, its samples and host reads of metrics counted.
 fn time_pairs<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
     trick: &mut PairSide<W>,
     reference: &mut PairSide<W>,
     measurement: &mut ProcessMeasurement,
+) -> Result<Vec<PairedWindow>, Error> {
+    alternate(profile, |side| {
+        Ok(match side {
+            Side::Reference => timed(reference.window(profile.steps_per_window, device)?, measurement),
+            Side::Trick => {
+                let reads = trick.trainer.metrics_mut().host_reads();
+                let (samples, seconds) = trick.window(profile.steps_per_window, device)?;
+                measurement.host_metric_reads += trick.trainer.metrics_mut().host_reads() - reads;
+                measurement.timed_samples += samples;
+                let rate = timed((samples, seconds), measurement);
+                measurement.window_samples_per_s.push(rate);
+                rate
+            }
+        })
+    })
+}
+
+/// Times pairs of windows with `window` (which times one window of a side and returns its
+/// samples per second), the reference first in even pairs and the cell first in odd ones, so that
+/// a steady drift within the process cancels: the profile's `windows_per_process` pairs, then more
+/// while the interval of the pairs' median ratio is wider than a process needs
+/// ([`super::measure::process_half_width`]), up to `max_windows_per_process`. Returns every
+/// window in the order it ran. Both engines pair through it.
+pub(super) fn alternate(
+    profile: &Profile,
+    mut window: impl FnMut(Side) -> Result<f64, Error>,
 ) -> Result<Vec<PairedWindow>, Error> {
     let mut windows = Vec::new();
     let mut ratios: Vec<f64> = Vec::new();
@@ -184,18 +207,7 @@ fn time_pairs<W: Workload>(
         };
         let mut rates = [0.0; 2];
         for side in order {
-            let rate = match side {
-                Side::Reference => timed(reference.window(profile.steps_per_window, device)?, measurement),
-                Side::Trick => {
-                    let reads = trick.trainer.metrics_mut().host_reads();
-                    let (samples, seconds) = trick.window(profile.steps_per_window, device)?;
-                    measurement.host_metric_reads += trick.trainer.metrics_mut().host_reads() - reads;
-                    measurement.timed_samples += samples;
-                    let rate = timed((samples, seconds), measurement);
-                    measurement.window_samples_per_s.push(rate);
-                    rate
-                }
-            };
+            let rate = window(side)?;
             rates[side as usize] = rate;
             windows.push(PairedWindow { pair, side, samples_per_s: rate });
         }

@@ -1,0 +1,677 @@
+#!/usr/bin/env python3
+"""Checks the PyTorch engine (pytorch_engine.py) on the CPU: `python scripts/engine/check_engine.py`.
+
+It writes tiny cases into a temporary directory (a ResNet with one block per stage on 8×8
+images, a one-layer GPT of width 16), starts the engine on each as trickbench does and drives its
+protocol, checking:
+
+- the ready line, and the fields and values of every reply (build, warm_up, window, memory,
+  reset_peaks, loss, inspect, profile, quit; EOF ends the engine too);
+- that each trick is applied: the layouts under channels-last, the optimizer under
+  fused-optimizer, gradients left None under zero-grad-none, anomaly detection in debug-off's
+  reference windows only, SDPA in the profile of flash-attention and sdpa-math (the math kernel
+  for the latter), host reads under avoid-sync, no autograd graph under no-grad-eval, a
+  compiled model and its compile_s under torch-compile;
+- which tricks are not applicable on a CPU or for a model, with their reasons;
+- float64 agreement: tricks that leave the arithmetic alone train the same losses as their
+  reference to 1e-9 relative (1e-8 where parity's float32 softmax is rounded differently), and a
+  side with perturbed weights shows that the check can tell a real difference. torch-compile is
+  among them where inductor can build here; where it cannot, the check prints a note instead;
+- error paths: a missing case file, a wrong format and a missing weights file make the engine
+  exit with status 2 naming the file (and field); more malformed fields are checked through the
+  engine's own read_case; requests that cannot be served get an error reply.
+
+It takes about a minute on a 2-core VM, most of it PyTorch's start in each engine process and
+inductor's first compile. Exit status 0 when every check passes, 1 with the failed check's
+message otherwise.
+"""
+
+import ctypes
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ENGINE = HERE / "pytorch_engine.py"
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
+sys.path.insert(0, str(HERE.parent / "parity"))
+sys.path.insert(0, str(HERE))
+import parity  # noqa: E402  (found through the paths above)
+import pytorch_engine  # noqa: E402
+
+SAFETENSORS_NAMES = {dtype: name for name, dtype in parity.SAFETENSORS_DTYPES.items()}
+RESNET = {"kind": "cifar-resnet", "blocks_per_stage": 1, "conv_bias": True}
+GPT = {"kind": "gpt", "vocab_size": 16, "context": 8, "layers": 1, "heads": 2, "width": 16, "dropout": 0.0}
+BATCH = 4
+STEPS = 4
+REQUEST_TIMEOUT_S = 240
+# Agreement in float64 of sides whose arithmetic is the same but for rounding.
+SAME_ARITHMETIC = 1e-9
+# parity.py's written-out attention takes its softmax in float32 (as autocast would), also in a
+# float64 run, so where one side rounds that softmax differently (SDPA computes it in float64,
+# inductor fuses it) the losses agree to about 4e-10 (float32's rounding of the attention
+# weights, damped by the float64 around it), not to float64's.
+FLOAT32_SOFTMAX = 1e-8
+
+
+class CheckFailed(Exception):
+    """A check did not hold."""
+
+
+def check(condition, message):
+    """Fails with `message` unless `condition`."""
+    if not condition:
+        raise CheckFailed(message)
+
+
+# ---- Writing cases ----
+
+
+def write_safetensors(path, tensors):
+    """Writes `tensors` as safetensors: an 8-byte little-endian header length, a JSON header of
+    {name: {dtype, shape, data_offsets}}, then the raw little-endian data."""
+    assert sys.byteorder == "little", "the raw data below is the host's byte order"
+    header, chunks, offset = {}, [], 0
+    for name, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous()
+        data = ctypes.string_at(tensor.data_ptr(), tensor.nbytes)
+        header[name] = {
+            "dtype": SAFETENSORS_NAMES[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        chunks.append(data)
+        offset += len(data)
+    encoded = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little") + encoded + b"".join(chunks))
+
+
+def write_weights(path, model_spec, seed, perturb=0.0):
+    """The initial weights of parity's model for `model_spec` (seeded), without BatchNorm's
+    num_batches_tracked, which trickbench does not export; `perturb` adds that much standard
+    normal noise to every floating-point weight."""
+    torch.manual_seed(seed)
+    state = parity.build_model(model_spec).state_dict()
+    noise = torch.Generator().manual_seed(seed + 1)
+    write_safetensors(
+        path,
+        {
+            k: v + perturb * torch.randn(v.shape, generator=noise) if v.is_floating_point() else v
+            for k, v in state.items()
+            if "num_batches" not in k
+        },
+    )
+
+
+def write_batches(path, model_spec):
+    """STEPS batches of BATCH rows for `model_spec`: 8×8 images and labels, or token windows."""
+    generator = torch.Generator().manual_seed(7)
+    tensors = {}
+    for k in range(STEPS):
+        if model_spec["kind"] == "gpt":
+            shape = (BATCH, model_spec["context"])
+            tensors[f"inputs.{k}"] = torch.randint(model_spec["vocab_size"], shape, generator=generator)
+            tensors[f"targets.{k}"] = torch.randint(model_spec["vocab_size"], shape, generator=generator)
+        else:
+            tensors[f"inputs.{k}"] = torch.randn(BATCH, 3, 8, 8, generator=generator)
+            tensors[f"targets.{k}"] = torch.randint(10, (BATCH,), generator=generator)
+    write_safetensors(path, tensors)
+
+
+def write_case(directory, model_spec, sides, kind="train", dtype=None, log_interval=3):
+    """A case directory: batches, one weights file per distinct model, engine-case.json with
+    `sides` ({name: tricks list, or a dict of side fields to override}). Returns the directory."""
+    os.makedirs(directory)
+    write_batches(os.path.join(directory, "batches.safetensors"), model_spec)
+    write_weights(os.path.join(directory, "weights.safetensors"), model_spec, seed=1)
+    case_sides = {}
+    for name, side in sides.items():
+        side = {"tricks": side} if isinstance(side, list) else dict(side)
+        model = {**model_spec, **side.pop("model", {})}
+        if model != model_spec or "perturb" in side:
+            weights = f"{name}.safetensors"
+            write_weights(os.path.join(directory, weights), model, seed=1, perturb=side.pop("perturb", 0.0))
+        else:
+            weights = "weights.safetensors"
+        case_sides[name] = {"model": model, "weights": weights, "tricks": [], "reference_for": None, **side}
+    case = {
+        "format": 1,
+        "device": "cpu",
+        "seed": 0,
+        "threads": 1,
+        "kind": kind,
+        "batches": "batches.safetensors",
+        "steps": STEPS,
+        "learning_rate": 0.05,
+        "optimizer": {"kind": "sgd", "momentum": 0.9, "weight_decay": 0.0005},
+        "clip_max_norm": None,
+        "log_interval": log_interval,
+        "sides": case_sides,
+    }
+    if dtype is not None:
+        case["dtype"] = dtype
+    with open(os.path.join(directory, "engine-case.json"), "w") as f:
+        json.dump(case, f, indent=1)
+    return directory
+
+
+# ---- Driving the engine ----
+
+
+class Engine:
+    """One engine process on a case directory, its stderr in a file beside the case."""
+
+    def __init__(self, case_dir, env=None):
+        self.case_dir = case_dir
+        self.stderr_path = os.path.join(os.path.dirname(case_dir), os.path.basename(case_dir) + ".stderr")
+        self.stderr = open(self.stderr_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, str(ENGINE), "--case", case_dir],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.watchdog = threading.Timer(REQUEST_TIMEOUT_S, self.process.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def read(self):
+        """The next reply line, parsed."""
+        line = self.process.stdout.readline()
+        check(line, f"{self.case_dir}: the engine ended without a reply; its stderr:\n{self.stderr_text()}")
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise CheckFailed(f"{self.case_dir}: a reply line is not JSON: {line!r}") from None
+
+    def send(self, line):
+        """Sends one request line; returns the reply."""
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self.read()
+
+    def request(self, **request):
+        """Sends `request` as JSON; returns the reply."""
+        return self.send(json.dumps(request))
+
+    def ok(self, expected_keys=("ok",), **request):
+        """Sends `request`; the reply must have exactly `expected_keys` and no error."""
+        reply = self.request(**request)
+        check(set(reply) == set(expected_keys), f"{self.case_dir}: {request} replied {reply}")
+        return reply
+
+    def finish(self, quit=True):
+        """Ends the engine by quit (or by closing stdin); returns its exit status."""
+        if quit:
+            check(self.request(op="quit") == {"ok": True}, f"{self.case_dir}: quit did not reply ok")
+        self.process.stdin.close()
+        status = self.process.wait()
+        check(self.process.stdout.read() == "", f"{self.case_dir}: output after the last reply")
+        self.close()
+        return status
+
+    def close(self):
+        """Stops the watchdog and the process if still running."""
+        self.watchdog.cancel()
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+
+    def stderr_text(self):
+        """What the engine wrote to stderr so far."""
+        with open(self.stderr_path) as f:
+            return f.read()[-4000:]
+
+
+def relative(a, b):
+    """|a − b| relative to |b|."""
+    return abs(a - b) / abs(b)
+
+
+def built(engine, sides):
+    """Builds every side in `sides`; each must reply ok."""
+    for side in sides:
+        check(engine.request(op="build", side=side) == {"ok": True}, f"build {side} did not reply ok")
+
+
+def not_applicable(engine, side, contains):
+    """Side `side` must build as not applicable, its reason containing `contains`."""
+    reply = engine.request(op="build", side=side)
+    check(set(reply) == {"not_applicable"}, f"build {side}: expected not_applicable, got {reply}")
+    check(contains in reply["not_applicable"], f"build {side}: reason {reply['not_applicable']!r} lacks {contains!r}")
+    again = engine.request(op="window", side=side, steps=1)
+    check(again == reply, f"window on not-applicable {side}: expected the same reason, got {again}")
+
+
+def timed_window(engine, side, steps, host_reads=None):
+    """A window of `steps` steps of `side`; checks its reply and returns it."""
+    reply = engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=steps)
+    check(reply["samples"] == steps * BATCH, f"window {side}: samples {reply['samples']}, expected {steps * BATCH}")
+    check(isinstance(reply["seconds"], float) and 0 < reply["seconds"] < 60, f"window {side}: seconds {reply}")
+    if host_reads is not None:
+        check(
+            reply["host_reads"] == host_reads, f"window {side}: host_reads {reply['host_reads']}, expected {host_reads}"
+        )
+    return reply
+
+
+# ---- The checks ----
+
+
+def check_ready(engine):
+    """The ready line's fields."""
+    ready = engine.read()
+    expected = {"ready": True, "implementation": "pytorch", "version": torch.__version__, "threads": 1}
+    check({k: ready.get(k) for k in expected} == expected, f"ready line {ready}, expected {expected} and python")
+    check(ready.get("python") == sys.version.split()[0], f"ready line python {ready.get('python')}")
+    check(set(ready) == {*expected, "python"}, f"ready line has extra fields: {ready}")
+
+
+def check_bad_requests(engine):
+    """Requests that cannot be served get an error reply, and the engine keeps serving."""
+    cases = [
+        ("not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({"op": "fly"}), "unknown op"),
+        (json.dumps({"op": "window", "side": "nobody", "steps": 1}), "unknown side"),
+        (json.dumps({"op": "window", "side": "reference", "steps": 1}), "not built"),
+        (json.dumps({"op": "loss", "side": "reference"}), "not built"),
+        (json.dumps({"op": "window", "side": "reference"}), "missing field 'steps'"),
+        (json.dumps({"op": "window", "side": "reference", "steps": 0}), "steps"),
+        (json.dumps({"op": "warm_up", "side": "reference", "steps": True}), "steps"),
+        (json.dumps({"op": "memory", "extra": 1}), "unknown field 'extra'"),
+    ]
+    for line, contains in cases:
+        reply = engine.send(line)
+        check(
+            set(reply) == {"error"} and contains in reply["error"],
+            f"{line}: expected an error with {contains!r}, got {reply}",
+        )
+
+
+def check_resnet_train(root):
+    """The ResNet training case in float32: replies, tricks applied, not applicable on a CPU."""
+    na = {
+        "tf32": ["tf32"],
+        "amp": ["amp"],
+        "amp-bf16": ["amp-bf16"],
+        "cudnn-benchmark": ["cudnn-benchmark"],
+        "flash-attention": ["flash-attention"],
+        "sdpa-math": ["sdpa-math"],
+        "no-grad-eval": ["no-grad-eval"],
+        "turbo": ["turbo"],
+        "cuda-graphs": ["cuda-graphs"],
+    }
+    sides = {
+        "reference": [],
+        "channels-last": ["channels-last"],
+        "zero-grad-none": ["zero-grad-none"],
+        "avoid-sync": ["avoid-sync"],
+        "fused-optimizer": ["fused-optimizer"],
+        "debug-off": ["debug-off"],
+        "debug-on": {"reference_for": "debug-off"},
+        "no-bias-before-bn": {"tricks": ["no-bias-before-bn"], "model": {"conv_bias": False}},
+        "bias-kept": ["no-bias-before-bn"],
+        **na,
+    }
+    engine = Engine(write_case(os.path.join(root, "resnet-train"), RESNET, sides))
+    try:
+        check_ready(engine)
+        check_bad_requests(engine)
+        reasons = {
+            "tf32": "TF32 is a tensor-core format",
+            "amp": "amp: ",
+            "amp-bf16": "amp-bf16: ",
+            "cudnn-benchmark": "needs a CUDA GPU",
+            "flash-attention": "the ResNet has no attention",
+            "sdpa-math": "the ResNet has no attention",
+            "no-grad-eval": "this case trains",
+            "turbo": "the PyTorch engine does not apply turbo",
+            "cuda-graphs": "the PyTorch engine does not apply cuda-graphs",
+        }
+        for side, contains in reasons.items():
+            not_applicable(engine, side, contains)
+        reply = engine.request(op="build", side="bias-kept")
+        check("conv_bias" in reply.get("error", ""), f"no-bias-before-bn with conv_bias true: {reply}")
+        applicable = [s for s in sides if s not in na and s != "bias-kept"]
+        built(engine, applicable)
+        reply = engine.request(op="build", side="reference")
+        check("already built" in reply.get("error", ""), f"a second build: {reply}")
+        check(engine.request(op="loss", side="reference") == {"loss": None}, "loss before any step is not null")
+        for side in applicable:
+            warm = engine.ok(("ok", "compile_s"), op="warm_up", side=side, steps=1)
+            check(warm == {"ok": True, "compile_s": None}, f"warm_up {side}: {warm}")
+        for side in applicable:
+            if side == "avoid-sync":
+                # One step pending from warm-up, log interval 3: reads after steps 2 and 5 of 6.
+                timed_window(engine, side, 6, host_reads=2)
+            else:
+                timed_window(engine, side, 6, host_reads=12)
+            loss = engine.ok(("loss",), op="loss", side=side)["loss"]
+            check(isinstance(loss, float) and math.isfinite(loss) and loss > 0, f"loss {side}: {loss}")
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+            check(facts["anomaly"] == (side == "debug-on"), f"anomaly after {side}'s window: {facts['anomaly']}")
+            check_resnet_facts(side, facts)
+        check(engine.ok(op="reset_peaks") == {"ok": True}, "reset_peaks")
+        memory = engine.ok(("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes"), op="memory")
+        check(memory["peak_allocated_bytes"] is None and memory["peak_reserved_bytes"] is None, f"memory {memory}")
+        check(isinstance(memory["peak_rss_bytes"], int) and memory["peak_rss_bytes"] > 50 << 20, f"memory {memory}")
+        check(engine.finish() == 0, "quit did not exit 0")
+    finally:
+        engine.close()
+
+
+INSPECT_KEYS = (
+    "model",
+    "dtype",
+    "memory_format",
+    "activation_format",
+    "input_format",
+    "conv_bias",
+    "attention",
+    "sdpa_backend",
+    "optimizer",
+    "grads_after_zero_grad",
+    "metrics",
+    "eval_graph",
+    "autocast",
+    "grad_scaler",
+    "compiled",
+    "steps_done",
+    "anomaly",
+    "cudnn_benchmark",
+    "matmul_tf32",
+)
+
+
+def check_resnet_facts(side, facts):
+    """What inspect says about a ResNet training side."""
+    layout = "channels_last" if side == "channels-last" else "contiguous"
+    for key in ("memory_format", "activation_format", "input_format"):
+        check(facts[key] == layout, f"inspect {side}: {key} {facts[key]}, expected {layout}")
+    fused = True if side == "fused-optimizer" else None
+    expected_optimizer = {"class": "SGD", "fused": fused, "foreach": None}
+    check(facts["optimizer"] == expected_optimizer, f"inspect {side}: optimizer {facts['optimizer']}")
+    grads = "none" if side == "zero-grad-none" else "tensors"
+    check(facts["grads_after_zero_grad"] == grads, f"inspect {side}: grads {facts['grads_after_zero_grad']}")
+    metrics = "every-log-interval" if side == "avoid-sync" else "every-step"
+    check(facts["metrics"] == metrics, f"inspect {side}: metrics {facts['metrics']}")
+    check(facts["conv_bias"] == (side != "no-bias-before-bn"), f"inspect {side}: conv_bias {facts['conv_bias']}")
+    check(facts["attention"] is None and not facts["compiled"], f"inspect {side}: {facts}")
+    check(facts["steps_done"] == 7 and facts["dtype"] == "float32", f"inspect {side}: {facts}")
+    check(not facts["cudnn_benchmark"] and not facts["matmul_tf32"], f"inspect {side}: switches {facts}")
+
+
+def check_resnet_eval(root):
+    """The ResNet evaluation case: no host reads, no-grad-eval records no graph."""
+    sides = {"reference": [], "no-grad-eval": ["no-grad-eval"], "zero-grad-none": ["zero-grad-none"]}
+    engine = Engine(write_case(os.path.join(root, "resnet-eval"), RESNET, sides, kind="eval"))
+    try:
+        check_ready(engine)
+        not_applicable(engine, "zero-grad-none", "this case evaluates")
+        built(engine, ["reference", "no-grad-eval"])
+        for side in ("reference", "no-grad-eval"):
+            engine.ok(("ok", "compile_s"), op="warm_up", side=side, steps=0)
+            timed_window(engine, side, 5, host_reads=0)
+            check(engine.request(op="loss", side=side) == {"loss": None}, f"eval loss of {side} is not null")
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+            graph = side == "reference"
+            check(facts["eval_graph"] is graph, f"inspect {side}: eval_graph {facts['eval_graph']}, expected {graph}")
+            check(facts["optimizer"] is None and facts["grads_after_zero_grad"] is None, f"inspect {side}: {facts}")
+        check(engine.finish(quit=False) == 0, "EOF on stdin did not exit 0")
+    finally:
+        engine.close()
+
+
+# Float64 sides whose tricks leave the arithmetic alone, on both models.
+KEEPING_ARITHMETIC = {
+    "zero-grad-none": ["zero-grad-none"],
+    "avoid-sync": ["avoid-sync"],
+    "fused-optimizer": ["fused-optimizer"],
+    "debug-off": ["debug-off"],
+    "debug-on": {"reference_for": "debug-off"},
+}
+# The control of every agreement check: 1e-5 of noise added to the reference's weights.
+CONTROL = {"perturbed": {"perturb": 1e-5}}
+
+
+def check_agreement(engine, name, sides, pairs, optional=()):
+    """Trains the built `sides` of `engine`'s float64 case ("reference" and the "perturbed"
+    control among them) for three windows; after each window every (side, against, tolerance)
+    of `pairs` must agree within the tolerance (relative), and the control must be far from the
+    reference (the tolerance tells a real difference). A side in `optional` found not applicable
+    in its warm-up is left out with a note."""
+    trained = []
+    for side in sides:
+        # One step each: torch-compile's warm-up takes at least one.
+        reply = engine.request(op="warm_up", side=side, steps=1)
+        if side in optional and "not_applicable" in reply:
+            print(f"note: {side} not checked: {reply['not_applicable']}", flush=True)
+            again = engine.request(op="window", side=side, steps=1)
+            check(again == reply, f"{name}: a window after {side} was found not applicable: {again}")
+            continue
+        compiled = side == "torch-compile"
+        check(set(reply) == {"ok", "compile_s"}, f"{name}: warm_up {side}: {reply}")
+        check((reply["compile_s"] is not None) == compiled, f"{name}: warm_up {side}: {reply}")
+        check(not compiled or reply["compile_s"] > 0, f"{name}: warm_up {side}: {reply}")
+        trained.append(side)
+    for window_index in range(3):
+        losses = {}
+        for side in trained:
+            timed_window(engine, side, 2)
+            losses[side] = engine.ok(("loss",), op="loss", side=side)["loss"]
+        control = relative(losses["perturbed"], losses["reference"])
+        check(control > 100 * SAME_ARITHMETIC, f"{name}: the perturbed control is {control:.1e} from the reference")
+        for side, against, tolerance in pairs:
+            if side in losses:
+                gap = relative(losses[side], losses[against])
+                check(gap <= tolerance, f"{name}: window {window_index}: {side} is {gap:.1e} from {against}")
+
+
+def check_resnet_float64(root):
+    """Float64 agreement of the ResNet tricks that leave the arithmetic alone."""
+    sides = {**KEEPING_ARITHMETIC, "channels-last": ["channels-last"]}
+    all_sides = {"reference": [], **CONTROL, **sides}
+    engine = Engine(write_case(os.path.join(root, "resnet-float64"), RESNET, all_sides, dtype="float64"))
+    try:
+        check_ready(engine)
+        built(engine, all_sides)
+        pairs = [(s, "reference", SAME_ARITHMETIC) for s in sides]
+        check_agreement(engine, "resnet-float64", list(all_sides), pairs)
+        check(engine.finish() == 0, "resnet-float64: quit did not exit 0")
+    finally:
+        engine.close()
+
+
+def check_gpt(root):
+    """The GPT case in float64: agreement of the tricks that leave the arithmetic alone
+    (torch-compile too where inductor can build), SDPA in the attention tricks' profiles, and
+    what does not apply on a CPU or to a GPT."""
+    # Without dropout the CPU's flash kernel applies, as the catalogue says.
+    attention = {"flash-attention": ["flash-attention"], "sdpa-math": ["sdpa-math"], "sdpa-flash": ["sdpa-flash"]}
+    cannot = {
+        "sdpa-cudnn": ["sdpa-cudnn"],
+        "sdpa-mem-efficient": ["sdpa-mem-efficient"],
+        "channels-last": ["channels-last"],
+        "no-bias-before-bn": ["no-bias-before-bn"],
+        "cudnn-benchmark": ["cudnn-benchmark"],
+        "two-autocasts": ["flash-attention", "amp", "amp-bf16"],
+    }
+    compiled = {"torch-compile": ["torch-compile"]}
+    sides = {"reference": [], **CONTROL, **KEEPING_ARITHMETIC, **attention, **compiled, **cannot}
+    # Inductor probes each vector ISA by building a test library and loading it in a fresh
+    # Python (about 25 s on a 2-core VM); the check trusts the CPU's flags instead.
+    directory = write_case(os.path.join(root, "gpt-float64"), GPT, sides, dtype="float64")
+    engine = Engine(directory, env={"TORCHINDUCTOR_VEC_ISA_OK": "1"})
+    try:
+        check_ready(engine)
+        for side in ("sdpa-cudnn", "sdpa-mem-efficient"):
+            not_applicable(engine, side, "needs a CUDA GPU")
+        not_applicable(engine, "channels-last", "no 4-d image activations")
+        not_applicable(engine, "no-bias-before-bn", "GPT")
+        not_applicable(engine, "cudnn-benchmark", "needs a CUDA GPU")
+        not_applicable(engine, "two-autocasts", "amp: ")
+        applicable = [side for side in sides if side not in cannot and side not in compiled]
+        built(engine, applicable)
+        pairs = [(s, "reference", SAME_ARITHMETIC) for s in KEEPING_ARITHMETIC]
+        # SDPA against the written-out attention, and the two SDPA sides against each other,
+        # where no float32 softmax stands between them.
+        pairs += [
+            ("flash-attention", "reference", FLOAT32_SOFTMAX),
+            ("sdpa-math", "flash-attention", SAME_ARITHMETIC),
+            ("sdpa-flash", "flash-attention", SAME_ARITHMETIC),
+        ]
+        built(engine, ["torch-compile"])
+        facts = engine.ok(INSPECT_KEYS, op="inspect", side="torch-compile")
+        check(facts["compiled"], f"inspect torch-compile: compiled {facts['compiled']}")
+        pairs.append(("torch-compile", "reference", FLOAT32_SOFTMAX))
+        # Not applicable where inductor cannot build (no C++ compiler, say).
+        check_agreement(engine, "gpt-float64", applicable + ["torch-compile"], pairs, optional=["torch-compile"])
+        check_attention(engine)
+        check(engine.finish() == 0, "gpt-float64: quit did not exit 0")
+    finally:
+        engine.close()
+
+
+def check_attention(engine):
+    """Which attention each GPT side runs: inspect's word for it and the kernels its profile
+    shows."""
+    ops = {}
+    for side in ("reference", "flash-attention", "sdpa-math"):
+        ops[side] = set(engine.ok(("ops",), op="profile", side=side, steps=1)["ops"])
+        facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+        attention = "written-out" if side == "reference" else "sdpa"
+        check(facts["attention"] == attention, f"inspect {side}: attention {facts['attention']}")
+        backend = "MATH" if side == "sdpa-math" else None
+        check(facts["sdpa_backend"] == backend, f"inspect {side}: sdpa_backend {facts['sdpa_backend']}")
+        check(facts["memory_format"] is None and facts["conv_bias"] is None, f"inspect {side}: {facts}")
+        check(facts["dtype"] == "float64", f"inspect {side}: dtype {facts['dtype']}")
+    sdpa, flash, math_kernel = (
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention_for_cpu",
+        "aten::_scaled_dot_product_attention_math",
+    )
+    check("aten::softmax" in ops["reference"], "the reference's profile lacks the written-out softmax")
+    check(sdpa not in ops["reference"], "the reference's profile shows scaled_dot_product_attention")
+    check("aten::softmax" not in ops["flash-attention"], "flash-attention's profile shows a written-out softmax")
+    check({sdpa, flash} <= ops["flash-attention"], "flash-attention's profile lacks SDPA's CPU flash kernel")
+    check(sdpa in ops["sdpa-math"] and math_kernel in ops["sdpa-math"], "sdpa-math's profile lacks the math kernel")
+    check(flash not in ops["sdpa-math"], "sdpa-math's profile shows the flash kernel")
+
+
+def error_variant(root, base, name, edit=None, remove=None):
+    """A copy of the case directory `base` (hard links), its engine-case.json passed through
+    `edit`, the file `remove` removed; returns its path."""
+    directory = os.path.join(root, name)
+    os.makedirs(directory)
+    for file in os.listdir(base):
+        if file != "engine-case.json":
+            os.link(os.path.join(base, file), os.path.join(directory, file))
+    with open(os.path.join(base, "engine-case.json")) as f:
+        case = json.load(f)
+    if edit is not None:
+        edit(case)
+    with open(os.path.join(directory, "engine-case.json"), "w") as f:
+        json.dump(case, f)
+    if remove is not None:
+        os.unlink(os.path.join(directory, remove))
+    return directory
+
+
+def set_model_field(key, value):
+    """An edit that sets the reference side's model field `key`."""
+    return lambda case: case["sides"]["reference"]["model"].update({key: value})
+
+
+def check_errors(root):
+    """Malformed cases: the engine exits with status 2, naming the file and field on stderr,
+    before any reply (three processes); more of the validation's messages from read_case and
+    read_batches called here, which is what the engine's start runs."""
+    base = write_case(os.path.join(root, "errors-base"), RESNET, {"reference": []})
+    d = error_variant(root, base, "no-case", remove="engine-case.json")
+    cases = [(d, f"{d}/engine-case.json: No such file")]
+    d = error_variant(root, base, "bad-format", edit=lambda c: c.update(format=2))
+    cases.append((d, f"{d}/engine-case.json: format: expected 1 (the case format this engine reads), got 2"))
+    d = error_variant(root, base, "no-weights", remove="weights.safetensors")
+    cases.append(
+        (d, f"{d}/weights.safetensors: no such file (named by {d}/engine-case.json field sides.reference.weights)")
+    )
+    processes = []
+    for directory, contains in cases:
+        command = [sys.executable, str(ENGINE), "--case", directory]
+        pipes = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        processes.append((directory, contains, subprocess.Popen(command, **pipes)))
+    messages = [
+        (
+            set_model_field("blocks_per_stage", "two"),
+            'sides.reference.model.blocks_per_stage: expected an integer ≥ 1, got "two"',
+        ),
+        (
+            set_model_field("kind", "vgg"),
+            'sides.reference.model.kind: expected one of "cifar-resnet", "gpt", got "vgg"',
+        ),
+        (lambda c: c.update(steps=0), "engine-case.json: steps: expected an integer ≥ 1, got 0"),
+        (lambda c: c.update(colour="red"), "engine-case.json: colour: unknown field"),
+        (lambda c: c.update(device="tpu"), 'engine-case.json: device: expected "cpu" or "cuda:N", got "tpu"'),
+        (lambda c: c["optimizer"].pop("momentum"), "optimizer.momentum: expected a number in [0.0, inf), got nothing"),
+        (
+            lambda c: c["sides"]["reference"].update(tricks=["amp", "amp"]),
+            "sides.reference.tricks: expected a list of distinct",
+        ),
+        (
+            lambda c: c["sides"]["reference"].update(reference_for="adamw"),
+            'sides.reference.reference_for: expected null or "debug-off"',
+        ),
+        (
+            lambda c: c.update(steps=STEPS + 1),
+            f"batches.safetensors: no tensor inputs.{STEPS} (engine-case.json says steps {STEPS + 1})",
+        ),
+    ]
+    for index, (edit, contains) in enumerate(messages):
+        directory = error_variant(root, base, f"message-{index}", edit=edit)
+        try:
+            pytorch_engine.read_batches(pytorch_engine.read_case(directory))
+            raise CheckFailed(f"{contains}: the case was read without an error")
+        except pytorch_engine.CaseError as e:
+            check(contains in str(e), f"case error {str(e)!r} lacks {contains!r}")
+    for directory, contains, process in processes:
+        out, err = process.communicate(timeout=REQUEST_TIMEOUT_S)
+        name = os.path.basename(directory)
+        check(process.returncode == 2, f"{name}: exit status {process.returncode}, expected 2; stderr:\n{err}")
+        check(out == "", f"{name}: wrote to stdout: {out!r}")
+        check(contains in err, f"{name}: stderr lacks {contains!r}:\n{err}")
+
+
+def main():
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="check-engine-") as root:
+        try:
+            for name, run in [
+                ("resnet training: replies, tricks applied, not applicable on a CPU", check_resnet_train),
+                ("resnet evaluation: no host reads, no-grad-eval", check_resnet_eval),
+                ("resnet float64: the tricks that keep the arithmetic agree", check_resnet_float64),
+                ("gpt float64: agreement, SDPA in the profiles, what does not apply", check_gpt),
+                ("malformed cases exit 2 naming file and field", check_errors),
+            ]:
+                run(root)
+                print(f"ok: {name} ({time.perf_counter() - started:.1f} s)", flush=True)
+        except CheckFailed as e:
+            print(f"check_engine.py: FAILED: {e}", file=sys.stderr)
+            sys.exit(1)
+    print(f"check_engine.py: all checks passed in {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+//! A cell process on the PyTorch engine. trickbench writes the case ([`super::pytorch_case`]) into
+//! a scratch folder, starts `scripts/engine/pytorch_engine.py` on it with the run's Python, and
+//! drives it one request at a time over its standard input and output: build a side, warm it up,
+//! time a window of steps. The protocol is trickbench's, the same as on libtorch (the cell's side
+//! built and measured alone first, then its reference, then pairs of windows A B, B A, … until a
+//! process has measured enough); the script applies the tricks and times the steps with the
+//! device synchronised at both edges of each window.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::measure::{wants_another_window, within_budget, PROBE_STEPS};
+use super::paired::alternate;
+use super::CellJob;
+use crate::bench::profile::Profile;
+use crate::error::Error;
+use crate::measure::flops::Precision;
+use crate::measure::machine::MachineState;
+use crate::results::schema::{
+    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
+};
+use crate::tricks::Trick;
+
+/// Why a process of the PyTorch engine records no GPU energy.
+const NO_ENERGY: &str = "the PyTorch engine does not read the GPU's energy counter yet";
+/// Why a process of the PyTorch engine records no step breakdown.
+const NO_BREAKDOWN: &str = "the PyTorch engine does not time the phases of a step yet";
+
+/// The engine script's process and the pipes it is driven through.
+struct EngineProcess {
+    /// The Python process.
+    child: Child,
+    /// Its standard input, one JSON request a line.
+    requests: ChildStdin,
+    /// Its standard output, one JSON reply a line.
+    replies: BufReader<ChildStdout>,
+    /// The command, as messages name it.
+    program: String,
+}
+
+/// A timed window, as the engine replies.
+#[derive(Debug, Deserialize)]
+struct WindowReply {
+    /// Samples the window's steps took.
+    samples: usize,
+    /// Seconds between the window's two device synchronisations.
+    seconds: f64,
+    /// Host reads of training metrics in the window.
+    host_reads: u64,
+}
+
+/// The memory peaks, as the engine replies.
+#[derive(Debug, Deserialize)]
+struct MemoryReply {
+    /// The caching allocator's peak of live bytes (CUDA only).
+    peak_allocated_bytes: Option<u64>,
+    /// Its peak of reserved bytes (CUDA only).
+    peak_reserved_bytes: Option<u64>,
+    /// The process's peak resident set, bytes.
+    peak_rss_bytes: Option<u64>,
+}
+
+impl From<MemoryReply> for Memory {
+    fn from(m: MemoryReply) -> Self {
+        Memory {
+            peak_allocated_bytes: m.peak_allocated_bytes,
+            peak_reserved_bytes: m.peak_reserved_bytes,
+            peak_rss_bytes: m.peak_rss_bytes,
+        }
+    }
+}
+
+impl EngineProcess {
+    /// Starts `python` on `script` with the case in `dir` and reads its ready line.
+    fn start(python: &Path, script: &Path, dir: &Path) -> Result<Self, Error> {
+        let program = format!("{} {}", python.display(), script.display());
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg("--case")
+            .arg(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Error::Context {
+                context: format!(
+                    "starting the PyTorch engine with {} (the Python with torch; pass --python PATH, or run \
+                     `make setup` for .venv/bin/python)",
+                    python.display()
+                ),
+                source: Box::new(e),
+            })?;
+        let requests = child.stdin.take().expect("stdin is piped");
+        let replies = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let mut engine = EngineProcess { child, requests, replies, program };
+        let ready = engine.reply()?;
+        if ready.get("ready") != Some(&Value::Bool(true)) {
+            return Err(engine.failed(&format!("began with {ready} instead of its ready line")));
+        }
+        Ok(engine)
+    }
+
+    /// Sends `request` and returns the reply; an `error` or `not_applicable` reply is an error.
+    fn request(&mut self, request: Value) -> Result<Value, Error> {
+        let line = format!("{request}\n");
+        if self.requests.write_all(line.as_bytes()).and_then(|()| self.requests.flush()).is_err() {
+            return Err(self.failed(&format!("stopped before it was sent {request}")));
+        }
+        let reply = self.reply()?;
+        for field in ["error", "not_applicable"] {
+            if let Some(Value::String(why)) = reply.get(field) {
+                let op = request.get("op").cloned().unwrap_or(Value::Null);
+                return Err(Error::Process(format!("the PyTorch engine's {op} ({}): {why}", self.program)));
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Sends `request` and reads the reply as a `T`.
+    fn request_as<T: for<'de> Deserialize<'de>>(&mut self, request: Value) -> Result<T, Error> {
+        let reply = self.request(request)?;
+        serde_json::from_value(reply.clone()).map_err(|e| {
+            Error::Process(format!("the PyTorch engine ({}) replied {reply}: {e}", self.program))
+        })
+    }
+
+    /// The next line the engine wrote, as JSON.
+    fn reply(&mut self) -> Result<Value, Error> {
+        let mut line = String::new();
+        match self.replies.read_line(&mut line) {
+            Ok(0) | Err(_) => Err(self.failed("ended without replying")),
+            Ok(_) => serde_json::from_str(&line).map_err(|e| {
+                Error::Process(format!("the PyTorch engine ({}) wrote {line:?}: {e}", self.program))
+            }),
+        }
+    }
+
+    /// The error of an engine that stopped or misbehaved, with its exit status when it exited.
+    fn failed(&mut self, what: &str) -> Error {
+        let status = self.child.try_wait().ok().flatten().map(|s| format!(" ({s})")).unwrap_or_default();
+        Error::Process(format!(
+            "the PyTorch engine ({}) {what}{status}; its stderr is above in the cell's log",
+            self.program
+        ))
+    }
+
+    /// Asks the engine to quit and waits for it.
+    fn quit(mut self) -> Result<(), Error> {
+        self.request(json!({"op": "quit"}))?;
+        let status = self.child.wait().map_err(|e| Error::Context {
+            context: format!("waiting for {}", self.program),
+            source: Box::new(e),
+        })?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::Process(format!("the PyTorch engine ({}) exited with {status}", self.program)))
+        }
+    }
+
+    /// Runs `steps` untimed steps of `side`.
+    fn warm_up(&mut self, side: Side, steps: usize) -> Result<(), Error> {
+        self.request(json!({"op": "warm_up", "side": side_name(side), "steps": steps})).map(drop)
+    }
+
+    /// Times a window of `steps` steps of `side`.
+    fn window(&mut self, side: Side, steps: usize) -> Result<WindowReply, Error> {
+        self.request_as(json!({"op": "window", "side": side_name(side), "steps": steps}))
+    }
+
+    /// The memory peaks since the last reset.
+    fn memory(&mut self) -> Result<Memory, Error> {
+        self.request_as::<MemoryReply>(json!({"op": "memory"})).map(Memory::from)
+    }
+}
+
+impl Drop for EngineProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+}
+
+/// The side's name in the engine's protocol.
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Reference => "reference",
+        Side::Trick => "trick",
+    }
+}
+
+/// A scratch folder, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+/// Runs the cell of `job` on the PyTorch engine (paired with `reference`, the job of its reference
+/// side, when it has one) and returns what it measured.
+pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement, Error> {
+    let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
+    let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
+    let case = super::pytorch_case::write(job, reference, &scratch.0)?;
+    let profile = job.settings();
+    let mut engine = EngineProcess::start(&python, &case.script, &scratch.0)?;
+    let flops = match job.key.kind {
+        CellKind::Throughput { phase: Phase::Eval } => case.forward_flops_per_sample,
+        // Backward costs about twice the forward pass.
+        _ => 3.0 * case.forward_flops_per_sample,
+    };
+    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job, case.mostly_convolutions));
+    measurement.energy_unavailable = Some(NO_ENERGY.to_owned());
+    measurement.step_breakdown_unavailable = Some(NO_BREAKDOWN.to_owned());
+    measurement.machine_before = Some(MachineState::read(job.device));
+    measure_alone(&mut engine, &profile, job, &mut measurement)?;
+    match reference {
+        Some(reference) => {
+            engine.request(json!({"op": "build", "side": "reference"}))?;
+            engine.warm_up(Side::Reference, profile.warmup_steps)?;
+            let windows = time_pairs(&mut engine, &profile, &mut measurement)?;
+            measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
+        }
+        None => time_alone(&mut engine, &profile, &mut measurement)?,
+    }
+    let loss = engine.request(json!({"op": "loss", "side": "trick"}))?;
+    measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
+    measurement.machine_after = Some(MachineState::read(job.device));
+    engine.quit()?;
+    Ok(measurement)
+}
+
+/// The arithmetic the engine's matmuls and convolutions run in for the cell of `job`: half
+/// precision under autocast; on a CUDA GPU TF32 in cuDNN's convolutions (PyTorch's default) and in
+/// matmuls under `tf32`; fp32 otherwise.
+fn precision(job: &CellJob, mostly_convolutions: bool) -> Precision {
+    let tricks = &job.key.tricks;
+    if tricks.has(Trick::Amp) || tricks.has(Trick::AmpBf16) {
+        Precision::Half
+    } else if job.device.is_cuda() && (mostly_convolutions || tricks.has(Trick::Tf32)) {
+        Precision::Tf32
+    } else {
+        Precision::Fp32
+    }
+}
+
+/// The cell's side alone: built, warmed up (its peaks kept apart), then a window's steps (and a
+/// memory probe's) whose peaks are the cell's, the device's held to the job's memory budget.
+fn measure_alone(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    job: &CellJob,
+    measurement: &mut ProcessMeasurement,
+) -> Result<(), Error> {
+    engine.request(json!({"op": "build", "side": "trick"}))?;
+    engine.warm_up(Side::Trick, profile.warmup_steps)?;
+    measurement.warmup_memory = Some(engine.memory()?);
+    engine.request(json!({"op": "reset_peaks"}))?;
+    engine.warm_up(Side::Trick, profile.steps_per_window.max(PROBE_STEPS))?;
+    measurement.memory = engine.memory()?;
+    let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
+    // A Python process's resident set holds the interpreter and torch itself: the budget, a
+    // bound on the tensors' bytes, holds the device's peaks only.
+    within_budget(&Memory { peak_rss_bytes: None, ..whole }, job.memory_budget_bytes)
+}
+
+/// Times the pairs ([`alternate`]) with the engine's two sides.
+fn time_pairs(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    measurement: &mut ProcessMeasurement,
+) -> Result<Vec<PairedWindow>, Error> {
+    alternate(profile, |side| Ok(timed(engine.window(side, profile.steps_per_window)?, side, measurement)))
+}
+
+/// Times windows of the cell's side alone while the profile wants another.
+fn time_alone(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    measurement: &mut ProcessMeasurement,
+) -> Result<(), Error> {
+    while wants_another_window(profile, &measurement.window_samples_per_s) {
+        timed(engine.window(Side::Trick, profile.steps_per_window)?, Side::Trick, measurement);
+    }
+    Ok(())
+}
+
+/// Adds `window` of `side` to the process's timed seconds (and, for the cell's side, to its
+/// windows, samples and host reads); returns its throughput, samples per second.
+fn timed(window: WindowReply, side: Side, measurement: &mut ProcessMeasurement) -> f64 {
+    *measurement.timed_s.get_or_insert(0.0) += window.seconds;
+    let rate = window.samples as f64 / window.seconds;
+    if side == Side::Trick {
+        measurement.window_samples_per_s.push(rate);
+        measurement.timed_samples += window.samples;
+        measurement.host_metric_reads += window.host_reads;
+    }
+    rate
+}

@@ -1,0 +1,215 @@
+//! The case a cell process on the PyTorch engine hands the engine script: each side's network in
+//! PyTorch's terms and its initial weights (built from the cell's seed, as a libtorch process
+//! builds them), the batches both sides train on, the recipe's optimizer and first learning rate,
+//! written into a scratch folder with the scripts themselves.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tch::Tensor;
+
+use super::data::{planned_steps, CellData, InputOptions};
+use super::CellJob;
+use crate::device::DeviceSpec;
+use crate::error::Error;
+use crate::parity::case::{cpu, named_cpu_tensors, ModelSpec, OptimizerSpec};
+use crate::results::schema::{CellKey, CellKind, Phase};
+use crate::results::store;
+use crate::train::recipe::Recipe;
+use crate::tricks::{Trick, TrickSet};
+use crate::workloads::{build, Family, Workload};
+
+/// The version of the case format the engine script reads (`CASE_FORMAT` in it).
+const ENGINE_CASE_FORMAT: u32 = 1;
+/// The case description inside the scratch folder.
+const CASE_FILE: &str = "engine-case.json";
+/// The batches inside the scratch folder (`inputs.K`, `targets.K`).
+const BATCHES_FILE: &str = "batches.safetensors";
+/// Batches handed to the engine, which it cycles through: enough that a window does not train on
+/// one batch again and again, few enough to write in a moment.
+const CASE_BATCHES: usize = 8;
+/// Steps between host reads of the metrics under `avoid-sync`, as trickbench's loop reads them.
+const LOG_INTERVAL_STEPS: usize = crate::train::LOG_INTERVAL_STEPS;
+
+/// The engine script, built into the binary so that a copy of the binary alone can run it.
+const ENGINE_SCRIPT: &str = include_str!("../../../scripts/engine/pytorch_engine.py");
+
+/// What the engine script reads from `engine-case.json` (its module documentation describes
+/// each field).
+#[derive(Debug, Serialize)]
+struct EngineCase {
+    /// [`ENGINE_CASE_FORMAT`].
+    format: u32,
+    /// The resolved device both sides train on.
+    device: DeviceSpec,
+    /// The seed each side's generator gets once the side is built (dropout masks).
+    seed: u64,
+    /// Intra-op threads for PyTorch (`None`: PyTorch's own choice).
+    threads: Option<usize>,
+    /// `train` or `eval`.
+    kind: &'static str,
+    /// The batches file in the case's folder.
+    batches: &'static str,
+    /// Batches in it, cycled through.
+    steps: usize,
+    /// The learning rate of every step: the schedule's first, as a libtorch process times at.
+    learning_rate: f64,
+    /// The recipe's optimizer, without `fused` (a trick the engine applies itself).
+    optimizer: OptimizerSpec,
+    /// Global gradient norm clipped to (`None`: no clipping).
+    clip_max_norm: Option<f64>,
+    /// Steps between host reads of the metrics under `avoid-sync`.
+    log_interval: usize,
+    /// The sides.
+    sides: Sides,
+}
+
+/// Both sides of the case.
+#[derive(Debug, Serialize)]
+struct Sides {
+    /// The cell's own side.
+    trick: SideSpec,
+    /// Its paired reference (absent where the cell is measured alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reference: Option<SideSpec>,
+}
+
+/// One side: its network, weights file and tricks.
+#[derive(Debug, Serialize)]
+struct SideSpec {
+    /// The network in PyTorch's terms.
+    model: ModelSpec,
+    /// Its initial weights' file in the case's folder.
+    weights: String,
+    /// The tricks on.
+    tricks: Vec<Trick>,
+    /// The trick whose "off" side this is, where that is not the plain recipe.
+    reference_for: Option<Trick>,
+}
+
+/// A case written: the engine script to start on it, and what the cell's network costs.
+pub(super) struct WrittenCase {
+    /// The engine script, in the case's folder.
+    pub(super) script: PathBuf,
+    /// Analytic FLOPs of one sample's forward pass through the cell's network.
+    pub(super) forward_flops_per_sample: f64,
+    /// Whether the network is mostly convolutions (a CIFAR ResNet) rather than matmuls.
+    pub(super) mostly_convolutions: bool,
+}
+
+/// Writes the case of `job` (and of its paired reference, when it has one) and the engine script
+/// into `dir`.
+pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<WrittenCase, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let profile = job.settings();
+    let data = CellData::load(job, &profile)?;
+    let steps = planned_steps(&profile, &data, job.key.batch_size);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
+    write_batches(job, &recipe, &data, &dir.join(BATCHES_FILE))?;
+    let vocab = match &data {
+        CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
+        CellData::Images { .. } => None,
+    };
+    let side = |job: &CellJob, name: &str| {
+        side_spec(&job.key, &recipe, vocab, &dir.join(format!("{name}.safetensors"))).map(|(side, _)| side)
+    };
+    let (trick, forward_flops_per_sample) =
+        side_spec(&job.key, &recipe, vocab, &dir.join("trick.safetensors"))?;
+    let baseline = CellKey { tricks: TrickSet::baseline(), reference_for: None, ..job.key.clone() };
+    let case = EngineCase {
+        format: ENGINE_CASE_FORMAT,
+        device: job.device,
+        seed: job.key.seed,
+        // The threads libtorch uses in this process, so that both engines compute on as many.
+        threads: usize::try_from(tch::get_num_threads()).ok(),
+        kind: if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) { "eval" } else { "train" },
+        batches: BATCHES_FILE,
+        steps: CASE_BATCHES,
+        learning_rate: recipe.schedule.lr(0),
+        optimizer: OptimizerSpec::of(Recipe::for_cell(&baseline, &profile.tta, steps, false).optimizer)?,
+        clip_max_norm: recipe.clip_max_norm,
+        log_interval: LOG_INTERVAL_STEPS,
+        sides: Sides { trick, reference: reference.map(|r| side(r, "reference")).transpose()? },
+    };
+    store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
+    Ok(WrittenCase {
+        script: write_scripts(dir)?,
+        forward_flops_per_sample,
+        mostly_convolutions: job.key.workload.family() == Family::CifarResnet,
+    })
+}
+
+/// The batches the cell's process would train on (held-out batches for an evaluation cell).
+fn write_batches(job: &CellJob, recipe: &Recipe, data: &CellData, path: &Path) -> Result<(), Error> {
+    let inputs = InputOptions {
+        batch_size: job.key.batch_size,
+        seed: job.round_seed(0),
+        recipe,
+        job,
+        device: job.device,
+    };
+    let mut source = match job.key.kind {
+        CellKind::Throughput { phase: Phase::Eval } => data.held_out_endless(&inputs)?,
+        _ => data.training(&inputs)?,
+    };
+    let mut tensors = Vec::new();
+    for k in 0..CASE_BATCHES {
+        let batch = source.next_batch()?;
+        tensors.push((format!("inputs.{k}"), cpu(&batch.inputs)));
+        tensors.push((format!("targets.{k}"), cpu(&batch.targets)));
+    }
+    Tensor::write_safetensors(&tensors, path)
+        .map_err(|e| Error::Torch(format!("writing {}: {e}", path.display())))
+}
+
+/// The side of cell `key`: its network built from the cell's seed (as its libtorch process builds
+/// it), its weights written to `weights`; and the network's forward FLOPs per sample.
+fn side_spec(
+    key: &CellKey,
+    recipe: &Recipe,
+    vocab: Option<usize>,
+    weights: &Path,
+) -> Result<(SideSpec, f64), Error> {
+    tch::manual_seed(key.seed as i64);
+    let cpu_device = tch::Device::Cpu;
+    let (model, named, forward_flops) = match key.workload.family() {
+        Family::CifarResnet => {
+            let options = build::resnet_options(key, recipe)?;
+            let model = build::resnet_for(key, recipe, cpu_device)?;
+            let spec = ModelSpec::of_resnet(&options);
+            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
+        }
+        Family::CharGpt => {
+            let vocab = vocab
+                .ok_or_else(|| Error::Invalid(format!("{}: the text gave no vocabulary", key.workload)))?;
+            let model = build::gpt_for(key, vocab, cpu_device)?;
+            let spec = ModelSpec::of_gpt(model.config());
+            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
+        }
+    };
+    Tensor::write_safetensors(&named, weights)
+        .map_err(|e| Error::Torch(format!("writing {}: {e}", weights.display())))?;
+    let name = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let side = SideSpec {
+        model,
+        weights: name,
+        tricks: key.tricks.iter().collect(),
+        reference_for: key.reference_for,
+    };
+    Ok((side, forward_flops))
+}
+
+/// Writes the engine script and the parity script it takes its networks from, in the folders
+/// the checkout keeps them in; returns the engine script's path.
+fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
+    let write = |relative: &str, text: &str| {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        Ok::<_, Error>(path)
+    };
+    write("parity/parity.py", crate::parity::PYTORCH_SCRIPT)?;
+    write("engine/pytorch_engine.py", ENGINE_SCRIPT)
+}

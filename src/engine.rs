@@ -1,0 +1,90 @@
+//! The engines a cell can train on: the names the plan, the runner, the results and the reports
+//! know an engine by.
+
+use serde::{Deserialize, Serialize};
+
+/// The engine a cell trains on: what runs its training loop and applies its tricks.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// trickbench's own training loop on libtorch, driven from Rust: no Python in the timed steps.
+    /// Files that predate engines were all measured on it.
+    #[default]
+    Libtorch,
+    /// Eager PyTorch driven from Python (`scripts/engine/pytorch_engine.py`), each trick applied as
+    /// PyTorch's documentation tells a user to: what a Python training script gets.
+    Pytorch,
+}
+
+impl Engine {
+    /// The engine's name in ids and tables ("libtorch", "pytorch").
+    pub fn id(self) -> &'static str {
+        match self {
+            Engine::Libtorch => "libtorch",
+            Engine::Pytorch => "pytorch",
+        }
+    }
+
+    /// Whether this is libtorch, the engine a file that names none was measured on.
+    pub fn is_libtorch(&self) -> bool {
+        *self == Engine::Libtorch
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Which engines a run trains its cells on (`run --engine`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineChoice {
+    /// trickbench's own loop on libtorch only.
+    #[default]
+    Libtorch,
+    /// Eager PyTorch only.
+    Pytorch,
+    /// Both, every cell the PyTorch engine can run measured on each, in the same rounds.
+    Both,
+}
+
+impl EngineChoice {
+    /// The engines chosen, libtorch first.
+    pub fn engines(self) -> Vec<Engine> {
+        match self {
+            EngineChoice::Libtorch => vec![Engine::Libtorch],
+            EngineChoice::Pytorch => vec![Engine::Pytorch],
+            EngineChoice::Both => vec![Engine::Libtorch, Engine::Pytorch],
+        }
+    }
+}
+
+/// The checkout's `.venv/bin/python` (set up by `make setup`, with the PyTorch wheel) when
+/// present, else `python3` from the PATH.
+pub fn default_python() -> std::path::PathBuf {
+    let venv = std::path::PathBuf::from(".venv/bin/python");
+    if venv.is_file() {
+        venv
+    } else {
+        std::path::PathBuf::from("python3")
+    }
+}
+
+/// Why `python` cannot run the PyTorch engine, if it cannot: it does not start, or it has no
+/// `torch` to import. `Ok` holds the torch version it imports.
+pub fn probe_python(python: &std::path::Path) -> Result<String, String> {
+    let output = std::process::Command::new(python)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{} does not start: {e}", python.display()))?;
+    if output.status.success() {
+        return Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no message");
+    Err(format!("{} cannot import torch ({}): {last}", python.display(), output.status))
+}
