@@ -73,16 +73,34 @@ pub fn default_python() -> std::path::PathBuf {
     }
 }
 
-/// Why `python` cannot run the PyTorch engine, if it cannot: it does not start, or it has no
-/// `torch` to import. `Ok` holds the torch version it imports.
-pub fn probe_python(python: &std::path::Path) -> Result<String, String> {
+/// The Python that runs the PyTorch engine, as a run records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PytorchInfo {
+    /// The interpreter, as given (`--python`) or found.
+    pub python: String,
+    /// Its version (`3.11.7`).
+    pub python_version: String,
+    /// The torch it imports (`2.11.0+cu130`).
+    pub torch_version: String,
+}
+
+/// What `python` runs the PyTorch engine with, or why it cannot: it does not start, or it has no
+/// `torch` to import.
+pub fn probe_python(python: &std::path::Path) -> Result<PytorchInfo, String> {
     let output = std::process::Command::new(python)
-        .args(["-c", "import torch; print(torch.__version__)"])
+        .args(["-c", "import sys, torch; print(torch.__version__); print(sys.version.split()[0])"])
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("{} does not start: {e}", python.display()))?;
     if output.status.success() {
-        return Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let mut lines = stdout.lines().map(str::trim);
+        let (torch, version) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+        return Ok(PytorchInfo {
+            python: python.display().to_string(),
+            python_version: version.to_owned(),
+            torch_version: torch.to_owned(),
+        });
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no message");

@@ -90,11 +90,17 @@ fn both_engines_measure_each_cell_paired_on_its_own_engine_and_the_report_answer
         .iter()
         .all(|p| p.window_samples_per_s.len() == 2 && p.memory.peak_rss_bytes.is_some()));
 
+    let recorded = results.system.pytorch.as_ref().expect("the run records the engine's Python");
+    assert!(recorded.torch_version.starts_with("2.") && recorded.python.ends_with("python"), "{recorded:?}");
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
-    for words in
-        ["Verdict in PyTorch", "On libtorch", "Baseline in eager PyTorch", "zero-copy (libtorch only)"]
-    {
-        assert!(html.contains(words), "the first screen lacks {words:?}");
+    for words in [
+        "Verdict in PyTorch",
+        "On libtorch",
+        "Baseline in eager PyTorch",
+        "zero-copy (libtorch only)",
+        "PyTorch engine: torch 2.",
+    ] {
+        assert!(html.contains(words), "the report lacks {words:?}");
     }
     let summary = std::fs::read_to_string(dir.path().join("run/summary.md")).unwrap();
     assert!(summary.contains("| Trick | Judged by | Verdict in PyTorch | Effect in PyTorch | On libtorch |"));

@@ -12,7 +12,7 @@ use crate::bench::profile::{Profile, ProfileName, ProfileRequest};
 use crate::bench::shard::Shard;
 use crate::bench::trace::CellGlob;
 use crate::device::{DeviceSpec, Hardware};
-use crate::engine::{default_python, probe_python, Engine, EngineChoice};
+use crate::engine::{default_python, probe_python, Engine, EngineChoice, PytorchInfo};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
@@ -153,6 +153,8 @@ pub struct RunConfig {
     pub engines: Vec<Engine>,
     /// The Python that runs the PyTorch engine, checked to import torch where that engine runs.
     pub python: PathBuf,
+    /// That Python and its torch, where the PyTorch engine runs.
+    pub pytorch: Option<PytorchInfo>,
 }
 
 impl RunConfig {
@@ -178,14 +180,17 @@ impl RunConfig {
         };
         let engines = request.engine.engines();
         let python = request.python.clone().unwrap_or_else(default_python);
-        if engines.contains(&Engine::Pytorch) {
-            probe_python(&python).map_err(|why| {
-                invalid(&format!(
-                    "--engine: the PyTorch engine needs a Python with torch, and {why} (pass --python PATH, \
-                     or run `make setup` for .venv/bin/python)"
-                ))
-            })?;
-        }
+        let pytorch = engines
+            .contains(&Engine::Pytorch)
+            .then(|| {
+                probe_python(&python).map_err(|why| {
+                    invalid(&format!(
+                        "--engine: the PyTorch engine needs a Python with torch, and {why} (pass --python \
+                         PATH, or run `make setup` for .venv/bin/python)"
+                    ))
+                })
+            })
+            .transpose()?;
         Ok(Self {
             request,
             device,
@@ -196,6 +201,7 @@ impl RunConfig {
             memory_budget_bytes,
             engines,
             python,
+            pytorch,
         })
     }
 

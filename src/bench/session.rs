@@ -77,7 +77,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     }
     let spec = RunSpec {
         info,
-        system: SystemInfo::collect(config.device),
+        system: SystemInfo { pytorch: config.pytorch.clone(), ..SystemInfo::collect(config.device) },
         plan: Plan { cells: Vec::new() },
         data_dir: inputs.data_dir,
         images: config.request.inputs.images.clone(),

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::device::{cuda_device_count, DeviceSpec};
+use crate::engine::PytorchInfo;
 use crate::measure::power::{gpu_info, GpuInfo};
 
 /// The machine and software a run measured on.
@@ -38,6 +39,10 @@ pub struct SystemInfo {
     pub gpu: Option<GpuInfo>,
     /// Why `gpu` is missing, when it is.
     pub gpu_unavailable: Option<String>,
+    /// The Python and torch the PyTorch engine ran with (`None`: the run trained on libtorch
+    /// only, and files that predate engines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytorch: Option<PytorchInfo>,
 }
 
 impl SystemInfo {
@@ -69,6 +74,7 @@ impl SystemInfo {
             cuda_device_count: cuda_device_count(),
             device,
             gpu_unavailable: gpu.as_ref().err().cloned(),
+            pytorch: None,
             gpu: gpu.ok(),
         }
     }

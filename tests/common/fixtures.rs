@@ -86,6 +86,7 @@ fn system(device: DeviceSpec, host: &str) -> SystemInfo {
         }),
         gpu_unavailable: (!device.is_cuda())
             .then(|| "NVML measures NVIDIA GPUs; this run is on the CPU".to_owned()),
+        pytorch: None,
     }
 }
 
