@@ -364,12 +364,18 @@ impl Plan {
 fn on_engine(request: &PlanRequest, cell: &PlannedCell, engine: Engine) -> PlannedCell {
     let key = CellKey { engine, ..cell.key.clone() };
     let tricks: TrickSet = key.tricks.iter().chain(key.reference_for).collect();
+    PlannedCell { not_applicable: why_not(request, &key, &tricks), key }
+}
+
+/// Why the cell `key` cannot run with `tricks` on its engine, if it cannot: the GPT's text is
+/// missing, a trick does not apply to the workload, device or engine, or its data source is
+/// missing.
+fn why_not(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) -> Option<String> {
     let missing_text = request.missing_text.as_ref().filter(|_| key.workload.family() == Family::CharGpt);
-    let not_applicable = missing_text
+    missing_text
         .cloned()
-        .or_else(|| tricks.not_applicable_reason_on(engine, key.workload, &request.hardware))
-        .or_else(|| key.tricks.missing_source_reason(request.has_images));
-    PlannedCell { key, not_applicable }
+        .or_else(|| tricks.not_applicable_reason_on(key.engine, key.workload, &request.hardware))
+        .or_else(|| key.tricks.missing_source_reason(request.has_images))
 }
 
 /// The phase a trick's metric is measured in.
@@ -402,12 +408,7 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         aa_control: false,
         engine: Engine::Libtorch,
     };
-    let missing_text = request.missing_text.as_ref().filter(|_| workload.family() == Family::CharGpt);
-    let not_applicable = missing_text
-        .cloned()
-        .or_else(|| key.tricks.not_applicable_reason(workload, &request.hardware))
-        .or_else(|| key.tricks.missing_source_reason(request.has_images));
-    PlannedCell { key, not_applicable }
+    PlannedCell { not_applicable: why_not(request, &key, &key.tricks), key }
 }
 
 /// The reference ("off") cell of `trick`, whose "off" side is not the plain recipe: the baseline

@@ -11,6 +11,7 @@ use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderO
 use crate::data::text::{eval_windows, TextCorpus, TextLoader, TextLoaderOptions};
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::results::schema::{CellKind, Phase};
 use crate::train::recipe::Recipe;
 use crate::tricks::Trick;
 use crate::workloads::build::gpt_context;
@@ -219,6 +220,19 @@ impl CellData {
                 Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
             }
         })
+    }
+
+    /// Endless batches of what a throughput cell of `kind` times: held-out batches for
+    /// evaluation throughput, training batches otherwise.
+    pub(super) fn timed_batches(
+        &self,
+        kind: CellKind,
+        inputs: &InputOptions,
+    ) -> Result<Box<dyn BatchSource>, Error> {
+        match kind {
+            CellKind::Throughput { phase: Phase::Eval } => self.held_out_endless(inputs),
+            _ => self.training(inputs),
+        }
     }
 
     /// Every held-out sample once, in batches: the test images, or the profile's number of

@@ -96,17 +96,23 @@ pub(super) fn unmeasured<W: Workload>(
     job: &CellJob,
     trainer: &Trainer<W>,
 ) -> Result<ProcessMeasurement, Error> {
-    let forward_flops = trainer.workload().forward_flops_per_sample();
-    // Backward costs about twice the forward pass.
-    let flops_per_sample = if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) {
-        forward_flops
-    } else {
-        3.0 * forward_flops
-    };
+    let flops_per_sample =
+        timed_flops_per_sample(job.key.kind, trainer.workload().forward_flops_per_sample());
     Ok(ProcessMeasurement {
         attention_backend: trainer.attention_backend(job.key.batch_size)?,
         ..ProcessMeasurement::new(job.round, flops_per_sample, trainer.precision())
     })
+}
+
+/// FLOPs per sample of the work a cell of `kind` times, from its network's forward FLOPs:
+/// the forward pass alone for evaluation, forward and backward (about twice the forward) for
+/// training.
+pub(super) fn timed_flops_per_sample(kind: CellKind, forward_flops: f64) -> f64 {
+    if kind == (CellKind::Throughput { phase: Phase::Eval }) {
+        forward_flops
+    } else {
+        3.0 * forward_flops
+    }
 }
 
 /// Training throughput: the warm-up steps (at least those that reach the steady state), then the

@@ -53,10 +53,7 @@ impl<W: Workload> PairSide<W> {
             job,
             device: process.device,
         };
-        let batches = match job.key.kind {
-            CellKind::Throughput { phase: Phase::Eval } => process.data.held_out_endless(&inputs)?,
-            _ => process.data.training(&inputs)?,
-        };
+        let batches = process.data.timed_batches(job.key.kind, &inputs)?;
         Ok(PairSide { key: job.key.clone(), trainer, batches, lr: process.recipe.schedule.lr(0) })
     }
 

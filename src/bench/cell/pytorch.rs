@@ -13,16 +13,14 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::measure::{wants_another_window, within_budget, PROBE_STEPS};
+use super::measure::{timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS};
 use super::paired::alternate;
 use super::CellJob;
 use crate::bench::profile::Profile;
 use crate::error::Error;
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
-use crate::results::schema::{
-    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
-};
+use crate::results::schema::{Memory, PairedWindow, PairedWindows, ProcessMeasurement, Side};
 use crate::tricks::Trick;
 
 /// Why a process of the PyTorch engine records no GPU energy.
@@ -212,12 +210,8 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
     let case = super::pytorch_case::write(job, reference, &scratch.0)?;
     let profile = job.settings();
     let mut engine = EngineProcess::start(&python, &case.script, &scratch.0)?;
-    let flops = match job.key.kind {
-        CellKind::Throughput { phase: Phase::Eval } => case.forward_flops_per_sample,
-        // Backward costs about twice the forward pass.
-        _ => 3.0 * case.forward_flops_per_sample,
-    };
-    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job, case.mostly_convolutions));
+    let flops = timed_flops_per_sample(job.key.kind, case.forward_flops_per_sample);
+    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job));
     measurement.energy_unavailable = Some(NO_ENERGY.to_owned());
     measurement.step_breakdown_unavailable = Some(NO_BREAKDOWN.to_owned());
     measurement.machine_before = Some(MachineState::read(job.device));
@@ -241,11 +235,11 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
 /// The arithmetic the engine's matmuls and convolutions run in for the cell of `job`: half
 /// precision under autocast; on a CUDA GPU TF32 in cuDNN's convolutions (PyTorch's default) and in
 /// matmuls under `tf32`; fp32 otherwise.
-fn precision(job: &CellJob, mostly_convolutions: bool) -> Precision {
+fn precision(job: &CellJob) -> Precision {
     let tricks = &job.key.tricks;
     if tricks.has(Trick::Amp) || tricks.has(Trick::AmpBf16) {
         Precision::Half
-    } else if job.device.is_cuda() && (mostly_convolutions || tricks.has(Trick::Tf32)) {
+    } else if job.device.is_cuda() && (job.key.workload.is_cnn() || tricks.has(Trick::Tf32)) {
         Precision::Tf32
     } else {
         Precision::Fp32

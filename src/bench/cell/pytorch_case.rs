@@ -93,8 +93,6 @@ pub(super) struct WrittenCase {
     pub(super) script: PathBuf,
     /// Analytic FLOPs of one sample's forward pass through the cell's network.
     pub(super) forward_flops_per_sample: f64,
-    /// Whether the network is mostly convolutions (a CIFAR ResNet) rather than matmuls.
-    pub(super) mostly_convolutions: bool,
 }
 
 /// Writes the case of `job` (and of its paired reference, when it has one) and the engine script
@@ -132,11 +130,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
         sides: Sides { trick, reference: reference.map(|r| side(r, "reference")).transpose()? },
     };
     store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
-    Ok(WrittenCase {
-        script: write_scripts(dir)?,
-        forward_flops_per_sample,
-        mostly_convolutions: job.key.workload.family() == Family::CifarResnet,
-    })
+    Ok(WrittenCase { script: write_scripts(dir)?, forward_flops_per_sample })
 }
 
 /// The batches the cell's process would train on (held-out batches for an evaluation cell).
@@ -148,10 +142,7 @@ fn write_batches(job: &CellJob, recipe: &Recipe, data: &CellData, path: &Path) -
         job,
         device: job.device,
     };
-    let mut source = match job.key.kind {
-        CellKind::Throughput { phase: Phase::Eval } => data.held_out_endless(&inputs)?,
-        _ => data.training(&inputs)?,
-    };
+    let mut source = data.timed_batches(job.key.kind, &inputs)?;
     let mut tensors = Vec::new();
     for k in 0..CASE_BATCHES {
         let batch = source.next_batch()?;
