@@ -161,8 +161,10 @@ pub struct RunArgs {
     /// The engine the throughput cells train on: libtorch (trickbench's own loop, no Python in
     /// the timed steps), pytorch (eager PyTorch driven from Python, each trick applied as PyTorch's
     /// documentation shows; what a Python training script gets), or both, in the same rounds.
-    #[arg(long, value_enum, default_value_t = EngineChoice::Libtorch)]
-    pub engine: EngineChoice,
+    /// Default: both where the design is the ablation and the set-up's Python (--python, else
+    /// .venv/bin/python) imports torch, else libtorch; the run's first lines say which and why.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineChoice>,
     /// The Python with torch that runs the PyTorch engine (default: .venv/bin/python when present,
     /// else python3).
     #[arg(long, value_name = "PATH")]

@@ -62,15 +62,16 @@ impl EngineChoice {
     }
 }
 
-/// The checkout's `.venv/bin/python` (set up by `make setup`, with the PyTorch wheel) when
-/// present, else `python3` from the PATH.
-pub fn default_python() -> std::path::PathBuf {
+/// The checkout's `.venv/bin/python` (set up by `make setup`, with the PyTorch wheel), when
+/// present in the working directory.
+pub fn setup_python() -> Option<std::path::PathBuf> {
     let venv = std::path::PathBuf::from(".venv/bin/python");
-    if venv.is_file() {
-        venv
-    } else {
-        std::path::PathBuf::from("python3")
-    }
+    venv.is_file().then_some(venv)
+}
+
+/// [`setup_python`] when present, else `python3` from the PATH.
+pub fn default_python() -> std::path::PathBuf {
+    setup_python().unwrap_or_else(|| std::path::PathBuf::from("python3"))
 }
 
 /// The Python that runs the PyTorch engine, as a run records it.

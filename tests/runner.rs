@@ -358,6 +358,7 @@ fn job() -> CellJob {
         trace: None,
         paired_with: None,
         python: None,
+        pytorch_server: None,
     }
 }
 

@@ -17,6 +17,9 @@ protocol, checking:
   reference to 1e-9 relative (1e-8 where parity's float32 softmax is rounded differently), and a
   side with perturbed weights shows that the check can tell a real difference. torch-compile is
   among them where inductor can build here; where it cannot, the check prints a note instead;
+- the fork server (--serve): its children are processes of their own that train the same loss as
+  a fresh engine on the same case, two at a time; a child whose client has gone ends; the server
+  ends at EOF on its stdin;
 - error paths: a missing case file, a wrong format and a missing weights file make the engine
   exit with status 2 naming the file (and field); more malformed fields are checked through the
   engine's own read_case; requests that cannot be served get an error reply.
@@ -30,6 +33,7 @@ import ctypes
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -229,10 +233,64 @@ class Engine:
             self.process.wait()
         self.stderr.close()
 
+    def pid(self):
+        """The engine's process id."""
+        return self.process.pid
+
     def stderr_text(self):
         """What the engine wrote to stderr so far."""
         with open(self.stderr_path) as f:
             return f.read()[-4000:]
+
+
+class ForkedEngine(Engine):
+    """An engine forked by a fork server on `socket_path` for the case in `case_dir`, driven over
+    the connection; `client_pid` is the process whose end it watches (this one by default)."""
+
+    def __init__(self, socket_path, case_dir, client_pid=None):
+        self.case_dir = case_dir
+        self.stderr_path = case_dir + ".stderr"
+        self.stderr = open(self.stderr_path, "w")
+        self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.connection.settimeout(REQUEST_TIMEOUT_S)
+        self.connection.connect(socket_path)
+        self.replies = self.connection.makefile("r", encoding="utf-8")
+        self.requests = self.connection.makefile("w", encoding="utf-8")
+        hello = {
+            "case": case_dir,
+            "stderr": self.stderr_path,
+            "client_pid": client_pid or os.getpid(),
+            "data_limit_bytes": None,
+        }
+        self.requests.write(json.dumps(hello) + "\n")
+        self.requests.flush()
+        self.ready_pid = None
+
+    def read(self):
+        line = self.replies.readline()
+        check(line, f"{self.case_dir}: the forked engine ended without a reply; its stderr:\n{self.stderr_text()}")
+        reply = json.loads(line)
+        self.ready_pid = self.ready_pid or reply.get("pid")
+        return reply
+
+    def send(self, line):
+        self.requests.write(line + "\n")
+        self.requests.flush()
+        return self.read()
+
+    def pid(self):
+        return self.ready_pid
+
+    def finish(self, quit=True):
+        if quit:
+            check(self.request(op="quit") == {"ok": True}, f"{self.case_dir}: quit did not reply ok")
+        check(self.replies.readline() == "", f"{self.case_dir}: output after the last reply")
+        self.close()
+        return 0
+
+    def close(self):
+        self.connection.close()
+        self.stderr.close()
 
 
 def relative(a, b):
@@ -276,7 +334,8 @@ def check_ready(engine):
     expected = {"ready": True, "implementation": "pytorch", "version": torch.__version__, "threads": 1}
     check({k: ready.get(k) for k in expected} == expected, f"ready line {ready}, expected {expected} and python")
     check(ready.get("python") == sys.version.split()[0], f"ready line python {ready.get('python')}")
-    check(set(ready) == {*expected, "python"}, f"ready line has extra fields: {ready}")
+    check(ready.get("pid") == engine.pid(), f"ready line pid {ready.get('pid')}, expected {engine.pid()}")
+    check(set(ready) == {*expected, "python", "pid"}, f"ready line has extra fields: {ready}")
 
 
 def check_bad_requests(engine):
@@ -654,6 +713,59 @@ def check_errors(root):
         check(contains in err, f"{name}: stderr lacks {contains!r}:\n{err}")
 
 
+def check_fork_server(root):
+    """The fork server's children: each its own process, training exactly as a fresh engine does
+    on the same case, two at once; a child whose client is gone ends; the server ends at EOF."""
+    case = write_case(os.path.join(root, "forked"), RESNET, {"reference": [], "channels-last": ["channels-last"]})
+    fresh = Engine(case)
+    try:
+        check_ready(fresh)
+        built(fresh, ["channels-last"])
+        fresh.ok(("ok", "compile_s"), op="warm_up", side="channels-last", steps=2)
+        fresh_loss = fresh.ok(("loss",), op="loss", side="channels-last")["loss"]
+        fresh.finish()
+    finally:
+        fresh.close()
+    socket_path = os.path.join(root, "engine.sock")
+    server = subprocess.Popen(
+        [sys.executable, str(ENGINE), "--serve", socket_path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        serving = json.loads(server.stdout.readline() or "{}")
+        check(serving == {"serving": True, "pid": server.pid}, f"fork server began with {serving}")
+        first, second = ForkedEngine(socket_path, case), ForkedEngine(socket_path, case)
+        for engine in (first, second):
+            check_ready(engine)
+        pids = {first.pid(), second.pid(), server.pid}
+        check(len(pids) == 3, f"forked engines are not processes of their own: {pids}")
+        for engine in (first, second):
+            built(engine, ["channels-last"])
+            engine.ok(("ok", "compile_s"), op="warm_up", side="channels-last", steps=2)
+            loss = engine.ok(("loss",), op="loss", side="channels-last")["loss"]
+            check(loss == fresh_loss, f"a forked engine's loss {loss} differs from a fresh one's {fresh_loss}")
+            timed_window(engine, "channels-last", 1)
+            engine.finish()
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        orphan = ForkedEngine(socket_path, case, client_pid=gone.pid)
+        orphan.connection.settimeout(30)
+        try:
+            lines = orphan.replies.readlines()
+        except TimeoutError:
+            raise CheckFailed("a forked engine whose client had gone was still running after 30 s") from None
+        check(all("ready" in json.loads(line) for line in lines), f"an orphaned engine replied {lines}")
+        orphan.close()
+        server.stdin.close()
+        check(server.wait(timeout=30) == 0, f"fork server exited with {server.returncode} at EOF")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
 def main():
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="check-engine-") as root:
@@ -664,6 +776,7 @@ def main():
                 ("resnet float64: the tricks that keep the arithmetic agree", check_resnet_float64),
                 ("gpt float64: agreement, SDPA in the profiles, what does not apply", check_gpt),
                 ("malformed cases exit 2 naming file and field", check_errors),
+                ("the fork server's engines train as fresh ones, and end with their client", check_fork_server),
             ]:
                 run(root)
                 print(f"ok: {name} ({time.perf_counter() - started:.1f} s)", flush=True)

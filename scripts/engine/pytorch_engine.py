@@ -37,10 +37,23 @@ The case: DIR/engine-case.json
 Unknown fields, wrong types, out-of-range values and missing files are errors naming the file
 and the field; the engine prints them to stderr and exits with status 2 before replying anything.
 
+The fork server
+---------------
+Importing torch takes seconds on a small CPU, once per process. `python pytorch_engine.py --serve
+SOCKET` imports it once, listens on the Unix socket and writes {"serving": true, "pid": P} on
+stdout; each connection gets a forked child, made before this process has run any operator or
+started any thread, so each child is as clean as a fresh process with torch imported. The child
+reads one hello line,
+    {"case": DIR, "stderr": FILE, "client_pid": PID, "data_limit_bytes": int | null}
+points its stdout and stderr at FILE, takes the client's RLIMIT_DATA, exits when process PID has
+gone, and is then the engine of `--case DIR` on the connection: the ready line, the requests and
+the replies below go over the socket. The server ends at EOF on its stdin.
+
 The protocol
 ------------
 On start, after reading the case and the batches, before building anything:
-    {"ready": true, "implementation": "pytorch", "version": V, "threads": N, "python": P}
+    {"ready": true, "implementation": "pytorch", "version": V, "threads": N, "python": P,
+     "pid": the engine's process id}
 Then one reply per request, in order:
     {"op": "build", "side": S}             -> {"ok": true} | {"not_applicable": reason}
         The side's model from its spec and weights on the device, its optimizer (train kind) and
@@ -142,7 +155,11 @@ import math
 import os
 import re
 import resource
+import select
+import signal
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -1022,19 +1039,17 @@ def leave(status, out):
     os._exit(status)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--case", required=True, help=f"directory holding {CASE_FILE} and the files it names")
-    args = parser.parse_args()
-    out = protocol_stream()
+def start(case_dir, requests, out):
+    """Reads the case in `case_dir`, sets the baseline flags, writes the ready line to `out` and
+    answers `requests` until quit or EOF; returns the exit status (2: the case is wrong)."""
     try:
-        case = read_case(args.case)
+        case = read_case(case_dir)
         if case.threads is not None:
             torch.set_num_threads(case.threads)
         batches = read_batches(case)
     except CaseError as e:
         print(f"pytorch_engine.py: error: {e}", file=sys.stderr)
-        leave(2, out)
+        return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = False
@@ -1045,11 +1060,91 @@ def main():
         "version": torch.__version__,
         "threads": torch.get_num_threads(),
         "python": sys.version.split()[0],
+        "pid": os.getpid(),
     }
     out.write(json.dumps(ready) + "\n")
     out.flush()
-    serve(Engine(case, batches), sys.stdin, out)
-    leave(0, out)
+    serve(Engine(case, batches), requests, out)
+    return 0
+
+
+def watch_client(pid):
+    """Ends this process when process `pid` (the cell process that asked for it) is gone, as a
+    directly started engine ends with its parent: checked twice a second from a daemon thread,
+    which a forked child may start."""
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(3)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def forked_engine(conn, server_out):
+    """The child of the fork server: its hello names the case, the file its stderr goes to, the
+    client's pid and the client's data limit; then it is an engine on the connection."""
+    server_out.close()
+    requests = conn.makefile("r", encoding="utf-8")
+    replies = conn.makefile("w", encoding="utf-8")
+    hello = json.loads(requests.readline() or "{}")
+    log = os.open(hello["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    for fd in (1, 2):
+        os.dup2(log, fd)
+    os.close(log)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    limit = hello.get("data_limit_bytes")
+    if limit is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    watch_client(hello["client_pid"])
+    return start(hello["case"], requests, replies), replies
+
+
+def fork_server(path):
+    """Listens on the Unix socket `path` and forks an engine for each connection, so that every
+    engine starts with torch imported but before any thread, CUDA context or operator exists
+    (this process runs none). Writes {"serving": true, "pid": P} once listening; ends at EOF on
+    stdin (its owner, trickbench's run, is gone)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = protocol_stream()
+    out.write(json.dumps({"serving": True, "pid": os.getpid()}) + "\n")
+    out.flush()
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 4096):
+            leave(0, out)
+        if listener not in readable:
+            continue
+        conn, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            status, replies = forked_engine(conn, out)
+            leave(status, replies)
+        conn.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--case", help=f"directory holding {CASE_FILE} and the files it names")
+    mode.add_argument("--serve", metavar="SOCKET", help="fork an engine for each connection to this Unix socket")
+    args = parser.parse_args()
+    if args.serve:
+        fork_server(args.serve)
+    out = protocol_stream()
+    leave(start(args.case, sys.stdin, out), out)
 
 
 if __name__ == "__main__":

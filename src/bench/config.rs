@@ -12,7 +12,7 @@ use crate::bench::profile::{Profile, ProfileName, ProfileRequest};
 use crate::bench::shard::Shard;
 use crate::bench::trace::CellGlob;
 use crate::device::{DeviceSpec, Hardware};
-use crate::engine::{default_python, probe_python, Engine, EngineChoice, PytorchInfo};
+use crate::engine::{default_python, probe_python, setup_python, Engine, EngineChoice, PytorchInfo};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
@@ -124,8 +124,8 @@ pub struct RunRequest {
     /// The results files the speedrun design takes the tricks' effects from instead of running
     /// the ablation first (`--from`, in order; empty: it measures its own).
     pub from: Vec<PathBuf>,
-    /// The engines the cells train on.
-    pub engine: EngineChoice,
+    /// The engines the cells train on (`None`: [`automatic_engines`]).
+    pub engine: Option<EngineChoice>,
     /// The Python with torch that runs the PyTorch engine (`None`: [`default_python`]).
     pub python: Option<PathBuf>,
     /// The command line, as recorded in the results.
@@ -155,6 +155,8 @@ pub struct RunConfig {
     pub python: PathBuf,
     /// That Python and its torch, where the PyTorch engine runs.
     pub pytorch: Option<PytorchInfo>,
+    /// Which engines a run without `--engine` chose, and why (`None`: `--engine` said).
+    pub engine_reason: Option<String>,
 }
 
 impl RunConfig {
@@ -178,19 +180,24 @@ impl RunConfig {
             None if !device.is_cuda() => Some(profiles.run_wide().cpu_memory_budget_mib << 20),
             None => None,
         };
-        let engines = request.engine.engines();
         let python = request.python.clone().unwrap_or_else(default_python);
-        let pytorch = engines
-            .contains(&Engine::Pytorch)
-            .then(|| {
-                probe_python(&python).map_err(|why| {
-                    invalid(&format!(
-                        "--engine: the PyTorch engine needs a Python with torch, and {why} (pass --python \
-                         PATH, or run `make setup` for .venv/bin/python)"
-                    ))
-                })
-            })
-            .transpose()?;
+        let (engines, pytorch, engine_reason) = match request.engine {
+            Some(choice) => (choice.engines(), None, None),
+            None => {
+                let (engines, pytorch, why) = automatic_engines(&request);
+                (engines, pytorch, Some(why))
+            }
+        };
+        let pytorch = match pytorch {
+            Some(info) => Some(info),
+            None if engines.contains(&Engine::Pytorch) => Some(probe_python(&python).map_err(|why| {
+                invalid(&format!(
+                    "--engine: the PyTorch engine needs a Python with torch, and {why} (pass --python PATH, or \
+                     run `make setup` for .venv/bin/python)"
+                ))
+            })?),
+            None => None,
+        };
         Ok(Self {
             request,
             device,
@@ -202,6 +209,7 @@ impl RunConfig {
             engines,
             python,
             pytorch,
+            engine_reason,
         })
     }
 
@@ -271,6 +279,36 @@ fn invalid(message: &str) -> Error {
     Error::Invalid(message.to_owned())
 }
 
+/// The engines of a run without `--engine`: both where the design is the ablation and the
+/// set-up's Python (`--python`, else the checkout's `.venv/bin/python`; never a `python3` found
+/// on the PATH) imports torch; libtorch alone otherwise. Returns that Python's torch where both
+/// run, and a line saying which and why.
+fn automatic_engines(request: &RunRequest) -> (Vec<Engine>, Option<PytorchInfo>, String) {
+    let libtorch = |why: String| (vec![Engine::Libtorch], None, format!("engines: libtorch only, {why}"));
+    if request.design != Design::Ablation {
+        return libtorch(format!("as the {} design measures only there", request.design));
+    }
+    let Some(python) = request.python.clone().or_else(setup_python) else {
+        return libtorch(
+            "as there is no .venv/bin/python here (`make setup` makes it; --python PATH names another Python \
+             with torch)"
+                .to_owned(),
+        );
+    };
+    match probe_python(&python) {
+        Ok(info) => {
+            let why = format!(
+                "engines: libtorch and pytorch (eager PyTorch {} with {}); --engine libtorch measures libtorch \
+                 alone",
+                info.torch_version,
+                python.display()
+            );
+            (vec![Engine::Libtorch, Engine::Pytorch], Some(info), why)
+        }
+        Err(why) => libtorch(format!("as {why}")),
+    }
+}
+
 /// Refuses flags that contradict each other, naming both.
 fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
     let (flags, tta) = (&request.flags, &request.flags.time_to_accuracy);
@@ -288,7 +326,9 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
         )));
     }
     check_speedrun_flags(request)?;
-    if request.engine != EngineChoice::Libtorch && request.design != Design::Ablation {
+    if matches!(request.engine, Some(EngineChoice::Pytorch | EngineChoice::Both))
+        && request.design != Design::Ablation
+    {
         return Err(Error::Invalid(format!(
             "--engine pytorch and --engine both run the ablation design only so far, not --design {}; \
              drop --engine or choose --design ablation",
@@ -403,7 +443,7 @@ mod tests {
             resume: false,
             trace: None,
             from: Vec::new(),
-            engine: EngineChoice::Libtorch,
+            engine: Some(EngineChoice::Libtorch),
             python: None,
             command: vec!["trickbench".into(), "run".into()],
         }
@@ -453,6 +493,33 @@ mod tests {
         let super_convergence =
             RunConfig::new(RunRequest { design: Design::SuperConvergence, ..request() }).unwrap();
         assert_eq!(super_convergence.workloads, [WorkloadId::Resnet56], "the experiment is about ResNet-56");
+    }
+
+    #[test]
+    fn without_engine_a_run_takes_both_where_its_python_has_torch_and_says_why_otherwise() {
+        let auto = |design, python: Option<&str>| {
+            let config = RunConfig::new(RunRequest {
+                design,
+                engine: None,
+                python: python.map(PathBuf::from),
+                ..request()
+            })
+            .unwrap();
+            (config.engines, config.pytorch.is_some(), config.engine_reason.unwrap())
+        };
+        let (engines, pytorch, why) = auto(Design::Ablation, Some("/no/such/python"));
+        assert_eq!((engines, pytorch), (vec![Engine::Libtorch], false));
+        assert!(why.contains("libtorch only") && why.contains("/no/such/python"), "{why}");
+        let (engines, _, why) = auto(Design::Stack, Some("/no/such/python"));
+        assert_eq!(engines, [Engine::Libtorch]);
+        assert!(why.contains("stack design"), "{why}");
+        // Unit tests run in the checkout, whose `make setup` made .venv/bin/python with torch.
+        let (engines, pytorch, why) = auto(Design::Ablation, None);
+        assert_eq!((engines, pytorch), (vec![Engine::Libtorch, Engine::Pytorch], true));
+        assert!(why.contains("libtorch and pytorch") && why.contains(".venv/bin/python"), "{why}");
+        let chosen =
+            RunConfig::new(RunRequest { engine: Some(EngineChoice::Libtorch), ..request() }).unwrap();
+        assert_eq!((chosen.engines, chosen.engine_reason), (vec![Engine::Libtorch], None));
     }
 
     #[test]

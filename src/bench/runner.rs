@@ -95,6 +95,9 @@ pub struct RunSpec {
     /// The Python with torch handed to the cells of the PyTorch engine (`None`:
     /// [`crate::engine::default_python`]).
     pub python: Option<PathBuf>,
+    /// The socket of the run's PyTorch engine fork server, handed to the cells (`None`: each
+    /// cell of the PyTorch engine starts its own Python).
+    pub pytorch_server: Option<PathBuf>,
 }
 
 /// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
@@ -211,6 +214,7 @@ fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
             .then(|| spec.plan.paired_reference(slot.cell, spec.info.design))
             .flatten(),
         python: spec.python.clone(),
+        pytorch_server: spec.pytorch_server.clone(),
     }
 }
 

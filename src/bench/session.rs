@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::bench::cell::PytorchServer;
 use crate::bench::config::RunConfig;
 use crate::bench::design::{Design, Phases};
 use crate::bench::inputs::resolve_inputs;
@@ -14,6 +15,7 @@ use crate::bench::progress::Progress;
 use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
 use crate::bench::speedrun::{load_evidence, Evidence};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::results::schema::{profile_text, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
@@ -54,6 +56,9 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         config.device,
         workload_ids.join(", ")
     ));
+    if let Some(why) = &config.engine_reason {
+        progress.note(&format!("note: {why}"));
+    }
     let evidence = load_evidence("--from", &config.request.from, config.device)?;
     let inputs = resolve_inputs(config, &|line| progress.note(line))?;
     let requests = config.plan_requests(inputs.text.missing())?;
@@ -75,6 +80,12 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         ));
         info.shard = Some(record);
     }
+    // Before any cell: a fork server that cannot start ends the run with nothing measured.
+    let server = config
+        .engines
+        .contains(&Engine::Pytorch)
+        .then(|| PytorchServer::start(&config.python))
+        .transpose()?;
     let spec = RunSpec {
         info,
         system: SystemInfo { pytorch: config.pytorch.clone(), ..SystemInfo::collect(config.device) },
@@ -88,6 +99,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         trace: config.request.trace.clone(),
         speedrun: Vec::new(),
         python: Some(config.python.clone()),
+        pytorch_server: server.as_ref().map(|s| s.socket().to_path_buf()),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())
@@ -97,7 +109,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     }
     let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
-    let mut session = Session { spec, executor, progress, results: None, evidence };
+    let mut session = Session { spec, executor, progress, results: None, evidence, _server: server };
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
@@ -158,6 +170,8 @@ struct Session<'a> {
     results: Option<Results>,
     /// The `--from` files the speedrun design takes the tricks' effects from.
     evidence: Vec<Evidence>,
+    /// The PyTorch engine's fork server, running while the session lives.
+    _server: Option<PytorchServer>,
 }
 
 impl Session<'_> {

@@ -216,6 +216,7 @@ impl ExportRequest {
             trace: None,
             paired_with: None,
             python: None,
+            pytorch_server: None,
         }
     }
 }

@@ -131,5 +131,6 @@ pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
         trace: None,
         speedrun: Vec::new(),
         python: None,
+        pytorch_server: None,
     }
 }

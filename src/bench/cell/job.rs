@@ -58,6 +58,10 @@ pub struct CellJob {
     /// [`crate::engine::default_python`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<PathBuf>,
+    /// The socket of the run's fork server ([`super::PytorchServer`]), which forks a cell of the
+    /// PyTorch engine its engine with torch already imported (`None`: the cell starts `python`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pytorch_server: Option<PathBuf>,
 }
 
 impl CellJob {

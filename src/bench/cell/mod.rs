@@ -15,6 +15,7 @@ mod parallel;
 mod phases;
 mod pytorch;
 mod pytorch_case;
+mod pytorch_server;
 mod trace;
 mod tta;
 
@@ -23,6 +24,7 @@ use std::time::Instant;
 pub use data::{training_inputs, TrainingInputs};
 pub use job::CellJob;
 pub use measure::PROBE_STEPS;
+pub use pytorch_server::PytorchServer;
 pub use trace::TRACED_STEPS;
 
 use crate::device::DeviceSpec;

@@ -6,9 +6,10 @@
 //! process has measured enough); the script applies the tricks and times the steps with the
 //! device synchronised at both edges of each window.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -28,15 +29,18 @@ const NO_ENERGY: &str = "the PyTorch engine does not read the GPU's energy count
 /// Why a process of the PyTorch engine records no step breakdown.
 const NO_BREAKDOWN: &str = "the PyTorch engine does not time the phases of a step yet";
 
-/// The engine script's process and the pipes it is driven through.
+/// An engine and the stream it is driven through: a Python process this process started, or a
+/// child of the run's fork server ([`super::PytorchServer`]) on a socket.
 struct EngineProcess {
-    /// The Python process.
-    child: Child,
-    /// Its standard input, one JSON request a line.
-    requests: ChildStdin,
-    /// Its standard output, one JSON reply a line.
-    replies: BufReader<ChildStdout>,
-    /// The command, as messages name it.
+    /// The Python process, when this process started it.
+    child: Option<Child>,
+    /// Where requests go, one JSON object a line.
+    requests: Box<dyn Write>,
+    /// Where replies come from, one JSON object a line.
+    replies: BufReader<Box<dyn Read>>,
+    /// The file a forked engine's stderr goes to, copied to this process's stderr when it ends.
+    log: Option<PathBuf>,
+    /// The engine, as messages name it.
     program: String,
 }
 
@@ -92,22 +96,61 @@ impl EngineProcess {
                 ),
                 source: Box::new(e),
             })?;
-        let requests = child.stdin.take().expect("stdin is piped");
-        let replies = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut engine = EngineProcess { child, requests, replies, program };
-        let ready = engine.reply()?;
+        let requests = Box::new(child.stdin.take().expect("stdin is piped"));
+        let replies: Box<dyn Read> = Box::new(child.stdout.take().expect("stdout is piped"));
+        EngineProcess { child: Some(child), requests, replies: BufReader::new(replies), log: None, program }
+            .ready()
+    }
+
+    /// Asks the fork server listening on `socket` for an engine on the case in `dir`, whose
+    /// stderr goes to a file in `dir`, with this process's data limit; reads its ready line.
+    fn connect(socket: &Path, dir: &Path) -> Result<Self, Error> {
+        let program = format!("the fork server's child on {}", socket.display());
+        let stream = UnixStream::connect(socket).map_err(|e| Error::Context {
+            context: format!("connecting to the PyTorch engine's fork server at {}", socket.display()),
+            source: Box::new(e),
+        })?;
+        let replies: Box<dyn Read> = Box::new(stream.try_clone().map_err(|e| Error::io(socket, e))?);
+        let log = dir.join("engine-stderr.log");
+        let mut engine = EngineProcess {
+            child: None,
+            requests: Box::new(stream),
+            replies: BufReader::new(replies),
+            log: None,
+            program,
+        };
+        let hello = json!({
+            "case": dir,
+            "stderr": log,
+            "client_pid": std::process::id(),
+            "data_limit_bytes": data_limit_bytes(),
+        });
+        engine.send(&hello)?;
+        engine.log = Some(log);
+        engine.ready()
+    }
+
+    /// Reads the engine's ready line.
+    fn ready(mut self) -> Result<Self, Error> {
+        let ready = self.reply()?;
         if ready.get("ready") != Some(&Value::Bool(true)) {
-            return Err(engine.failed(&format!("began with {ready} instead of its ready line")));
+            return Err(self.failed(&format!("began with {ready} instead of its ready line")));
         }
-        Ok(engine)
+        Ok(self)
+    }
+
+    /// Writes `message` as a line.
+    fn send(&mut self, message: &Value) -> Result<(), Error> {
+        let line = format!("{message}\n");
+        if self.requests.write_all(line.as_bytes()).and_then(|()| self.requests.flush()).is_err() {
+            return Err(self.failed(&format!("stopped before it was sent {message}")));
+        }
+        Ok(())
     }
 
     /// Sends `request` and returns the reply; an `error` or `not_applicable` reply is an error.
     fn request(&mut self, request: Value) -> Result<Value, Error> {
-        let line = format!("{request}\n");
-        if self.requests.write_all(line.as_bytes()).and_then(|()| self.requests.flush()).is_err() {
-            return Err(self.failed(&format!("stopped before it was sent {request}")));
-        }
+        self.send(&request)?;
         let reply = self.reply()?;
         for field in ["error", "not_applicable"] {
             if let Some(Value::String(why)) = reply.get(field) {
@@ -139,9 +182,10 @@ impl EngineProcess {
 
     /// The error of an engine that stopped or misbehaved, with its exit status when it exited.
     fn failed(&mut self, what: &str) -> Error {
-        let status = self.child.try_wait().ok().flatten().map(|s| format!(" ({s})")).unwrap_or_default();
+        let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+        let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
         Error::Process(format!(
-            "the PyTorch engine ({}) {what}{status}; its stderr is above in the cell's log",
+            "the PyTorch engine ({}) {what}{status}; its stderr is in the cell's log",
             self.program
         ))
     }
@@ -149,7 +193,8 @@ impl EngineProcess {
     /// Asks the engine to quit and waits for it.
     fn quit(mut self) -> Result<(), Error> {
         self.request(json!({"op": "quit"}))?;
-        let status = self.child.wait().map_err(|e| Error::Context {
+        let Some(child) = self.child.as_mut() else { return Ok(()) };
+        let status = child.wait().map_err(|e| Error::Context {
             context: format!("waiting for {}", self.program),
             source: Box::new(e),
         })?;
@@ -178,11 +223,27 @@ impl EngineProcess {
 
 impl Drop for EngineProcess {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.child.kill().ok();
-            self.child.wait().ok();
+        if let Some(child) = self.child.as_mut() {
+            if matches!(child.try_wait(), Ok(None)) {
+                child.kill().ok();
+                child.wait().ok();
+            }
+        }
+        if let Some(log) = &self.log {
+            if let Ok(text) = std::fs::read(log) {
+                std::io::stderr().write_all(&text).ok();
+            }
         }
     }
+}
+
+/// This process's data limit (RLIMIT_DATA, which `run --memory-limit-mib` sets), bytes, for a
+/// forked engine to take on; `None` when unlimited.
+fn data_limit_bytes() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut limit) } == 0;
+    (got && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
 /// The side's name in the engine's protocol.
@@ -209,7 +270,10 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
     let case = super::pytorch_case::write(job, reference, &scratch.0)?;
     let profile = job.settings();
-    let mut engine = EngineProcess::start(&python, &case.script, &scratch.0)?;
+    let mut engine = match &job.pytorch_server {
+        Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
+        None => EngineProcess::start(&python, &case.script, &scratch.0)?,
+    };
     let flops = timed_flops_per_sample(job.key.kind, case.forward_flops_per_sample);
     let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job));
     measurement.energy_unavailable = Some(NO_ENERGY.to_owned());

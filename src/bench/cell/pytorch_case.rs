@@ -192,7 +192,7 @@ fn side_spec(
 
 /// Writes the engine script and the parity script it takes its networks from, in the folders
 /// the checkout keeps them in; returns the engine script's path.
-fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
+pub(super) fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
     let write = |relative: &str, text: &str| {
         let path = dir.join(relative);
         if let Some(parent) = path.parent() {

@@ -1,0 +1,76 @@
+//! The PyTorch engine's fork server: one Python process for the whole run that imports torch
+//! once and forks a clean engine for each cell process that connects (`--serve` in
+//! `scripts/engine/pytorch_engine.py`), so that a cell on the PyTorch engine does not pay
+//! Python's start and torch's import, seconds on a small CPU, every time.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::error::Error;
+
+/// A running fork server; stopped, and its folder removed, when dropped.
+#[derive(Debug)]
+pub struct PytorchServer {
+    /// The Python process.
+    child: Child,
+    /// Its standard input, held open: the server ends at EOF on it, so also when the run is
+    /// killed.
+    _stdin: ChildStdin,
+    /// The folder holding the scripts and the socket.
+    dir: PathBuf,
+    /// The Unix socket cell processes connect to.
+    socket: PathBuf,
+}
+
+impl PytorchServer {
+    /// Starts the server with `python` and waits until it listens.
+    pub fn start(python: &Path) -> Result<Self, Error> {
+        let dir = std::env::temp_dir().join(format!("trickbench-engine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let script = super::pytorch_case::write_scripts(&dir)?;
+        let socket = dir.join("engine.sock");
+        let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
+        let mut child = Command::new(python)
+            .arg(&script)
+            .arg("--serve")
+            .arg(&socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::Context {
+                context: format!("starting the PyTorch engine's fork server ({program})"),
+                source: Box::new(e),
+            })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let mut first = String::new();
+        let read = BufReader::new(child.stdout.take().expect("stdout is piped")).read_line(&mut first);
+        let server = PytorchServer { child, _stdin: stdin, dir, socket };
+        let serving = serde_json::from_str::<Value>(&first).ok().and_then(|v| v.get("serving").cloned());
+        match (read, serving) {
+            (Ok(_), Some(Value::Bool(true))) => Ok(server),
+            _ => Err(Error::Process(format!(
+                "the PyTorch engine's fork server ({program}) began with {first:?} instead of its serving line; \
+                 its stderr is above"
+            ))),
+        }
+    }
+
+    /// The socket a cell process connects to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for PytorchServer {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
