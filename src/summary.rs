@@ -34,6 +34,44 @@ pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
     {
         let _ = writeln!(out, "\n{warning}");
     }
+    out.push_str(&pytorch_answer(results, workload));
+    out
+}
+
+/// Where `workload` ran on both engines: each trick's verdict and effect in eager PyTorch, what a
+/// Python training script gets, with libtorch's beside it and the disagreements under their rows.
+fn pytorch_answer(results: &Results, workload: WorkloadId) -> String {
+    let answers = report::pytorch_answers(results, workload);
+    let mut out = String::new();
+    if answers.is_empty() {
+        return out;
+    }
+    let width = |f: fn(&report::EngineAnswer) -> usize, title: &str| {
+        answers.iter().map(f).max().unwrap_or(0).max(title.chars().count())
+    };
+    let trick = width(|a| a.trick.chars().count(), "trick");
+    let metric = width(|a| a.metric.chars().count(), "judged by");
+    let pytorch = width(|a| a.pytorch.chars().count(), "in PyTorch");
+    let _ = writeln!(
+        out,
+        "\n{workload} in PyTorch's terms (what a Python training script gets), libtorch's beside it:"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<trick$}  {:<metric$}  {:<pytorch$}  on libtorch",
+        "trick", "judged by", "in PyTorch"
+    );
+    for a in &answers {
+        let libtorch = a.libtorch.as_deref().unwrap_or("-");
+        let _ = writeln!(
+            out,
+            "  {:<trick$}  {:<metric$}  {:<pytorch$}  {libtorch}",
+            a.trick, a.metric, a.pytorch
+        );
+        if let Some(disagreement) = &a.disagreement {
+            let _ = writeln!(out, "      {disagreement}");
+        }
+    }
     out
 }
 

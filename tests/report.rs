@@ -834,4 +834,50 @@ fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
     let line: String = doc.select(&baseline).next().unwrap().text().collect();
     assert!(line.starts_with("Baseline in eager PyTorch: 700 images/s"), "{line}");
     assert!(line.contains("0.93× libtorch") && line.contains("about 7% of a PyTorch step"), "{line}");
+    let page: String = doc.root_element().text().collect();
+    assert!(
+        !page.contains("no DataLoader of its own yet (test fixture)"),
+        "zero-copy's row says which engine ran it"
+    );
+}
+
+#[test]
+fn the_terminal_table_of_a_two_engine_run_answers_in_pytorch_terms_with_libtorch_beside() {
+    let results = fixtures::two_engine_run();
+    let table = trickbench::summary::summary_table(&results);
+    let (_, answer) =
+        table.split_once("in PyTorch's terms").unwrap_or_else(|| panic!("no PyTorch answer: {table}"));
+    let line = |trick: &str| {
+        answer
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{trick} ")))
+            .unwrap_or_else(|| panic!("no {trick} line: {answer}"))
+    };
+    let debug_off = line("debug-off");
+    let (pytorch, libtorch) =
+        (debug_off.find("helps: 1.50×").unwrap(), debug_off.find("helps: 5.80×").unwrap());
+    assert!(pytorch < libtorch, "PyTorch's effect comes first: {debug_off}");
+    assert!(
+        answer.contains("the engines disagree") && answer.contains("AnomalyMetadata::store_stack"),
+        "{answer}"
+    );
+    assert!(line("zero-copy (libtorch only)").trim_end().ends_with(" -"), "{answer}");
+    let single = trickbench::summary::summary_table(&fixtures::cpu_run());
+    assert!(!single.contains("in PyTorch's terms"), "{single}");
+}
+
+#[test]
+fn a_comparison_of_two_engine_runs_keeps_each_engine_s_cells_apart() {
+    let here = fixtures::two_engine_run();
+    let mut there = fixtures::two_engine_run();
+    there.system.hostname = Some("fixture-other-host".to_owned());
+    there.run.id = "fixture-other-host".to_owned();
+    let out = temp_dir();
+    let compared = render_comparison(&[here, there], &[None, None], CompareBy::Auto, out.path()).unwrap();
+    let page = std::fs::read_to_string(&compared.files.index_html).unwrap();
+    let text: String = Html::parse_document(&page).root_element().text().collect();
+    for row in ["debug-off @pytorch", "channels-last @pytorch", "channels-last"] {
+        assert!(text.contains(row), "no row {row}");
+    }
+    assert!(text.contains("1.50×") && text.contains("5.80×"), "both engines' effects are shown");
 }

@@ -313,10 +313,12 @@ def not_applicable(engine, side, contains):
     check(again == reply, f"window on not-applicable {side}: expected the same reason, got {again}")
 
 
-def timed_window(engine, side, steps, host_reads=None):
-    """A window of `steps` steps of `side`; checks its reply and returns it."""
+def timed_window(engine, side, steps, host_reads=None, per_row=1):
+    """A window of `steps` steps of `side`, each batch row `per_row` samples (a GPT window's
+    tokens); checks its reply and returns it."""
     reply = engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=steps)
-    check(reply["samples"] == steps * BATCH, f"window {side}: samples {reply['samples']}, expected {steps * BATCH}")
+    expected = steps * BATCH * per_row
+    check(reply["samples"] == expected, f"window {side}: samples {reply['samples']}, expected {expected}")
     check(isinstance(reply["seconds"], float) and 0 < reply["seconds"] < 60, f"window {side}: seconds {reply}")
     if host_reads is not None:
         check(
@@ -506,7 +508,7 @@ KEEPING_ARITHMETIC = {
 CONTROL = {"perturbed": {"perturb": 1e-5}}
 
 
-def check_agreement(engine, name, sides, pairs, optional=()):
+def check_agreement(engine, name, sides, pairs, optional=(), per_row=1):
     """Trains the built `sides` of `engine`'s float64 case ("reference" and the "perturbed"
     control among them) for three windows; after each window every (side, against, tolerance)
     of `pairs` must agree within the tolerance (relative), and the control must be far from the
@@ -529,7 +531,7 @@ def check_agreement(engine, name, sides, pairs, optional=()):
     for window_index in range(3):
         losses = {}
         for side in trained:
-            timed_window(engine, side, 2)
+            timed_window(engine, side, 2, per_row=per_row)
             losses[side] = engine.ok(("loss",), op="loss", side=side)["loss"]
         control = relative(losses["perturbed"], losses["reference"])
         check(control > 100 * SAME_ARITHMETIC, f"{name}: the perturbed control is {control:.1e} from the reference")
@@ -597,7 +599,9 @@ def check_gpt(root):
         check(facts["compiled"], f"inspect torch-compile: compiled {facts['compiled']}")
         pairs.append(("torch-compile", "reference", FLOAT32_SOFTMAX))
         # Not applicable where inductor cannot build (no C++ compiler, say).
-        check_agreement(engine, "gpt-float64", applicable + ["torch-compile"], pairs, optional=["torch-compile"])
+        # A GPT's samples are its windows' tokens, as trickbench counts them on libtorch.
+        tokens = GPT["context"]
+        check_agreement(engine, "gpt-float64", applicable + ["torch-compile"], pairs, ["torch-compile"], tokens)
         check_attention(engine)
         check(engine.finish() == 0, "gpt-float64: quit did not exit 0")
     finally:

@@ -66,7 +66,8 @@ Then one reply per request, in order:
     {"op": "window", "side": S, "steps": N}    (N ≥ 1)
                                            -> {"samples": int, "seconds": float, "host_reads": int}
         Sets S's switches, synchronises, times N steps with time.perf_counter, synchronises.
-        samples: the batch rows (targets.shape[0]: images, or GPT windows) the N steps took;
+        samples: the samples the N steps took, as trickbench counts them: every target
+        (targets.numel(): images, or a GPT window's tokens);
         host_reads: the metric reads to the host (.item(), .tolist()) made in the window.
     {"op": "reset_peaks"}                  -> {"ok": true}
         torch.cuda.reset_peak_memory_stats on CUDA; nothing to reset on a CPU (the process's
@@ -698,8 +699,8 @@ class Side:
             torch.cuda.synchronize(self.case.device)
 
     def rows(self, steps):
-        """Samples (batch rows) the side's next `steps` steps take."""
-        return sum(self.batches[(self.steps_done + i) % len(self.batches)][1].shape[0] for i in range(steps))
+        """Samples the side's next `steps` steps take: their targets, so images or tokens."""
+        return sum(self.batches[(self.steps_done + i) % len(self.batches)][1].numel() for i in range(steps))
 
     def clear_grads(self):
         """The step's zero_grad: in place, or to None under zero-grad-none."""

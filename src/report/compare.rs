@@ -45,8 +45,9 @@ impl JoinKey {
         format!("{} · {} · b{}", self.workload, self.configuration(), self.batch_size)
     }
 
-    /// The cell within its workload: its trick set (or reference) and what it measures when that
-    /// is not training throughput: "amp", "no-grad-eval (eval)".
+    /// The cell within its workload: its trick set (or reference), what it measures when that is
+    /// not training throughput, and its engine when that is not libtorch: "amp", "no-grad-eval
+    /// (eval)", "debug-off @pytorch".
     pub(crate) fn configuration(&self) -> String {
         let kind = match self.kind {
             CellKind::Throughput { phase: Phase::Train } => "",
@@ -59,7 +60,8 @@ impl JoinKey {
             Some(reference) => format!("{}+{reference}", self.tricks.label()),
             None => self.tricks.label(),
         };
-        format!("{configuration}{kind}")
+        let engine = if self.engine.is_libtorch() { String::new() } else { format!(" @{}", self.engine) };
+        format!("{configuration}{kind}{engine}")
     }
 }
 

@@ -23,6 +23,7 @@ mod traces;
 use std::path::{Path, PathBuf};
 
 use crate::results::schema::{CellResult, Comparison, Results};
+use crate::workloads::WorkloadId;
 
 pub use history::CompareBy;
 pub use index::write_index;
@@ -283,6 +284,39 @@ fn relative_link(from: &Path, page: &Path) -> Option<String> {
 pub fn verdict_label(results: &Results, cell: &CellResult, comparison: &Comparison) -> &'static str {
     let reference = results.cells.iter().find(|c| c.id() == comparison.baseline);
     model::judged(cell, comparison, reference).effect.label()
+}
+
+/// One trick's answer in PyTorch's terms, as the report's first screen gives it for a workload
+/// measured on both engines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineAnswer {
+    /// The trick ("debug-off"; "torch-compile (pytorch only)" where one engine measured it).
+    pub trick: String,
+    /// The metric it is judged by.
+    pub metric: &'static str,
+    /// Its verdict and effect in eager PyTorch ("helps: 1.56× throughput [1.53, 1.58] (paired)").
+    pub pytorch: String,
+    /// The same on libtorch, where both engines measured it.
+    pub libtorch: Option<String>,
+    /// How the two engines disagree, and why where the cause is known.
+    pub disagreement: Option<String>,
+}
+
+/// The answers in PyTorch's terms for `workload`, helping first, where `results` measured it on
+/// both engines (empty otherwise).
+pub fn pytorch_answers(results: &Results, workload: WorkloadId) -> Vec<EngineAnswer> {
+    let runs = std::slice::from_ref(results);
+    let report = model::Report::new(runs);
+    let groups = report.groups.iter().zip(report.overviews());
+    let rows = groups.filter(|(g, o)| g.workload == workload && o.two_engines).flat_map(|(_, o)| o.rows);
+    rows.map(|r| EngineAnswer {
+        trick: r.trick,
+        metric: r.metric,
+        pytorch: format!("{}: {}", r.label, r.verdict.text),
+        libtorch: r.libtorch,
+        disagreement: r.disagreement,
+    })
+    .collect()
 }
 
 /// The output directory.

@@ -305,6 +305,9 @@ fn not_applicable(g: &Group) -> Vec<NotApplicableGroup> {
     for e in &g.entries {
         let CellStatus::NotApplicable { reason } = &e.cell.status else { continue };
         let Some(trick) = model::single_trick(&e.cell.key.tricks) else { continue };
+        if listed_through_its_twin(g, e) {
+            continue;
+        }
         // Reasons start with the trick's name, which the list shows already.
         let reason = reason.strip_prefix(&format!("{}: ", trick.id())).unwrap_or(reason);
         let group = match out.iter_mut().position(|n| n.reason == reason) {
@@ -319,6 +322,21 @@ fn not_applicable(g: &Group) -> Vec<NotApplicableGroup> {
         }
     }
     out
+}
+
+/// Whether the not-applicable cell `e` of a group measured on both engines is left out of the
+/// list of tricks needing other hardware: a PyTorch cell whose libtorch twin exists (measured, its
+/// row says "libtorch only", or not applicable, its reason listed), and a libtorch cell whose
+/// PyTorch twin was measured (its row says "pytorch only").
+fn listed_through_its_twin(g: &Group, e: &Entry) -> bool {
+    let on = |engine| CellKey { engine, ..e.cell.key.clone() };
+    let twin = |engine| g.entries.iter().find(|x| x.cell.key == on(engine));
+    match e.cell.key.engine {
+        Engine::Pytorch => twin(Engine::Libtorch).is_some(),
+        Engine::Libtorch => {
+            twin(Engine::Pytorch).is_some_and(|x| !matches!(x.cell.status, CellStatus::NotApplicable { .. }))
+        }
+    }
 }
 
 /// "Of 12 tricks measured, 2 help (debug-off, no-grad-eval); 3 hurt (…); 7 show no measurable
