@@ -90,6 +90,15 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
         );
     }
     out.push_str(&cell_rows(results, |c| !shown.contains(&c.key.workload)));
+    let mut unshown: Vec<WorkloadId> = Vec::new();
+    for workload in results.cells.iter().map(|c| c.key.workload) {
+        if !shown.contains(&workload) && !unshown.contains(&workload) {
+            unshown.push(workload);
+        }
+    }
+    for workload in unshown {
+        out.push_str(&pytorch_answer(results, workload));
+    }
     if let Some(time) = time_breakdown(results) {
         let _ = writeln!(out, "\n{time}");
     }

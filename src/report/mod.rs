@@ -22,6 +22,7 @@ mod traces;
 
 use std::path::{Path, PathBuf};
 
+use crate::engine::Engine;
 use crate::results::schema::{CellResult, Comparison, Results};
 use crate::workloads::WorkloadId;
 
@@ -294,7 +295,8 @@ pub struct EngineAnswer {
     pub trick: String,
     /// The metric it is judged by.
     pub metric: &'static str,
-    /// Its verdict and effect in eager PyTorch ("helps: 1.56× throughput [1.53, 1.58] (paired)").
+    /// Its verdict and effect in eager PyTorch ("helps: 1.56× throughput [1.53, 1.58] (paired)"),
+    /// or "not in PyTorch" where libtorch alone measured it.
     pub pytorch: String,
     /// The same on libtorch, where both engines measured it.
     pub libtorch: Option<String>,
@@ -310,9 +312,12 @@ pub fn pytorch_answers(results: &Results, workload: WorkloadId) -> Vec<EngineAns
     let groups = report.groups.iter().zip(report.overviews());
     let rows = groups.filter(|(g, o)| g.workload == workload && o.two_engines).flat_map(|(_, o)| o.rows);
     rows.map(|r| EngineAnswer {
+        pytorch: match r.only_on {
+            Some(Engine::Libtorch) => "not in PyTorch".to_owned(),
+            _ => format!("{}: {}", r.label, r.verdict.text),
+        },
         trick: r.trick,
         metric: r.metric,
-        pytorch: format!("{}: {}", r.label, r.verdict.text),
         libtorch: r.libtorch,
         disagreement: r.disagreement,
     })

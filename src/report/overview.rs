@@ -59,6 +59,9 @@ pub(crate) struct VerdictRow {
     /// Where the two engines disagree (one helps where the other hurts, or their intervals do not
     /// overlap): how, and why where the cause is known.
     pub disagreement: Option<String>,
+    /// Where the group measured both engines and this trick ran on one only: that engine (its
+    /// verdict then stands in that engine's column).
+    pub only_on: Option<Engine>,
 }
 
 /// Tricks that could not run for one reason.
@@ -130,6 +133,7 @@ fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRo
         anchor: model::anchor(e),
         libtorch: None,
         disagreement: None,
+        only_on: None,
     }
 }
 
@@ -175,7 +179,8 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
 
 /// The rows of a group measured on both engines: each trick's PyTorch row with the libtorch row
 /// of the same cell folded into it, beside its verdict, and flagged where the two disagree; a
-/// trick measured on one engine only keeps its row, its label saying which.
+/// trick measured on one engine only keeps its row, its label saying which and its verdict in
+/// that engine's column.
 fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
     let on_libtorch = |e: &Entry| CellKey { engine: Engine::Libtorch, ..e.cell.key.clone() };
     let mut out = Vec::new();
@@ -191,7 +196,13 @@ fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
                 row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
                 row.disagreement = disagreement(e, &row, other, libtorch);
             }
-            (_, None) => row.trick.push_str(&format!(" ({engine} only)")),
+            (_, None) => {
+                row.trick.push_str(&format!(" ({engine} only)"));
+                row.only_on = Some(engine);
+                if engine.is_libtorch() {
+                    row.libtorch = Some(format!("{}: {}", row.label, row.verdict.text));
+                }
+            }
         }
         out.push(row);
     }
@@ -252,6 +263,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
             anchor: model::anchor(e),
             libtorch: None,
             disagreement: None,
+            only_on: None,
         });
     }
     rows
