@@ -266,15 +266,18 @@ impl Drop for Scratch {
 /// Runs the cell of `job` on the PyTorch engine (paired with `reference`, the job of its reference
 /// side, when it has one) and returns what it measured.
 pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement, Error> {
-    let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
-    let case = super::pytorch_case::write(job, reference, &scratch.0)?;
+    let forward_flops_per_sample = super::pytorch_case::write(job, reference, &scratch.0)?;
     let profile = job.settings();
     let mut engine = match &job.pytorch_server {
         Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
-        None => EngineProcess::start(&python, &case.script, &scratch.0)?,
+        None => {
+            let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
+            let script = super::pytorch_case::write_scripts(&scratch.0)?;
+            EngineProcess::start(&python, &script, &scratch.0)?
+        }
     };
-    let flops = timed_flops_per_sample(job.key.kind, case.forward_flops_per_sample);
+    let flops = timed_flops_per_sample(job.key.kind, forward_flops_per_sample);
     let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job));
     measurement.energy_unavailable = Some(NO_ENERGY.to_owned());
     measurement.step_breakdown_unavailable = Some(NO_BREAKDOWN.to_owned());

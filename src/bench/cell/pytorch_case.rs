@@ -1,7 +1,8 @@
 //! The case a cell process on the PyTorch engine hands the engine script: each side's network in
 //! PyTorch's terms and its initial weights (built from the cell's seed, as a libtorch process
 //! builds them), the batches both sides train on, the recipe's optimizer and first learning rate,
-//! written into a scratch folder with the scripts themselves.
+//! written into a scratch folder; [`write_scripts`] writes the scripts that read it, for a cell
+//! that starts its own Python and for the run's fork server.
 
 use std::path::{Path, PathBuf};
 
@@ -87,17 +88,9 @@ struct SideSpec {
     reference_for: Option<Trick>,
 }
 
-/// A case written: the engine script to start on it, and what the cell's network costs.
-pub(super) struct WrittenCase {
-    /// The engine script, in the case's folder.
-    pub(super) script: PathBuf,
-    /// Analytic FLOPs of one sample's forward pass through the cell's network.
-    pub(super) forward_flops_per_sample: f64,
-}
-
-/// Writes the case of `job` (and of its paired reference, when it has one) and the engine script
-/// into `dir`.
-pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<WrittenCase, Error> {
+/// Writes the case of `job` (and of its paired reference, when it has one) into `dir`; returns the
+/// analytic FLOPs of one sample's forward pass through the cell's network.
+pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<f64, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let profile = job.settings();
     let data = CellData::load(job, &profile)?;
@@ -130,7 +123,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
         sides: Sides { trick, reference: reference.map(|r| side(r, "reference")).transpose()? },
     };
     store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
-    Ok(WrittenCase { script: write_scripts(dir)?, forward_flops_per_sample })
+    Ok(forward_flops_per_sample)
 }
 
 /// The batches the cell's process would train on (held-out batches for an evaluation cell).
