@@ -2,21 +2,34 @@
 """Checks the PyTorch engine (pytorch_engine.py) on the CPU: `python scripts/engine/check_engine.py`.
 
 It writes tiny cases into a temporary directory (a ResNet with one block per stage on 8×8
-images, a one-layer GPT of width 16), starts the engine on each as trickbench does and drives its
-protocol, checking:
+images, a one-layer GPT of width 16, each with the data its loader assembles batches from),
+starts the engine on each as trickbench does and drives its protocol, checking:
 
 - the ready line, and the fields and values of every reply (build, warm_up, window, memory,
-  reset_peaks, loss, inspect, profile, quit; EOF ends the engine too);
+  probe, loss, inspect, profile, quit; EOF ends the engine too);
 - that each trick is applied: the layouts under channels-last, the optimizer under
   fused-optimizer, gradients left None under zero-grad-none, anomaly detection in debug-off's
   reference windows only, SDPA in the profile of flash-attention and sdpa-math (the math kernel
   for the latter), host reads under avoid-sync, no autograd graph under no-grad-eval, a
-  compiled model and its compile_s under torch-compile;
-- which tricks are not applicable on a CPU or for a model, with their reasons;
-- float64 agreement: tricks that leave the arithmetic alone train the same losses as their
-  reference to 1e-9 relative (1e-8 where parity's float32 softmax is rounded differently), and a
-  side with perturbed weights shows that the check can tell a real difference. torch-compile is
-  among them where inductor can build here; where it cannot, the check prints a note instead;
+  compiled model and its compile_s under torch-compile, the DataLoader's workers, zero-copy
+  and where crops are made under the loader tricks, the scripted functions under jit-fusion,
+  checkpointed segments, micro-batches under grad-accumulation;
+- memory: a probe's peak of live CPU tensor bytes holds at least the weights, gradients and
+  momentum, is lower under checkpointing and grad-accumulation, and is the same when repeated;
+- which tricks are not applicable on a CPU or for a model, with their reasons, and which
+  combinations the engine refuses;
+- float64 agreement: tricks that leave the arithmetic alone (among them the loader tricks that
+  assemble the same batches, jit-fusion, checkpointing, and grad-accumulation on the GPT) train
+  the same losses as their reference to 1e-9 relative (1e-8 where parity's float32 softmax is
+  rounded differently), and a side with perturbed weights shows that the check can tell a real
+  difference. torch-compile is among them where inductor can build here; where it cannot, the
+  check prints a note instead;
+- the loader: host crops are the zero-padded windows they stand for, device crops are each one
+  of them, a batch holds the scheduled images cropped as scheduled, text windows the scheduled
+  tokens; PNG files decode to the pixels written (once under packed-dataset, which trains the
+  same losses), and without Pillow they are refused;
+- fp8-matmul's autograd function (on the CPU's torch._scaled_mm, though the trick applies only
+  on GPUs with fp8 tensor cores): its products are those of the dequantised operands;
 - the fork server (--serve): its children are processes of their own that train the same loss as
   a fresh engine on the same case, two at a time; a child whose client has gone ends; the server
   ends at EOF on its stdin;
@@ -30,6 +43,7 @@ message otherwise.
 """
 
 import ctypes
+import io
 import json
 import math
 import os
@@ -41,6 +55,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -48,6 +63,8 @@ ENGINE = HERE / "pytorch_engine.py"
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, str(HERE.parent / "parity"))
 sys.path.insert(0, str(HERE))
+import engine_loader  # noqa: E402
+import engine_tricks  # noqa: E402
 import parity  # noqa: E402  (found through the paths above)
 import pytorch_engine  # noqa: E402
 
@@ -55,7 +72,10 @@ SAFETENSORS_NAMES = {dtype: name for name, dtype in parity.SAFETENSORS_DTYPES.it
 RESNET = {"kind": "cifar-resnet", "blocks_per_stage": 1, "conv_bias": True}
 GPT = {"kind": "gpt", "vocab_size": 16, "context": 8, "layers": 1, "heads": 2, "width": 16, "dropout": 0.0}
 BATCH = 4
-STEPS = 4
+# Batches scheduled in a case, images in an image case, tokens in a text case.
+BATCHES = 4
+IMAGES = 12
+TOKENS = 200
 REQUEST_TIMEOUT_S = 240
 # Agreement in float64 of sides whose arithmetic is the same but for rounding.
 SAME_ARITHMETIC = 1e-9
@@ -116,26 +136,44 @@ def write_weights(path, model_spec, seed, perturb=0.0):
     )
 
 
-def write_batches(path, model_spec):
-    """STEPS batches of BATCH rows for `model_spec`: 8×8 images and labels, or token windows."""
+def write_data(path, model_spec, augment, images=None):
+    """The case's data for `model_spec`: for a ResNet IMAGES 8×8 images (or `images`, a list of
+    encoded files) with labels, and BATCHES batches of BATCH of them, each with its crops where
+    `augment`; for a GPT a split of TOKENS tokens and the window starts of BATCHES batches.
+    Returns the case's `data` object."""
     generator = torch.Generator().manual_seed(7)
-    tensors = {}
-    for k in range(STEPS):
-        if model_spec["kind"] == "gpt":
-            shape = (BATCH, model_spec["context"])
-            tensors[f"inputs.{k}"] = torch.randint(model_spec["vocab_size"], shape, generator=generator)
-            tensors[f"targets.{k}"] = torch.randint(model_spec["vocab_size"], shape, generator=generator)
-        else:
-            tensors[f"inputs.{k}"] = torch.randn(BATCH, 3, 8, 8, generator=generator)
-            tensors[f"targets.{k}"] = torch.randint(10, (BATCH,), generator=generator)
+    if model_spec["kind"] == "gpt":
+        context = model_spec["context"]
+        tensors = {"tokens": torch.randint(model_spec["vocab_size"], (TOKENS,), generator=generator, dtype=torch.int32)}
+        for k in range(BATCHES):
+            tensors[f"starts.{k}"] = torch.randint(TOKENS - context, (BATCH,), generator=generator)
+        write_safetensors(path, tensors)
+        return {"kind": "text", "file": os.path.basename(path), "batches": BATCHES, "context": context}
+    count = IMAGES if images is None else len(images)
+    tensors = {"labels": torch.randint(10, (count,), generator=generator)}
+    if images is None:
+        tensors["images"] = torch.randint(256, (count, 3, 8, 8), generator=generator, dtype=torch.uint8)
+    else:
+        lengths = torch.tensor([len(f) for f in images])
+        tensors["encoded"] = torch.frombuffer(bytearray(b"".join(images)), dtype=torch.uint8)
+        tensors["offsets"] = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    for k in range(BATCHES):
+        tensors[f"index.{k}"] = torch.randperm(count, generator=generator)[:BATCH]
+        if augment:
+            offsets = torch.randint(9, (BATCH, 2), generator=generator)
+            flips = torch.randint(2, (BATCH, 1), generator=generator)
+            tensors[f"crop.{k}"] = torch.cat([offsets, flips], dim=1)
     write_safetensors(path, tensors)
+    data = {"kind": "images", "file": os.path.basename(path), "batches": BATCHES, "augment": augment}
+    return {**data, "standardise": True, "encoded": images is not None}
 
 
-def write_case(directory, model_spec, sides, kind="train", dtype=None, log_interval=3):
-    """A case directory: batches, one weights file per distinct model, engine-case.json with
-    `sides` ({name: tricks list, or a dict of side fields to override}). Returns the directory."""
+def write_case(directory, model_spec, sides, kind="train", dtype=None, log_interval=3, images=None):
+    """A case directory: its data (`images`: encoded files instead of pixels), one weights file
+    per distinct model, engine-case.json with `sides` ({name: tricks list, or a dict of side fields
+    to override}). Returns the directory."""
     os.makedirs(directory)
-    write_batches(os.path.join(directory, "batches.safetensors"), model_spec)
+    data = write_data(os.path.join(directory, "data.safetensors"), model_spec, kind == "train", images)
     write_weights(os.path.join(directory, "weights.safetensors"), model_spec, seed=1)
     case_sides = {}
     for name, side in sides.items():
@@ -148,13 +186,14 @@ def write_case(directory, model_spec, sides, kind="train", dtype=None, log_inter
             weights = "weights.safetensors"
         case_sides[name] = {"model": model, "weights": weights, "tricks": [], "reference_for": None, **side}
     case = {
-        "format": 1,
+        "format": 2,
         "device": "cpu",
         "seed": 0,
         "threads": 1,
         "kind": kind,
-        "batches": "batches.safetensors",
-        "steps": STEPS,
+        "data": data,
+        "loader_workers": 2,
+        "accumulation_micro_batches": 2,
         "learning_rate": 0.05,
         "optimizer": {"kind": "sgd", "momentum": 0.9, "weight_decay": 0.0005},
         "clip_max_norm": None,
@@ -364,24 +403,27 @@ def check_bad_requests(engine):
 
 def check_resnet_train(root):
     """The ResNet training case in float32: replies, tricks applied, not applicable on a CPU."""
-    na = {
-        "tf32": ["tf32"],
-        "amp": ["amp"],
-        "amp-bf16": ["amp-bf16"],
-        "cudnn-benchmark": ["cudnn-benchmark"],
-        "flash-attention": ["flash-attention"],
-        "sdpa-math": ["sdpa-math"],
-        "no-grad-eval": ["no-grad-eval"],
-        "turbo": ["turbo"],
-        "cuda-graphs": ["cuda-graphs"],
+    reasons = {
+        "tf32": "TF32 is a tensor-core format",
+        "amp": "amp: ",
+        "amp-bf16": "amp-bf16: ",
+        "cudnn-benchmark": "needs a CUDA GPU",
+        "flash-attention": "the ResNet has no attention",
+        "sdpa-math": "the ResNet has no attention",
+        "no-grad-eval": "this case trains",
+        "turbo": "the PyTorch engine does not apply turbo",
+        "ddp": "the PyTorch engine does not apply ddp",
+        "cuda-graphs": "cuda-graphs: a CUDA graph records GPU kernel launches",
+        "pin-memory": "pin-memory: pinned memory speeds host-to-GPU copies",
+        "packed-dataset": "packed already",
+        "fp8-matmul": "the ResNet's work is convolutions",
+        "compiled-checkpoints": "checkpointing with torch-compile",
     }
+    na = {side: [side] for side in reasons}
+    na["compiled-checkpoints"] = ["checkpointing", "torch-compile"]
     sides = {
         "reference": [],
-        "channels-last": ["channels-last"],
-        "zero-grad-none": ["zero-grad-none"],
-        "avoid-sync": ["avoid-sync"],
-        "fused-optimizer": ["fused-optimizer"],
-        "debug-off": ["debug-off"],
+        **{trick: [trick] for trick in RESNET_TRAINING_TRICKS},
         "debug-on": {"reference_for": "debug-off"},
         "no-bias-before-bn": {"tricks": ["no-bias-before-bn"], "model": {"conv_bias": False}},
         "bias-kept": ["no-bias-before-bn"],
@@ -391,17 +433,6 @@ def check_resnet_train(root):
     try:
         check_ready(engine)
         check_bad_requests(engine)
-        reasons = {
-            "tf32": "TF32 is a tensor-core format",
-            "amp": "amp: ",
-            "amp-bf16": "amp-bf16: ",
-            "cudnn-benchmark": "needs a CUDA GPU",
-            "flash-attention": "the ResNet has no attention",
-            "sdpa-math": "the ResNet has no attention",
-            "no-grad-eval": "this case trains",
-            "turbo": "the PyTorch engine does not apply turbo",
-            "cuda-graphs": "the PyTorch engine does not apply cuda-graphs",
-        }
         for side, contains in reasons.items():
             not_applicable(engine, side, contains)
         reply = engine.request(op="build", side="bias-kept")
@@ -425,13 +456,50 @@ def check_resnet_train(root):
             facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
             check(facts["anomaly"] == (side == "debug-on"), f"anomaly after {side}'s window: {facts['anomaly']}")
             check_resnet_facts(side, facts)
-        check(engine.ok(op="reset_peaks") == {"ok": True}, "reset_peaks")
-        memory = engine.ok(("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes"), op="memory")
-        check(memory["peak_allocated_bytes"] is None and memory["peak_reserved_bytes"] is None, f"memory {memory}")
-        check(isinstance(memory["peak_rss_bytes"], int) and memory["peak_rss_bytes"] > 50 << 20, f"memory {memory}")
+        check_memory(engine)
         check(engine.finish() == 0, "quit did not exit 0")
     finally:
         engine.close()
+
+
+# The ResNet training tricks the engine applies on a CPU, each a side of the training case.
+RESNET_TRAINING_TRICKS = (
+    "channels-last",
+    "zero-grad-none",
+    "avoid-sync",
+    "fused-optimizer",
+    "debug-off",
+    "loader-workers",
+    "zero-copy",
+    "gpu-augment",
+    "jit-fusion",
+    "checkpointing",
+    "grad-accumulation",
+)
+
+
+def check_memory(engine):
+    """The memory replies of the training case: peaks since start (no tensor count on a CPU), and
+    a probe's peak of live CPU tensor bytes, which must hold at least the side's parameters, their
+    gradients and momentum, and be lower where checkpointing and grad-accumulation keep fewer
+    activations."""
+    keys = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes")
+    memory = engine.ok(keys, op="memory")
+    check(memory["peak_allocated_bytes"] is None and memory["peak_reserved_bytes"] is None, f"memory {memory}")
+    check(isinstance(memory["peak_rss_bytes"], int) and memory["peak_rss_bytes"] > 50 << 20, f"memory {memory}")
+    weights = sum(p.numel() * 4 for p in parity.build_model(RESNET).parameters())
+    peaks = {}
+    for side in ("reference", "checkpointing", "grad-accumulation"):
+        probe = engine.ok(keys, op="probe", side=side, steps=3)
+        peaks[side] = probe["peak_allocated_bytes"]
+        check(isinstance(peaks[side], int) and peaks[side] > 3 * weights, f"probe {side}: {probe}, weights {weights} B")
+        check(probe["peak_reserved_bytes"] is None and probe["peak_rss_bytes"] > 50 << 20, f"probe {side}: {probe}")
+    for side in ("checkpointing", "grad-accumulation"):
+        check(peaks[side] < peaks["reference"], f"probe: {side} peaks at {peaks[side]} B, the reference at {peaks}")
+    again = engine.ok(keys, op="probe", side="reference", steps=3)["peak_allocated_bytes"]
+    check(again == peaks["reference"], f"probe: the reference's peak moved from {peaks['reference']} to {again} B")
+    reply = engine.request(op="probe", side="reference", steps=1)
+    check("steps" in reply.get("error", ""), f"probe of one step: {reply}")
 
 
 INSPECT_KEYS = (
@@ -454,6 +522,13 @@ INSPECT_KEYS = (
     "anomaly",
     "cudnn_benchmark",
     "matmul_tf32",
+    "loader",
+    "scripted",
+    "checkpointed",
+    "micro_batches",
+    "fp8_linears",
+    "cuda_graph",
+    "expandable_segments",
 )
 
 
@@ -473,15 +548,43 @@ def check_resnet_facts(side, facts):
     check(facts["attention"] is None and not facts["compiled"], f"inspect {side}: {facts}")
     check(facts["steps_done"] == 7 and facts["dtype"] == "float32", f"inspect {side}: {facts}")
     check(not facts["cudnn_benchmark"] and not facts["matmul_tf32"], f"inspect {side}: switches {facts}")
+    loader = {
+        "workers": 2 if side == "loader-workers" else 0,
+        "pinned": False,
+        "zero_copy": side == "zero-copy",
+        "augment": "device" if side == "gpu-augment" else "host",
+        "decoded": None,
+        "gathered": False,
+    }
+    check(facts["loader"] == loader, f"inspect {side}: loader {facts['loader']}, expected {loader}")
+    scripted = ["residual_relu"] if side == "jit-fusion" else []
+    check(facts["scripted"] == scripted, f"inspect {side}: scripted {facts['scripted']}, expected {scripted}")
+    check(facts["checkpointed"] == (side == "checkpointing"), f"inspect {side}: checkpointed {facts['checkpointed']}")
+    micro = 2 if side == "grad-accumulation" else 1
+    check(facts["micro_batches"] == micro, f"inspect {side}: micro_batches {facts['micro_batches']}")
+    check(facts["fp8_linears"] == 0 and not facts["cuda_graph"], f"inspect {side}: {facts}")
+    check(facts["expandable_segments"] is None, f"inspect {side}: expandable_segments {facts['expandable_segments']}")
 
 
 def check_resnet_eval(root):
-    """The ResNet evaluation case: no host reads, no-grad-eval records no graph."""
-    sides = {"reference": [], "no-grad-eval": ["no-grad-eval"], "zero-grad-none": ["zero-grad-none"]}
+    """The ResNet evaluation case: no host reads, no-grad-eval records no graph, zero-copy
+    gathers the unaugmented batches from the split; a case whose every side asks for
+    expandable segments starts on a CPU, its sides not applicable."""
+    sides = {
+        "reference": [],
+        "no-grad-eval": ["no-grad-eval"],
+        "zero-copy": ["zero-copy"],
+        "zero-grad-none": ["zero-grad-none"],
+        "checkpointing": ["checkpointing"],
+    }
     engine = Engine(write_case(os.path.join(root, "resnet-eval"), RESNET, sides, kind="eval"))
     try:
         check_ready(engine)
         not_applicable(engine, "zero-grad-none", "this case evaluates")
+        not_applicable(engine, "checkpointing", "this case evaluates")
+        built(engine, ["zero-copy"])
+        loader = engine.ok(INSPECT_KEYS, op="inspect", side="zero-copy")["loader"]
+        check(loader["gathered"] and loader["augment"] is None, f"inspect zero-copy (eval): loader {loader}")
         built(engine, ["reference", "no-grad-eval"])
         for side in ("reference", "no-grad-eval"):
             engine.ok(("ok", "compile_s"), op="warm_up", side=side, steps=0)
@@ -494,15 +597,29 @@ def check_resnet_eval(root):
         check(engine.finish(quit=False) == 0, "EOF on stdin did not exit 0")
     finally:
         engine.close()
+    expandable = {"reference": ["expandable-segments"]}
+    engine = Engine(write_case(os.path.join(root, "expandable"), RESNET, expandable))
+    try:
+        check_ready(engine)
+        not_applicable(engine, "reference", "expandable-segments: expandable segments are a mode of the CUDA")
+        check(engine.finish() == 0, "expandable: quit did not exit 0")
+    finally:
+        engine.close()
 
 
-# Float64 sides whose tricks leave the arithmetic alone, on both models.
+# Float64 sides whose tricks leave the arithmetic alone, on both models: the loader tricks among
+# them assemble the same batches, and checkpointing recomputes the same values with the same
+# dropout masks.
 KEEPING_ARITHMETIC = {
     "zero-grad-none": ["zero-grad-none"],
     "avoid-sync": ["avoid-sync"],
     "fused-optimizer": ["fused-optimizer"],
     "debug-off": ["debug-off"],
     "debug-on": {"reference_for": "debug-off"},
+    "zero-copy": ["zero-copy"],
+    "loader-workers": ["loader-workers"],
+    "jit-fusion": ["jit-fusion"],
+    "checkpointing": ["checkpointing"],
 }
 # The control of every agreement check: 1e-5 of noise added to the reference's weights.
 CONTROL = {"perturbed": {"perturb": 1e-5}}
@@ -569,9 +686,15 @@ def check_gpt(root):
         "no-bias-before-bn": ["no-bias-before-bn"],
         "cudnn-benchmark": ["cudnn-benchmark"],
         "two-autocasts": ["flash-attention", "amp", "amp-bf16"],
+        "fp8-matmul": ["fp8-matmul"],
+        "cuda-graphs": ["cuda-graphs"],
+        "gpu-augment": ["gpu-augment"],
     }
     compiled = {"torch-compile": ["torch-compile"]}
-    sides = {"reference": [], **CONTROL, **KEEPING_ARITHMETIC, **attention, **compiled, **cannot}
+    # Micro-batches of equal size average to the whole batch's loss where nothing (BatchNorm)
+    # computes statistics over the batch.
+    accumulated = {"grad-accumulation": ["grad-accumulation"]}
+    sides = {"reference": [], **CONTROL, **KEEPING_ARITHMETIC, **accumulated, **attention, **compiled, **cannot}
     # Inductor probes each vector ISA by building a test library and loading it in a fresh
     # Python (about 25 s on a 2-core VM); the check trusts the CPU's flags instead.
     directory = write_case(os.path.join(root, "gpt-float64"), GPT, sides, dtype="float64")
@@ -584,9 +707,12 @@ def check_gpt(root):
         not_applicable(engine, "no-bias-before-bn", "GPT")
         not_applicable(engine, "cudnn-benchmark", "needs a CUDA GPU")
         not_applicable(engine, "two-autocasts", "amp: ")
+        not_applicable(engine, "fp8-matmul", "fp8-matmul: fp8 tensor-core matmuls need a CUDA GPU")
+        not_applicable(engine, "cuda-graphs", "a CUDA graph records GPU kernel launches")
+        not_applicable(engine, "gpu-augment", "text windows")
         applicable = [side for side in sides if side not in cannot and side not in compiled]
         built(engine, applicable)
-        pairs = [(s, "reference", SAME_ARITHMETIC) for s in KEEPING_ARITHMETIC]
+        pairs = [(s, "reference", SAME_ARITHMETIC) for s in (*KEEPING_ARITHMETIC, *accumulated)]
         # SDPA against the written-out attention, and the two SDPA sides against each other,
         # where no float32 softmax stands between them.
         pairs += [
@@ -603,9 +729,36 @@ def check_gpt(root):
         tokens = GPT["context"]
         check_agreement(engine, "gpt-float64", applicable + ["torch-compile"], pairs, ["torch-compile"], tokens)
         check_attention(engine)
+        check_gpt_facts(engine)
         check(engine.finish() == 0, "gpt-float64: quit did not exit 0")
     finally:
         engine.close()
+
+
+def check_gpt_facts(engine):
+    """What inspect says about the GPT sides whose tricks change the network, the step or the
+    loader."""
+    expected = {
+        "reference": ([], False, 1),
+        "jit-fusion": (["gelu", "residual_dropout"], False, 1),
+        "checkpointing": ([], True, 1),
+        "grad-accumulation": ([], False, 2),
+    }
+    for side, (scripted, checkpointed, micro) in expected.items():
+        facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+        got = (facts["scripted"], facts["checkpointed"], facts["micro_batches"])
+        check(got == (scripted, checkpointed, micro), f"inspect {side}: scripted, checkpointed, micro_batches {got}")
+    for side, workers, zero_copy in (("reference", 0, False), ("loader-workers", 2, False), ("zero-copy", 0, True)):
+        loader = engine.ok(INSPECT_KEYS, op="inspect", side=side)["loader"]
+        expected_loader = {
+            "workers": workers,
+            "pinned": False,
+            "zero_copy": zero_copy,
+            "augment": None,
+            "decoded": None,
+            "gathered": False,
+        }
+        check(loader == expected_loader, f"inspect {side}: loader {loader}, expected {expected_loader}")
 
 
 def check_attention(engine):
@@ -632,6 +785,117 @@ def check_attention(engine):
     check({sdpa, flash} <= ops["flash-attention"], "flash-attention's profile lacks SDPA's CPU flash kernel")
     check(sdpa in ops["sdpa-math"] and math_kernel in ops["sdpa-math"], "sdpa-math's profile lacks the math kernel")
     check(flash not in ops["sdpa-math"], "sdpa-math's profile shows the flash kernel")
+
+
+def check_loader(root):
+    """The data pipeline: host crops as the zero-padded window they stand for, device crops each
+    one of those, batches as their schedule says, image files decoded (once under packed-dataset)
+    to the pixels they hold, and where Pillow is missing, not applicable."""
+    generator = torch.Generator().manual_seed(3)
+    image = torch.randint(1, 256, (3, 8, 8), generator=generator, dtype=torch.uint8).numpy()
+    padded = np.pad(image, ((0, 0), (4, 4), (4, 4)))
+    crops = {}
+    for dx in range(9):
+        for dy in range(9):
+            for flip in (0, 1):
+                out = np.empty_like(image)
+                engine_loader.crop_and_flip(image, out, dx, dy, flip)
+                window = padded[:, dy : dy + 8, dx : dx + 8]
+                check(np.array_equal(out, window[:, :, ::-1] if flip else window), f"host crop {dx} {dy} {flip}")
+                crops[out.tobytes()] = (dx, dy, flip)
+    on_device = engine_loader.random_crop_and_flip(torch.from_numpy(np.stack([image] * 64)))
+    drawn = {crops.get(x.numpy().tobytes()) for x in on_device}
+    check(None not in drawn and len(drawn) > 20, f"device crops are not all crops of the image: {len(drawn)} kinds")
+    directory = os.path.join(root, "loader")
+    os.makedirs(directory)
+    data = write_data(os.path.join(directory, "data.safetensors"), RESNET, augment=True)
+    tensors = parity.read_safetensors(os.path.join(directory, data["file"]))
+    images = engine_loader.image_data(tensors, data["file"], BATCHES, True, True, False)
+    batch, labels = engine_loader.ImageBatches(images, engine_loader.Pipeline())[1]
+    for j, i in enumerate(images.index[1]):
+        expected = np.empty_like(images.images[i])
+        engine_loader.crop_and_flip(images.images[i], expected, *images.crops[1][j])
+        check(np.array_equal(batch[j].numpy(), expected), f"image {j} of batch 1 is not its scheduled crop")
+    check(labels.tolist() == images.labels[images.index[1]].tolist(), "batch 1's labels")
+    text_data = write_data(os.path.join(directory, "text.safetensors"), GPT, augment=False)
+    tensors = parity.read_safetensors(os.path.join(directory, text_data["file"]))
+    text = engine_loader.text_data(tensors, text_data["file"], BATCHES, GPT["context"])
+    windows = engine_loader.TextBatches(text, engine_loader.Pipeline(zero_copy=True))[2]
+    for j, start in enumerate(text.starts[2]):
+        expected = text.tokens[start : start + GPT["context"] + 1].tolist()
+        check(windows[j].tolist() == expected, f"window {j} of text batch 2 is not the tokens from {start}")
+    check_image_files(root)
+
+
+def check_fp8(root):
+    """fp8-matmul's autograd function, run here on the CPU's _scaled_mm: forward is the product of
+    the e4m3 operands dequantised, backward that of the e5m2 output gradient with them; the GPT
+    gets four fp8 projections per block and still trains."""
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(32, 64, generator=generator, requires_grad=True)
+    w = torch.randn(48, 64, generator=generator, requires_grad=True)
+    grad = torch.randn(32, 48, generator=generator)
+    y = engine_tricks.Fp8Matmul.apply(x, w, torch.float32)
+    y.backward(grad)
+
+    def dequantised(t, dtype):
+        q, inverse = engine_tricks.quantise(t.detach(), dtype)
+        return q.float() * inverse
+
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    xd, wd, gd = dequantised(x, e4m3), dequantised(w, e4m3), dequantised(grad, e5m2)
+    for name, got, expected in (("forward", y, xd @ wd.t()), ("grad x", x.grad, gd @ wd), ("grad w", w.grad, gd.t() @ xd)):
+        gap = ((got - expected).abs().max() / expected.abs().max()).item()
+        check(gap < 1e-5, f"fp8: {name} is {gap:.1e} from the dequantised product")
+    check(relative(y.detach().norm().item(), (x @ w.t()).norm().item()) < 0.1, "fp8: forward far from x @ wᵀ")
+    model = parity.build_model({**GPT, "layers": 2, "width": 32, "context": 16})
+    check(engine_tricks.use_fp8(model) == 8, "fp8: a 2-block GPT should get 8 fp8 projections")
+    logits = model(torch.randint(GPT["vocab_size"], (4, 16), generator=generator))
+    logits.float().sum().backward()
+    check(all(p.grad is not None for p in model.parameters()), "fp8: a GPT parameter got no gradient")
+
+
+def check_image_files(root):
+    """A case of PNG files: packed-dataset decodes them once, the reference every batch, both to
+    the pixels written (float64 losses agree); without Pillow the sides are not applicable."""
+    try:
+        from PIL import Image
+    except ImportError:
+        print("note: the image-file case not checked: this Python has no Pillow", flush=True)
+        return
+    generator = torch.Generator().manual_seed(5)
+    pixels = torch.randint(256, (IMAGES, 3, 8, 8), generator=generator, dtype=torch.uint8)
+    files = []
+    for picture in pixels:
+        encoded = io.BytesIO()
+        Image.fromarray(picture.permute(1, 2, 0).numpy()).save(encoded, format="PNG")
+        files.append(encoded.getvalue())
+    sides = {"reference": [], **CONTROL, "packed-dataset": ["packed-dataset"], "zero-copy": ["zero-copy"]}
+    directory = write_case(os.path.join(root, "image-files"), RESNET, sides, dtype="float64", images=files)
+    engine = Engine(directory)
+    try:
+        check_ready(engine)
+        built(engine, sides)
+        pairs = [(side, "reference", SAME_ARITHMETIC) for side in ("packed-dataset", "zero-copy")]
+        check_agreement(engine, "image-files", list(sides), pairs)
+        for side, decoded in (("reference", "every-batch"), ("packed-dataset", "once")):
+            loader = engine.ok(INSPECT_KEYS, op="inspect", side=side)["loader"]
+            check(loader["decoded"] == decoded, f"inspect {side}: decoded {loader['decoded']}, expected {decoded}")
+        check(engine.finish() == 0, "image-files: quit did not exit 0")
+    finally:
+        engine.close()
+    tensors = parity.read_safetensors(os.path.join(directory, "data.safetensors"))
+    data = engine_loader.image_data(tensors, "data.safetensors", BATCHES, True, True, True)
+    decoded = engine_loader.ImageBatches(data, engine_loader.Pipeline(packed=True)).pixels
+    check(np.array_equal(decoded, pixels.numpy()), "packed-dataset decoded other pixels than the files hold")
+    saved, sys.modules["PIL"] = sys.modules.get("PIL"), None
+    try:
+        engine_loader.ImageBatches(data, engine_loader.Pipeline())
+        raise CheckFailed("image files were taken without Pillow")
+    except engine_loader.Unsupported as e:
+        check("Pillow" in str(e), f"without Pillow: {e}")
+    finally:
+        sys.modules["PIL"] = saved
 
 
 def error_variant(root, base, name, edit=None, remove=None):
@@ -661,12 +925,12 @@ def set_model_field(key, value):
 def check_errors(root):
     """Malformed cases: the engine exits with status 2, naming the file and field on stderr,
     before any reply (three processes); more of the validation's messages from read_case and
-    read_batches called here, which is what the engine's start runs."""
+    process_wide called here, which is what the engine's start runs."""
     base = write_case(os.path.join(root, "errors-base"), RESNET, {"reference": []})
     d = error_variant(root, base, "no-case", remove="engine-case.json")
     cases = [(d, f"{d}/engine-case.json: No such file")]
-    d = error_variant(root, base, "bad-format", edit=lambda c: c.update(format=2))
-    cases.append((d, f"{d}/engine-case.json: format: expected 1 (the case format this engine reads), got 2"))
+    d = error_variant(root, base, "bad-format", edit=lambda c: c.update(format=1))
+    cases.append((d, f"{d}/engine-case.json: format: expected 2 (the case format this engine reads), got 1"))
     d = error_variant(root, base, "no-weights", remove="weights.safetensors")
     cases.append(
         (d, f"{d}/weights.safetensors: no such file (named by {d}/engine-case.json field sides.reference.weights)")
@@ -685,7 +949,6 @@ def check_errors(root):
             set_model_field("kind", "vgg"),
             'sides.reference.model.kind: expected one of "cifar-resnet", "gpt", got "vgg"',
         ),
-        (lambda c: c.update(steps=0), "engine-case.json: steps: expected an integer ≥ 1, got 0"),
         (lambda c: c.update(colour="red"), "engine-case.json: colour: unknown field"),
         (lambda c: c.update(device="tpu"), 'engine-case.json: device: expected "cpu" or "cuda:N", got "tpu"'),
         (lambda c: c["optimizer"].pop("momentum"), "optimizer.momentum: expected a number in [0.0, inf), got nothing"),
@@ -697,15 +960,19 @@ def check_errors(root):
             lambda c: c["sides"]["reference"].update(reference_for="adamw"),
             'sides.reference.reference_for: expected null or "debug-off"',
         ),
+        (lambda c: c["data"].update(batches=BATCHES + 1), f"data.safetensors: no tensor index.{BATCHES}"),
+        (lambda c: c["data"].update(kind="video"), 'data.kind: expected one of "images", "text", got "video"'),
+        (lambda c: c["data"].pop("augment"), "data.augment: expected true or false, got nothing"),
+        (lambda c: c.update(loader_workers=0), "loader_workers: expected an integer ≥ 1, got 0"),
         (
-            lambda c: c.update(steps=STEPS + 1),
-            f"batches.safetensors: no tensor inputs.{STEPS} (engine-case.json says steps {STEPS + 1})",
+            lambda c: c["sides"].update(other={**c["sides"]["reference"], "tricks": ["expandable-segments"]}),
+            "expandable-segments holds for the whole process: every side has it or none does",
         ),
     ]
     for index, (edit, contains) in enumerate(messages):
         directory = error_variant(root, base, f"message-{index}", edit=edit)
         try:
-            pytorch_engine.read_batches(pytorch_engine.read_case(directory))
+            pytorch_engine.process_wide(pytorch_engine.read_case(directory))
             raise CheckFailed(f"{contains}: the case was read without an error")
         except pytorch_engine.CaseError as e:
             check(contains in str(e), f"case error {str(e)!r} lacks {contains!r}")
@@ -779,6 +1046,8 @@ def main():
                 ("resnet evaluation: no host reads, no-grad-eval", check_resnet_eval),
                 ("resnet float64: the tricks that keep the arithmetic agree", check_resnet_float64),
                 ("gpt float64: agreement, SDPA in the profiles, what does not apply", check_gpt),
+                ("the loader: crops, scheduled batches, image files", check_loader),
+                ("fp8-matmul's function on the CPU's _scaled_mm", check_fp8),
                 ("malformed cases exit 2 naming file and field", check_errors),
                 ("the fork server's engines train as fresh ones, and end with their client", check_fork_server),
             ]:

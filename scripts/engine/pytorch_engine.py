@@ -4,20 +4,34 @@ training trick applied or not on each side, steps timed in windows on request.
 
 trickbench starts `python pytorch_engine.py --case DIR` and drives it over stdin and stdout, one
 JSON object per line each way; it runs the measurement protocol itself (which side goes when, how
-many windows) and this process only builds, warms up, times and reports. It needs only torch: the
-models and the safetensors reader are those of `scripts/parity/parity.py`, imported, not copied.
+many windows) and this process only builds, warms up, times and reports. It needs torch and
+numpy: the models and the safetensors reader are those of `scripts/parity/parity.py`, the data
+pipeline is `engine_loader.py` and the tricks that change the network or the process are
+`engine_tricks.py`, all imported from beside it.
 Nothing but protocol replies reaches stdout (file descriptor 1 is pointed at stderr at start, so
 stray prints, C++ logs and compiler subprocesses land there too).
 
 The case: DIR/engine-case.json
 ------------------------------
-    format         1
+    format         2
     device         "cpu", "cuda" or "cuda:N"
     seed           integer; torch.manual_seed(seed) right after each side is built
     threads        integer ≥ 1: torch.set_num_threads before anything else; null: left as it is
     kind           "train" (training steps) or "eval" (evaluation batches)
-    batches        file in DIR holding inputs.K and targets.K for K in 0..steps, cycled
-    steps          integer ≥ 1, the number of batches
+    data           what each side's DataLoader assembles its batches from (engine_loader.py):
+                   {"kind": "images", "file", "batches", "augment", "standardise", "encoded"}:
+                     file: in DIR, holding "labels" int64 [M] and either "images" uint8
+                     [M, C, H, W] or, where encoded, "encoded" uint8 (the JPEG/PNG files one
+                     after another) and "offsets" int64 [M + 1]; and for K in 0..batches
+                     "index.K" int64 [B] (batch K's images) and, where augment, "crop.K" int64
+                     [B, 3] (each image's dx, dy in 0..=8 and flip 0|1);
+                     standardise: per-channel standardisation with CIFAR-10's statistics, else
+                     pixels only scaled to [0, 1]
+                   {"kind": "text", "file", "batches", "context"}: file holding "tokens" int32
+                     [L] and "starts.K" int64 [B] (batch K's windows of context + 1 tokens)
+                   The batches are cycled through.
+    loader_workers integer ≥ 1: the DataLoader's worker processes under loader-workers
+    accumulation_micro_batches  integer ≥ 2: micro-batches per step under grad-accumulation
     learning_rate  number ≥ 0, the constant learning rate of every step
     optimizer      {"kind": "sgd", "momentum", "weight_decay"} or
                    {"kind": "adam" | "adamw", "beta1", "beta2", "eps", "weight_decay"}
@@ -51,13 +65,15 @@ the replies below go over the socket. The server ends at EOF on its stdin.
 
 The protocol
 ------------
-On start, after reading the case and the batches, before building anything:
+On start, after reading the case and its data, before building anything:
     {"ready": true, "implementation": "pytorch", "version": V, "threads": N, "python": P,
      "pid": the engine's process id}
 Then one reply per request, in order:
     {"op": "build", "side": S}             -> {"ok": true} | {"not_applicable": reason}
         The side's model from its spec and weights on the device, its optimizer (train kind) and
-        its batches, its tricks applied; then torch.manual_seed(seed).
+        its DataLoader (whose worker processes start here under loader-workers), its tricks
+        applied; then torch.manual_seed(seed). Each step takes the loader's next batch, which it
+        places on the device inside the step, so the loading is timed with it.
     {"op": "warm_up", "side": S, "steps": N}   (N ≥ 0)
                                            -> {"ok": true, "compile_s": seconds | null}
         Sets S's process-wide switches and runs N untimed steps (at least 1 under
@@ -69,14 +85,30 @@ Then one reply per request, in order:
         samples: the samples the N steps took, as trickbench counts them: every target
         (targets.numel(): images, or a GPT window's tokens);
         host_reads: the metric reads to the host (.item(), .tolist()) made in the window.
-    {"op": "reset_peaks"}                  -> {"ok": true}
-        torch.cuda.reset_peak_memory_stats on CUDA; nothing to reset on a CPU (the process's
-        peak RSS cannot be reset).
     {"op": "memory"}                       -> {"peak_allocated_bytes": int | null,
                                                "peak_reserved_bytes": int | null,
                                                "peak_rss_bytes": int}
-        The device's max_memory_allocated / max_memory_reserved (null on a CPU) and the
-        process's peak resident set (ru_maxrss × 1024).
+        The peaks since the process started: the device's max_memory_allocated and
+        max_memory_reserved (null on a CPU) and the peak resident set (VmHWM).
+    {"op": "probe", "side": S, "steps": N}     (N ≥ 2)
+                                           -> the fields of memory over N untimed steps of S,
+                                              and "samples": the samples they took
+        On CUDA the caching allocator's peaks, reset first. On a CPU peak_allocated_bytes is the
+        peak of the bytes held by live CPU tensors over the steps after the first: those alive
+        before them (the side's parameters, gradients, buffers and optimizer state, and every
+        tensor the interpreter reaches), plus the highest the allocations the profiler follows
+        (torch.profiler with profile_memory=True) rose above that; reserved is null. The peak
+        resident set is reset first where Linux allows it (/proc/self/clear_refs).
+    {"op": "breakdown", "side": S, "steps": N} (N ≥ 1)
+                                           -> {"clock": "host" | "cuda-events", "steps": N,
+                                               "phases": [{"phase", "mean_ms"}], "samples_per_s"}
+        Where a step's time goes: N untimed steps with a stamp where each phase begins (the
+        host's clock on a CPU, CUDA events on the current stream on a GPU): batch-wait (the
+        DataLoader's next batch), host-to-device (its placing: copy, augmentation on the device,
+        float, standardisation, layout), forward (and the loss), backward, optimizer (zero_grad,
+        and clipping and the update), metrics, graph-replay (cuda-graphs: the copy into the static
+        inputs and the replay); each phase's mean milliseconds per step, in that order, those
+        entered only; samples_per_s over the window with the device synchronised at its edges.
     {"op": "loss", "side": S}              -> {"loss": float | null}
         The side's last training step's loss, read to the host here (null before its first
         step, and for the eval kind; an error if it is not finite, which JSON cannot carry).
@@ -92,7 +124,12 @@ Then one reply per request, in order:
         evaluation batch recorded an autograd graph | null; "autocast": a dtype name | null;
         "grad_scaler", "compiled" (booleans); "steps_done"; and the process-wide switches as set
         now, by the last warm_up, window or profile of any side: "anomaly", "cudnn_benchmark",
-        "matmul_tf32".
+        "matmul_tf32"; "loader": {"workers", "pinned", "zero_copy", "augment": "host" | "device" |
+        null, "decoded": "once" | "every-batch" | null (packed images), "gathered": whether
+        batches are index_select-ed from the split}; "scripted": the TorchScript functions the
+        blocks call; "checkpointed"; "micro_batches"; "fp8_linears": how many; "cuda_graph":
+        whether the step is captured; "expandable_segments": the CUDA allocator's (null on a CPU
+        or before any allocation).
     {"op": "profile", "side": S, "steps": N}   (N ≥ 1)
                                            -> {"ops": [sorted aten:: operator names]}
         A window of N steps run under torch.profiler, for checks of which kernels a side calls.
@@ -104,7 +141,9 @@ later request on it gets the same {"not_applicable": reason}.
 
 The step
 --------
-Train: optimizer.zero_grad(set_to_none=False); forward; mean cross-entropy on the logits
+Train: the next batch from the side's DataLoader placed on the device (copied, converted to
+float and standardised there, as engine_loader.py says); optimizer.zero_grad(set_to_none=False);
+forward; mean cross-entropy on the logits
 reshaped (-1, classes) in float32 (the case's dtype if float64); backward; optional
 clip_grad_norm_; optimizer.step() (torch.optim.SGD, Adam or AdamW with PyTorch's default
 foreach/fused choice); then the loss and the count of correct predictions read on the host with
@@ -139,10 +178,24 @@ The tricks
     sdpa-math           SDPA with only the math backend (GPT)
     torch-compile       torch.compile(model) in its default mode; loss, zero_grad and the
                         optimizer step stay eager
-Not yet applied here (reported not applicable, "the PyTorch engine does not apply <id>"): the
-loader tricks (loader-workers, pin-memory, zero-copy, gpu-augment, packed-dataset), cuda-graphs,
-jit-fusion, checkpointing, grad-accumulation, expandable-segments, fp8-matmul, ddp, and the
-time-to-accuracy tricks (one-cycle, max-batch, adamw, lars, lamb, muon, grad-clipping,
+    loader-workers      DataLoader(num_workers=loader_workers)
+    pin-memory          DataLoader(pin_memory=True), .to(device, non_blocking=True) (CUDA)
+    zero-copy           torch.from_numpy instead of torch.tensor; unaugmented batches gathered
+                        from the split held as one tensor
+    gpu-augment         the batch cropped and flipped on the device (ResNet)
+    packed-dataset      the case's image files decoded once at build (ResNet, encoded images)
+    jit-fusion          the pointwise chains as torch.jit.script functions (engine_tricks.py)
+    checkpointing       torch.utils.checkpoint around each segment but the last (train)
+    grad-accumulation   accumulation_micro_batches micro-batches per step (train)
+    expandable-segments the CUDA caching allocator's expandable segments, for the whole process
+                        (every side of the case, or none) (CUDA)
+    cuda-graphs         the whole step captured in a torch.cuda.CUDAGraph after three steps on a
+                        side stream, then replayed (CUDA, train; Adam's capturable=True)
+    fp8-matmul          the GPT's projections through torch._scaled_mm (CUDA, capability 8.9+)
+Cannot be combined here (not applicable, with the reason): cuda-graphs with amp, torch-compile or
+checkpointing; checkpointing or fp8-matmul with torch-compile.
+Not applied here (reported not applicable, "the PyTorch engine does not apply <id>"): ddp, and
+the time-to-accuracy tricks (one-cycle, max-batch, adamw, lars, lamb, muon, grad-clipping,
 input-norm, batch-norm, label-smoothing, ema-weights, flip-tta, bn-momentum).
 """
 
@@ -150,6 +203,7 @@ import argparse
 import atexit
 import contextlib
 import dataclasses
+import gc
 import io
 import json
 import math
@@ -162,6 +216,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -174,8 +229,12 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "parity"))
 import parity  # noqa: E402  (found through the path above)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_loader  # noqa: E402
+import engine_tricks  # noqa: E402
+
 CASE_FILE = "engine-case.json"
-CASE_FORMAT = 1
+CASE_FORMAT = 2
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 REFERENCE_FOR = ("debug-off",)
 
@@ -317,8 +376,9 @@ class Case:
     seed: int
     threads: int | None
     kind: str
-    batches: str
-    steps: int
+    data: object
+    loader_workers: int
+    accumulation_micro_batches: int
     learning_rate: float
     optimizer: dict
     clip_max_norm: float | None
@@ -344,8 +404,9 @@ def read_case(directory):
         seed=fields.integer("seed", 0),
         threads=fields.integer("threads", 1, nullable=True),
         kind=fields.choice("kind", ("train", "eval")),
-        batches=fields.file_in("batches", directory),
-        steps=fields.integer("steps", 1),
+        data=read_data(fields.object("data"), directory),
+        loader_workers=fields.integer("loader_workers", 1),
+        accumulation_micro_batches=fields.integer("accumulation_micro_batches", 2),
         learning_rate=fields.number("learning_rate", 0.0),
         optimizer=read_optimizer(fields.object("optimizer")),
         clip_max_norm=fields.number("clip_max_norm", 0.0, low_open=True, nullable=True),
@@ -440,23 +501,24 @@ def read_tricks(fields):
     return tuple(tricks)
 
 
-def read_batches(case):
-    """The case's batches as CPU tensors, [(inputs, targets)] for K in 0..steps."""
-    tensors = parity_call(CaseError, parity.read_safetensors, case.batches)
-    batches = []
-    for k in range(case.steps):
-        names = (f"inputs.{k}", f"targets.{k}")
-        missing = [n for n in names if n not in tensors]
-        if missing:
-            raise CaseError(f"{case.batches}: no tensor {missing[0]} ({CASE_FILE} says steps {case.steps})")
-        x, y = (tensors[n] for n in names)
-        if y.is_floating_point() or y.dim() == 0 or x.dim() == 0 or x.shape[0] != y.shape[0]:
-            raise CaseError(
-                f"{case.batches}: {names[1]} must be integer class ids with as many rows as {names[0]}, "
-                f"got {y.dtype} {list(y.shape)} beside {list(x.shape)}"
-            )
-        batches.append((x, y))
-    return batches
+def read_data(fields, directory):
+    """The `data` object and the tensors of its file, validated (engine_loader's ImageData or
+    TextData)."""
+    kind = fields.choice("kind", ("images", "text"))
+    path = fields.file_in("file", directory)
+    batches = fields.integer("batches", 1)
+    if kind == "images":
+        options = {key: fields.boolean(key) for key in ("augment", "standardise", "encoded")}
+    else:
+        context = fields.integer("context", 1)
+    fields.done()
+    tensors = parity_call(CaseError, parity.read_safetensors, path)
+    try:
+        if kind == "images":
+            return engine_loader.image_data(tensors, path, batches, **options)
+        return engine_loader.text_data(tensors, path, batches, context)
+    except engine_loader.DataError as e:
+        raise CaseError(str(e)) from None
 
 
 # ---- The tricks ----
@@ -464,7 +526,7 @@ def read_batches(case):
 
 @dataclasses.dataclass
 class Settings:
-    """What a side's tricks set: its process-wide switches and its own step."""
+    """What a side's tricks set: its process-wide switches, its loader, its network and its step."""
 
     anomaly: bool = False
     cudnn_benchmark: bool = False
@@ -479,12 +541,24 @@ class Settings:
     autocast: torch.dtype | None = None
     grad_scaler: bool = False
     compiled: bool = False
+    workers: bool = False
+    pinned: bool = False
+    zero_copy: bool = False
+    device_augment: bool = False
+    packed: bool = False
+    jit_fusion: bool = False
+    checkpointing: bool = False
+    accumulate: bool = False
+    expandable_segments: bool = False
+    cuda_graphs: bool = False
+    fp8: bool = False
 
 
 # Each trick: the conditions it needs, each with the reason it is not applicable without it, and
 # the settings it sets.
 TRAINING = ("train", "it acts on training steps and this case evaluates")
 ATTENTION = ("gpt", "the ResNet has no attention")
+CUDA_GRAPH = ("cuda", "a CUDA graph records GPU kernel launches; a CPU step has none")
 TRICKS = {
     "debug-off": ((), {}),
     "channels-last": ((("resnet", "the GPT has no 4-d image activations"),), {"channels_last": True}),
@@ -527,7 +601,42 @@ TRICKS = {
     ),
     "sdpa-math": ((ATTENTION,), {"attention": "sdpa", "sdpa_backend": SDPBackend.MATH}),
     "torch-compile": ((), {"compiled": True}),
+    "loader-workers": ((), {"workers": True}),
+    "pin-memory": ((("cuda", "pinned memory speeds host-to-GPU copies; there is no GPU"),), {"pinned": True}),
+    "zero-copy": ((), {"zero_copy": True}),
+    "gpu-augment": ((("resnet", "the GPT reads text windows, which are not augmented"),), {"device_augment": True}),
+    "packed-dataset": (
+        (
+            ("resnet", "the GPT reads one text, held in memory as tokens"),
+            ("encoded", "the case's images are packed already: there are no image files to decode"),
+        ),
+        {"packed": True},
+    ),
+    "jit-fusion": ((), {"jit_fusion": True}),
+    "checkpointing": ((TRAINING,), {"checkpointing": True}),
+    "grad-accumulation": ((TRAINING,), {"accumulate": True}),
+    "expandable-segments": (
+        (("cuda", "expandable segments are a mode of the CUDA caching allocator"),),
+        {"expandable_segments": True},
+    ),
+    "cuda-graphs": ((CUDA_GRAPH, TRAINING), {"cuda_graphs": True}),
+    "fp8-matmul": (
+        (
+            ("gpt", "the ResNet's work is convolutions; the fp8 linears replace the GPT's projections"),
+            ("cuda", "fp8 tensor-core matmuls need a CUDA GPU"),
+            ("fp8", "fp8 tensor-core matmuls (torch._scaled_mm) need compute capability 8.9 or newer"),
+        ),
+        {"fp8": True},
+    ),
 }
+# Tricks the engine cannot combine, with the reason.
+CONFLICTS = (
+    ("cuda_graphs", "grad_scaler", "GradScaler's step reads whether gradients overflowed on the host"),
+    ("cuda_graphs", "compiled", "torch.compile and a hand-captured CUDA graph would both own the step"),
+    ("cuda_graphs", "checkpointing", "checkpoint saves the generator's state on the host in forward"),
+    ("checkpointing", "compiled", "the engine checkpoints the eager module's segments"),
+    ("fp8", "compiled", "the engine's fp8 matmul is an eager autograd function"),
+)
 
 
 def meets(condition, case, spec):
@@ -538,16 +647,20 @@ def meets(condition, case, spec):
         return case.device.type == "cuda" or spec.model.get("dropout", 0.0) == 0.0
     if condition == "ampere":
         return torch.cuda.get_device_capability(case.device)[0] >= 8
+    if condition == "fp8":
+        return torch.cuda.get_device_capability(case.device) >= (8, 9)
     if condition == "bf16":
         return torch.cuda.is_bf16_supported()
+    if condition == "encoded":
+        return getattr(case.data, "encoded", None) is not None
     if condition in ("train", "eval"):
         return case.kind == condition
     return spec.model["kind"] == {"resnet": "cifar-resnet", "gpt": "gpt"}[condition]
 
 
 def settings_for(case, spec):
-    """The settings of side `spec`; NotApplicable when one of its tricks cannot apply here or two
-    of them set the same thing differently."""
+    """The settings of side `spec`; NotApplicable when one of its tricks cannot apply here, two of
+    them set the same thing differently, or the engine cannot combine two of them."""
     settings, set_by = Settings(), {}
     if spec.reference_for == "debug-off":
         settings.anomaly, set_by["anomaly"] = True, "reference_for debug-off"
@@ -563,6 +676,9 @@ def settings_for(case, spec):
                 raise NotApplicable(f"{set_by[key]} and {trick} both set {key}, differently")
             setattr(settings, key, value)
             set_by[key] = trick
+    for first, second, why in CONFLICTS:
+        if getattr(settings, first) and getattr(settings, second):
+            raise NotApplicable(f"{set_by[first]} with {set_by[second]}: {why}")
     if "no-bias-before-bn" in spec.tricks and spec.model["conv_bias"]:
         raise RequestError(f"side {spec.name}: no-bias-before-bn needs model.conv_bias false, not true")
     return settings
@@ -572,39 +688,42 @@ class SdpaSelfAttention(parity.CausalSelfAttention):
     """parity's causal self-attention (same weights) through F.scaled_dot_product_attention,
     which dispatches to a fused kernel, instead of the written-out softmax attention."""
 
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (m.view(b, t, self.heads, c // self.heads).transpose(1, 2) for m in (q, k, v))
+    def attend(self, q, k, v):
         dropout = self.attn_dropout.p if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.resid_dropout(self.c_proj(y))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
 
 
-def build_module(model_spec, attention):
-    """parity's model for `model_spec`, its attention modules through SDPA when asked."""
+def build_module(model_spec, settings):
+    """parity's model for `model_spec`, its attention modules through SDPA, its pointwise chains
+    scripted and its projections in fp8 as the side's settings ask."""
     model = parity.build_model(model_spec)
-    if attention == "sdpa":
+    if settings.attention == "sdpa":
         s = model_spec
         for block in model.transformer.h:
             block.attn = SdpaSelfAttention(s["width"], s["heads"], s["context"], s["dropout"])
+    if settings.jit_fusion:
+        engine_tricks.fuse_pointwise(model)
+    if settings.fp8:
+        engine_tricks.use_fp8(model)
     return model
 
 
-def build_optimizer(spec, params, lr, fused):
+def build_optimizer(spec, params, lr, settings):
     """torch.optim's SGD, Adam or AdamW at constant `lr`, PyTorch choosing foreach/fused unless
-    `fused`; NotApplicable when this PyTorch has no fused kernel for the parameters."""
-    options = {"fused": True} if fused else {}
+    fused-optimizer asks for fused=True, capturable under cuda-graphs; NotApplicable when this
+    PyTorch has no fused kernel for the parameters."""
+    options = {"fused": True} if settings.fused else {}
     try:
         if spec["kind"] == "sgd":
             momentum, weight_decay = spec["momentum"], spec["weight_decay"]
             return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, **options)
+        if settings.cuda_graphs:
+            options["capturable"] = True
         make = torch.optim.AdamW if spec["kind"] == "adamw" else torch.optim.Adam
         betas = (spec["beta1"], spec["beta2"])
         return make(params, lr=lr, betas=betas, eps=spec["eps"], weight_decay=spec["weight_decay"], **options)
     except RuntimeError as e:
-        if fused:
+        if settings.fused:
             raise NotApplicable(f"fused-optimizer: {parity.first_line(e)}") from None
         raise
 
@@ -642,40 +761,52 @@ class Metrics:
 
 
 class Side:
-    """One built side: its model (compiled or not), optimizer, batches on the device, and the
+    """One built side: its model (compiled, checkpointed or not), optimizer, loader, and the
     settings its steps and switches follow."""
 
-    def __init__(self, case, spec, batches):
+    def __init__(self, case, spec):
         self.case, self.spec = case, spec
-        self.settings = settings_for(case, spec)
-        module = build_module(spec.model, self.settings.attention)
+        self.settings = settings = settings_for(case, spec)
+        module = build_module(spec.model, settings)
         weights = parity_call(RequestError, parity.read_safetensors, spec.weights)
         parity_call(RequestError, parity.load_weights, module, weights, spec.weights)
         module = module.to(device=case.device, dtype=case.dtype)
-        if self.settings.channels_last:
+        if settings.channels_last:
             module = module.to(memory_format=torch.channels_last)
         self.module = module.train(case.kind == "train")
         self.params = list(module.parameters())
         self.optimizer = None
         self.scaler = None
         if case.kind == "train":
-            self.optimizer = build_optimizer(case.optimizer, self.params, case.learning_rate, self.settings.fused)
-            if self.settings.grad_scaler:
+            self.optimizer = build_optimizer(case.optimizer, self.params, case.learning_rate, settings)
+            if settings.grad_scaler:
                 self.scaler = torch.amp.GradScaler("cuda")
-        self.model = torch.compile(module) if self.settings.compiled else module
-        self.batches = [self.place(x, y) for x, y in batches]
-        self.metrics = Metrics(not self.settings.avoid_sync, case.log_interval)
+        self.model = torch.compile(module) if settings.compiled else module
+        self.forward = engine_tricks.checkpointed(module) if settings.checkpointing else self.model
+        self.micro_batches = case.accumulation_micro_batches if settings.accumulate else 1
+        self.loader = self.build_loader()
+        self.metrics = Metrics(not settings.avoid_sync, case.log_interval)
         self.correct_sum = torch.zeros((), dtype=torch.int64, device=case.device)
+        self.graph = None
         self.eval_graph = None
         self.steps_done = 0
+        self.marks = None
 
-    def place(self, x, y):
-        """One batch on the device, floating-point inputs in the case's dtype (channels-last:
-        4-d inputs in that layout, once, here)."""
-        x = x.to(self.case.device, dtype=self.case.dtype) if x.is_floating_point() else x.to(self.case.device)
-        if self.settings.channels_last and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        return x, y.to(self.case.device)
+    def build_loader(self):
+        """The side's DataLoader and the training process's end of it, as its loader tricks ask;
+        NotApplicable where this Python cannot decode the case's image files."""
+        s = self.settings
+        pipeline = engine_loader.Pipeline(
+            workers=self.case.loader_workers if s.workers else 0,
+            pinned=s.pinned,
+            zero_copy=s.zero_copy,
+            device_augment=s.device_augment,
+            packed=s.packed,
+        )
+        try:
+            return engine_loader.Loader(self.case.data, pipeline, self.case.device, self.case.dtype, s.channels_last)
+        except engine_loader.Unsupported as e:
+            raise NotApplicable(str(e)) from None
 
     def autocast(self):
         """The side's autocast context around forward and loss (a no-op without amp)."""
@@ -699,33 +830,76 @@ class Side:
             torch.cuda.synchronize(self.case.device)
 
     def rows(self, steps):
-        """Samples the side's next `steps` steps take: their targets, so images or tokens."""
-        return sum(self.batches[(self.steps_done + i) % len(self.batches)][1].numel() for i in range(steps))
+        """Samples `steps` steps take: their targets, so images or tokens."""
+        return steps * self.loader.samples_per_batch
 
     def clear_grads(self):
         """The step's zero_grad: in place, or to None under zero-grad-none."""
         self.optimizer.zero_grad(set_to_none=self.settings.set_to_none)
 
+    def enter(self, phase):
+        """Marks the start of `phase` of the step, while a breakdown is recorded."""
+        if self.marks is not None:
+            self.marks.enter(phase)
+
     def step(self):
-        """One training step, or one evaluation batch, on the next batch."""
-        x, y = self.batches[self.steps_done % len(self.batches)]
+        """One training step, or one evaluation batch, on the loader's next batch."""
+        self.enter("batch-wait")
+        host = self.loader.next_host()
+        self.enter("host-to-device")
+        x, y = self.loader.place(host)
         self.steps_done += 1
         if self.optimizer is None:
             self.evaluate(x, y)
+        elif self.settings.cuda_graphs:
+            self.replay(x, y)
         else:
             self.train(x, y)
 
     def train(self, x, y):
         """The training step on (x, y)."""
+        self.enter("optimizer")
         self.clear_grads()
+        loss, correct = self.backward_pass(x, y)
+        self.enter("optimizer")
+        self.update()
+        self.enter("metrics")
+        self.metrics.record(loss, correct)
+
+    def backward_pass(self, x, y):
+        """Forward and backward of the step's batch, whole or (grad-accumulation) in
+        micro-batches; returns the loss and the correct count."""
+        return self.forward_backward(x, y) if self.micro_batches == 1 else self.accumulate(x, y)
+
+    def forward_backward(self, x, y, scale=None):
+        """Forward, mean cross-entropy in float32 (the case's dtype if float64), backward of the
+        loss (times `scale`, and loss-scaled under amp); returns the loss and the correct count."""
+        self.enter("forward")
         with self.autocast():
-            logits = self.model(x)
+            logits = self.forward(x)
             loss_dtype = torch.float64 if self.case.dtype == torch.float64 else torch.float32
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).to(loss_dtype), y.reshape(-1))
+        self.enter("backward")
+        backward = loss if scale is None else loss * scale
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-        else:
-            loss.backward()
+            backward = self.scaler.scale(backward)
+        backward.backward()
+        return loss, (logits.argmax(-1) == y).sum()
+
+    def accumulate(self, x, y):
+        """grad-accumulation: forward and backward of each micro-batch in turn, its loss divided
+        by their number, the gradients adding up; returns the mean loss and the correct count."""
+        k = self.micro_batches
+        loss_sum = correct = None
+        for xs, ys in zip(x.tensor_split(k), y.tensor_split(k)):
+            loss, right = self.forward_backward(xs, ys, 1.0 / k)
+            loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
+            correct = right if correct is None else correct + right
+        return loss_sum / k, correct
+
+    def update(self):
+        """Clips the gradients where the case asks, then the optimizer's step (through the
+        GradScaler under amp)."""
         if self.case.clip_max_norm is not None:
             if self.scaler is not None:
                 self.scaler.unscale_(self.optimizer)
@@ -735,14 +909,46 @@ class Side:
             self.scaler.update()
         else:
             self.optimizer.step()
-        self.metrics.record(loss, (logits.argmax(-1) == y).sum())
+
+    def replay(self, x, y):
+        """cuda-graphs: the batch copied into the graph's static inputs and the captured step
+        replayed (captured on the first call)."""
+        if self.graph is None:
+            self.capture(x, y)
+        self.enter("graph-replay")
+        self.static_x.copy_(x)
+        self.static_y.copy_(y)
+        self.graph.replay()
+        self.enter("metrics")
+        self.metrics.record(self.static_loss.clone(), self.static_correct.clone())
+
+    def capture(self, x, y):
+        """PyTorch's whole-network capture: three steps on a side stream (so that lazily made
+        state, like momentum buffers, exists), then one step captured into a torch.cuda.CUDAGraph
+        with the gradients set to None, so that backward allocates them in the graph's pool."""
+        self.static_x, self.static_y = x.clone(), y.clone()
+        stream = torch.cuda.Stream(self.case.device)
+        stream.wait_stream(torch.cuda.current_stream(self.case.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                self.optimizer.zero_grad(set_to_none=True)
+                self.backward_pass(self.static_x, self.static_y)
+                self.update()
+        torch.cuda.current_stream(self.case.device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.static_loss, self.static_correct = self.backward_pass(self.static_x, self.static_y)
+            self.update()
 
     def evaluate(self, x, y):
         """One evaluation batch: forward (recording autograd unless no-grad-eval), the correct
         count summed on the device."""
+        self.enter("forward")
         with torch.no_grad() if self.settings.no_grad_eval else contextlib.nullcontext(), self.autocast():
             logits = self.model(x)
         self.eval_graph = logits.requires_grad
+        self.enter("metrics")
         self.correct_sum += (logits.argmax(-1) == y).sum()
 
 
@@ -776,6 +982,66 @@ def window(side, steps):
     return {"samples": samples, "seconds": seconds, "host_reads": side.metrics.host_reads - reads}
 
 
+# The phases of a step in the order a step runs them, as trickbench names them.
+PHASES = ("batch-wait", "host-to-device", "forward", "backward", "optimizer", "metrics", "graph-replay")
+
+
+class PhaseMarks:
+    """Where a recorded window's time goes: a stamp where each phase of a step begins (the host's
+    clock on a CPU; a CUDA event on the current stream on a GPU), each phase's time the span to
+    the next stamp."""
+
+    def __init__(self, device):
+        self.device, self.cuda = device, device.type == "cuda"
+        self.marks = []
+
+    def stamp(self):
+        """Now, on the host's clock or the device's stream."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def enter(self, phase):
+        """Marks the start of `phase`."""
+        self.marks.append((phase, self.stamp()))
+
+    def elapsed_ms(self, start, end):
+        """Milliseconds from stamp `start` to stamp `end`."""
+        return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
+
+    def finish(self, steps):
+        """Each phase's mean time per step, in step order, over `steps` steps."""
+        end = self.stamp()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        totals = {}
+        for i, (phase, start) in enumerate(self.marks):
+            following = self.marks[i + 1][1] if i + 1 < len(self.marks) else end
+            totals[phase] = totals.get(phase, 0.0) + self.elapsed_ms(start, following)
+        return [{"phase": p, "mean_ms": totals[p] / steps} for p in PHASES if p in totals]
+
+
+def breakdown(side, steps):
+    """A window of `steps` steps with each phase's start marked: where a step's time goes."""
+    with side.switched():
+        samples = side.rows(steps)
+        side.synchronize()
+        marks = PhaseMarks(side.case.device)
+        side.marks = marks
+        started = time.perf_counter()
+        try:
+            for _ in range(steps):
+                side.step()
+            phases = marks.finish(steps)
+        finally:
+            side.marks = None
+        seconds = time.perf_counter() - started
+    clock = "cuda-events" if marks.cuda else "host"
+    return {"clock": clock, "steps": steps, "phases": phases, "samples_per_s": samples / seconds}
+
+
 def profile(side, steps):
     """The aten operators a window of `steps` steps calls, as torch.profiler records them."""
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -784,6 +1050,113 @@ def profile(side, steps):
     with torch.profiler.profile(activities=activities) as prof:
         window(side, steps)
     return sorted({event.name for event in prof.events() if event.name.startswith("aten::")})
+
+
+# The profiler's name for the steps whose allocations a CPU memory probe follows.
+PROBE_MARK = "trickbench::memory_probe"
+
+
+def probe(side, steps):
+    """The memory peaks of `steps` (≥ 2) untimed steps: on CUDA the caching allocator's, reset
+    first; on a CPU the peak of the bytes held by live CPU tensors over the steps after the first,
+    followed through the profiler's memory events (profile_memory=True). Either way the peak
+    resident set, reset first where Linux allows it."""
+    reset_rss_peak()
+    samples = side.rows(steps)
+    if side.case.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(side.case.device)
+        warm_up(side, steps)
+        return {
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(side.case.device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(side.case.device),
+            "peak_rss_bytes": peak_rss_bytes(),
+            "samples": samples,
+        }
+    with quiet(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        # The first step's allocations are the profiler's from then on, so their frees in the
+        # later steps are seen; what was live before is counted at the mark.
+        warm_up(side, 1)
+        live = live_cpu_tensor_bytes(side)
+        with torch.profiler.record_function(PROBE_MARK):
+            warm_up(side, steps - 1)
+    events = prof.profiler.kineto_results.events()
+    mark = next(e for e in events if e.name() == PROBE_MARK)
+    inside = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in events
+        if e.name() == "[memory]" and mark.start_ns() <= e.start_ns() <= mark.end_ns()
+    )
+    rise = peak = 0
+    for _, nbytes in inside:
+        rise += nbytes
+        peak = max(peak, rise)
+    return {
+        "peak_allocated_bytes": live + peak,
+        "peak_reserved_bytes": None,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "samples": samples,
+    }
+
+
+@contextlib.contextmanager
+def quiet():
+    """Discards what is written to stderr and the Python warnings raised while inside: the
+    profiler's notes on a CPU (no CUDA device for its GPU tracer; frees of memory allocated
+    before it started), which say nothing about the cell."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def live_cpu_tensor_bytes(side):
+    """Bytes of the CPU tensor storages torch allocated that are alive now: those the side holds
+    (parameters, gradients, buffers, optimizer state) and every other tensor the interpreter can
+    reach; storages torch did not allocate (numpy's, shared with torch.from_numpy) do not count,
+    as the profiler does not follow them either."""
+    tensors = [t for t in gc.get_objects() if isinstance(t, torch.Tensor)]
+    tensors += [t for p in side.params for t in (p, p.grad) if t is not None]
+    tensors += list(side.module.buffers())
+    if side.optimizer is not None:
+        tensors += [v for state in side.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+    storages = {}
+    for t in tensors:
+        if t.device.type != "cpu" or t.layout != torch.strided:
+            continue
+        storage = t.untyped_storage()
+        if storage.resizable():
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def reset_rss_peak():
+    """Resets the process's peak resident set (VmHWM) where Linux allows it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_rss_bytes():
+    """The process's peak resident set: VmHWM (since its last reset), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def layout(tensors):
@@ -809,7 +1182,7 @@ def conv_activations(side):
     was_training = side.module.training
     try:
         with torch.no_grad():
-            side.module.eval()(side.batches[0][0])
+            side.module.eval()(side.loader.first()[0])
     finally:
         side.module.train(was_training)
         for hook in hooks:
@@ -829,7 +1202,8 @@ def inspect(side):
             "fused": defaults.get("fused"),
             "foreach": defaults.get("foreach"),
         }
-        side.clear_grads()
+        if side.graph is None:
+            side.clear_grads()
         present = {p.grad is not None for p in side.params}
         grads = "tensors" if present == {True} else ("none" if present == {False} else "mixed")
     backend, autocast = side.settings.sdpa_backend, side.settings.autocast
@@ -841,7 +1215,7 @@ def inspect(side):
         "dtype": str(side.case.dtype).removeprefix("torch."),
         "memory_format": layout(p for p in side.params if p.dim() == 4),
         "activation_format": layout(conv_activations(side)) if resnet else None,
-        "input_format": layout([side.batches[0][0]]),
+        "input_format": layout([side.loader.first()[0]]),
         "conv_bias": side.spec.model["conv_bias"] if resnet else None,
         "attention": None if resnet else side.settings.attention,
         "sdpa_backend": None if backend is None else backend.name,
@@ -856,7 +1230,33 @@ def inspect(side):
         "anomaly": torch.is_anomaly_enabled(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "loader": side.loader.facts(),
+        "scripted": scripted_functions(side.module),
+        "checkpointed": side.settings.checkpointing,
+        "micro_batches": side.micro_batches,
+        "fp8_linears": sum(isinstance(m, engine_tricks.Fp8Linear) for m in side.module.modules()),
+        "cuda_graph": side.graph is not None,
+        "expandable_segments": expandable_segments(side.case.device),
     }
+
+
+def scripted_functions(module):
+    """The names of the TorchScript functions the module's blocks call in place of eager ops."""
+    names = set()
+    for m in module.modules():
+        for attribute in ("epilogue", "activation", "residual_dropout"):
+            f = m.__dict__.get(attribute)
+            if isinstance(f, torch.jit.ScriptFunction):
+                names.add(f.name)
+    return sorted(names)
+
+
+def expandable_segments(device):
+    """On CUDA whether the caching allocator's segments are expandable (None before any); None on
+    a CPU."""
+    if device.type != "cuda":
+        return None
+    return engine_tricks.segments_expandable(device.index if device.index is not None else torch.cuda.current_device())
 
 
 # ---- Serving requests ----
@@ -866,21 +1266,22 @@ REQUEST_FIELDS = {
     "build": ("side",),
     "warm_up": ("side", "steps"),
     "window": ("side", "steps"),
-    "reset_peaks": (),
+    "probe": ("side", "steps"),
+    "breakdown": ("side", "steps"),
     "memory": (),
     "loss": ("side",),
     "inspect": ("side",),
     "profile": ("side", "steps"),
     "quit": (),
 }
-MIN_STEPS = {"warm_up": 0, "window": 1, "profile": 1}
+MIN_STEPS = {"warm_up": 0, "window": 1, "probe": 2, "breakdown": 1, "profile": 1}
 
 
 class Engine:
-    """The case, its batches on the host, and the sides built so far."""
+    """The case and the sides built so far."""
 
-    def __init__(self, case, batches):
-        self.case, self.batches = case, batches
+    def __init__(self, case):
+        self.case = case
         self.sides = {}
         self.not_applicable = {}
 
@@ -919,10 +1320,6 @@ class Engine:
                 raise RequestError(f"{op}: steps: expected {expected}, got {json.dumps(steps)}")
         if op == "build":
             return self.build(request["side"])
-        if op == "reset_peaks":
-            if self.case.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(self.case.device)
-            return {"ok": True}
         if op == "memory":
             return self.memory()
         if op == "quit":
@@ -934,6 +1331,10 @@ class Engine:
             return self.guarded(side, window, request["steps"])
         if op == "profile":
             return {"ops": self.guarded(side, profile, request["steps"])}
+        if op == "probe":
+            return self.guarded(side, probe, request["steps"])
+        if op == "breakdown":
+            return self.guarded(side, breakdown, request["steps"])
         if op == "loss":
             return {"loss": self.loss(side)}
         return inspect(side)
@@ -946,7 +1347,7 @@ class Engine:
         if name in self.sides:
             raise RequestError(f"build: side {name} is already built")
         try:
-            self.sides[name] = Side(self.case, spec, self.batches)
+            self.sides[name] = Side(self.case, spec)
         except NotApplicable as e:
             self.not_applicable[name] = str(e)
             raise
@@ -996,8 +1397,8 @@ class Engine:
         return value
 
     def memory(self):
-        """The device's peak memory (CUDA) and the process's peak resident set."""
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        """The device's peak memory since start (CUDA) and the process's peak resident set."""
+        rss = peak_rss_bytes()
         if self.case.device.type != "cuda":
             return {"peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_rss_bytes": rss}
         return {
@@ -1045,9 +1446,7 @@ def start(case_dir, requests, out):
     answers `requests` until quit or EOF; returns the exit status (2: the case is wrong)."""
     try:
         case = read_case(case_dir)
-        if case.threads is not None:
-            torch.set_num_threads(case.threads)
-        batches = read_batches(case)
+        process_wide(case)
     except CaseError as e:
         print(f"pytorch_engine.py: error: {e}", file=sys.stderr)
         return 2
@@ -1065,8 +1464,21 @@ def start(case_dir, requests, out):
     }
     out.write(json.dumps(ready) + "\n")
     out.flush()
-    serve(Engine(case, batches), requests, out)
+    serve(Engine(case), requests, out)
     return 0
+
+
+def process_wide(case):
+    """Sets what holds for the whole process before anything is built: the intra-op threads, and
+    the caching allocator's expandable segments where the case's sides (all of them, as the mode
+    cannot change once CUDA has allocated) ask for them on a CUDA device."""
+    if case.threads is not None:
+        torch.set_num_threads(case.threads)
+    expandable = {"expandable-segments" in side.tricks for side in case.sides.values()}
+    if expandable == {True, False}:
+        raise CaseError("expandable-segments holds for the whole process: every side has it or none does")
+    if expandable == {True} and case.device.type == "cuda":
+        engine_tricks.expand_segments()
 
 
 def watch_client(pid):

@@ -98,7 +98,27 @@ def read_safetensors(path):
 # ---- CIFAR ResNet (He et al. 2016, section 4.2), option-A shortcuts ----
 
 
+def residual_relu(y, shortcut):
+    """A residual block's epilogue: ReLU of the sum of its branch and its shortcut."""
+    return F.relu(y + shortcut)
+
+
+def chain(*functions):
+    """The functions applied one after another."""
+
+    def chained(x):
+        for f in functions:
+            x = f(x)
+        return x
+
+    return chained
+
+
 class BasicBlock(nn.Module):
+    # The epilogue as eager ops; trickbench's PyTorch engine swaps in a TorchScript function
+    # (jit-fusion) on an instance.
+    epilogue = staticmethod(residual_relu)
+
     def __init__(self, c_in, c_out, stride, conv_bias):
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=conv_bias)
@@ -116,7 +136,7 @@ class BasicBlock(nn.Module):
         else:
             # Option A: subsample, then zero-pad the new channels on both sides.
             shortcut = F.pad(x[:, :, :: self.stride, :: self.stride], (0, 0, 0, 0, self.pad, self.pad))
-        return F.relu(y + shortcut)
+        return self.epilogue(y, shortcut)
 
 
 class CifarResNet(nn.Module):
@@ -135,10 +155,20 @@ class CifarResNet(nn.Module):
             setattr(self, f"layer{stage + 1}", nn.Sequential(*blocks))
         self.linear = nn.Linear(widths[-1], classes)
 
-    def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = self.layer3(self.layer2(self.layer1(x)))
+    def stem(self, x):
+        return F.relu(self.bn1(self.conv1(x)))
+
+    def head(self, x):
         return self.linear(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+    def segments(self):
+        """The forward pass cut where activation checkpointing cuts it: the stem, then one segment
+        per block, the last with the pooling and the classifier."""
+        blocks = [*self.layer1, *self.layer2, *self.layer3]
+        return [self.stem, *blocks[:-1], chain(blocks[-1], self.head)]
+
+    def forward(self, x):
+        return self.head(self.layer3(self.layer2(self.layer1(self.stem(x)))))
 
 
 # ---- Character-level GPT (Karpathy's nanoGPT model.py, bias=False) ----
@@ -154,40 +184,66 @@ class CausalSelfAttention(nn.Module):
         self.heads = heads
         self.register_buffer("mask", torch.tril(torch.ones(context, context, dtype=torch.bool)), persistent=False)
 
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q, k, v = (m.view(b, t, self.heads, c // self.heads).transpose(1, 2) for m in (q, k, v))
+    def attend(self, q, k, v):
+        """Causal attention of the heads' queries, keys and values ([B, heads, T, head width]),
+        written out: softmax(QKᵀ/√d + mask)·V."""
+        t = q.size(-2)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         scores = scores.masked_fill(~self.mask[:t, :t], float("-inf"))
         # Softmax in float32, as autocast runs it (a no-op in float32 training).
-        y = self.attn_dropout(F.softmax(scores.float(), dim=-1).to(v.dtype)) @ v
-        y = y.transpose(1, 2).contiguous().view(b, t, c)
-        return self.resid_dropout(self.c_proj(y))
+        return self.attn_dropout(F.softmax(scores.float(), dim=-1).to(v.dtype)) @ v
+
+    def branch(self, x):
+        """The residual branch before its dropout: the heads' attention, projected."""
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).split(c, dim=2)
+        q, k, v = (m.view(b, t, self.heads, c // self.heads).transpose(1, 2) for m in (q, k, v))
+        y = self.attend(q, k, v).transpose(1, 2).contiguous().view(b, t, c)
+        return self.c_proj(y)
+
+    def forward(self, x):
+        return self.resid_dropout(self.branch(x))
 
 
 class Mlp(nn.Module):
+    # The exact GELU as one eager op; trickbench's PyTorch engine swaps in a TorchScript function
+    # (jit-fusion) on an instance.
+    activation = staticmethod(F.gelu)
+
     def __init__(self, width, dropout):
         super().__init__()
         self.c_fc = nn.Linear(width, 4 * width, bias=False)
         self.c_proj = nn.Linear(4 * width, width, bias=False)
         self.dropout = nn.Dropout(dropout)
 
+    def branch(self, x):
+        """The residual branch before its dropout."""
+        return self.c_proj(self.activation(self.c_fc(x)))
+
     def forward(self, x):
-        return self.dropout(self.c_proj(F.gelu(self.c_fc(x))))
+        return self.dropout(self.branch(x))
 
 
 class Block(nn.Module):
+    # None: each branch's dropout, then the residual add, as eager ops. trickbench's PyTorch engine
+    # sets a TorchScript function (residual, branch, p, training) → residual + dropout(branch)
+    # (jit-fusion) on an instance.
+    residual_dropout = None
+
     def __init__(self, width, heads, context, dropout):
         super().__init__()
         self.ln_1 = nn.LayerNorm(width, bias=False)
         self.attn = CausalSelfAttention(width, heads, context, dropout)
         self.ln_2 = nn.LayerNorm(width, bias=False)
         self.mlp = Mlp(width, dropout)
+        self.p = dropout
 
     def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+        if self.residual_dropout is None:
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+        x = self.residual_dropout(x, self.attn.branch(self.ln_1(x)), self.p, self.training)
+        return self.residual_dropout(x, self.mlp.branch(self.ln_2(x)), self.p, self.training)
 
 
 class Gpt(nn.Module):
@@ -203,14 +259,28 @@ class Gpt(nn.Module):
             )
         )
 
-    def forward(self, idx):
-        t = idx.size(1)
-        positions = torch.arange(t, device=idx.device)
-        x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
-        for block in self.transformer.h:
-            x = block(x)
+    def embed(self, idx):
+        positions = torch.arange(idx.size(1), device=idx.device)
+        return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(positions))
+
+    def head(self, x):
         # The head is tied to the token embedding.
         return F.linear(self.transformer.ln_f(x), self.transformer.wte.weight)
+
+    def segments(self):
+        """The forward pass cut where activation checkpointing cuts it: one segment per block,
+        the first also embedding the tokens, the last also applying the final LayerNorm and the
+        head."""
+        blocks = list(self.transformer.h)
+        if len(blocks) == 1:
+            return [chain(self.embed, blocks[0], self.head)]
+        return [chain(self.embed, blocks[0]), *blocks[1:-1], chain(blocks[-1], self.head)]
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.head(x)
 
 
 def build_model(spec):

@@ -970,7 +970,8 @@ mod tests {
 
     #[test]
     fn both_engines_plan_every_throughput_cell_on_pytorch_after_its_libtorch_cell() {
-        let tricks = vec![Trick::ChannelsLast, Trick::DebugOff, Trick::TorchCompile, Trick::LoaderWorkers];
+        let tricks =
+            vec![Trick::ChannelsLast, Trick::DebugOff, Trick::TorchCompile, Trick::LoaderWorkers, Trick::Ddp];
         let both = Plan::ablation(&PlanRequest {
             engines: vec![Engine::Libtorch, Engine::Pytorch],
             time_to_accuracy_batch_size: None,
@@ -991,8 +992,9 @@ mod tests {
         assert!(reason("resnet20/torch-compile/b128/s0/train").unwrap().contains("through PyTorch"));
         assert_eq!(reason("resnet20/torch-compile/b128/s0/train@pytorch"), None);
         assert_eq!(reason("resnet20/baseline+debug-apis-on/b128/s0/train@pytorch"), None);
-        let loader = reason("resnet20/loader-workers/b128/s0/train@pytorch").unwrap();
-        assert!(loader.contains("on the PyTorch engine") && loader.contains("DataLoader"), "{loader}");
+        assert_eq!(reason("resnet20/loader-workers/b128/s0/train@pytorch"), None);
+        let ddp = reason("resnet20/ddp/b128/s0/train@pytorch").unwrap();
+        assert!(ddp.contains("on the PyTorch engine") && ddp.contains("one process"), "{ddp}");
         let paired = pairs(&both, Design::Ablation);
         assert!(
             paired.contains(&("channels-last train@pytorch".to_owned(), "baseline train@pytorch".to_owned()))

@@ -158,6 +158,21 @@ impl EncodedSplit {
         decode_into(&self.items[i], out)
     }
 
+    /// Image `i`'s file as stored (its JPEG or PNG bytes), read from disk where it did not come
+    /// from an archive.
+    ///
+    /// # Panics
+    /// If `i >= self.len()`.
+    pub fn encoded(&self, i: usize) -> Result<std::borrow::Cow<'_, [u8]>, DataError> {
+        let item = &self.items[i];
+        match &item.payload {
+            Payload::Memory(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
+            Payload::Disk(path) => {
+                fs::read(path).map(std::borrow::Cow::Owned).map_err(|e| DataError::io(path, e))
+            }
+        }
+    }
+
     /// The first `n` images (every prefix is class-balanced, as with `CifarSplit::subset`).
     pub fn subset(mut self, n: usize) -> Self {
         self.items.truncate(n);

@@ -277,9 +277,7 @@ impl HostBatch {
         for (out, &i) in self.pixels.chunks_exact_mut(IMAGE_BYTES).zip(indices) {
             match &mut rng {
                 Some(rng) => {
-                    let dx = rng.random_range(0..=2 * CROP_PADDING_PX);
-                    let dy = rng.random_range(0..=2 * CROP_PADDING_PX);
-                    let flip = rng.random_bool(0.5);
+                    let Crop { dx, dy, flip } = Crop::draw(rng);
                     images.with_image(i, &mut |src| crop_and_flip(src, out, dx, dy, flip))?;
                 }
                 None => images.with_image(i, &mut |src| out.copy_from_slice(src))?,
@@ -287,6 +285,67 @@ impl HostBatch {
         }
         Ok(())
     }
+}
+
+/// How one image of a training batch is augmented on the host: the 32×32 window at column `dx`,
+/// row `dy` (both 0..=8) of the image zero-padded to 40×40, mirrored horizontally when `flip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crop {
+    /// Column of the window in the padded image, pixels.
+    pub dx: usize,
+    /// Row of the window in the padded image, pixels.
+    pub dy: usize,
+    /// Whether the window is mirrored horizontally.
+    pub flip: bool,
+}
+
+impl Crop {
+    /// The next image's crop from a batch's generator: three draws, in this order.
+    fn draw(rng: &mut ChaCha8Rng) -> Self {
+        let dx = rng.random_range(0..=2 * CROP_PADDING_PX);
+        let dy = rng.random_range(0..=2 * CROP_PADDING_PX);
+        let flip = rng.random_bool(0.5);
+        Crop { dx, dy, flip }
+    }
+}
+
+/// One batch of a loader's schedule: the images it holds and how each is augmented on the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledBatch {
+    /// The images' indices in the split, in batch order.
+    pub indices: Vec<usize>,
+    /// Each image's crop, in batch order; empty where the host does not augment.
+    pub crops: Vec<Crop>,
+}
+
+/// The first `count` batches a [`CifarLoader`] with `options` over `samples` images yields:
+/// which images, and with host augmentation (`options.augment` without `gpu-augment`) how each
+/// is cropped and flipped. This is what another implementation of the loader needs to assemble
+/// the same batches.
+pub fn schedule(samples: usize, options: &LoaderOptions, count: usize) -> Result<Vec<ScheduledBatch>, Error> {
+    if options.batch_size == 0 || samples < options.batch_size {
+        return Err(Error::Invalid(format!(
+            "batch size {} needs at least that many images; the split has {samples}",
+            options.batch_size,
+        )));
+    }
+    let schedule = Schedule {
+        seed: options.seed,
+        samples,
+        batch_size: options.batch_size,
+        host_augment: options.augment && !options.pipeline.device_augment,
+    };
+    let mut cursor = Cursor::new(schedule);
+    Ok((0..count as u64)
+        .map(|k| {
+            let indices = cursor.indices(k).to_vec();
+            let crops = match schedule.augment_rng(k) {
+                Some(mut rng) => indices.iter().map(|_| Crop::draw(&mut rng)).collect(),
+                None => Vec::new(),
+            };
+            ScheduledBatch { indices, crops }
+        })
+        .collect())
 }
 
 /// A packed split viewed as one uint8 tensor `[N, 3, 32, 32]` over its bytes (no copy), plus its
@@ -718,6 +777,30 @@ mod tests {
             CifarLoader::new(split, training_options(Pipeline { workers: 2, ..Pipeline::default() }));
         loader.as_mut().unwrap().next_batch().unwrap();
         drop(loader);
+    }
+
+    #[test]
+    fn the_schedule_rebuilds_the_loaders_batches() {
+        let split = Arc::new(distinct_split(22));
+        // 5 batches per epoch: 7 batches cross an epoch boundary.
+        let options = LoaderOptions { standardise: false, ..training_options(Pipeline::default()) };
+        let loaded = batches(&split, options, 7);
+        let planned = schedule(split.len(), &options, 7).unwrap();
+        for (batch, plan) in loaded.iter().zip(&planned) {
+            let labels: Vec<i64> = plan.indices.iter().map(|&i| i64::from(split.labels[i])).collect();
+            assert_eq!(Vec::<i64>::try_from(&batch.targets).unwrap(), labels);
+            let mut pixels = vec![0u8; plan.indices.len() * IMAGE_BYTES];
+            for ((out, &i), crop) in pixels.chunks_exact_mut(IMAGE_BYTES).zip(&plan.indices).zip(&plan.crops)
+            {
+                crop_and_flip(split.image(i), out, crop.dx, crop.dy, crop.flip);
+            }
+            let rebuilt = Tensor::from_slice(&pixels).view([4, 3, 32, 32]).to_kind(Kind::Float) / 255.0;
+            assert!(batch.inputs.allclose(&rebuilt, 1e-6, 1e-6, false));
+        }
+        let unaugmented = schedule(split.len(), &LoaderOptions { augment: false, ..options }, 2).unwrap();
+        assert!(unaugmented.iter().all(|b| b.crops.is_empty()));
+        assert_eq!(unaugmented[1].indices, planned[1].indices, "augmentation does not change the order");
+        assert!(schedule(3, &options, 1).is_err(), "fewer images than a batch");
     }
 
     #[test]

@@ -178,14 +178,27 @@ impl Sampler {
     /// Fills `host` with batch `k`'s windows of `context + 1` tokens, one after another; their
     /// starts are uniform in `0..=len − context − 1`, drawn from ChaCha8 stream `k`.
     fn fill(&self, k: u64, host: &mut Vec<i64>) {
-        let mut rng = stream(self.seed, k);
-        let last_start = self.tokens.len() - self.context - 1;
         host.clear();
-        for _ in 0..self.batch_size {
-            let start = rng.random_range(0..=last_start);
+        for start in window_starts(self.tokens.len(), self.batch_size, self.context, self.seed, k) {
             host.extend(self.tokens[start..=start + self.context].iter().map(|&t| i64::from(t)));
         }
     }
+}
+
+/// Where the `batch_size` windows of training batch `k` start in a split of `split_tokens` tokens:
+/// uniform in `0..=split_tokens − context − 1`, drawn from ChaCha8 stream `k` of `seed`. This is
+/// what another implementation of the loader needs to assemble the same batches; the split must
+/// hold at least `context + 1` tokens.
+pub fn window_starts(
+    split_tokens: usize,
+    batch_size: usize,
+    context: usize,
+    seed: u64,
+    k: u64,
+) -> Vec<usize> {
+    let mut rng = stream(seed, k);
+    let last_start = split_tokens - context - 1;
+    (0..batch_size).map(|_| rng.random_range(0..=last_start)).collect()
 }
 
 /// Where the training thread's host batches come from.
@@ -403,6 +416,19 @@ mod tests {
         assert!(starts.len() > 70, "{} distinct starts", starts.len());
         // 50 batches × 32 predictions over 100 tokens.
         assert!((loader.epochs() - 16.0).abs() < 1e-12, "{}", loader.epochs());
+    }
+
+    #[test]
+    fn window_starts_are_where_the_loaders_windows_start() {
+        // On a ramp each window's first input token is its start.
+        let tokens = ramp(500);
+        let loaded = batches(&tokens, options(4, Pipeline::default()), 3);
+        for (k, batch) in loaded.iter().enumerate() {
+            let firsts: Vec<i64> = rows(&batch.inputs).iter().map(|row| row[0]).collect();
+            let starts: Vec<i64> =
+                window_starts(500, 4, 8, 4, k as u64).into_iter().map(|s| s as i64).collect();
+            assert_eq!(firsts, starts, "batch {k}");
+        }
     }
 
     #[test]

@@ -207,10 +207,16 @@ mod tests {
     fn on_the_pytorch_engine_a_trick_it_does_not_apply_says_so_and_device_needs_still_hold() {
         let cpu = Hardware::probe(crate::device::DeviceSpec::Cpu);
         let on = |t: Trick, w| t.applicability_on(Engine::Pytorch, w, &cpu);
-        let Applicability::NotApplicable(why) = on(Trick::PinMemory, WorkloadId::Resnet8) else {
-            panic!("pin-memory must not apply on the PyTorch engine yet");
+        let Applicability::NotApplicable(why) = on(Trick::Ddp, WorkloadId::Resnet8) else {
+            panic!("ddp must not apply on the PyTorch engine");
         };
-        assert!(why.starts_with("on the PyTorch engine: ") && why.contains("DataLoader"), "{why}");
+        assert!(why.starts_with("on the PyTorch engine: ") && why.contains("one process"), "{why}");
+        let Applicability::NotApplicable(why) = on(Trick::PinMemory, WorkloadId::Resnet8) else {
+            panic!("pin-memory needs a GPU on the PyTorch engine too");
+        };
+        assert!(why.starts_with("needs a CUDA GPU: "), "{why}");
+        assert_eq!(on(Trick::LoaderWorkers, WorkloadId::Resnet8), Applicability::Applies);
+        assert_eq!(on(Trick::Checkpointing, WorkloadId::GptMini), Applicability::Applies);
         assert!(
             matches!(on(Trick::Amp, WorkloadId::Resnet8), Applicability::NotApplicable(w) if w.contains("CUDA"))
         );

@@ -110,8 +110,8 @@ mod tests {
         let cpu = catalogue(&Hardware::with_gpus(0));
         assert_eq!(cpu.matches("\n    in PyTorch (--engine pytorch): ").count(), Trick::ALL.len(), "{cpu}");
         assert!(cpu.contains("in PyTorch (--engine pytorch): torch.backends.cudnn.benchmark = True"));
-        assert!(
-            cpu.contains("in PyTorch (--engine pytorch): not applied: the PyTorch engine trains on batches")
-        );
+        assert!(cpu.contains("in PyTorch (--engine pytorch): torch.utils.data.DataLoader(num_workers=N)"));
+        assert!(cpu
+            .contains("in PyTorch (--engine pytorch): not applied: the PyTorch engine runs in one process"));
     }
 }

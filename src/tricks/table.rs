@@ -36,16 +36,9 @@ const SDPA_REFERENCE: Reference =
 const TRAINED_TO_TARGET: Pairing =
     Pairing::Processes("judged by time to accuracy: each seed trains to the target in a process of its own");
 
-/// Why the PyTorch engine does not apply a loader trick.
-const LOADER_NOT_YET: &str = "the PyTorch engine trains on batches trickbench hands it, with no \
-                              torch.utils.data.DataLoader of its own yet";
-
 /// Why the PyTorch engine does not apply a trick judged by time to accuracy.
 const TRAINED_ON_LIBTORCH: &str = "judged by time to accuracy, which is trained on libtorch only: the \
                                    PyTorch engine measures throughput";
-
-/// Why the PyTorch engine does not apply a trick judged by memory.
-const MEMORY_ON_LIBTORCH: &str = "judged by peak memory, which is measured on libtorch only so far";
 
 /// Why anomaly detection costs libtorch far more than it costs eager PyTorch.
 const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C++ backtrace with every \
@@ -221,7 +214,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  loading the machine that side runs on",
             ),
             needs: &[],
-            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            pytorch: InPytorch::Applies("torch.utils.data.DataLoader(num_workers=N), N as many worker processes as libtorch's worker threads, against num_workers=0"),
             engine_gap: None,
             colour: [57, 59, 121],
             claim: "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
@@ -238,7 +231,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("pinned memory speeds host-to-GPU copies; there is no GPU")],
-            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            pytorch: InPytorch::Applies("DataLoader(pin_memory=True) and .to(device, non_blocking=True)"),
             engine_gap: None,
             colour: [99, 121, 57],
             claim: "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
@@ -263,7 +256,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
-            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            pytorch: InPytorch::Applies("the host batch wrapped with torch.from_numpy instead of copied with torch.tensor; unaugmented batches gathered from the split held as one tensor (index_select)"),
             engine_gap: None,
             colour: [140, 109, 49],
             claim: "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
@@ -279,7 +272,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[Need::Cnn("{workload} reads text windows, which are not augmented")],
-            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            pytorch: InPytorch::Applies("random crop and flip of the whole batch on the device (torch.randint offsets, one gather), against numpy crops image by image in the DataLoader"),
             engine_gap: None,
             colour: [132, 60, 57],
             claim:
@@ -299,7 +292,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload} reads one text file, held in memory as tokens: there are no image files to \
                  decode",
             )],
-            pytorch: InPytorch::NotApplied(LOADER_NOT_YET),
+            pytorch: InPytorch::Applies("the JPEG/PNG files decoded once with Pillow when the side is built, against decoding them (Pillow, as torchvision's ImageFolder does) each time a batch takes them"),
             engine_gap: None,
             colour: [123, 65, 115],
             claim: "Reader tip: decoding thousands of small JPEG/PNG files every epoch costs more CPU time \
@@ -365,7 +358,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
-            pytorch: InPytorch::NotApplied("the PyTorch engine does not script the pointwise chains with torch.jit.script yet"),
+            pytorch: InPytorch::Applies("the pointwise chains as torch.jit.script functions: the block's relu(x + shortcut); the GPT's exact GELU and residual dropout-add"),
             engine_gap: None,
             colour: [152, 223, 138],
             claim: "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
@@ -406,7 +399,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 Need::Cuda("a CUDA graph records GPU kernel launches; a CPU step has none"),
                 Need::CudaGraphsCompiled,
             ],
-            pytorch: InPytorch::NotApplied("the PyTorch engine does not capture the step with torch.cuda.CUDAGraph yet"),
+            pytorch: InPytorch::Applies("three steps on a side stream, then the whole step captured with torch.cuda.graph(g) and replayed with g.replay(), the batch copied into static tensors (Adam and AdamW with capturable=True)"),
             engine_gap: None,
             colour: [247, 182, 210],
             claim: "Modern addition (PyTorch's CUDA Graphs blog post and NVIDIA's tuning guide): capturing \
@@ -588,7 +581,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
-            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False) around every segment of the forward but the last"),
             engine_gap: None,
             colour: [49, 130, 189],
             claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
@@ -605,7 +598,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: Pairing::Paired,
             needs: &[],
-            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("loss / 4 backpropagated for each of 4 micro-batches (tensor_split), then one optimizer.step()"),
             engine_gap: None,
             colour: [230, 85, 13],
             claim:
@@ -630,7 +623,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  process",
             ),
             needs: &[Need::Cuda("expandable segments are a mode of the CUDA caching allocator")],
-            pytorch: InPytorch::NotApplied(MEMORY_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the process's first CUDA allocation"),
             engine_gap: None,
             colour: [96, 186, 160],
             claim: "Modern addition (PyTorch's CUDA memory-management notes, torch.cuda docs): with \
@@ -940,7 +933,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                           GPUs",
                 },
             ],
-            pytorch: InPytorch::NotApplied("the PyTorch engine does not route the matmuls through torch._scaled_mm yet"),
+            pytorch: InPytorch::Applies("the projections' nn.Linear replaced by a torch.autograd.Function calling torch._scaled_mm with per-tensor scales, e4m3 forward and e5m2 output gradients"),
             engine_gap: None,
             colour: [121, 28, 248],
             claim: "Modern addition (Micikevicius et al. 2022, FP8 Formats for Deep Learning; NVIDIA \

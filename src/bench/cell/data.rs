@@ -121,6 +121,12 @@ impl CellData {
     /// once when `packed-dataset` is on, otherwise left encoded so that every batch decodes them;
     /// the test split is always packed once); for a GPT the text file.
     pub(super) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
+        Self::load_packing(job, profile, job.key.tricks.has(Trick::PackedDataset))
+    }
+
+    /// [`Self::load`], the training image files packed once when `pack` (whatever the cell's
+    /// tricks say) and otherwise left encoded.
+    pub(super) fn load_packing(job: &CellJob, profile: &Profile, pack: bool) -> Result<Self, Error> {
         if job.key.workload.family() == Family::CharGpt {
             let path = job.text.as_ref().ok_or_else(|| {
                 Error::Invalid(format!(
@@ -154,7 +160,7 @@ impl CellData {
             None => test,
         };
         let train_samples = train.len();
-        let train = if job.key.tricks.has(Trick::PackedDataset) {
+        let train = if pack {
             ImageSource::Packed(Arc::new(train.pack()?))
         } else {
             ImageSource::Encoded(Arc::new(train))

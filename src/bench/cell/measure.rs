@@ -282,6 +282,12 @@ pub(super) fn record_energy(
     energy: Result<EnergySpan, EnergyError>,
 ) {
     synchronize(device);
+    end_energy(measurement, energy);
+}
+
+/// Ends `energy`'s span, the device already idle, and records its energy in `measurement`, or why
+/// it has none.
+pub(super) fn end_energy(measurement: &mut ProcessMeasurement, energy: Result<EnergySpan, EnergyError>) {
     match energy.and_then(EnergySpan::finish) {
         Ok(energy) => measurement.energy = Some(energy),
         Err(reason) => measurement.energy_unavailable = Some(reason.to_string()),

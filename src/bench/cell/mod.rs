@@ -15,6 +15,7 @@ mod parallel;
 mod phases;
 mod pytorch;
 mod pytorch_case;
+mod pytorch_data;
 mod pytorch_server;
 mod trace;
 mod tta;

@@ -14,20 +14,20 @@ use std::process::{Child, Command, Stdio};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::measure::{timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS};
+use super::measure::{end_energy, timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS};
 use super::paired::alternate;
+use super::phases::MIN_STEPS as BREAKDOWN_STEPS;
 use super::CellJob;
 use crate::bench::profile::Profile;
 use crate::error::Error;
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
-use crate::results::schema::{Memory, PairedWindow, PairedWindows, ProcessMeasurement, Side};
+use crate::measure::phases::StepBreakdown;
+use crate::measure::power::{EnergyMeter, EnergySpan};
+use crate::results::schema::{
+    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
+};
 use crate::tricks::Trick;
-
-/// Why a process of the PyTorch engine records no GPU energy.
-const NO_ENERGY: &str = "the PyTorch engine does not read the GPU's energy counter yet";
-/// Why a process of the PyTorch engine records no step breakdown.
-const NO_BREAKDOWN: &str = "the PyTorch engine does not time the phases of a step yet";
 
 /// An engine and the stream it is driven through: a Python process this process started, or a
 /// child of the run's fork server ([`super::PytorchServer`]) on a socket.
@@ -64,6 +64,9 @@ struct MemoryReply {
     peak_reserved_bytes: Option<u64>,
     /// The process's peak resident set, bytes.
     peak_rss_bytes: Option<u64>,
+    /// Samples the probe's steps took (absent from the peaks since start).
+    #[serde(default)]
+    samples: usize,
 }
 
 impl From<MemoryReply> for Memory {
@@ -215,9 +218,23 @@ impl EngineProcess {
         self.request_as(json!({"op": "window", "side": side_name(side), "steps": steps}))
     }
 
-    /// The memory peaks since the last reset.
+    /// The memory peaks since the engine started.
     fn memory(&mut self) -> Result<Memory, Error> {
         self.request_as::<MemoryReply>(json!({"op": "memory"})).map(Memory::from)
+    }
+
+    /// The memory peaks over `steps` untimed steps of `side` (the device's, or on a CPU those of
+    /// the live CPU tensors' bytes) and the samples the steps took.
+    fn probe(&mut self, side: Side, steps: usize) -> Result<(Memory, usize), Error> {
+        let request = json!({"op": "probe", "side": side_name(side), "steps": steps});
+        let reply = self.request_as::<MemoryReply>(request)?;
+        let samples = reply.samples;
+        Ok((Memory::from(reply), samples))
+    }
+
+    /// Where the time of `steps` steps of `side` goes, phase by phase.
+    fn breakdown(&mut self, side: Side, steps: usize) -> Result<StepBreakdown, Error> {
+        self.request_as(json!({"op": "breakdown", "side": side_name(side), "steps": steps}))
     }
 }
 
@@ -279,8 +296,6 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
     };
     let flops = timed_flops_per_sample(job.key.kind, forward_flops_per_sample);
     let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job));
-    measurement.energy_unavailable = Some(NO_ENERGY.to_owned());
-    measurement.step_breakdown_unavailable = Some(NO_BREAKDOWN.to_owned());
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(&mut engine, &profile, job, &mut measurement)?;
     match reference {
@@ -291,6 +306,13 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
             measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
         }
         None => time_alone(&mut engine, &profile, &mut measurement)?,
+    }
+    if job.key.kind == (CellKind::Throughput { phase: Phase::Train }) {
+        let steps = profile.steps_per_window.max(BREAKDOWN_STEPS);
+        match engine.breakdown(Side::Trick, steps) {
+            Ok(breakdown) => measurement.step_breakdown = Some(breakdown),
+            Err(why) => measurement.step_breakdown_unavailable = Some(why.to_string()),
+        }
     }
     let loss = engine.request(json!({"op": "loss", "side": "trick"}))?;
     measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
@@ -314,7 +336,9 @@ fn precision(job: &CellJob) -> Precision {
 }
 
 /// The cell's side alone: built, warmed up (its peaks kept apart), then a window's steps (and a
-/// memory probe's) whose peaks are the cell's, the device's held to the job's memory budget.
+/// memory probe's) whose peaks are the cell's (on a CPU those of its live tensors' bytes, as a
+/// libtorch process counts them), the device's held to the job's memory budget; on a GPU the
+/// energy of those steps, and of more untimed ones until the span is long enough to read.
 fn measure_alone(
     engine: &mut EngineProcess,
     profile: &Profile,
@@ -324,12 +348,25 @@ fn measure_alone(
     engine.request(json!({"op": "build", "side": "trick"}))?;
     engine.warm_up(Side::Trick, profile.warmup_steps)?;
     measurement.warmup_memory = Some(engine.memory()?);
-    engine.request(json!({"op": "reset_peaks"}))?;
-    engine.warm_up(Side::Trick, profile.steps_per_window.max(PROBE_STEPS))?;
-    measurement.memory = engine.memory()?;
+    // The engine synchronised the device before replying, and this process runs nothing on the
+    // GPU: the span starts with the device idle.
+    let mut energy = EnergyMeter::open(job.device).and_then(EnergyMeter::begin);
+    let (memory, samples) = engine.probe(Side::Trick, profile.steps_per_window.max(PROBE_STEPS))?;
+    measurement.memory = memory;
+    if let Ok(span) = &mut energy {
+        span.count(samples);
+    }
+    while energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
+        let window = engine.window(Side::Trick, profile.steps_per_window)?;
+        if let Ok(span) = &mut energy {
+            span.count(window.samples);
+        }
+    }
+    end_energy(measurement, energy);
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     // A Python process's resident set holds the interpreter and torch itself: the budget, a
-    // bound on the tensors' bytes, holds the device's peaks only.
+    // bound on the tensors' bytes, holds the tensor peaks only (the device's, or on a CPU the
+    // live CPU tensors').
     within_budget(&Memory { peak_rss_bytes: None, ..whole }, job.memory_budget_bytes)
 }
 

@@ -1,8 +1,9 @@
 //! The case a cell process on the PyTorch engine hands the engine script: each side's network in
 //! PyTorch's terms and its initial weights (built from the cell's seed, as a libtorch process
-//! builds them), the batches both sides train on, the recipe's optimizer and first learning rate,
-//! written into a scratch folder; [`write_scripts`] writes the scripts that read it, for a cell
-//! that starts its own Python and for the run's fork server.
+//! builds them), the data its loader assembles both sides' batches from ([`super::pytorch_data`]),
+//! the recipe's optimizer and first learning rate, written into a scratch folder;
+//! [`write_scripts`] writes the scripts that read it, for a cell that starts its own Python and for
+//! the run's fork server.
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +11,11 @@ use serde::Serialize;
 use tch::Tensor;
 
 use super::data::{planned_steps, CellData, InputOptions};
+use super::pytorch_data::{self, DataSpec};
 use super::CellJob;
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::parity::case::{cpu, named_cpu_tensors, ModelSpec, OptimizerSpec};
+use crate::parity::case::{named_cpu_tensors, ModelSpec, OptimizerSpec};
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
 use crate::train::recipe::Recipe;
@@ -21,19 +23,18 @@ use crate::tricks::{Trick, TrickSet};
 use crate::workloads::{build, Family, Workload};
 
 /// The version of the case format the engine script reads (`CASE_FORMAT` in it).
-const ENGINE_CASE_FORMAT: u32 = 1;
+const ENGINE_CASE_FORMAT: u32 = 2;
 /// The case description inside the scratch folder.
 const CASE_FILE: &str = "engine-case.json";
-/// The batches inside the scratch folder (`inputs.K`, `targets.K`).
-const BATCHES_FILE: &str = "batches.safetensors";
-/// Batches handed to the engine, which it cycles through: enough that a window does not train on
-/// one batch again and again, few enough to write in a moment.
-const CASE_BATCHES: usize = 8;
 /// Steps between host reads of the metrics under `avoid-sync`, as trickbench's loop reads them.
 const LOG_INTERVAL_STEPS: usize = crate::train::LOG_INTERVAL_STEPS;
 
 /// The engine script, built into the binary so that a copy of the binary alone can run it.
 const ENGINE_SCRIPT: &str = include_str!("../../../scripts/engine/pytorch_engine.py");
+/// The engine's data pipeline, imported by the engine script.
+const LOADER_SCRIPT: &str = include_str!("../../../scripts/engine/engine_loader.py");
+/// The engine's tricks that change the network or the process, imported by the engine script.
+const TRICKS_SCRIPT: &str = include_str!("../../../scripts/engine/engine_tricks.py");
 
 /// What the engine script reads from `engine-case.json` (its module documentation describes
 /// each field).
@@ -49,10 +50,12 @@ struct EngineCase {
     threads: Option<usize>,
     /// `train` or `eval`.
     kind: &'static str,
-    /// The batches file in the case's folder.
-    batches: &'static str,
-    /// Batches in it, cycled through.
-    steps: usize,
+    /// What the engine's loader assembles the batches from.
+    data: DataSpec,
+    /// DataLoader worker processes under `loader-workers`: as many as libtorch's worker threads.
+    loader_workers: usize,
+    /// Micro-batches per optimizer step under `grad-accumulation`.
+    accumulation_micro_batches: usize,
     /// The learning rate of every step: the schedule's first, as a libtorch process times at.
     learning_rate: f64,
     /// The recipe's optimizer, without `fused` (a trick the engine applies itself).
@@ -93,10 +96,18 @@ struct SideSpec {
 pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<f64, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let profile = job.settings();
-    let data = CellData::load(job, &profile)?;
+    // The image files stay encoded: a side without packed-dataset decodes them every batch.
+    let data = CellData::load_packing(job, &profile, false)?;
     let steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
-    write_batches(job, &recipe, &data, &dir.join(BATCHES_FILE))?;
+    let inputs = InputOptions {
+        batch_size: job.key.batch_size,
+        seed: job.round_seed(0),
+        recipe: &recipe,
+        job,
+        device: job.device,
+    };
+    let data_spec = pytorch_data::write(job.key.kind, &data, &inputs, dir)?;
     let vocab = match &data {
         CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
         CellData::Images { .. } => None,
@@ -114,8 +125,9 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
         // The threads libtorch uses in this process, so that both engines compute on as many.
         threads: usize::try_from(tch::get_num_threads()).ok(),
         kind: if job.key.kind == (CellKind::Throughput { phase: Phase::Eval }) { "eval" } else { "train" },
-        batches: BATCHES_FILE,
-        steps: CASE_BATCHES,
+        data: data_spec,
+        loader_workers: crate::data::loader::worker_count(),
+        accumulation_micro_batches: crate::train::recipe::ACCUMULATION_MICRO_BATCHES,
         learning_rate: recipe.schedule.lr(0),
         optimizer: OptimizerSpec::of(Recipe::for_cell(&baseline, &profile.tta, steps, false).optimizer)?,
         clip_max_norm: recipe.clip_max_norm,
@@ -124,26 +136,6 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     };
     store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
     Ok(forward_flops_per_sample)
-}
-
-/// The batches the cell's process would train on (held-out batches for an evaluation cell).
-fn write_batches(job: &CellJob, recipe: &Recipe, data: &CellData, path: &Path) -> Result<(), Error> {
-    let inputs = InputOptions {
-        batch_size: job.key.batch_size,
-        seed: job.round_seed(0),
-        recipe,
-        job,
-        device: job.device,
-    };
-    let mut source = data.timed_batches(job.key.kind, &inputs)?;
-    let mut tensors = Vec::new();
-    for k in 0..CASE_BATCHES {
-        let batch = source.next_batch()?;
-        tensors.push((format!("inputs.{k}"), cpu(&batch.inputs)));
-        tensors.push((format!("targets.{k}"), cpu(&batch.targets)));
-    }
-    Tensor::write_safetensors(&tensors, path)
-        .map_err(|e| Error::Torch(format!("writing {}: {e}", path.display())))
 }
 
 /// The side of cell `key`: its network built from the cell's seed (as its libtorch process builds
@@ -195,5 +187,7 @@ pub(super) fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
         Ok::<_, Error>(path)
     };
     write("parity/parity.py", crate::parity::PYTORCH_SCRIPT)?;
+    write("engine/engine_loader.py", LOADER_SCRIPT)?;
+    write("engine/engine_tricks.py", TRICKS_SCRIPT)?;
     write("engine/pytorch_engine.py", ENGINE_SCRIPT)
 }

@@ -1,0 +1,152 @@
+"""The PyTorch engine's tricks that change the network or the process rather than a flag: each
+written as PyTorch's documentation and the guides show a user, on parity.py's models.
+
+    jit-fusion           the pointwise chains as torch.jit.script functions (the guide's #18):
+                         the ResNet block's epilogue relu(x + shortcut); the GPT's exact GELU and
+                         its residual dropout-add
+    checkpointing        torch.utils.checkpoint.checkpoint (non-reentrant, the generator's state
+                         preserved) around every segment of the forward but the last: the stem and
+                         each block of the ResNet, each block of the GPT
+    fp8-matmul           the GPT's attention and MLP projections through torch._scaled_mm: inputs
+                         and weights in float8_e4m3fn, output gradients in float8_e5m2, each scaled
+                         per tensor by its format's largest value over its largest magnitude
+    expandable-segments  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the first
+                         CUDA allocation
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+# ---- jit-fusion ----
+
+
+def residual_relu(y: torch.Tensor, shortcut: torch.Tensor) -> torch.Tensor:
+    return torch.relu(y + shortcut)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return x * 0.5 * (1.0 + torch.erf(x * 0.7071067811865476))
+
+
+def residual_dropout(residual: torch.Tensor, branch: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    return residual + F.dropout(branch, p, training)
+
+
+def fuse_pointwise(model):
+    """Scripts the model's pointwise chains with torch.jit.script and puts them in place of the
+    eager ops; returns the names of the scripted functions."""
+    if hasattr(model, "layer1"):
+        epilogue = torch.jit.script(residual_relu)
+        for block in (*model.layer1, *model.layer2, *model.layer3):
+            block.epilogue = epilogue
+        return [epilogue.name]
+    activation, add = torch.jit.script(gelu), torch.jit.script(residual_dropout)
+    for block in model.transformer.h:
+        block.mlp.activation = activation
+        block.residual_dropout = add
+    return [activation.name, add.name]
+
+
+# ---- checkpointing ----
+
+
+def checkpointed(model):
+    """The model's forward with every segment but the last run under torch.utils.checkpoint, which
+    keeps only the segment's input and recomputes the segment in backward."""
+    segments = model.segments()
+
+    def forward(x):
+        for segment in segments[:-1]:
+            x = checkpoint(segment, x, use_reentrant=False)
+        return segments[-1](x)
+
+    return forward
+
+
+# ---- fp8-matmul ----
+
+
+def quantise(t, dtype):
+    """`t` multiplied by its scale (the format's largest finite value over t's largest magnitude,
+    floored at 1e-12), clamped to the format's range and cast; and the scale's inverse, which
+    torch._scaled_mm multiplies the product by."""
+    largest = torch.finfo(dtype).max
+    scale = largest / t.detach().abs().max().float().clamp(min=1e-12)
+    return (t.float() * scale).clamp(-largest, largest).to(dtype), scale.reciprocal()
+
+
+def column_major(t):
+    """The 2-d `t` with the same values, laid out column by column (what _scaled_mm's second
+    operand must be)."""
+    return t.t().contiguous().t()
+
+
+class Fp8Matmul(torch.autograd.Function):
+    """x @ weightᵀ in fp8: e4m3 operands forward, the output gradient in e5m2 backward."""
+
+    @staticmethod
+    def forward(ctx, x, weight, out_dtype):
+        rows = x.reshape(-1, x.shape[-1])
+        xq, x_inverse = quantise(rows, torch.float8_e4m3fn)
+        wq, w_inverse = quantise(weight, torch.float8_e4m3fn)
+        ctx.save_for_backward(xq, x_inverse, wq, w_inverse)
+        ctx.dtypes = (x.dtype, weight.dtype)
+        y = torch._scaled_mm(xq, wq.t(), scale_a=x_inverse, scale_b=w_inverse, out_dtype=out_dtype)
+        return y.reshape(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        xq, x_inverse, wq, w_inverse = ctx.saved_tensors
+        x_dtype, w_dtype = ctx.dtypes
+        gq, g_inverse = quantise(grad.reshape(-1, grad.shape[-1]), torch.float8_e5m2)
+        grad_x = torch._scaled_mm(gq, column_major(wq), scale_a=g_inverse, scale_b=w_inverse, out_dtype=x_dtype)
+        grad_w = torch._scaled_mm(
+            gq.t().contiguous(), column_major(xq), scale_a=g_inverse, scale_b=x_inverse, out_dtype=w_dtype
+        )
+        return grad_x.reshape(*grad.shape[:-1], -1), grad_w, None
+
+
+class Fp8Linear(nn.Linear):
+    """nn.Linear (no bias) through Fp8Matmul, its output in autocast's dtype (bfloat16 outside
+    autocast)."""
+
+    def forward(self, x):
+        autocast = torch.is_autocast_enabled("cuda")
+        out_dtype = torch.get_autocast_dtype("cuda") if autocast else torch.bfloat16
+        return Fp8Matmul.apply(x, self.weight, out_dtype)
+
+
+def use_fp8(model):
+    """Makes the GPT's attention and MLP projections Fp8Linear (same weights); the embedding and
+    the tied head stay as they are. Returns how many layers changed."""
+    changed = 0
+    for block in model.transformer.h:
+        for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+            if linear.bias is not None:
+                raise ValueError("fp8-matmul: the projections are expected without biases")
+            linear.__class__ = Fp8Linear
+            changed += 1
+    return changed
+
+
+# ---- expandable-segments ----
+
+
+def expand_segments():
+    """Turns the CUDA caching allocator's expandable segments on, as
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True does: must run before the first CUDA
+    allocation of the process."""
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(filter(None, [conf, "expandable_segments:True"]))
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+
+
+def segments_expandable(device):
+    """Whether the caching allocator's segments on `device` are expandable (None before any)."""
+    segments = [s for s in torch.cuda.memory_snapshot() if s.get("device") == device.index]
+    return None if not segments else all(s.get("is_expandable", False) for s in segments)
