@@ -1,6 +1,7 @@
 //! `run --engine both` end to end against the real PyTorch (the set-up's `.venv/bin/python`): every
-//! throughput cell is measured on each engine in the same rounds, paired with its own engine's
-//! reference, each engine with its A/A control, and the report's first screen answers in
+//! throughput and memory cell is measured on each engine in the same rounds, paired with its own
+//! engine's reference, each engine with its A/A control, its PyTorch processes with a step-phase
+//! breakdown and the live tensors' memory peak, and the report's first screen answers in
 //! PyTorch's terms with libtorch's effect beside it; a Python that cannot run the engine is
 //! refused naming the interpreter. The engine script's own checks (each trick applied as PyTorch
 //! documents it, float64 agreement of the sides) run here too.
@@ -11,6 +12,7 @@ mod common;
 use std::process::Command;
 
 use trickbench::engine::Engine;
+use trickbench::measure::phases::StepPhase;
 use trickbench::results::schema::{CellStatus, MeasurementDesign, Results};
 use trickbench::results::store;
 
@@ -32,7 +34,7 @@ fn both_engines_measure_each_cell_paired_on_its_own_engine_and_the_report_answer
             "--device",
             "cpu",
             "--tricks",
-            "channels-last,debug-off,zero-copy",
+            "channels-last,debug-off,zero-copy,checkpointing",
             "--engine",
             "both",
             "--python",
@@ -59,9 +61,15 @@ fn both_engines_measure_each_cell_paired_on_its_own_engine_and_the_report_answer
         results.cells.iter().find(|c| c.id().as_str() == id).unwrap_or_else(|| panic!("no cell {id}"))
     };
     for engine in [Engine::Libtorch, Engine::Pytorch] {
-        for configuration in
-            ["baseline", "aa-control", "channels-last", "debug-off", "baseline+debug-apis-on"]
-        {
+        for configuration in [
+            "baseline",
+            "aa-control",
+            "channels-last",
+            "debug-off",
+            "baseline+debug-apis-on",
+            "zero-copy",
+            "checkpointing",
+        ] {
             let c = cell(&id(engine, configuration));
             assert_eq!(c.status, CellStatus::Ok, "{}", c.id());
             assert_eq!(c.key.engine, engine);
@@ -81,25 +89,32 @@ fn both_engines_measure_each_cell_paired_on_its_own_engine_and_the_report_answer
             results.noise_floors
         );
     }
-    let loader = cell(&id(Engine::Pytorch, "zero-copy"));
-    let CellStatus::NotApplicable { reason } = &loader.status else { panic!("{:?}", loader.status) };
-    assert!(reason.contains("on the PyTorch engine"), "{reason}");
     let measured = cell(&id(Engine::Pytorch, "channels-last"));
-    assert!(measured
-        .processes
-        .iter()
-        .all(|p| p.window_samples_per_s.len() == 2 && p.memory.peak_rss_bytes.is_some()));
+    for p in &measured.processes {
+        assert_eq!(p.window_samples_per_s.len(), 2);
+        assert!(
+            p.memory.peak_allocated_bytes.is_some() && p.memory.peak_rss_bytes.is_some(),
+            "{:?}",
+            p.memory
+        );
+        let breakdown = p.step_breakdown.as_ref().expect("a PyTorch training process records its phases");
+        assert!(
+            breakdown.phase_ms(StepPhase::Forward).is_some()
+                && breakdown.phase_ms(StepPhase::BatchWait).is_some()
+        );
+    }
+    let live = |configuration: &str| {
+        let c = cell(&id(Engine::Pytorch, configuration));
+        c.processes[0].memory.peak_allocated_bytes.expect("the live CPU tensors' peak")
+    };
+    assert!(live("checkpointing") < live("baseline"), "checkpointing keeps fewer activations in PyTorch too");
 
     let recorded = results.system.pytorch.as_ref().expect("the run records the engine's Python");
     assert!(recorded.torch_version.starts_with("2.") && recorded.python.ends_with("python"), "{recorded:?}");
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
-    for words in [
-        "Verdict in PyTorch",
-        "On libtorch",
-        "Baseline in eager PyTorch",
-        "zero-copy (libtorch only)",
-        "PyTorch engine: torch 2.",
-    ] {
+    for words in
+        ["Verdict in PyTorch", "On libtorch", "Baseline in eager PyTorch", "PyTorch engine: torch 2."]
+    {
         assert!(html.contains(words), "the report lacks {words:?}");
     }
     let summary = std::fs::read_to_string(dir.path().join("run/summary.md")).unwrap();

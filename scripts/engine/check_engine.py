@@ -14,6 +14,7 @@ starts the engine on each as trickbench does and drives its protocol, checking:
   compiled model and its compile_s under torch-compile, the DataLoader's workers, zero-copy
   and where crops are made under the loader tricks, the scripted functions under jit-fusion,
   checkpointed segments, micro-batches under grad-accumulation;
+- a step-phase breakdown: every phase of a training step timed, in step order;
 - memory: a probe's peak of live CPU tensor bytes holds at least the weights, gradients and
   momentum, is lower under checkpointing and grad-accumulation, and is the same when repeated;
 - which tricks are not applicable on a CPU or for a model, with their reasons, and which
@@ -457,6 +458,7 @@ def check_resnet_train(root):
             check(facts["anomaly"] == (side == "debug-on"), f"anomaly after {side}'s window: {facts['anomaly']}")
             check_resnet_facts(side, facts)
         check_memory(engine)
+        check_breakdown(engine)
         check(engine.finish() == 0, "quit did not exit 0")
     finally:
         engine.close()
@@ -478,6 +480,17 @@ RESNET_TRAINING_TRICKS = (
 )
 
 
+def check_breakdown(engine):
+    """A breakdown times each phase of a training step, in step order, on the host's clock."""
+    reply = engine.ok(("clock", "steps", "phases", "samples_per_s"), op="breakdown", side="reference", steps=3)
+    phases = [p["phase"] for p in reply["phases"]]
+    expected = ["batch-wait", "host-to-device", "forward", "backward", "optimizer", "metrics"]
+    check(reply["clock"] == "host" and reply["steps"] == 3 and phases == expected, f"breakdown: {reply}")
+    check(all(p["mean_ms"] >= 0 for p in reply["phases"]) and reply["samples_per_s"] > 0, f"breakdown: {reply}")
+    forward = next(p["mean_ms"] for p in reply["phases"] if p["phase"] == "forward")
+    check(forward > 0, f"breakdown: the forward pass took no time: {reply}")
+
+
 def check_memory(engine):
     """The memory replies of the training case: peaks since start (no tensor count on a CPU), and
     a probe's peak of live CPU tensor bytes, which must hold at least the side's parameters, their
@@ -490,13 +503,14 @@ def check_memory(engine):
     weights = sum(p.numel() * 4 for p in parity.build_model(RESNET).parameters())
     peaks = {}
     for side in ("reference", "checkpointing", "grad-accumulation"):
-        probe = engine.ok(keys, op="probe", side=side, steps=3)
+        probe = engine.ok((*keys, "samples"), op="probe", side=side, steps=3)
+        check(probe["samples"] == 3 * BATCH, f"probe {side}: samples {probe['samples']}, expected {3 * BATCH}")
         peaks[side] = probe["peak_allocated_bytes"]
         check(isinstance(peaks[side], int) and peaks[side] > 3 * weights, f"probe {side}: {probe}, weights {weights} B")
         check(probe["peak_reserved_bytes"] is None and probe["peak_rss_bytes"] > 50 << 20, f"probe {side}: {probe}")
     for side in ("checkpointing", "grad-accumulation"):
         check(peaks[side] < peaks["reference"], f"probe: {side} peaks at {peaks[side]} B, the reference at {peaks}")
-    again = engine.ok(keys, op="probe", side="reference", steps=3)["peak_allocated_bytes"]
+    again = engine.ok((*keys, "samples"), op="probe", side="reference", steps=3)["peak_allocated_bytes"]
     check(again == peaks["reference"], f"probe: the reference's peak moved from {peaks['reference']} to {again} B")
     reply = engine.request(op="probe", side="reference", steps=1)
     check("steps" in reply.get("error", ""), f"probe of one step: {reply}")
