@@ -793,13 +793,14 @@ fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_
 }
 
 /// With both engines in a run, the first screen gives each trick's verdict in PyTorch with
-/// libtorch's beside it, flags the trick whose intervals lie apart with its known cause, does not
-/// flag verdicts that differ only across the edge of significance, and marks a trick measured on
-/// libtorch only.
+/// libtorch's beside it, flags the trick whose intervals lie apart with its known cause and the
+/// phase of the step that moved in each engine, does not flag verdicts that differ only across the
+/// edge of significance, nor a memory trick whose throughput costs differ, and marks a trick
+/// measured on libtorch only.
 #[test]
 fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
     let out = temp_dir();
-    let results = vec![fixtures::two_engine_run()];
+    let results = vec![fixtures::with_step_breakdowns(fixtures::two_engine_run())];
     trickbench::report::render_report(&results, out.path()).unwrap();
     let doc = Html::parse_document(&std::fs::read_to_string(out.path().join("index.html")).unwrap());
     let header = Selector::parse("table.verdicts thead th").unwrap();
@@ -825,6 +826,14 @@ fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
         "{debug_off:?}"
     );
     assert!(debug_off[4].starts_with("helps: 5.80×"), "{debug_off:?}");
+    let moved = "Where the step changed most against each engine's reference: backward -33%";
+    assert!(
+        debug_off[3].contains(moved) && debug_off[3].contains("in PyTorch, backward -83%"),
+        "{debug_off:?}"
+    );
+    let (class, checkpointing) = row("checkpointing");
+    assert_eq!(class, "", "a memory trick is judged by memory: {checkpointing:?}");
+    assert!(checkpointing[3].starts_with("0.70× memory"), "{checkpointing:?}");
     let (class, channels_last) = row("channels-last");
     assert_eq!(class, "", "overlapping intervals are no disagreement: {channels_last:?}");
     assert!(channels_last[4].starts_with("helps: 1.03×"), "{channels_last:?}");

@@ -549,7 +549,6 @@ class Settings:
     jit_fusion: bool = False
     checkpointing: bool = False
     accumulate: bool = False
-    expandable_segments: bool = False
     cuda_graphs: bool = False
     fp8: bool = False
 
@@ -615,10 +614,8 @@ TRICKS = {
     "jit-fusion": ((), {"jit_fusion": True}),
     "checkpointing": ((TRAINING,), {"checkpointing": True}),
     "grad-accumulation": ((TRAINING,), {"accumulate": True}),
-    "expandable-segments": (
-        (("cuda", "expandable segments are a mode of the CUDA caching allocator"),),
-        {"expandable_segments": True},
-    ),
+    # Set for the whole process before anything is built (process_wide).
+    "expandable-segments": ((("cuda", "expandable segments are a mode of the CUDA caching allocator"),), {}),
     "cuda-graphs": ((CUDA_GRAPH, TRAINING), {"cuda_graphs": True}),
     "fp8-matmul": (
         (

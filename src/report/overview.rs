@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::bench::design::Design;
 use crate::engine::Engine;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
+use crate::report::phases;
 use crate::results::schema::{
     CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary,
 };
@@ -171,7 +172,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
         rows.push((row(g, e, metric, verdict), e));
     }
     if g.has_several_engines() {
-        side_by_side(rows)
+        side_by_side(g, rows)
     } else {
         rows.into_iter().map(|(row, _)| row).collect()
     }
@@ -181,7 +182,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
 /// of the same cell folded into it, beside its verdict, and flagged where the two disagree; a
 /// trick measured on one engine only keeps its row, its label saying which and its verdict in
 /// that engine's column.
-fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
+fn side_by_side(g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
     let on_libtorch = |e: &Entry| CellKey { engine: Engine::Libtorch, ..e.cell.key.clone() };
     let mut out = Vec::new();
     for (row, e) in &rows {
@@ -194,7 +195,7 @@ fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
             (Engine::Libtorch, Some(_)) => continue,
             (Engine::Pytorch, Some((libtorch, other))) => {
                 row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
-                row.disagreement = disagreement(e, &row, other, libtorch);
+                row.disagreement = disagreement(g, e, &row, other, libtorch);
             }
             (_, None) => {
                 row.trick.push_str(&format!(" ({engine} only)"));
@@ -210,12 +211,24 @@ fn side_by_side(rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
 }
 
 /// How the PyTorch row `row` of cell `e` and the libtorch row `libtorch` of cell `other` disagree,
-/// if they do: one helps where the other hurts, or the intervals of their effects do not overlap
-/// (verdicts that differ only across the edge of significance, their intervals overlapping, are
-/// not a disagreement); with the trick's known cause of a gap between the engines.
-fn disagreement(e: &Entry, row: &VerdictRow, other: &Entry, libtorch: &VerdictRow) -> Option<String> {
+/// if they do: one helps where the other hurts, or, for a trick judged by throughput, the
+/// intervals of their effects do not overlap (verdicts that differ only across the edge of
+/// significance, their intervals overlapping, are not a disagreement); with the trick's known
+/// cause of a gap between the engines, and where both engines broke their steps into phases, the
+/// phase that changed most against each one's reference.
+fn disagreement(
+    g: &Group,
+    e: &Entry,
+    row: &VerdictRow,
+    other: &Entry,
+    libtorch: &VerdictRow,
+) -> Option<String> {
+    let judged_by_throughput =
+        model::single_trick(&e.cell.key.tricks).is_some_and(|t| t.metric() != Metric::Memory);
     let apart = match (e.comparison, other.comparison) {
-        (Some(a), Some(b)) => a.speedup_ci_high < b.speedup_ci_low || b.speedup_ci_high < a.speedup_ci_low,
+        (Some(a), Some(b)) if judged_by_throughput => {
+            a.speedup_ci_high < b.speedup_ci_low || b.speedup_ci_high < a.speedup_ci_low
+        }
         _ => false,
     };
     let effects = [row.verdict.effect, libtorch.verdict.effect];
@@ -231,10 +244,24 @@ fn disagreement(e: &Entry, row: &VerdictRow, other: &Entry, libtorch: &VerdictRo
         return None;
     };
     let cause = model::single_trick(&e.cell.key.tricks).and_then(|t| t.info().engine_gap);
-    Some(match cause {
+    let mut text = match cause {
         Some(cause) => format!("{how}. Why: {cause}."),
         None => format!("{how}."),
-    })
+    };
+    if let (Some(pytorch), Some(libtorch)) = (phase_change(g, e), phase_change(g, other)) {
+        text.push_str(&format!(
+            " Where the step changed most against each engine's reference: {pytorch} in PyTorch, {libtorch} on \
+             libtorch."
+        ));
+    }
+    Some(text)
+}
+
+/// The phase of a training step that changed most from cell `e`'s reference to `e`, in words
+/// ([`phases::largest_change`]), where both have a step breakdown.
+fn phase_change(g: &Group, e: &Entry) -> Option<String> {
+    let reference = g.entries.iter().find(|x| e.comparison.is_some_and(|c| x.cell.id() == c.baseline))?;
+    phases::largest_change(&e.cell.step_breakdown()?, &reference.cell.step_breakdown()?)
 }
 
 /// The time-to-accuracy summary a cell belongs to.
