@@ -331,5 +331,6 @@ class Loader:
         return x, labels.to(self.device, non_blocking=self.pinned)
 
     def close(self):
-        """Stops the worker processes, if any."""
+        """Stops the worker processes, if any: the last reference to a DataLoader's iterator
+        going shuts its workers down and joins them."""
         self.iterator = None

@@ -1417,15 +1417,19 @@ def protocol_stream():
 
 
 def serve(engine, requests, out):
-    """Answers request lines until quit or EOF."""
-    for line in requests:
-        if not line.strip():
-            continue
-        reply, stop = engine.handle(line)
-        out.write(json.dumps(reply, allow_nan=False) + "\n")
-        out.flush()
-        if stop:
-            return
+    """Answers request lines until quit or EOF, then stops the sides' DataLoader workers."""
+    try:
+        for line in requests:
+            if not line.strip():
+                continue
+            reply, stop = engine.handle(line)
+            out.write(json.dumps(reply, allow_nan=False) + "\n")
+            out.flush()
+            if stop:
+                return
+    finally:
+        for side in engine.sides.values():
+            side.loader.close()
 
 
 def leave(status, out):

@@ -296,6 +296,44 @@ mod tests {
     }
 
     #[test]
+    fn a_two_engine_plan_keeps_each_cell_in_one_shard_with_both_engines_baselines() {
+        let workloads = vec![WorkloadId::Resnet8, WorkloadId::GptMini];
+        let tricks = vec![Trick::ChannelsLast, Trick::DebugOff, Trick::ZeroCopy, Trick::Checkpointing];
+        let two_engines = PlanRequest {
+            engines: vec![Engine::Libtorch, Engine::Pytorch],
+            ..request(workloads.clone(), tricks, 1)
+        };
+        let plan = Plan::ablation(&two_engines);
+        assert!(plan.cells.iter().any(|c| c.key.engine == Engine::Pytorch));
+        for count in 1..=5 {
+            let records: Vec<ShardRecord> = (0..count)
+                .map(|index| {
+                    shard_record(Shard { index, count }, &info(Design::Ablation), &workloads, &plan).unwrap()
+                })
+                .collect();
+            for cell in &plan.cells {
+                let owners: Vec<&ShardRecord> =
+                    records.iter().filter(|r| r.owns(&cell.key, Design::Ablation)).collect();
+                assert_eq!(owners.len(), 1, "{} with {count} shards", cell.key.id());
+                for engine in [Engine::Libtorch, Engine::Pytorch] {
+                    let baseline = plan
+                        .cells
+                        .iter()
+                        .find(|c| {
+                            c.key.workload == cell.key.workload
+                                && c.key.engine == engine
+                                && c.key.tricks.is_baseline()
+                                && c.key.reference_for.is_none()
+                                && !c.key.aa_control
+                        })
+                        .unwrap();
+                    assert!(owners[0].owns(&baseline.key, Design::Ablation), "{}", cell.key.id());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_split_and_fingerprint_are_stable_and_the_fingerprint_sees_plan_changes() {
         let workloads = vec![WorkloadId::Resnet8];
         let plan = |tricks| Plan::ablation(&request(workloads.clone(), tricks, 2));

@@ -11,6 +11,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::measure::host_allocator::keep_freed_memory;
 
 /// A running fork server; stopped, and its folder removed, when dropped.
 #[derive(Debug)]
@@ -34,10 +35,7 @@ impl PytorchServer {
         let script = super::pytorch_case::write_scripts(&dir)?;
         let socket = dir.join("engine.sock");
         let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
-        let mut child = Command::new(python)
-            .arg(&script)
-            .arg("--serve")
-            .arg(&socket)
+        let mut child = server_command(python, &script, &socket)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -67,10 +65,41 @@ impl PytorchServer {
     }
 }
 
+/// The command that starts the server: `python script --serve socket`, with glibc's malloc told to
+/// keep the memory a step frees, as every measuring process is; the engines forked from the
+/// server inherit it, since malloc reads the tunables when a process starts.
+fn server_command(python: &Path, script: &Path, socket: &Path) -> Command {
+    let mut command = Command::new(python);
+    command.arg(script).arg("--serve").arg(socket);
+    keep_freed_memory(&mut command);
+    command
+}
+
 impl Drop for PytorchServer {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
         std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::*;
+    use crate::measure::host_allocator::KEEP_FREED_MEMORY;
+
+    #[test]
+    fn the_server_and_so_every_engine_it_forks_keep_freed_memory() {
+        let command = server_command(Path::new("python3"), Path::new("engine.py"), Path::new("engine.sock"));
+        let envs: Vec<(&OsStr, Option<&OsStr>)> = command.get_envs().collect();
+        for (name, value) in KEEP_FREED_MEMORY {
+            let expected = std::env::var_os(name).is_none().then_some(OsStr::new(value));
+            let given = envs.iter().find(|(n, _)| *n == OsStr::new(name)).and_then(|(_, v)| *v);
+            assert_eq!(given, expected, "{name}: the user's own value is inherited, not overridden");
+        }
+        let args: Vec<&OsStr> = command.get_args().collect();
+        assert_eq!(args, ["engine.py", "--serve", "engine.sock"]);
     }
 }
