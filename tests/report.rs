@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scraper::{Html, Selector};
+use trickbench::engine::Engine;
 use trickbench::report::{
     render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
 };
-use trickbench::results::schema::Results;
+use trickbench::results::schema::{MeasurementDesign, NoiseFloor, Results};
+use trickbench::workloads::WorkloadId;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
 use common::fixtures;
@@ -844,6 +846,38 @@ fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
     let line: String = doc.select(&baseline).next().unwrap().text().collect();
     assert!(line.starts_with("Baseline in eager PyTorch: 700 images/s"), "{line}");
     assert!(line.contains("0.93× libtorch") && line.contains("about 7% of a PyTorch step"), "{line}");
+    // With process-design floors wider than the baselines' gap, the ratio is not read as overhead.
+    let mut floored = fixtures::two_engine_run();
+    for engine in [Engine::Libtorch, Engine::Pytorch] {
+        let baseline = floored
+            .cells
+            .iter()
+            .find(|c| c.key.engine == engine && c.key.tricks.is_baseline() && c.key.reference_for.is_none())
+            .unwrap()
+            .id();
+        floored.noise_floors.push(NoiseFloor {
+            workload: WorkloadId::Resnet20,
+            control: baseline.clone(),
+            baseline,
+            ratio: 1.0,
+            ratio_ci_low: 0.9,
+            ratio_ci_high: 1.1,
+            half_width: 0.1,
+            design: MeasurementDesign::Processes,
+            engine,
+        });
+    }
+    let out = temp_dir();
+    trickbench::report::render_report(&[floored], out.path()).unwrap();
+    let doc = Html::parse_document(&std::fs::read_to_string(out.path().join("index.html")).unwrap());
+    let line: String = doc.select(&baseline).next().unwrap().text().collect();
+    assert!(
+        line.contains(
+            "0.93× libtorch (medians of their own processes), within the process-design A/A floors \
+                       (±10.0% libtorch, ±10.0% PyTorch)"
+        ) && !line.contains("overhead"),
+        "{line}"
+    );
     let na_list = Selector::parse("div.na-list").unwrap();
     let needs: String = doc.select(&na_list).flat_map(|n| n.text()).collect();
     assert!(!needs.contains("zero-copy"), "zero-copy's row says which engine ran it: {needs}");

@@ -9,7 +9,8 @@ use crate::engine::Engine;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::report::phases;
 use crate::results::schema::{
-    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary,
+    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, Phase, Results,
+    TtaSummary,
 };
 use crate::tricks::{Metric, Trick, TrickSet};
 
@@ -99,7 +100,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
     let mut rows = if leave_one_out { leave_one_out_rows(g) } else { ablation_rows(results, g) };
     rows.sort_by_key(|r| r.verdict.effect);
     let stack = if leave_one_out { Vec::new() } else { stack_rows(g) };
-    let mut baseline = baseline_text(g);
+    let mut baseline = baseline_text(results, g);
     if let Some(full) = leave_one_out.then(|| every_trick_text(g)).flatten() {
         baseline.push(' ');
         baseline.push_str(&full);
@@ -432,7 +433,7 @@ fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
 }
 
 /// "Baseline: 410 images/s [400, 420] at batch 128; peak memory 123 MiB (peak CPU tensor memory)."
-fn baseline_text(g: &Group) -> String {
+fn baseline_text(results: &[Results], g: &Group) -> String {
     let unit = g.workload.family().sample_unit();
     let engine = if g.has_several_engines() { Engine::Pytorch } else { g.entries[0].cell.key.engine };
     let Some(cell) = baseline_of(g, engine) else {
@@ -464,7 +465,7 @@ fn baseline_text(g: &Group) -> String {
         ),
         None => format!("{throughput}."),
     };
-    if let Some(overhead) = g.has_several_engines().then(|| python_overhead_text(g)).flatten() {
+    if let Some(overhead) = g.has_several_engines().then(|| python_overhead_text(results, g)).flatten() {
         text.push(' ');
         text.push_str(&overhead);
     }
@@ -485,13 +486,33 @@ fn baseline_of<'a>(g: &'a Group, engine: Engine) -> Option<&'a CellResult> {
 }
 
 /// The two engines' baselines side by side: where eager PyTorch is slower, the share of its step
-/// that Python's per-operator overhead takes, which CUDA graphs and compilers can take back.
-fn python_overhead_text(g: &Group) -> Option<String> {
+/// that Python's per-operator overhead takes, which CUDA graphs and compilers can take back. The
+/// baselines run in processes of their own, so where their ratio lies within the wider of the two
+/// engines' process-design A/A floors it is not told apart from 1, and the text says so.
+fn python_overhead_text(results: &[Results], g: &Group) -> Option<String> {
     let median = |engine| baseline_of(g, engine)?.throughput.map(|t| t.median_samples_per_s);
     let (pytorch, libtorch) = (median(Engine::Pytorch)?, median(Engine::Libtorch)?);
     let unit = g.workload.family().sample_unit();
     let ratio = pytorch / libtorch;
-    let share = if ratio < 1.0 {
+    let floor = |engine: Engine| {
+        let file = &results[g.entries.first()?.file];
+        let floors = file.noise_floors.iter();
+        floors
+            .filter(|f| f.workload == g.workload && f.engine == engine)
+            .find(|f| f.design == MeasurementDesign::Processes)
+            .map(|f| f.half_width)
+    };
+    let floors = floor(Engine::Libtorch).zip(floor(Engine::Pytorch));
+    let share = if let Some((of_libtorch, of_pytorch)) =
+        floors.filter(|(l, p)| (ratio - 1.0).abs() <= l.max(*p))
+    {
+        format!(
+            ", within the process-design A/A floors (±{:.1}% libtorch, ±{:.1}% PyTorch): the two baselines are \
+             not told apart on this machine",
+            of_libtorch * 100.0,
+            of_pytorch * 100.0
+        )
+    } else if ratio < 1.0 {
         format!(
             ": Python's per-operator overhead takes about {:.0}% of a PyTorch step, the headroom CUDA graphs \
              and compilers can take back",
