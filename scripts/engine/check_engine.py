@@ -744,6 +744,11 @@ def check_gpt(root):
         check_agreement(engine, "gpt-float64", applicable + ["torch-compile"], pairs, ["torch-compile"], tokens)
         check_attention(engine)
         check_gpt_facts(engine)
+        # The memory probe walks the interpreter's tensors, among them torch.compile's fake ones.
+        reply = engine.request(op="probe", side="torch-compile", steps=2)
+        if "not_applicable" not in reply:
+            live = reply.get("peak_allocated_bytes")
+            check(isinstance(live, int) and live > 0, f"probe of the compiled side: {reply}")
         check(engine.finish() == 0, "gpt-float64: quit did not exit 0")
     finally:
         engine.close()

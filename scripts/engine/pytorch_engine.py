@@ -1115,19 +1115,25 @@ def quiet():
         os.close(saved)
 
 
+# The tensor types whose storage is real memory: a compiler's fake and functional tensors, which
+# torch.compile keeps in its caches, have none.
+PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
+
+
 def live_cpu_tensor_bytes(side):
     """Bytes of the CPU tensor storages torch allocated that are alive now: those the side holds
-    (parameters, gradients, buffers, optimizer state) and every other tensor the interpreter can
-    reach; storages torch did not allocate (numpy's, shared with torch.from_numpy) do not count,
-    as the profiler does not follow them either."""
-    tensors = [t for t in gc.get_objects() if isinstance(t, torch.Tensor)]
+    (parameters, gradients, buffers, optimizer state) and every other plain tensor the
+    interpreter can reach; storages torch did not allocate (numpy's, shared with
+    torch.from_numpy) do not count, as the profiler does not follow them either. Objects are told
+    apart by their exact type, which a weak proxy to a dead object also answers."""
+    tensors = [o for o in gc.get_objects() if type(o) in PLAIN_TENSORS]
     tensors += [t for p in side.params for t in (p, p.grad) if t is not None]
     tensors += list(side.module.buffers())
     if side.optimizer is not None:
         tensors += [v for state in side.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
     storages = {}
     for t in tensors:
-        if t.device.type != "cpu" or t.layout != torch.strided:
+        if type(t) not in PLAIN_TENSORS or t.device.type != "cpu" or t.layout != torch.strided:
             continue
         storage = t.untyped_storage()
         if storage.resizable():
