@@ -205,6 +205,23 @@ struct Schedule {
 }
 
 impl Schedule {
+    /// The schedule of a loader with `options` over `samples` images; fails when they are fewer
+    /// than one batch.
+    fn of(samples: usize, options: &LoaderOptions) -> Result<Self, Error> {
+        if options.batch_size == 0 || samples < options.batch_size {
+            return Err(Error::Invalid(format!(
+                "batch size {} needs at least that many training images; the data has {samples}",
+                options.batch_size,
+            )));
+        }
+        Ok(Schedule {
+            seed: options.seed,
+            samples,
+            batch_size: options.batch_size,
+            host_augment: options.augment && !options.pipeline.device_augment,
+        })
+    }
+
     fn batches_per_epoch(&self) -> u64 {
         (self.samples / self.batch_size) as u64
     }
@@ -323,18 +340,7 @@ pub struct ScheduledBatch {
 /// is cropped and flipped. This is what another implementation of the loader needs to assemble
 /// the same batches.
 pub fn schedule(samples: usize, options: &LoaderOptions, count: usize) -> Result<Vec<ScheduledBatch>, Error> {
-    if options.batch_size == 0 || samples < options.batch_size {
-        return Err(Error::Invalid(format!(
-            "batch size {} needs at least that many images; the split has {samples}",
-            options.batch_size,
-        )));
-    }
-    let schedule = Schedule {
-        seed: options.seed,
-        samples,
-        batch_size: options.batch_size,
-        host_augment: options.augment && !options.pipeline.device_augment,
-    };
+    let schedule = Schedule::of(samples, options)?;
     let mut cursor = Cursor::new(schedule);
     Ok((0..count as u64)
         .map(|k| {
@@ -407,19 +413,7 @@ impl CifarLoader {
     /// A loader over `images`; fails when they are fewer than one batch.
     pub fn new(images: impl Into<ImageSource>, options: LoaderOptions) -> Result<Self, Error> {
         let images = images.into();
-        let samples = images.count();
-        if options.batch_size == 0 || samples < options.batch_size {
-            return Err(Error::Invalid(format!(
-                "batch size {} needs at least that many training images; the data has {samples}",
-                options.batch_size,
-            )));
-        }
-        let schedule = Schedule {
-            seed: options.seed,
-            samples,
-            batch_size: options.batch_size,
-            host_augment: options.augment && !options.pipeline.device_augment,
-        };
+        let schedule = Schedule::of(images.count(), &options)?;
         let cursor = Cursor::new(schedule);
         let producer = match images {
             ImageSource::Packed(split) if options.pipeline.zero_copy && !schedule.host_augment => {

@@ -39,14 +39,7 @@ pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Er
     let data = CellData::load(job, &profile)?;
     let planned_steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, planned_steps, job.super_convergence);
-    let inputs = InputOptions {
-        batch_size: job.key.batch_size,
-        seed: job.round_seed(0),
-        recipe: &recipe,
-        job,
-        device: job.device,
-    };
-    let mut loader = data.training(&inputs)?;
+    let mut loader = data.training(&InputOptions::first_rank(job, &recipe))?;
     let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
     let vocab_size = match &data {
         CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
@@ -104,6 +97,20 @@ pub(super) struct InputOptions<'a> {
     pub(super) recipe: &'a Recipe,
     /// The job whose tricks choose the pipeline and memory format.
     pub(super) job: &'a CellJob,
+}
+
+impl<'a> InputOptions<'a> {
+    /// The loaders of `job` in its process's first (or only) rank: the cell's batch size on the
+    /// job's device, the round's seed, with `recipe`.
+    pub(super) fn first_rank(job: &'a CellJob, recipe: &'a Recipe) -> Self {
+        InputOptions {
+            batch_size: job.key.batch_size,
+            device: job.device,
+            seed: job.round_seed(0),
+            recipe,
+            job,
+        }
+    }
 }
 
 /// The data of a cell.

@@ -100,14 +100,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let data = CellData::load_packing(job, &profile, false)?;
     let steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
-    let inputs = InputOptions {
-        batch_size: job.key.batch_size,
-        seed: job.round_seed(0),
-        recipe: &recipe,
-        job,
-        device: job.device,
-    };
-    let data_spec = pytorch_data::write(job.key.kind, &data, &inputs, dir)?;
+    let data_spec = pytorch_data::write(job.key.kind, &data, &InputOptions::first_rank(job, &recipe), dir)?;
     let vocab = match &data {
         CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
         CellData::Images { .. } => None,
