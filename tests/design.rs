@@ -180,12 +180,13 @@ fn the_stack_adds_the_tricks_fastest_first_after_the_ablation() {
         add_measured(&mut results, tricks, phase, speedup);
     }
     let ranking = [Trick::AvoidSync, Trick::ZeroGradNone, Trick::ChannelsLast];
-    assert_eq!(stack_ranking(&results, WorkloadId::Resnet20), ranking);
-    assert!(stack_ranking(&results, WorkloadId::Resnet56).is_empty());
+    assert_eq!(stack_ranking(&results, WorkloadId::Resnet20, Engine::Libtorch), ranking);
+    assert!(stack_ranking(&results, WorkloadId::Resnet56, Engine::Libtorch).is_empty());
+    assert!(stack_ranking(&results, WorkloadId::Resnet20, Engine::Pytorch).is_empty());
     let r = request(vec![Trick::ZeroGradNone, Trick::ChannelsLast, Trick::AvoidSync, Trick::DebugOff]);
     let mut phases = FakePhases::new(results, 512);
     Design::Stack.run_phases(&mut phases, &r, 50_000).unwrap();
-    assert_eq!(phases.plans, [Plan::ablation(&r), Plan::stack(&r, &ranking)]);
+    assert_eq!(phases.plans, [Plan::ablation(&r), Plan::stack(&r, &[(Engine::Libtorch, ranking.to_vec())])]);
     assert!(phases.noted("stacking tricks, best first: avoid-sync, zero-grad-none, channels-last"));
 }
 

@@ -15,7 +15,7 @@ use trickbench::engine::Engine;
 use trickbench::report::{
     render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
 };
-use trickbench::results::schema::{MeasurementDesign, NoiseFloor, Results};
+use trickbench::results::schema::{CellKey, MeasurementDesign, NoiseFloor, Results};
 use trickbench::workloads::WorkloadId;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
@@ -571,6 +571,62 @@ fn leave_one_out_and_stack_say_what_each_step_does() {
     assert_eq!(gains[..2], ["1.21×", "0.79×"]);
     // The single tricks' table does not mix in the stack's combinations.
     assert!(verdict_rows(&stack).iter().all(|r| !r[0].contains('+')));
+}
+
+/// A stack measured on both engines (the committed GPT stack, with each cell and comparison
+/// copied onto the PyTorch engine) gets a table and a waterfall per engine, PyTorch's first.
+#[test]
+fn a_stack_on_both_engines_gets_a_table_and_a_waterfall_per_engine() {
+    let mut results = committed("cpu-xeon-2core-20261130-quick-gpt", &["results-1.json"]).remove(0);
+    let on_pytorch = |id: &trickbench::results::schema::CellId,
+                      cells: &[trickbench::results::schema::CellResult]| {
+        let cell = cells.iter().find(|c| c.id() == *id).unwrap();
+        CellKey { engine: Engine::Pytorch, ..cell.key.clone() }.id()
+    };
+    let cells = results.cells.clone();
+    let mut copies: Vec<_> = cells
+        .iter()
+        .map(|c| trickbench::results::schema::CellResult {
+            key: CellKey { engine: Engine::Pytorch, ..c.key.clone() },
+            ..c.clone()
+        })
+        .collect();
+    let comparisons: Vec<_> = results
+        .comparisons
+        .iter()
+        .map(|c| trickbench::results::schema::Comparison {
+            cell: on_pytorch(&c.cell, &cells),
+            baseline: on_pytorch(&c.baseline, &cells),
+            ..c.clone()
+        })
+        .collect();
+    results.cells.append(&mut copies);
+    results.comparisons.extend(comparisons);
+    let out = temp_dir();
+    let rendered = trickbench::report::render_report(&[results], out.path()).unwrap();
+    let doc = page(out.path());
+    let titles: Vec<String> = doc
+        .select(&Selector::parse("h3").unwrap())
+        .map(|h| h.text().collect())
+        .filter(|t: &String| t.contains("stack"))
+        .collect();
+    assert_eq!(
+        titles,
+        ["The stack in PyTorch, one trick at a time", "The stack on libtorch, one trick at a time"]
+    );
+    let tables = doc.select(&Selector::parse("table.stack").unwrap()).count();
+    assert_eq!(tables, 2);
+    let plots: Vec<String> = rendered
+        .plots
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("stack-") && n.ends_with(".png"))
+        .collect();
+    assert_eq!(plots.len(), 2, "{plots:?}");
+    assert!(
+        plots.iter().any(|n| n.contains("-pytorch")) && plots.iter().any(|n| n.contains("-libtorch")),
+        "{plots:?}"
+    );
 }
 
 #[test]

@@ -285,7 +285,7 @@ fn invalid(message: &str) -> Error {
 /// run, and a line saying which and why.
 fn automatic_engines(request: &RunRequest) -> (Vec<Engine>, Option<PytorchInfo>, String) {
     let libtorch = |why: String| (vec![Engine::Libtorch], None, format!("engines: libtorch only, {why}"));
-    if request.design != Design::Ablation {
+    if !request.design.measures_on_engines() {
         return libtorch(format!("as the {} design measures only there", request.design));
     }
     let Some(python) = request.python.clone().or_else(setup_python) else {
@@ -327,11 +327,12 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
     }
     check_speedrun_flags(request)?;
     if matches!(request.engine, Some(EngineChoice::Pytorch | EngineChoice::Both))
-        && request.design != Design::Ablation
+        && !request.design.measures_on_engines()
     {
         return Err(Error::Invalid(format!(
-            "--engine pytorch and --engine both run the ablation design only so far, not --design {}; \
-             drop --engine or choose --design ablation",
+            "--engine pytorch and --engine both run the ablation and stack designs only, not --design {} \
+             (which trains to a target or probes batches, on libtorch); drop --engine or choose --design \
+             ablation or stack",
             request.design
         )));
     }
@@ -510,9 +511,11 @@ mod tests {
         let (engines, pytorch, why) = auto(Design::Ablation, Some("/no/such/python"));
         assert_eq!((engines, pytorch), (vec![Engine::Libtorch], false));
         assert!(why.contains("libtorch only") && why.contains("/no/such/python"), "{why}");
-        let (engines, _, why) = auto(Design::Stack, Some("/no/such/python"));
+        let (engines, _, why) = auto(Design::LeaveOneOut, None);
         assert_eq!(engines, [Engine::Libtorch]);
-        assert!(why.contains("stack design"), "{why}");
+        assert!(why.contains("leave-one-out design"), "{why}");
+        let (engines, _, _) = auto(Design::Stack, None);
+        assert_eq!(engines, [Engine::Libtorch, Engine::Pytorch], "the stack is built on each engine");
         // Unit tests run in the checkout, whose `make setup` made .venv/bin/python with torch.
         let (engines, pytorch, why) = auto(Design::Ablation, None);
         assert_eq!((engines, pytorch), (vec![Engine::Libtorch, Engine::Pytorch], true));

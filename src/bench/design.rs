@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::plan::{Plan, PlanRequest};
 use crate::bench::speedrun::{choose, Evidence, THIS_RUN};
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::results::schema::{CellKind, CellStatus, Phase, Results, SpeedrunChoice, SpeedrunDecision};
 use crate::tricks::{Applicability, Metric, Reference, Trick, TrickSet};
@@ -84,6 +85,12 @@ impl Design {
     /// super-convergence design, which is about it; `None` for the profile's ResNet and GPT.
     pub fn all_workloads(self) -> Option<Vec<WorkloadId>> {
         (self == Design::SuperConvergence).then(|| vec![WorkloadId::Resnet56])
+    }
+
+    /// Whether the design can measure on the PyTorch engine as well as on libtorch: the ablation,
+    /// and the stack built from each engine's own ablation.
+    pub fn measures_on_engines(self) -> bool {
+        matches!(self, Design::Ablation | Design::Stack)
     }
 
     /// Whether every batch size of a cell comes from a probe (so its cells must share the probe's
@@ -273,13 +280,21 @@ fn probe_expandable_segments(
 /// The stack's second half: the tricks added cumulatively, best measured first (in the shard
 /// that measured them).
 fn stack(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
-    let ranking = stack_ranking(phases.results()?, request.workloads[0]);
-    if ranking.is_empty() {
+    let mut rankings = Vec::new();
+    for &engine in &request.engines {
+        let ranking = stack_ranking(phases.results()?, request.workloads[0], engine);
+        if ranking.is_empty() {
+            continue;
+        }
+        let order: Vec<&str> = ranking.iter().map(|t| t.id()).collect();
+        let on = if request.engines.len() > 1 { format!(" on {engine}") } else { String::new() };
+        phases.note(&format!("stacking tricks{on}, best first: {}", order.join(", ")));
+        rankings.push((engine, ranking));
+    }
+    if rankings.is_empty() {
         return Ok(());
     }
-    let order: Vec<&str> = ranking.iter().map(|t| t.id()).collect();
-    phases.note(&format!("stacking tricks, best first: {}", order.join(", ")));
-    phases.run(Plan::stack(request, &ranking))
+    phases.run(Plan::stack(request, &rankings))
 }
 
 /// The speedrun's second half: for each workload, the tricks whose effect was significant (in the
@@ -353,14 +368,16 @@ fn probe(
     Ok(fitting)
 }
 
-/// The tricks whose ablation cells of `workload` measured training throughput, fastest first.
-pub fn stack_ranking(results: &Results, workload: WorkloadId) -> Vec<Trick> {
+/// The tricks whose ablation cells of `workload` on `engine` measured training throughput,
+/// fastest first.
+pub fn stack_ranking(results: &Results, workload: WorkloadId, engine: Engine) -> Vec<Trick> {
     let mut ranked: Vec<(Trick, f64)> = results
         .comparisons
         .iter()
         .filter_map(|c| {
-            let cell =
-                results.cells.iter().find(|cell| cell.id() == c.cell && cell.key.workload == workload)?;
+            let cell = results.cells.iter().find(|cell| {
+                cell.id() == c.cell && cell.key.workload == workload && cell.key.engine == engine
+            })?;
             let only: Vec<Trick> = cell.key.tricks.iter().collect();
             match (only.as_slice(), cell.key.kind) {
                 // The stack starts from the plain recipe, in which debugging is already off; a trick

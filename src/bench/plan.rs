@@ -193,24 +193,28 @@ impl Plan {
         plan
     }
 
-    /// The stack design's second half: the ablation's cells, then tricks added cumulatively in
-    /// `ranking` order (best measured first), one cell per step, for a waterfall of throughput and
-    /// memory. The first step, {ranking\[0\]}, is already an ablation cell.
-    pub fn stack(request: &PlanRequest, ranking: &[Trick]) -> Plan {
+    /// The stack design's second half: the ablation's cells, then on each engine of `rankings`
+    /// its tricks added cumulatively in that engine's ranking order (best measured first), one
+    /// cell per step, for a waterfall of throughput and memory. The first step, {ranking\[0\]}, is
+    /// already an ablation cell.
+    pub fn stack(request: &PlanRequest, rankings: &[(Engine, Vec<Trick>)]) -> Plan {
         let mut plan = Plan::ablation(request);
-        for &workload in &request.workloads {
-            let mut cumulative = TrickSet::baseline();
-            for &trick in ranking {
-                let with: TrickSet = cumulative.iter().chain([trick]).collect();
-                // A trick that conflicts with those stacked before it (a second attention backend)
-                // is left out of the stack.
-                if with.conflict_reason().is_some() {
-                    continue;
-                }
-                let first = cumulative.is_baseline();
-                cumulative = with;
-                if !first {
-                    plan.extend([planned(request, workload, cumulative.clone(), throughput(Phase::Train))]);
+        for (engine, ranking) in rankings {
+            for &workload in &request.workloads {
+                let mut cumulative = TrickSet::baseline();
+                for &trick in ranking {
+                    let with: TrickSet = cumulative.iter().chain([trick]).collect();
+                    // A trick that conflicts with those stacked before it (a second attention
+                    // backend, or a pair the engine does not combine) is left out of the stack.
+                    if with.conflict_reason_on(*engine).is_some() {
+                        continue;
+                    }
+                    let first = cumulative.is_baseline();
+                    cumulative = with;
+                    if !first {
+                        let cell = planned(request, workload, cumulative.clone(), throughput(Phase::Train));
+                        plan.extend([on_engine(request, &cell, *engine)]);
+                    }
                 }
             }
         }
@@ -761,7 +765,7 @@ mod tests {
             ]
         );
         // The stack adds the cumulative sets' training throughput, which the EMA update pays.
-        let stacked = ids(Plan::stack(&request(airbench.clone()), &airbench));
+        let stacked = ids(Plan::stack(&request(airbench.clone()), &[(Engine::Libtorch, airbench.clone())]));
         let all_four = "resnet20/label-smoothing+ema-weights+flip-tta+bn-momentum/b128/s0/train";
         assert!(stacked.contains(&all_four.to_owned()), "{stacked:?}");
     }
@@ -858,10 +862,34 @@ mod tests {
     #[test]
     fn stack_adds_tricks_in_ranking_order() {
         let r = request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::AvoidSync]);
-        let plan = Plan::stack(&r, &[Trick::ZeroGradNone, Trick::ChannelsLast, Trick::AvoidSync]);
+        let ranking = vec![Trick::ZeroGradNone, Trick::ChannelsLast, Trick::AvoidSync];
+        let plan = Plan::stack(&r, &[(Engine::Libtorch, ranking)]);
         let extra: Vec<String> =
             plan.cells[Plan::ablation(&r).cells.len()..].iter().map(|c| c.key.tricks.label()).collect();
         assert_eq!(extra, ["zero-grad-none+channels-last", "avoid-sync+zero-grad-none+channels-last"]);
+    }
+
+    #[test]
+    fn each_engine_stacks_its_own_ranking_and_leaves_out_what_it_cannot_combine() {
+        let tricks =
+            vec![Trick::ChannelsLast, Trick::TorchCompile, Trick::ZeroGradNone, Trick::Checkpointing];
+        let r = PlanRequest { engines: vec![Engine::Libtorch, Engine::Pytorch], ..request(tricks) };
+        let rankings = [
+            (Engine::Libtorch, vec![Trick::ChannelsLast, Trick::ZeroGradNone]),
+            (Engine::Pytorch, vec![Trick::TorchCompile, Trick::Checkpointing, Trick::ChannelsLast]),
+        ];
+        let plan = Plan::stack(&r, &rankings);
+        let extra: Vec<String> =
+            plan.cells[Plan::ablation(&r).cells.len()..].iter().map(|c| c.key.id().to_string()).collect();
+        assert_eq!(
+            extra,
+            [
+                "resnet20/zero-grad-none+channels-last/b128/s0/train",
+                "resnet20/channels-last+torch-compile/b128/s0/train@pytorch",
+            ],
+            "checkpointing is left out of the PyTorch stack: the engine does not combine it with torch-compile"
+        );
+        assert!(plan.cells.iter().all(|c| c.not_applicable.is_none() || c.key.engine == Engine::Libtorch));
     }
 
     #[test]

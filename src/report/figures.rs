@@ -9,7 +9,7 @@ mod tta;
 
 use crate::report::compare::Comparison;
 use crate::report::history::History;
-use crate::report::model::{self, Group, Report};
+use crate::report::model::{self, Entry, Group, Report};
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
 use crate::tricks::TrickSet;
 
@@ -34,12 +34,14 @@ pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
     let mut figures = Vec::new();
     for g in &report.groups {
         let confidence = report.results[g.entries[0].file].run.protocol.confidence_level;
-        let chain = stack::chain(g);
-        figures.extend(effects::speedup(g, confidence, chain.as_deref()));
+        let chains = stack::chains(g);
+        let links: Vec<&Entry> = chains.iter().flat_map(|(_, chain)| chain.iter().copied()).collect();
+        let stacked = (!chains.is_empty()).then_some(links.as_slice());
+        figures.extend(effects::speedup(g, confidence, stacked));
         figures.extend(phases::figure(g));
-        figures.extend(effects::memory(g, chain.as_deref()));
+        figures.extend(effects::memory(g, stacked));
         figures.extend(tta::figures(g));
-        figures.extend(chain.and_then(|c| stack::figure(g, &c)));
+        figures.extend(chains.iter().filter_map(|(engine, chain)| stack::figure(g, *engine, chain)));
         figures.extend(sweep::figures(g));
         let file = &report.results[g.entries[0].file];
         if let Some(choice) = file.speedrun.iter().find(|c| c.workload == g.workload) {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::device::DeviceSpec;
+use crate::engine::Engine;
 use crate::report::plots::Rgb;
 use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::results::schema::{
@@ -525,6 +526,14 @@ pub(crate) fn ratio_effect(ratio: f64, tolerance: f64) -> Effect {
 /// adds on a CUDA GPU ([`TrickSet::ablated_trick`]).
 pub(crate) fn single_trick(set: &TrickSet) -> Option<Trick> {
     set.ablated_trick()
+}
+
+/// Where a cell of `engine` ran, as the report says it: "in PyTorch" or "on libtorch".
+pub(crate) fn engine_words(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Pytorch => "in PyTorch",
+        Engine::Libtorch => "on libtorch",
+    }
 }
 
 /// A unique HTML anchor for a cell.

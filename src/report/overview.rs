@@ -31,8 +31,9 @@ pub(crate) struct Overview {
     pub rows: Vec<VerdictRow>,
     /// Tricks that need other hardware, grouped by reason.
     pub not_applicable: Vec<NotApplicableGroup>,
-    /// The stack's steps (empty unless the group stacks tricks).
-    pub stack: Vec<StackRow>,
+    /// The stack's steps on each engine that stacked tricks (empty unless the group stacks
+    /// tricks), PyTorch's first.
+    pub stacks: Vec<Stack>,
     /// Whether the rows say what removing each trick does (the leave-one-out design).
     pub leave_one_out: bool,
     /// Whether the group measured both engines: the rows then give PyTorch's verdict, libtorch's
@@ -75,6 +76,16 @@ pub(crate) struct NotApplicableGroup {
     pub tricks: Vec<&'static str>,
 }
 
+/// The stack of one engine.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Stack {
+    /// The table's heading: "The stack, one trick at a time", with the engine where a group
+    /// measured two.
+    pub title: String,
+    /// Its steps.
+    pub rows: Vec<StackRow>,
+}
+
 /// One step of a stack: a trick added to those before it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct StackRow {
@@ -99,7 +110,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
     let leave_one_out = g.entries.first().is_some_and(|e| results[e.file].run.design == Design::LeaveOneOut);
     let mut rows = if leave_one_out { leave_one_out_rows(g) } else { ablation_rows(results, g) };
     rows.sort_by_key(|r| r.verdict.effect);
-    let stack = if leave_one_out { Vec::new() } else { stack_rows(g) };
+    let stacks = if leave_one_out { Vec::new() } else { stacks(g) };
     let mut baseline = baseline_text(results, g);
     if let Some(full) = leave_one_out.then(|| every_trick_text(g)).flatten() {
         baseline.push(' ');
@@ -114,7 +125,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
         noise: noise_lines(results, g),
         rows,
         not_applicable,
-        stack,
+        stacks,
         leave_one_out,
         two_engines: g.has_several_engines(),
     }
@@ -571,11 +582,30 @@ fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
 /// measured against the plain baseline. Walking down from the largest set, where several cells
 /// could be the step below (the single tricks under the first pair), the fastest is the one the
 /// stack added first, as the stack design adds tricks best first.
-fn stack_rows(g: &Group) -> Vec<StackRow> {
+/// The stack of each engine that stacked tricks, PyTorch's first.
+fn stacks(g: &Group) -> Vec<Stack> {
+    let several = g.has_several_engines();
+    [Engine::Pytorch, Engine::Libtorch]
+        .into_iter()
+        .map(|engine| {
+            let on = if several { format!(" {}", model::engine_words(engine)) } else { String::new() };
+            Stack { title: format!("The stack{on}, one trick at a time"), rows: stack_rows(g, engine) }
+        })
+        .filter(|stack| !stack.rows.is_empty())
+        .collect()
+}
+
+/// The steps of the stack on `engine`: its largest trick set, and below it the chain of sets one
+/// trick smaller each, the trick added at each step and the step's own gain.
+fn stack_rows(g: &Group, engine: Engine) -> Vec<StackRow> {
     let candidates: Vec<(&Entry, &Comparison)> = g
         .entries
         .iter()
-        .filter(|e| is_throughput(e, Phase::Train) && e.cell.key.reference_for.is_none())
+        .filter(|e| {
+            is_throughput(e, Phase::Train)
+                && e.cell.key.reference_for.is_none()
+                && e.cell.key.engine == engine
+        })
         .filter_map(|e| e.comparison.map(|c| (e, c)))
         .collect();
     let Some(top) = candidates

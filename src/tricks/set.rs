@@ -16,6 +16,25 @@ use crate::workloads::WorkloadId;
 #[serde(transparent)]
 pub struct TrickSet(BTreeSet<Trick>);
 
+/// Pairs of tricks the PyTorch engine does not combine in one side, and why; its script refuses
+/// the same pairs with the same reasons when a case asks for them (`CONFLICTS` in
+/// `scripts/engine/pytorch_engine.py`).
+pub const PYTORCH_ENGINE_CONFLICTS: [(Trick, Trick, &str); 5] = [
+    (Trick::CudaGraphs, Trick::Amp, "GradScaler's step reads whether gradients overflowed on the host"),
+    (
+        Trick::CudaGraphs,
+        Trick::TorchCompile,
+        "torch.compile and a hand-captured CUDA graph would both own the step",
+    ),
+    (
+        Trick::CudaGraphs,
+        Trick::Checkpointing,
+        "checkpoint saves the generator's state on the host in forward",
+    ),
+    (Trick::Checkpointing, Trick::TorchCompile, "the engine checkpoints the eager module's segments"),
+    (Trick::Fp8Matmul, Trick::TorchCompile, "the engine's fp8 matmul is an eager autograd function"),
+];
+
 impl TrickSet {
     /// The baseline: every trick off.
     pub fn baseline() -> Self {
@@ -98,7 +117,7 @@ impl TrickSet {
                 Applicability::Applies => None,
                 Applicability::NotApplicable(reason) => Some(format!("{t}: {reason}")),
             })
-            .or_else(|| self.conflict_reason())
+            .or_else(|| self.conflict_reason_on(engine))
             .or_else(|| {
                 self.iter().find_map(|t| {
                     let unmet = t.info().needs.iter().find_map(|need| need.unmet_in_set(self, hardware));
@@ -182,6 +201,17 @@ impl TrickSet {
         })
     }
 
+    /// Why these tricks cannot be on together on `engine`: [`Self::conflict_reason`], and on the
+    /// PyTorch engine the pairs it does not combine in one side ([`PYTORCH_ENGINE_CONFLICTS`]).
+    pub fn conflict_reason_on(&self, engine: Engine) -> Option<String> {
+        self.conflict_reason().or_else(|| {
+            let pairs = PYTORCH_ENGINE_CONFLICTS.iter().filter(|_| engine == Engine::Pytorch);
+            pairs.into_iter().find(|(a, b, _)| self.has(*a) && self.has(*b)).map(|(a, b, why)| {
+                format!("{a} with {b}: {why}, so the PyTorch engine does not combine them")
+            })
+        })
+    }
+
     /// Why this set cannot run with the data sources at hand, if it cannot: `packed-dataset` is
     /// measured against decoding image files, so it needs `--images` (`has_images`).
     pub fn missing_source_reason(&self, has_images: bool) -> Option<String> {
@@ -208,6 +238,26 @@ impl FromIterator<Trick> for TrickSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pytorch_engine_refuses_the_pairs_its_script_refuses_for_the_same_reasons() {
+        let script = include_str!("../../scripts/engine/pytorch_engine.py");
+        for (a, b, why) in PYTORCH_ENGINE_CONFLICTS {
+            assert!(script.contains(why), "the engine script does not refuse {a} with {b}: {why}");
+            let both: TrickSet = [a, b].into_iter().collect();
+            assert_eq!(both.conflict_reason_on(Engine::Libtorch), None, "{a} with {b} on libtorch");
+            let reason = both.conflict_reason_on(Engine::Pytorch).unwrap();
+            assert!(reason.starts_with(&format!("{a} with {b}: {why}")), "{reason}");
+        }
+        let compiled_checkpoints: TrickSet =
+            [Trick::Checkpointing, Trick::TorchCompile].into_iter().collect();
+        let reason = compiled_checkpoints.not_applicable_reason_on(
+            Engine::Pytorch,
+            WorkloadId::Resnet8,
+            &Hardware::with_gpus(1),
+        );
+        assert!(reason.unwrap().contains("does not combine them"));
+    }
 
     #[test]
     fn optimizer_tricks_conflict_with_each_other() {

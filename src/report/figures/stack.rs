@@ -2,48 +2,60 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::model::{Entry, Group};
+use crate::engine::Engine;
+use crate::report::model::{engine_words, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, Scale};
 use crate::results::schema::{CellKind, Phase};
 use crate::tricks::{Trick, TrickSet};
 
 use super::{Effect, Figure};
 
-/// Training-throughput cells that finished, by trick set, for one batch size and seed.
-fn train_cells<'e, 'a>(g: &'e Group<'a>, batch: usize, seed: u64) -> BTreeMap<&'e TrickSet, &'e Entry<'a>> {
+/// Training-throughput cells on `engine` that finished, by trick set, for one batch size and seed.
+fn train_cells<'e, 'a>(
+    g: &'e Group<'a>,
+    engine: Engine,
+    batch: usize,
+    seed: u64,
+) -> BTreeMap<&'e TrickSet, &'e Entry<'a>> {
     g.entries
         .iter()
         .filter(|e| {
             let k = &e.cell.key;
-            k.kind == (CellKind::Throughput { phase: Phase::Train })
-                && k.batch_size == batch
-                && k.seed == seed
-                && k.reference_for.is_none()
-                && !k.aa_control
-                && e.cell.throughput.is_some()
+            is_link(e, engine) && k.batch_size == batch && k.seed == seed
         })
         .map(|e| (&e.cell.key.tricks, e))
         .collect()
 }
 
-/// The stack design's chain baseline ⊂ {t1} ⊂ {t1, t2} ⊂ …, each step adding one trick, ending at
-/// the largest trick set measured; `None` unless such a chain of at least two steps exists.
+/// Whether `e` can be a link of a chain on `engine`: a training-throughput cell of that engine
+/// that finished, not a reference cell or the A/A control.
+fn is_link(e: &Entry, engine: Engine) -> bool {
+    let k = &e.cell.key;
+    k.kind == (CellKind::Throughput { phase: Phase::Train })
+        && k.engine == engine
+        && k.reference_for.is_none()
+        && !k.aa_control
+        && e.cell.throughput.is_some()
+}
+
+/// The stack's chain on each engine that has one, PyTorch's first.
+pub(super) fn chains<'e, 'a>(g: &'e Group<'a>) -> Vec<(Engine, Vec<&'e Entry<'a>>)> {
+    [Engine::Pytorch, Engine::Libtorch]
+        .into_iter()
+        .filter_map(|engine| Some((engine, chain(g, engine)?)))
+        .collect()
+}
+
+/// The stack design's chain on `engine`: baseline ⊂ {t1} ⊂ {t1, t2} ⊂ …, each step adding one
+/// trick, ending at the largest trick set measured; `None` unless such a chain of at least two
+/// steps exists.
 /// Where several subsets were measured (the ablation's single tricks), the chain follows the
 /// stack's order, best ablation speed-up first. Reference cells (the baseline with debugging on,
 /// say) and the A/A control share the baseline's trick set but are never links of the chain.
-pub(super) fn chain<'e, 'a>(g: &'e Group<'a>) -> Option<Vec<&'e Entry<'a>>> {
-    let largest = g
-        .entries
-        .iter()
-        .filter(|e| {
-            let k = &e.cell.key;
-            k.kind == (CellKind::Throughput { phase: Phase::Train })
-                && k.reference_for.is_none()
-                && !k.aa_control
-                && e.cell.throughput.is_some()
-        })
-        .max_by_key(|e| e.cell.key.tricks.iter().count())?;
-    let cells = train_cells(g, largest.cell.key.batch_size, largest.cell.key.seed);
+fn chain<'e, 'a>(g: &'e Group<'a>, engine: Engine) -> Option<Vec<&'e Entry<'a>>> {
+    let largest =
+        g.entries.iter().filter(|e| is_link(e, engine)).max_by_key(|e| e.cell.key.tricks.iter().count())?;
+    let cells = train_cells(g, engine, largest.cell.key.batch_size, largest.cell.key.seed);
     let mut chain = vec![largest];
     let mut current = &largest.cell.key.tricks;
     // The stack adds tricks in the order of their ablation speed-ups, so going down the chain the
@@ -99,8 +111,8 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
     }
 }
 
-/// The waterfall of `chain`.
-pub(super) fn figure(g: &Group, chain: &[&Entry]) -> Option<Figure> {
+/// The waterfall of `chain`, the stack on `engine`.
+pub(super) fn figure(g: &Group, engine: Engine, chain: &[&Entry]) -> Option<Figure> {
     let unit = g.workload.family().sample_unit();
     let base = chain.first()?.cell.throughput?.median_samples_per_s;
     let mut previous: Option<(&TrickSet, f64)> = None;
@@ -109,7 +121,9 @@ pub(super) fn figure(g: &Group, chain: &[&Entry]) -> Option<Figure> {
         rows.push(step(e, previous, base, unit));
         previous = Some((&e.cell.key.tricks, e.cell.throughput.map_or(0.0, |t| t.median_samples_per_s)));
     }
-    let title = format!("Stacking tricks — {}", g.title());
+    let several = g.has_several_engines();
+    let on = if several { format!(" {}", engine_words(engine)) } else { String::new() };
+    let title = format!("Stacking tricks{on} — {}", g.title());
     let key = vec![
         (Effect::Helps.colour(), "step faster".to_owned()),
         (Effect::Hurts.colour(), "step slower".to_owned()),
@@ -117,7 +131,7 @@ pub(super) fn figure(g: &Group, chain: &[&Entry]) -> Option<Figure> {
     ];
     Some(Figure {
         section: "stack",
-        slug: format!("stack-{}", g.slug()),
+        slug: if several { format!("stack-{}-{engine}", g.slug()) } else { format!("stack-{}", g.slug()) },
         title: title.clone(),
         caption: "Training throughput as tricks are switched on one after another, top to bottom: each bar spans \
                   from the previous step's median throughput to this step's, whiskers are this step's confidence \
