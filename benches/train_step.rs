@@ -134,6 +134,7 @@ impl Data {
                 let config = gpt_config(workload, corpus.vocab_size() as i64).expect("GPT config");
                 Data::Text { corpus, context: config.context as usize }
             }
+            Family::UserModel => unreachable!("the benches measure the reference workloads"),
         }
     }
 

@@ -133,8 +133,20 @@ pub struct RunArgs {
     /// Workload: resnet8, resnet20, resnet56, resnet110, gpt-mini, gpt-shakespeare; resnet or gpt
     /// (the profile's member of the family: ResNet-8 and the 2-layer GPT in smoke and quick,
     /// ResNet-56 and the shakespeare-char GPT in standard and full); or all (both families).
-    #[arg(long, default_value = "all")]
-    pub workload: WorkloadChoice,
+    /// Default: all, or none beside --model.
+    #[arg(long)]
+    pub workload: Option<WorkloadChoice>,
+    /// Your own network, measured as a workload of its own: FILE.py or FILE.py:FUNCTION (a
+    /// function that returns the nn.Module, `model` by default; the file may also define
+    /// batch(batch_size), loss(output, targets) and optimizer(parameters)), or a library's model,
+    /// torchvision:NAME or timm:NAME. Built by the PyTorch engine's Python; exported to
+    /// TorchScript for the libtorch engine (docs/own-model.md).
+    #[arg(long, value_name = "SPEC")]
+    pub model: Option<String>,
+    /// Side of the square images made for a --model without its own batch() function, pixels
+    /// (default: 224).
+    #[arg(long, value_name = "PX", requires = "model")]
+    pub image_size: Option<u32>,
     /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
     /// judged by training throughput, peak memory, or time to accuracy).
     #[arg(long, default_value = "all")]

@@ -54,7 +54,8 @@ fn pytorch_answer(results: &Results, workload: WorkloadId) -> String {
     let pytorch = width(|a| a.pytorch.chars().count(), "in PyTorch");
     let _ = writeln!(
         out,
-        "\n{workload} in PyTorch's terms (what a Python training script gets), libtorch's beside it:"
+        "\n{} in PyTorch's terms (what a Python training script gets), libtorch's beside it:",
+        results.run.workload_name(workload)
     );
     let _ = writeln!(
         out,

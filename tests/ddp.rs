@@ -223,6 +223,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         paired_with: None,
         python: None,
         pytorch_server: None,
+        model_dir: None,
     };
     std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
     let launch =

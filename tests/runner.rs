@@ -359,6 +359,7 @@ fn job() -> CellJob {
         paired_with: None,
         python: None,
         pytorch_server: None,
+        model_dir: None,
     }
 }
 

@@ -7,9 +7,10 @@ written as PyTorch's documentation and the guides show a user, on parity.py's mo
     checkpointing        torch.utils.checkpoint.checkpoint (non-reentrant, the generator's state
                          preserved) around every segment of the forward but the last: the stem and
                          each block of the ResNet, each block of the GPT
-    fp8-matmul           the GPT's attention and MLP projections through torch._scaled_mm: inputs
-                         and weights in float8_e4m3fn, output gradients in float8_e5m2, each scaled
-                         per tensor by its format's largest value over its largest magnitude
+    fp8-matmul           the GPT's attention and MLP projections (on a user's model, every
+                         nn.Linear) through torch._scaled_mm: inputs and weights in float8_e4m3fn,
+                         output gradients in float8_e5m2, each scaled per tensor by its format's
+                         largest value over its largest magnitude; a bias added after
     expandable-segments  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the first
                          CUDA allocation
 """
@@ -112,26 +113,38 @@ class Fp8Matmul(torch.autograd.Function):
 
 
 class Fp8Linear(nn.Linear):
-    """nn.Linear (no bias) through Fp8Matmul, its output in autocast's dtype (bfloat16 outside
-    autocast)."""
+    """nn.Linear through Fp8Matmul, its output in autocast's dtype (bfloat16 outside autocast),
+    its bias (if any) added in that dtype."""
 
     def forward(self, x):
         autocast = torch.is_autocast_enabled("cuda")
         out_dtype = torch.get_autocast_dtype("cuda") if autocast else torch.bfloat16
-        return Fp8Matmul.apply(x, self.weight, out_dtype)
+        y = Fp8Matmul.apply(x, self.weight, out_dtype)
+        return y if self.bias is None else y + self.bias.to(out_dtype)
+
+
+def to_fp8(linears):
+    """Makes each of the nn.Linear `linears` an Fp8Linear (same weights); returns how many."""
+    for linear in linears:
+        linear.__class__ = Fp8Linear
+    return len(linears)
 
 
 def use_fp8(model):
-    """Makes the GPT's attention and MLP projections Fp8Linear (same weights); the embedding and
-    the tied head stay as they are. Returns how many layers changed."""
-    changed = 0
-    for block in model.transformer.h:
-        for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
-            if linear.bias is not None:
-                raise ValueError("fp8-matmul: the projections are expected without biases")
-            linear.__class__ = Fp8Linear
-            changed += 1
-    return changed
+    """Makes the GPT's attention and MLP projections (which have no biases) Fp8Linear; the
+    embedding and the tied head stay as they are. Returns how many layers changed."""
+    projections = [
+        linear
+        for block in model.transformer.h
+        for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj)
+    ]
+    return to_fp8(projections)
+
+
+def use_fp8_everywhere(model):
+    """Makes every nn.Linear of a user's model Fp8Linear (modules of exactly that class: a
+    subclass's forward is its own). Returns how many layers changed."""
+    return to_fp8([m for m in model.modules() if type(m) is nn.Linear])
 
 
 # ---- expandable-segments ----

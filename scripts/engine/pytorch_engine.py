@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""The PyTorch engine: trickbench's reference models trained in plain eager PyTorch, one
-training trick applied or not on each side, steps timed in windows on request.
+"""The PyTorch engine: trickbench's reference models, or the user's own model, trained in plain
+eager PyTorch, one training trick applied or not on each side, steps timed in windows on request.
 
 trickbench starts `python pytorch_engine.py --case DIR` and drives it over stdin and stdout, one
 JSON object per line each way; it runs the measurement protocol itself (which side goes when, how
 many windows) and this process only builds, warms up, times and reports. It needs torch and
 numpy: the models and the safetensors reader are those of `scripts/parity/parity.py`, the data
-pipeline is `engine_loader.py` and the tricks that change the network or the process are
-`engine_tricks.py`, all imported from beside it.
+pipeline is `engine_loader.py`, the tricks that change the network or the process are
+`engine_tricks.py` and the user's model (its module, loss, optimizer and prepared batches) is
+`user_model.py`'s, all imported from beside it.
 Nothing but protocol replies reaches stdout (file descriptor 1 is pointed at stderr at start, so
 stray prints, C++ logs and compiler subprocesses land there too).
 
@@ -29,12 +30,18 @@ The case: DIR/engine-case.json
                      pixels only scaled to [0, 1]
                    {"kind": "text", "file", "batches", "context"}: file holding "tokens" int32
                      [L] and "starts.K" int64 [B] (batch K's windows of context + 1 tokens)
+                   {"kind": "batches", "file", "batches"}: file holding "inputs.K" and
+                     "targets.K", tensors of any dtype with the batch's samples as their first
+                     dimension (a user model's prepared batches.safetensors); the data of user
+                     sides, and only of them: every side of such a case is a user side
                    The batches are cycled through.
     loader_workers integer ≥ 1: the DataLoader's worker processes under loader-workers
     accumulation_micro_batches  integer ≥ 2: micro-batches per step under grad-accumulation
     learning_rate  number ≥ 0, the constant learning rate of every step
     optimizer      {"kind": "sgd", "momentum", "weight_decay"} or
-                   {"kind": "adam" | "adamw", "beta1", "beta2", "eps", "weight_decay"}
+                   {"kind": "adam" | "adamw", "beta1", "beta2", "eps", "weight_decay"}; a user
+                   side whose file defines optimizer(parameters) trains with that instead (its
+                   own learning rate; learning_rate and optimizer are then not used)
     clip_max_norm  number > 0: clip_grad_norm_ to it after backward; null: no clipping
     log_interval   integer ≥ 1: steps between host reads of the metrics under avoid-sync
     dtype          optional, "float32" (default) or "float64": the dtype of the models, the
@@ -43,7 +50,12 @@ The case: DIR/engine-case.json
     sides          {name: side}; trickbench writes "reference" and "trick", any names are accepted
       model          {"kind": "cifar-resnet", "blocks_per_stage", "conv_bias"} or
                      {"kind": "gpt", "vocab_size", "context", "layers", "heads", "width", "dropout"}
-      weights        file in DIR with the side's initial weights under state_dict names
+                     or {"kind": "user", "dir"}: a user side, dir the absolute path of the folder
+                     `user_model.py prepare` wrote (its model.json is read with the case); the
+                     module is built again from model.json's SPEC (a file must still have the
+                     SHA-256 recorded there)
+      weights        file in DIR with the side's initial weights under state_dict names (a user
+                     side's: a copy of the prepared weights.safetensors, loaded strictly)
       tricks         list of trick ids applied on this side
       reference_for  null, or the trick whose "off" side this is where that is not the plain
                      baseline: only "debug-off" (anomaly detection on)
@@ -71,9 +83,10 @@ On start, after reading the case and its data, before building anything:
 Then one reply per request, in order:
     {"op": "build", "side": S}             -> {"ok": true} | {"not_applicable": reason}
         The side's model from its spec and weights on the device, its optimizer (train kind) and
-        its DataLoader (whose worker processes start here under loader-workers), its tricks
-        applied; then torch.manual_seed(seed). Each step takes the loader's next batch, which it
-        places on the device inside the step, so the loading is timed with it.
+        its DataLoader (whose worker processes start here under loader-workers; a user side's
+        prepared batches are held in memory instead), its tricks applied; then
+        torch.manual_seed(seed). Each step takes the loader's next batch (a user side: batch k
+        mod K), which it places on the device inside the step, so the loading is timed with it.
     {"op": "warm_up", "side": S, "steps": N}   (N ≥ 0)
                                            -> {"ok": true, "compile_s": seconds | null}
         Sets S's process-wide switches and runs N untimed steps (at least 1 under
@@ -83,7 +96,7 @@ Then one reply per request, in order:
                                            -> {"samples": int, "seconds": float, "host_reads": int}
         Sets S's switches, synchronises, times N steps with time.perf_counter, synchronises.
         samples: the samples the N steps took, as trickbench counts them: every target
-        (targets.numel(): images, or a GPT window's tokens);
+        (targets.numel(): images, a GPT window's tokens, or a user batch's targets);
         host_reads: the metric reads to the host (.item(), .tolist()) made in the window.
     {"op": "memory"}                       -> {"peak_allocated_bytes": int | null,
                                                "peak_reserved_bytes": int | null,
@@ -104,19 +117,22 @@ Then one reply per request, in order:
                                                "phases": [{"phase", "mean_ms"}], "samples_per_s"}
         Where a step's time goes: N untimed steps with a stamp where each phase begins (the
         host's clock on a CPU, CUDA events on the current stream on a GPU): batch-wait (the
-        DataLoader's next batch), host-to-device (its placing: copy, augmentation on the device,
-        float, standardisation, layout), forward (and the loss), backward, optimizer (zero_grad,
-        and clipping and the update), metrics, graph-replay (cuda-graphs: the copy into the static
-        inputs and the replay); each phase's mean milliseconds per step, in that order, those
-        entered only; samples_per_s over the window with the device synchronised at its edges.
+        DataLoader's next batch, or the next held batch), host-to-device (its placing: copy,
+        augmentation on the device, float, standardisation, dtype, layout), forward (and the
+        loss), backward, optimizer (zero_grad, and clipping and the update), metrics,
+        graph-replay (cuda-graphs: the copy into the static inputs and the replay); each phase's
+        mean milliseconds per step, in that order, those entered only; samples_per_s over the
+        window with the device synchronised at its edges.
     {"op": "loss", "side": S}              -> {"loss": float | null}
         The side's last training step's loss, read to the host here (null before its first
         step, and for the eval kind; an error if it is not finite, which JSON cannot carry).
     {"op": "inspect", "side": S}           -> facts about the side, for checks:
-        "model", "dtype"; "memory_format" of its 4-d weights, "activation_format" of its
-        convolutions' outputs (on batch 0, in eval mode under no_grad) and "input_format" of
+        "model" (its kind: "cifar-resnet" | "gpt" | "user"), "dtype"; "memory_format" of its 4-d
+        weights, "activation_format" of its convolutions' outputs (on batch 0, in eval mode under
+        no_grad; ResNet, or a user model with convolutions, else null) and "input_format" of
         batch 0: "channels_last" | "contiguous" | "strided" | "mixed" | null (nothing 4-d);
-        "conv_bias" (ResNet, else null); "attention": "written-out" | "sdpa" (GPT, else null);
+        "conv_bias" (ResNet, else null); "attention": "written-out" | "sdpa" (GPT; "sdpa" for a
+        user model that calls it; else null);
         "sdpa_backend": the forced backend's name | null; "optimizer": {"class", "fused",
         "foreach"} from its defaults | null (eval); "grads_after_zero_grad": "none" | "tensors" |
         "mixed" (it runs the side's zero_grad: harmless, every step starts with it) | null;
@@ -126,10 +142,12 @@ Then one reply per request, in order:
         now, by the last warm_up, window or profile of any side: "anomaly", "cudnn_benchmark",
         "matmul_tf32"; "loader": {"workers", "pinned", "zero_copy", "augment": "host" | "device" |
         null, "decoded": "once" | "every-batch" | null (packed images), "gathered": whether
-        batches are index_select-ed from the split}; "scripted": the TorchScript functions the
-        blocks call; "checkpointed"; "micro_batches"; "fp8_linears": how many; "cuda_graph":
-        whether the step is captured; "expandable_segments": the CUDA allocator's (null on a CPU
-        or before any allocation).
+        batches are index_select-ed from the split} (null on a user side: no DataLoader);
+        "scripted": the TorchScript functions the blocks call; "checkpointed"; "micro_batches";
+        "fp8_linears": how many; "cuda_graph": whether the step is captured;
+        "expandable_segments": the CUDA allocator's (null on a CPU or before any allocation);
+        and on a user side only, "biases_removed": the convolution biases no-bias-before-bn took
+        out.
     {"op": "profile", "side": S, "steps": N}   (N ≥ 1)
                                            -> {"ops": [sorted aten:: operator names]}
         A window of N steps run under torch.profiler, for checks of which kernels a side calls.
@@ -142,13 +160,17 @@ later request on it gets the same {"not_applicable": reason}.
 The step
 --------
 Train: the next batch from the side's DataLoader placed on the device (copied, converted to
-float and standardised there, as engine_loader.py says); optimizer.zero_grad(set_to_none=False);
-forward; mean cross-entropy on the logits
-reshaped (-1, classes) in float32 (the case's dtype if float64); backward; optional
-clip_grad_norm_; optimizer.step() (torch.optim.SGD, Adam or AdamW with PyTorch's default
-foreach/fused choice); then the loss and the count of correct predictions read on the host with
-.item() (2 host reads a step). Eval: model.eval(), forward with autograd recording, correct
-count summed on the device (no host reads). Baseline flags, set once at start:
+float and standardised there, as engine_loader.py says; a user side's held batch copied with
+.to(device), its floating tensors in the case's dtype, 4-d floating inputs channels_last under
+channels-last); optimizer.zero_grad(set_to_none=False); forward; mean cross-entropy on the logits
+reshaped (-1, classes) in float32 (the case's dtype if float64; a user side: its file's
+loss(output, targets) where it defines one, else that cross-entropy on the output as it comes);
+backward; optional clip_grad_norm_; optimizer.step() (torch.optim.SGD, Adam or AdamW with
+PyTorch's default foreach/fused choice, or a user file's own); then the loss and the count of
+correct predictions (the output's argmax over its last dimension equal to the target; on a user
+side only where the output is floating [*targets.shape, C] and the targets are integer, else 0)
+read on the host with .item() (2 host reads a step). Eval: model.eval(), forward with autograd
+recording, correct count summed on the device (no host reads). Baseline flags, set once at start:
 torch.backends.cuda.matmul.allow_tf32 False, torch.backends.cudnn.allow_tf32 True,
 torch.backends.cudnn.benchmark False, anomaly detection off.
 
@@ -165,8 +187,13 @@ The tricks
     zero-grad-none      zero_grad(set_to_none=True) (train)
     avoid-sync          loss and correct count summed on the device, read once per
                         log_interval steps (one .tolist()) (train)
-    fused-optimizer     the optimizer built with fused=True (train)
-    no-bias-before-bn   nothing at runtime: the side's spec has conv_bias false (ResNet)
+    fused-optimizer     the optimizer built with fused=True (train); a user file's optimizer
+                        rebuilt as its class on its parameter groups with its defaults and
+                        fused=True (not applicable where the class has no fused variant or
+                        refuses it)
+    no-bias-before-bn   nothing at runtime: the side's spec has conv_bias false (ResNet); on a
+                        user side user_model.remove_bias_before_batch_norm after the weights
+                        load
     no-grad-eval        evaluation under torch.no_grad() (eval)
     tf32                torch.backends.cuda.matmul.allow_tf32 True (CUDA, compute capability 8+)
     cudnn-benchmark     torch.backends.cudnn.benchmark True (CUDA, ResNet)
@@ -178,12 +205,14 @@ The tricks
     sdpa-math           SDPA with only the math backend (GPT)
     torch-compile       torch.compile(model) in its default mode; loss, zero_grad and the
                         optimizer step stay eager
-    loader-workers      DataLoader(num_workers=loader_workers)
-    pin-memory          DataLoader(pin_memory=True), .to(device, non_blocking=True) (CUDA)
+    loader-workers      DataLoader(num_workers=loader_workers) (a loader: images or text data)
+    pin-memory          DataLoader(pin_memory=True), .to(device, non_blocking=True) (a loader,
+                        CUDA)
     zero-copy           torch.from_numpy instead of torch.tensor; unaugmented batches gathered
-                        from the split held as one tensor
-    gpu-augment         the batch cropped and flipped on the device (ResNet)
-    packed-dataset      the case's image files decoded once at build (ResNet, encoded images)
+                        from the split held as one tensor (a loader)
+    gpu-augment         the batch cropped and flipped on the device (a loader, ResNet)
+    packed-dataset      the case's image files decoded once at build (a loader, ResNet, encoded
+                        images)
     jit-fusion          the pointwise chains as torch.jit.script functions (engine_tricks.py)
     checkpointing       torch.utils.checkpoint around each segment but the last (train)
     grad-accumulation   accumulation_micro_batches micro-batches per step (train)
@@ -191,7 +220,24 @@ The tricks
                         (every side of the case, or none) (CUDA)
     cuda-graphs         the whole step captured in a torch.cuda.CUDAGraph after three steps on a
                         side stream, then replayed (CUDA, train; Adam's capturable=True)
-    fp8-matmul          the GPT's projections through torch._scaled_mm (CUDA, capability 8.9+)
+    fp8-matmul          the GPT's projections through torch._scaled_mm (CUDA, capability 8.9+); a
+                        user model's every nn.Linear (exactly that class), its bias added after
+On a user side the conditions above on trickbench's own models (ResNet, GPT, dropout, encoded
+images) give way to these, checked first, on what model.json's features say the model is built
+of (the device's, the kind's and the loader's conditions stay):
+    channels-last, cudnn-benchmark   nn.Conv2d modules ("the model has no 2-d convolutions")
+    no-bias-before-bn   a convolution with a bias that feeds only a BatchNorm (or, where torch.fx
+                        could not trace the model, not applicable with what it said)
+    sdpa-flash, sdpa-cudnn, sdpa-mem-efficient, sdpa-math   a training step that calls
+                        scaled_dot_product_attention ("the model does not call ..."); the
+                        backend is forced around the model's own call, as for the GPT
+    fp8-matmul          nn.Linear modules
+    grad-accumulation   a batch whose samples split evenly into the micro-batches
+    flash-attention, jit-fusion, checkpointing   never: they rewrite trickbench's own models'
+                        code (flash-attention the GPT's attention, jit-fusion the reference
+                        models' pointwise chains, checkpointing their segments)
+and the loader tricks are never applicable there: "the model trains on prepared batches held in
+memory: there is no data loader". Every other trick applies as for the reference models.
 Cannot be combined here (not applicable, with the reason): cuda-graphs with amp, torch-compile or
 checkpointing; checkpointing or fp8-matmul with torch-compile.
 Not applied here (reported not applicable, "the PyTorch engine does not apply <id>"): ddp, and
@@ -232,6 +278,7 @@ import parity  # noqa: E402  (found through the path above)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
+import user_model  # noqa: E402
 
 CASE_FILE = "engine-case.json"
 CASE_FORMAT = 2
@@ -366,6 +413,7 @@ class SideSpec:
     weights: str
     tricks: tuple
     reference_for: str | None
+    user: user_model.Prepared | None  # a user side's prepared model, else None
 
 
 @dataclasses.dataclass
@@ -415,6 +463,9 @@ def read_case(directory):
         sides=read_sides(fields.object("sides"), directory),
     )
     fields.done()
+    users = {side.user is not None for side in case.sides.values()}
+    if users != {isinstance(case.data, user_model.BatchData)}:
+        raise CaseError(f'{file}: data.kind: "batches" is the data of user models, and every side must then be one')
     return case
 
 
@@ -459,12 +510,14 @@ def read_sides(fields, directory):
     sides = {}
     for name in fields.value:
         side = fields.object(name)
+        model = read_model(side.object("model"))
         sides[name] = SideSpec(
             name=name,
-            model=read_model(side.object("model")),
+            model=model,
             weights=side.file_in("weights", directory),
             tricks=read_tricks(side),
             reference_for=side.get("reference_for", lambda v: v is None or v in REFERENCE_FOR, 'null or "debug-off"'),
+            user=read_prepared(fields.file, side.path("model"), model),
         )
         side.done()
     fields.done()
@@ -472,7 +525,13 @@ def read_sides(fields, directory):
 
 
 def read_model(fields):
-    """A side's `model`: the ModelSpec of parity's case.json."""
+    """A side's `model`: the ModelSpec of parity's case.json, or a user model's prepared folder
+    (kind "user", read apart so that the reference models' messages stay theirs)."""
+    if fields.value.get("kind") == "user":
+        fields.read.add("kind")
+        spec = {"kind": "user", "dir": fields.get("dir", is_absolute_path, "the absolute path of a prepared folder")}
+        fields.done()
+        return spec
     kind = fields.choice("kind", ("cifar-resnet", "gpt"))
     if kind == "cifar-resnet":
         spec = {
@@ -491,6 +550,21 @@ def read_model(fields):
     return spec
 
 
+def is_absolute_path(value):
+    """An absolute path, as a string."""
+    return isinstance(value, str) and os.path.isabs(value)
+
+
+def read_prepared(file, where, model):
+    """The prepared model of a user side (its folder's model.json read), or None."""
+    if model["kind"] != "user":
+        return None
+    try:
+        return user_model.load(model["dir"])
+    except user_model.ModelError as e:
+        raise CaseError(f"{file}: {where}.dir: {e}") from None
+
+
 def read_tricks(fields):
     """A side's `tricks`: distinct trick ids."""
     tricks = fields.get(
@@ -503,21 +577,25 @@ def read_tricks(fields):
 
 def read_data(fields, directory):
     """The `data` object and the tensors of its file, validated (engine_loader's ImageData or
-    TextData)."""
-    kind = fields.choice("kind", ("images", "text"))
+    TextData, or user_model's BatchData: kind "batches", read apart so that the reference
+    models' messages stay theirs)."""
+    kind = "batches" if fields.value.get("kind") == "batches" else fields.choice("kind", ("images", "text"))
+    fields.read.add("kind")
     path = fields.file_in("file", directory)
     batches = fields.integer("batches", 1)
     if kind == "images":
         options = {key: fields.boolean(key) for key in ("augment", "standardise", "encoded")}
-    else:
+    elif kind == "text":
         context = fields.integer("context", 1)
     fields.done()
     tensors = parity_call(CaseError, parity.read_safetensors, path)
     try:
         if kind == "images":
             return engine_loader.image_data(tensors, path, batches, **options)
-        return engine_loader.text_data(tensors, path, batches, context)
-    except engine_loader.DataError as e:
+        if kind == "text":
+            return engine_loader.text_data(tensors, path, batches, context)
+        return user_model.batch_data(tensors, path, batches)
+    except (engine_loader.DataError, user_model.ModelError) as e:
         raise CaseError(str(e)) from None
 
 
@@ -558,6 +636,7 @@ class Settings:
 TRAINING = ("train", "it acts on training steps and this case evaluates")
 ATTENTION = ("gpt", "the ResNet has no attention")
 CUDA_GRAPH = ("cuda", "a CUDA graph records GPU kernel launches; a CPU step has none")
+LOADER = ("loader", "the model trains on prepared batches held in memory: there is no data loader")
 TRICKS = {
     "debug-off": ((), {}),
     "channels-last": ((("resnet", "the GPT has no 4-d image activations"),), {"channels_last": True}),
@@ -600,12 +679,16 @@ TRICKS = {
     ),
     "sdpa-math": ((ATTENTION,), {"attention": "sdpa", "sdpa_backend": SDPBackend.MATH}),
     "torch-compile": ((), {"compiled": True}),
-    "loader-workers": ((), {"workers": True}),
-    "pin-memory": ((("cuda", "pinned memory speeds host-to-GPU copies; there is no GPU"),), {"pinned": True}),
-    "zero-copy": ((), {"zero_copy": True}),
-    "gpu-augment": ((("resnet", "the GPT reads text windows, which are not augmented"),), {"device_augment": True}),
+    "loader-workers": ((LOADER,), {"workers": True}),
+    "pin-memory": ((LOADER, ("cuda", "pinned memory speeds host-to-GPU copies; there is no GPU")), {"pinned": True}),
+    "zero-copy": ((LOADER,), {"zero_copy": True}),
+    "gpu-augment": (
+        (LOADER, ("resnet", "the GPT reads text windows, which are not augmented")),
+        {"device_augment": True},
+    ),
     "packed-dataset": (
         (
+            LOADER,
             ("resnet", "the GPT reads one text, held in memory as tokens"),
             ("encoded", "the case's images are packed already: there are no image files to decode"),
         ),
@@ -636,8 +719,80 @@ CONFLICTS = (
 )
 
 
+# On a user side the conditions on trickbench's own models (MODEL_CONDITIONS) give way to these,
+# checked first: what the user's model is built of (model.json's features), and that trickbench
+# rewrites only its own models' code.
+MODEL_CONDITIONS = ("resnet", "gpt", "cuda-or-no-dropout", "encoded")
+CONVOLUTIONS = ("convolutions", "the model has no 2-d convolutions")
+SDPA = ("sdpa", "the model does not call scaled_dot_product_attention")
+USER_TRICKS = {
+    "channels-last": (CONVOLUTIONS,),
+    "cudnn-benchmark": (CONVOLUTIONS,),
+    "no-bias-before-bn": (("bias-before-bn", "the model has no convolution with a bias feeding only a BatchNorm"),),
+    "sdpa-flash": (SDPA,),
+    "sdpa-cudnn": (SDPA,),
+    "sdpa-mem-efficient": (SDPA,),
+    "sdpa-math": (SDPA,),
+    "flash-attention": (
+        (
+            "reference-model",
+            "it replaces trickbench's GPT's written-out attention; the model's attention is its own code",
+        ),
+    ),
+    "jit-fusion": (
+        (
+            "reference-model",
+            "it scripts the reference models' pointwise chains; trickbench does not rewrite the model's code",
+        ),
+    ),
+    "checkpointing": (("reference-model", "trickbench cannot cut the model's own forward into segments"),),
+    "grad-accumulation": (("divisible", "the batch's samples do not split evenly into the micro-batches"),),
+    "fp8-matmul": (("linears", "the model has no nn.Linear layers"),),
+}
+
+
+def needs_of(trick, spec):
+    """The conditions `trick` needs on side `spec`, with their reasons."""
+    needs = TRICKS[trick][0]
+    if spec.user is None:
+        return needs
+    return USER_TRICKS.get(trick, ()) + tuple(need for need in needs if need[0] not in MODEL_CONDITIONS)
+
+
+# The conditions of USER_TRICKS on the user's model and its batches.
+USER_CONDITIONS = ("convolutions", "bias-before-bn", "sdpa", "linears", "divisible")
+
+
+def meets_user(condition, case, spec):
+    """Whether a condition of USER_CONDITIONS holds for the user side `spec`."""
+    features = spec.user.features
+    if condition == "divisible":
+        return case.data.inputs[0].shape[0] % case.accumulation_micro_batches == 0
+    if condition == "bias-before-bn":
+        return features["bias_before_batch_norm"] > 0
+    if condition == "sdpa":
+        return features["sdpa"]
+    return features[condition] > 0
+
+
+def reason_for(condition, reason, spec):
+    """Why a side is not applicable when `condition` fails: `reason`, or where fx could not look
+    for biases before a BatchNorm in a user's model, what it said."""
+    note = spec.user.features["bias_before_batch_norm_note"] if spec.user is not None else None
+    if condition == "bias-before-bn" and note:
+        return f"no convolution with a bias feeding only a BatchNorm was found: {note}"
+    return reason
+
+
 def meets(condition, case, spec):
-    """Whether `condition` (a name in TRICKS) holds for a side of `case` with `spec`."""
+    """Whether `condition` (a name in TRICKS or USER_TRICKS) holds for a side of `case` with
+    `spec`."""
+    if spec.user is not None and condition in USER_CONDITIONS:
+        return meets_user(condition, case, spec)
+    if condition == "reference-model":
+        return spec.user is None
+    if condition == "loader":
+        return not isinstance(case.data, user_model.BatchData)
     if condition == "cuda":
         return case.device.type == "cuda"
     if condition == "cuda-or-no-dropout":
@@ -664,10 +819,10 @@ def settings_for(case, spec):
     for trick in spec.tricks:
         if trick not in TRICKS:
             raise NotApplicable(f"the PyTorch engine does not apply {trick}")
-        needs, sets = TRICKS[trick]
-        for condition, reason in needs:
+        for condition, reason in needs_of(trick, spec):
             if not meets(condition, case, spec):
-                raise NotApplicable(f"{trick}: {reason}")
+                raise NotApplicable(f"{trick}: {reason_for(condition, reason, spec)}")
+        sets = TRICKS[trick][1]
         for key, value in sets.items():
             if key in set_by and getattr(settings, key) != value:
                 raise NotApplicable(f"{set_by[key]} and {trick} both set {key}, differently")
@@ -676,7 +831,7 @@ def settings_for(case, spec):
     for first, second, why in CONFLICTS:
         if getattr(settings, first) and getattr(settings, second):
             raise NotApplicable(f"{set_by[first]} with {set_by[second]}: {why}")
-    if "no-bias-before-bn" in spec.tricks and spec.model["conv_bias"]:
+    if "no-bias-before-bn" in spec.tricks and spec.model.get("conv_bias"):
         raise RequestError(f"side {spec.name}: no-bias-before-bn needs model.conv_bias false, not true")
     return settings
 
@@ -764,18 +919,17 @@ class Side:
     def __init__(self, case, spec):
         self.case, self.spec = case, spec
         self.settings = settings = settings_for(case, spec)
-        module = build_module(spec.model, settings)
-        weights = parity_call(RequestError, parity.read_safetensors, spec.weights)
-        parity_call(RequestError, parity.load_weights, module, weights, spec.weights)
+        module, self.biases_removed = self.network()
         module = module.to(device=case.device, dtype=case.dtype)
         if settings.channels_last:
             module = module.to(memory_format=torch.channels_last)
         self.module = module.train(case.kind == "train")
         self.params = list(module.parameters())
+        self.loss_function = spec.user.loss() if spec.user is not None else None
         self.optimizer = None
         self.scaler = None
         if case.kind == "train":
-            self.optimizer = build_optimizer(case.optimizer, self.params, case.learning_rate, settings)
+            self.optimizer = self.build_optimizer()
             if settings.grad_scaler:
                 self.scaler = torch.amp.GradScaler("cuda")
         self.model = torch.compile(module) if settings.compiled else module
@@ -789,10 +943,61 @@ class Side:
         self.steps_done = 0
         self.marks = None
 
+    def network(self):
+        """The side's module on the CPU with its initial weights, and the biases that
+        no-bias-before-bn removed from a user's model (0 on other sides)."""
+        spec, settings = self.spec, self.settings
+        if spec.user is None:
+            module = build_module(spec.model, settings)
+            weights = parity_call(RequestError, parity.read_safetensors, spec.weights)
+            parity_call(RequestError, parity.load_weights, module, weights, spec.weights)
+            return module, 0
+        try:
+            module = spec.user.build()
+            spec.user.load_weights(module, spec.weights)
+        except user_model.ModelError as e:
+            raise RequestError(f"side {spec.name}: {e}") from None
+        removed = 0
+        if "no-bias-before-bn" in spec.tricks:
+            removed = user_model.remove_bias_before_batch_norm(module)
+        if settings.fp8:
+            engine_tricks.use_fp8_everywhere(module)
+        return module, removed
+
+    def build_optimizer(self):
+        """The case's optimizer, or on a user side whose file defines optimizer(parameters) that
+        one: rebuilt with fused=True under fused-optimizer (NotApplicable where its class has no
+        fused variant or refuses it) and capturable=True under cuda-graphs where it has that
+        option."""
+        case, settings = self.case, self.settings
+        make = self.spec.user.optimizer() if self.spec.user is not None else None
+        if make is None:
+            return build_optimizer(case.optimizer, self.params, case.learning_rate, settings)
+        optimizer = make(self.params)
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            got = f"{type(optimizer).__name__}, not a torch.optim.Optimizer"
+            raise RequestError(f"side {self.spec.name}: optimizer(parameters) returned {got}")
+        name, options = type(optimizer).__name__, {}
+        if settings.fused:
+            if "fused" not in optimizer.defaults:
+                raise NotApplicable(f"fused-optimizer: {name} has no fused variant")
+            options["fused"] = True
+        if settings.cuda_graphs and "capturable" in optimizer.defaults:
+            options["capturable"] = True
+        try:
+            return user_model.rebuilt(optimizer, options)
+        except (RuntimeError, ValueError, TypeError) as e:
+            if settings.fused:
+                raise NotApplicable(f"fused-optimizer: {name}: {parity.first_line(e)}") from None
+            raise
+
     def build_loader(self):
-        """The side's DataLoader and the training process's end of it, as its loader tricks ask;
-        NotApplicable where this Python cannot decode the case's image files."""
+        """The side's DataLoader and the training process's end of it, as its loader tricks ask
+        (on a user side the prepared batches held in memory); NotApplicable where this Python
+        cannot decode the case's image files."""
         s = self.settings
+        if isinstance(self.case.data, user_model.BatchData):
+            return user_model.BatchLoader(self.case.data, self.case.device, self.case.dtype, s.channels_last)
         pipeline = engine_loader.Pipeline(
             workers=self.case.loader_workers if s.workers else 0,
             pinned=s.pinned,
@@ -869,19 +1074,33 @@ class Side:
         return self.forward_backward(x, y) if self.micro_batches == 1 else self.accumulate(x, y)
 
     def forward_backward(self, x, y, scale=None):
-        """Forward, mean cross-entropy in float32 (the case's dtype if float64), backward of the
-        loss (times `scale`, and loss-scaled under amp); returns the loss and the correct count."""
+        """Forward, the loss (criterion), backward of the loss (times `scale`, and loss-scaled
+        under amp); returns the loss and the correct count."""
         self.enter("forward")
         with self.autocast():
             logits = self.forward(x)
-            loss_dtype = torch.float64 if self.case.dtype == torch.float64 else torch.float32
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).to(loss_dtype), y.reshape(-1))
+            loss = self.criterion(logits, y)
         self.enter("backward")
         backward = loss if scale is None else loss * scale
         if self.scaler is not None:
             backward = self.scaler.scale(backward)
         backward.backward()
-        return loss, (logits.argmax(-1) == y).sum()
+        return loss, self.count_correct(logits, y)
+
+    def criterion(self, logits, y):
+        """The step's loss: on a user side the file's loss(output, targets) or user_model's
+        cross-entropy; else mean cross-entropy on the logits reshaped (-1, classes) in float32
+        (the case's dtype if float64)."""
+        if self.loss_function is not None:
+            return self.loss_function(logits, y)
+        loss_dtype = torch.float64 if self.case.dtype == torch.float64 else torch.float32
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)).to(loss_dtype), y.reshape(-1))
+
+    def count_correct(self, logits, y):
+        """The batch's correct predictions, on the device (a user side: user_model.correct)."""
+        if self.spec.user is not None:
+            return user_model.correct(logits, y)
+        return (logits.argmax(-1) == y).sum()
 
     def accumulate(self, x, y):
         """grad-accumulation: forward and backward of each micro-batch in turn, its loss divided
@@ -946,7 +1165,7 @@ class Side:
             logits = self.model(x)
         self.eval_graph = logits.requires_grad
         self.enter("metrics")
-        self.correct_sum += (logits.argmax(-1) == y).sum()
+        self.correct_sum += self.count_correct(logits, y)
 
 
 def warm_up(side, steps):
@@ -1195,7 +1414,12 @@ def conv_activations(side):
 
 def inspect(side):
     """Facts about the side and the process-wide switches as set now, for checks."""
-    resnet = side.spec.model["kind"] == "cifar-resnet"
+    kind, user = side.spec.model["kind"], side.spec.user
+    resnet = kind == "cifar-resnet"
+    convolutions = resnet or (user is not None and user.features["convolutions"] > 0)
+    attention = side.settings.attention if kind == "gpt" else None
+    if user is not None and user.features["sdpa"]:
+        attention = "sdpa"
     optimizer = None
     grads = None
     if side.optimizer is not None:
@@ -1213,14 +1437,14 @@ def inspect(side):
     metrics = None
     if side.optimizer is not None:
         metrics = "every-step" if side.metrics.every_step else "every-log-interval"
-    return {
-        "model": side.spec.model["kind"],
+    facts = {
+        "model": kind,
         "dtype": str(side.case.dtype).removeprefix("torch."),
         "memory_format": layout(p for p in side.params if p.dim() == 4),
-        "activation_format": layout(conv_activations(side)) if resnet else None,
+        "activation_format": layout(conv_activations(side)) if convolutions else None,
         "input_format": layout([side.loader.first()[0]]),
         "conv_bias": side.spec.model["conv_bias"] if resnet else None,
-        "attention": None if resnet else side.settings.attention,
+        "attention": attention,
         "sdpa_backend": None if backend is None else backend.name,
         "optimizer": optimizer,
         "grads_after_zero_grad": grads,
@@ -1241,6 +1465,9 @@ def inspect(side):
         "cuda_graph": side.graph is not None,
         "expandable_segments": expandable_segments(side.case.device),
     }
+    if user is not None:
+        facts["biases_removed"] = side.biases_removed
+    return facts
 
 
 def scripted_functions(module):

@@ -15,6 +15,7 @@ use crate::device::{DeviceSpec, Hardware};
 use crate::engine::{default_python, probe_python, setup_python, Engine, EngineChoice, PytorchInfo};
 use crate::error::Error;
 use crate::measure::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
+use crate::results::model::UserModel;
 use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
 use crate::results::system::git_commit;
 use crate::tricks::{parse_trick_list, Trick};
@@ -82,8 +83,12 @@ pub struct InputPaths {
 /// A run as the user asks for it, before anything is checked.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
-    /// The workloads.
-    pub workload: WorkloadChoice,
+    /// The workloads (`None`: all of them, or none beside `model`).
+    pub workload: Option<WorkloadChoice>,
+    /// The user's own network, measured as a workload of its own (`--model SPEC`).
+    pub model: Option<String>,
+    /// Side of the square images made for a `model` without its own batches (`None`: 224).
+    pub image_size: Option<u32>,
     /// The tricks to measure.
     pub tricks: Vec<Trick>,
     /// The experimental design.
@@ -165,10 +170,7 @@ impl RunConfig {
     pub fn new(request: RunRequest) -> Result<Self, Error> {
         let device = request.device.resolve().map_err(|e| e.context("--device"))?;
         let (profile, profile_reason) = request.profile.pick(device, tch::Cuda::is_available());
-        let workloads = match request.workload {
-            WorkloadChoice::All => request.design.all_workloads().unwrap_or_else(|| profile.workloads()),
-            choice => choice.workloads(profile),
-        };
+        let workloads = run_workloads(&request, profile)?;
         check_flag_combinations(&request)?;
         let profiles = run_profiles(&request, profile, &workloads)?;
         if request.batch_size == Some(0) {
@@ -214,18 +216,26 @@ impl RunConfig {
     }
 
     /// One plan request per workload, with its family's settings and the flags; `missing_text`
-    /// says why the GPT cells cannot run, when their text is missing.
-    pub fn plan_requests(&self, missing_text: Option<&str>) -> Result<Vec<PlanRequest>, Error> {
+    /// says why the GPT cells cannot run, when their text is missing; `model` is the user's
+    /// prepared network, where the run measures one (it trains no time-to-accuracy cells).
+    pub fn plan_requests(
+        &self,
+        missing_text: Option<&str>,
+        model: Option<&UserModel>,
+    ) -> Result<Vec<PlanRequest>, Error> {
         let request = &self.request;
         let hardware = Hardware::probe(self.device);
         self.workloads
             .iter()
             .map(|&workload| {
                 let settings = self.profiles.of(workload.family())?;
+                let own_model = workload == WorkloadId::Model;
+                let trains_to_target = request.time_to_accuracy && !own_model;
                 Ok(PlanRequest {
-                    batch_size: request.batch_size.unwrap_or(settings.batch_size),
+                    batch_size: self.batch_size(workload.family())?,
                     seed: request.seed,
-                    time_to_accuracy_batch_size: request.time_to_accuracy.then_some(settings.tta.batch_size),
+                    time_to_accuracy_batch_size: trains_to_target.then_some(settings.tta.batch_size),
+                    model: model.filter(|_| own_model).cloned(),
                     has_images: request.inputs.images.is_some(),
                     missing_text: missing_text.map(str::to_owned),
                     engines: self.engines.clone(),
@@ -233,6 +243,11 @@ impl RunConfig {
                 })
             })
             .collect()
+    }
+
+    /// Samples per step of the throughput cells of `family`: `--batch-size`, else the profile's.
+    pub fn batch_size(&self, family: Family) -> Result<usize, Error> {
+        Ok(self.request.batch_size.unwrap_or(self.profiles.of(family)?.batch_size))
     }
 
     /// What the results record about run `id`, started at `started`, on `data` (and
@@ -270,8 +285,32 @@ impl RunConfig {
             ),
             shard: None,
             merged: None,
+            model: None,
         }
     }
+}
+
+/// The workloads of a run, in run order: those `--workload` names (all by default, none by
+/// default beside `--model`), then the user's model.
+fn run_workloads(request: &RunRequest, profile: ProfileName) -> Result<Vec<WorkloadId>, Error> {
+    let mut workloads = match (request.workload, &request.model) {
+        (None, Some(_)) => Vec::new(),
+        (None | Some(WorkloadChoice::All), _) => {
+            request.design.all_workloads().unwrap_or_else(|| profile.workloads())
+        }
+        (Some(choice), _) => choice.workloads(profile),
+    };
+    if let Some(spec) = &request.model {
+        if !request.design.measures_own_model() {
+            return Err(Error::Invalid(format!(
+                "--model {spec}: the {} design measures the reference workloads only; the ablation and stack \
+                 designs measure your model",
+                request.design
+            )));
+        }
+        workloads.push(WorkloadId::Model);
+    }
+    Ok(workloads)
 }
 
 /// The library's refusal of bad usage, `message` naming the flag.
@@ -425,7 +464,9 @@ mod tests {
     /// `trickbench run`'s defaults on the CPU with the quick profile.
     fn request() -> RunRequest {
         RunRequest {
-            workload: WorkloadChoice::All,
+            workload: Some(WorkloadChoice::All),
+            model: None,
+            image_size: None,
             tricks: vec![Trick::AvoidSync],
             design: Design::Ablation,
             profile: ProfileRequest::Named(ProfileName::Quick),
@@ -475,7 +516,7 @@ mod tests {
         assert_eq!((config.device, config.profile), (DeviceSpec::Cpu, ProfileName::Quick));
         assert_eq!(config.workloads, [WorkloadId::Resnet8, WorkloadId::GptMini]);
         assert_eq!(config.memory_budget_bytes, Some(config.profiles.run_wide().cpu_memory_budget_mib << 20));
-        let requests = config.plan_requests(Some("no text")).unwrap();
+        let requests = config.plan_requests(Some("no text"), None).unwrap();
         assert_eq!(requests.len(), 2);
         assert_eq!(requests[1].missing_text.as_deref(), Some("no text"));
         let data = DataInfo {

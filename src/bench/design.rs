@@ -93,6 +93,12 @@ impl Design {
         matches!(self, Design::Ablation | Design::Stack)
     }
 
+    /// Whether the design can measure the user's own model (`run --model`): those that measure on
+    /// both engines, as the model is.
+    pub fn measures_own_model(self) -> bool {
+        self.measures_on_engines()
+    }
+
     /// Whether every batch size of a cell comes from a probe (so its cells must share the probe's
     /// machine in a sharded run).
     pub fn probes_every_batch(self) -> bool {
@@ -153,7 +159,7 @@ impl Design {
         // The probe doubles the batch up to what the training split can fill.
         let probe_cap = match request.workloads[0].family() {
             Family::CifarResnet => train_samples.min(PROBE_MAX_BATCH),
-            Family::CharGpt => PROBE_MAX_BATCH,
+            Family::CharGpt | Family::UserModel => PROBE_MAX_BATCH,
         };
         match self {
             Design::BatchSweep => {

@@ -8,6 +8,7 @@ use crate::bench::config::{RunConfig, WorkloadChoice};
 use crate::data::text::TextCorpus;
 use crate::data::{cifar, import, synth};
 use crate::error::Error;
+use crate::results::model::UserModel;
 use crate::results::schema::DataInfo;
 use crate::workloads::build::gpt_context;
 use crate::workloads::{Family, WorkloadId};
@@ -63,9 +64,13 @@ impl TextSource {
 }
 
 /// The data the workloads of `config` train on: CIFAR-10 (or synthetic data) for the ResNets, the
-/// text file for the GPTs, each cut to its family's settings; `note` tells the user what was
-/// substituted.
-pub fn resolve_inputs(config: &RunConfig, note: &dyn Fn(&str)) -> Result<Inputs, Error> {
+/// text file for the GPTs, each cut to its family's settings, and the batches of the user's
+/// `model`; `note` tells the user what was substituted.
+pub fn resolve_inputs(
+    config: &RunConfig,
+    model: Option<&UserModel>,
+    note: &dyn Fn(&str),
+) -> Result<Inputs, Error> {
     let (profiles, workloads, paths) = (&config.profiles, &config.workloads, &config.request.inputs);
     let mut datasets = Vec::new();
     let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
@@ -85,15 +90,29 @@ pub fn resolve_inputs(config: &RunConfig, note: &dyn Fn(&str)) -> Result<Inputs,
         TextSource::NotNeeded
     } else {
         let held_out = profiles.of(Family::CharGpt)?.test_samples;
-        let optional = config.request.workload == WorkloadChoice::All;
+        let optional = matches!(config.request.workload, None | Some(WorkloadChoice::All));
         resolve_text(&paths.text, optional, held_out, &gpts, note)?
     };
     if let TextSource::Found { info, .. } = &text {
         datasets.push(info.clone());
     }
+    datasets.extend(model.map(model_batches));
     let mut datasets = datasets.into_iter();
     let data = datasets.next().ok_or_else(|| Error::Invalid("no dataset to describe".to_owned()))?;
     Ok(Inputs { data_dir, text, data, more_data: datasets.collect() })
+}
+
+/// The batches the user's `model` trains on, as a dataset: made by its file's `batch()`, or
+/// random images (synthetic).
+fn model_batches(model: &UserModel) -> DataInfo {
+    DataInfo {
+        name: format!("{} batches", model.name),
+        path: model.spec.clone(),
+        synthetic: model.image_size.is_some(),
+        train_samples: model.batches * model.samples_per_batch,
+        test_samples: 0,
+        sample_unit: model.sample_unit.name().to_owned(),
+    }
 }
 
 /// The text the GPT workloads `gpts` train on: `path` read and checked now (UTF-8, not binary,

@@ -21,3 +21,4 @@ pub mod session;
 pub mod shard;
 pub mod speedrun;
 pub mod trace;
+pub mod user_model;

@@ -72,6 +72,9 @@ pub struct ProfileOverrides {
     /// The GPTs' own settings, over the top level's.
     #[serde(default)]
     pub gpt: FamilyOverrides,
+    /// The user's model's own settings (`run --model`), over the top level's.
+    #[serde(default)]
+    pub model: FamilyOverrides,
 }
 
 /// Values that replace one family's workload settings (`None`: as before).
@@ -138,8 +141,14 @@ impl ProfileOverrides {
         match family {
             Family::CifarResnet => &self.resnet,
             Family::CharGpt => &self.gpt,
+            Family::UserModel => &self.model,
         }
     }
+}
+
+/// How many of `families` train to a target (the user's model does not).
+fn trained_families(families: &[Family]) -> usize {
+    families.iter().filter(|&&f| f != Family::UserModel).count()
 }
 
 /// A run's profile for each family it trains, with the profile file's and the flags' values.
@@ -157,7 +166,7 @@ impl RunProfiles {
             return Err(Error::Invalid("a run needs at least one workload".to_owned()));
         }
         for layer in layers {
-            if let Some(target) = layer.time_to_accuracy.target.filter(|_| families.len() > 1) {
+            if let Some(target) = layer.time_to_accuracy.target.filter(|_| trained_families(families) > 1) {
                 return Err(Namer::new(&layer.source, "time_to_accuracy.").refuse(
                     "target",
                     target,

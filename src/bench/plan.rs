@@ -9,9 +9,10 @@ use crate::bench::profile::Profile;
 use crate::device::Hardware;
 use crate::engine::Engine;
 use crate::results::analysis::{is_compared, reference_position};
+use crate::results::model::UserModel;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Pairing, Trick, TrickSet};
-use crate::workloads::{Family, WorkloadId};
+use crate::workloads::{user, Family, WorkloadId};
 
 /// One process of a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +79,9 @@ pub struct PlanRequest {
     /// The engines the cells train on, libtorch first: each throughput cell is planned on every
     /// one of them ([`Plan::on_engines`]).
     pub engines: Vec<Engine>,
+    /// The user's own network, where the `model` workload is planned: what it is built of and
+    /// whether it was exported decide which of its cells can run.
+    pub model: Option<UserModel>,
 }
 
 impl PlanRequest {
@@ -103,6 +107,7 @@ impl PlanRequest {
             max_batch_size: None,
             missing_text: None,
             engines: vec![Engine::Libtorch],
+            model: None,
         }
     }
 }
@@ -378,8 +383,24 @@ fn why_not(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) -> Option<St
     let missing_text = request.missing_text.as_ref().filter(|_| key.workload.family() == Family::CharGpt);
     missing_text
         .cloned()
+        .or_else(|| own_model_refusal(request, key, tricks))
         .or_else(|| tricks.not_applicable_reason_on(key.engine, key.workload, &request.hardware))
         .or_else(|| key.tricks.missing_source_reason(request.has_images))
+}
+
+/// Why the cell `key` of the user's model cannot run with `tricks`, if it cannot: its engine
+/// cannot train the model, or a trick does not fit what the model is.
+fn own_model_refusal(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) -> Option<String> {
+    let model = request.model.as_ref().filter(|_| key.workload == WorkloadId::Model)?;
+    if key.kind == CellKind::TimeToAccuracy {
+        return Some(format!(
+            "{}: time to accuracy needs a held-out set and a target; trickbench measures your model's \
+             throughput and memory",
+            model.name
+        ));
+    }
+    user::engine_refusal(model, key.engine)
+        .or_else(|| tricks.iter().find_map(|t| user::not_applicable(model, t, key.engine)))
 }
 
 /// The phase a trick's metric is measured in.
@@ -597,6 +618,48 @@ mod tests {
         );
         let amp = &plan.cells[5];
         assert!(amp.not_applicable.as_deref().unwrap().contains("needs a CUDA GPU"));
+    }
+
+    #[test]
+    fn a_users_model_is_planned_on_both_engines_by_what_it_is_and_without_an_export_on_pytorch_only() {
+        let mut model = crate::results::model::fixtures::cnn();
+        let quick = ProfileName::Quick.settings(Family::UserModel);
+        let tricks = vec![Trick::ChannelsLast, Trick::SdpaMath, Trick::Checkpointing, Trick::OneCycle];
+        let mut request =
+            PlanRequest::new(vec![WorkloadId::Model], tricks, Hardware::probe(DeviceSpec::Cpu), &quick);
+        request.engines = vec![Engine::Libtorch, Engine::Pytorch];
+        request.time_to_accuracy_batch_size = None;
+        request.model = Some(model.clone());
+        let reasons = |request: &PlanRequest| -> Vec<(String, Option<String>)> {
+            Plan::ablation(request)
+                .cells
+                .into_iter()
+                .map(|c| (c.key.id().to_string(), c.not_applicable))
+                .collect()
+        };
+        let planned = reasons(&request);
+        let reason =
+            |id: &str| planned.iter().find(|(i, _)| i == id).unwrap_or_else(|| panic!("{id}")).1.clone();
+        for suffix in ["", "@pytorch"] {
+            assert_eq!(reason(&format!("model/baseline/b32/s0/train{suffix}")), None);
+            assert_eq!(reason(&format!("model/channels-last/b32/s0/train{suffix}")), None);
+            let sdpa = reason(&format!("model/sdpa-math/b32/s0/train{suffix}")).unwrap();
+            assert!(sdpa.contains("does not call scaled_dot_product_attention"), "{sdpa}");
+            assert!(reason(&format!("model/checkpointing/b32/s0/train{suffix}"))
+                .unwrap()
+                .starts_with("cnn.py: "));
+        }
+        let tta = reason("model/one-cycle/b32/s0/tta").unwrap();
+        assert!(tta.contains("time to accuracy needs a held-out set"), "{tta}");
+        model.export =
+            crate::results::model::Export { method: None, loss_float64: None, reason: Some("x".into()) };
+        request.model = Some(model);
+        let planned = reasons(&request);
+        let reason = |id: &str| planned.iter().find(|(i, _)| i == id).unwrap().1.clone();
+        assert!(reason("model/baseline/b32/s0/train")
+            .unwrap()
+            .contains("could not be exported to TorchScript"));
+        assert_eq!(reason("model/channels-last/b32/s0/train@pytorch"), None);
     }
 
     #[test]

@@ -48,12 +48,14 @@ impl ProfileName {
         match family {
             Family::CifarResnet => self.cifar_resnet(),
             Family::CharGpt => self.char_gpt(),
+            Family::UserModel => self.user_model(),
         }
     }
 
     /// The profile's member of `family` (what `--workload resnet` or `--workload gpt` runs).
     pub fn workload(self, family: Family) -> WorkloadId {
         match (family, self) {
+            (Family::UserModel, _) => WorkloadId::Model,
             (Family::CifarResnet, ProfileName::Smoke | ProfileName::Quick) => WorkloadId::Resnet8,
             (Family::CifarResnet, ProfileName::Standard | ProfileName::Full) => WorkloadId::Resnet56,
             (Family::CharGpt, ProfileName::Smoke | ProfileName::Quick) => WorkloadId::GptMini,
@@ -64,6 +66,18 @@ impl ProfileName {
     /// The workloads `--workload all` runs: the profile's ResNet, then its GPT.
     pub fn workloads(self) -> Vec<WorkloadId> {
         vec![self.workload(Family::CifarResnet), self.workload(Family::CharGpt)]
+    }
+
+    /// The settings of a user's model: the ResNets' protocol, at 32 samples a step in the CPU
+    /// profiles (a network of the user's is usually larger than ResNet-8) and 128 on a GPU; no
+    /// data subsets, as its batches are prepared, and no time-to-accuracy training.
+    fn user_model(self) -> Profile {
+        let resnet = self.cifar_resnet();
+        let batch_size = match self {
+            ProfileName::Smoke | ProfileName::Quick => 32,
+            ProfileName::Standard | ProfileName::Full => 128,
+        };
+        Profile { batch_size, train_samples: None, test_samples: None, ..resnet }
     }
 
     /// The CIFAR ResNet settings.

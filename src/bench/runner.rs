@@ -98,6 +98,8 @@ pub struct RunSpec {
     /// The socket of the run's PyTorch engine fork server, handed to the cells (`None`: each
     /// cell of the PyTorch engine starts its own Python).
     pub pytorch_server: Option<PathBuf>,
+    /// The folder the user's model was prepared in (`run --model`), handed to its cells.
+    pub model_dir: Option<PathBuf>,
 }
 
 /// Runs the plan (the cells of its shard only, when `spec.info.shard` names one) and returns the
@@ -215,6 +217,7 @@ fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
             .flatten(),
         python: spec.python.clone(),
         pytorch_server: spec.pytorch_server.clone(),
+        model_dir: (key.workload == WorkloadId::Model).then(|| spec.model_dir.clone()).flatten(),
     }
 }
 
@@ -273,7 +276,8 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
 }
 
 /// What of `existing` a run described by `info` would measure differently: the profile, design,
-/// device, protocol, settings of the families, or shard.
+/// device, protocol, settings of the families, shard, or the user's model (a file that changed
+/// since the run began would mix two networks).
 fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
     [
         ("profile", existing.profile == info.profile),
@@ -282,6 +286,7 @@ fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
         ("protocol", existing.protocol == info.protocol),
         ("settings", existing.profile_settings.families == info.profile_settings.families),
         ("shard", existing.shard == info.shard),
+        ("model", existing.model == info.model),
     ]
     .into_iter()
     .filter_map(|(what, same)| (!same).then_some(what))

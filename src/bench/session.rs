@@ -15,15 +15,19 @@ use crate::bench::progress::Progress;
 use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
 use crate::bench::speedrun::{load_evidence, Evidence};
-use crate::engine::Engine;
+use crate::bench::user_model::{Preparation, DEFAULT_IMAGE_SIZE};
+use crate::engine::{probe_python, Engine};
 use crate::error::Error;
+use crate::results::model::UserModel;
 use crate::results::schema::{profile_text, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
 use crate::summary::workload_table;
-use crate::workloads::WorkloadId;
+use crate::workloads::{Family, WorkloadId};
 
 /// Where the cell processes' job and output files are kept, inside the output folder.
 const SCRATCH_DIR: &str = ".cells";
+/// Where the user's model is prepared, inside the output folder (removed when the run ends).
+const MODEL_DIR: &str = "model";
 
 /// A run that has measured every cell it could.
 #[derive(Debug)]
@@ -60,16 +64,19 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         progress.note(&format!("note: {why}"));
     }
     let evidence = load_evidence("--from", &config.request.from, config.device)?;
-    let inputs = resolve_inputs(config, &|line| progress.note(line))?;
-    let requests = config.plan_requests(inputs.text.missing())?;
-    if let Some(glob) = &config.request.trace {
-        glob.check(&design.known_plan(&requests))?;
-    }
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{design}", started.format("%Y%m%d-%H%M%S"), config.profile);
     let out_dir = config.request.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
     let id = out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned());
+    let lock = hold_output(&out_dir)?;
+    let model = prepare_model(config, &out_dir, progress)?;
+    let inputs = resolve_inputs(config, model.as_ref(), &|line| progress.note(line))?;
+    let requests = config.plan_requests(inputs.text.missing(), model.as_ref())?;
+    if let Some(glob) = &config.request.trace {
+        glob.check(&design.known_plan(&requests))?;
+    }
     let mut info = config.run_info(id, started, inputs.data, inputs.more_data);
+    info.model = model;
     if let Some(shard) = config.request.shard {
         let record = shard_record(shard, &info, &config.workloads, &design.known_plan(&requests))?;
         let units = record.units_of(shard.index).len();
@@ -100,6 +107,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         speedrun: Vec::new(),
         python: Some(config.python.clone()),
         pytorch_server: server.as_ref().map(|s| s.socket().to_path_buf()),
+        model_dir: config.request.model.as_ref().map(|_| out_dir.join(MODEL_DIR)),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())
@@ -107,14 +115,64 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     if let Some(mib) = config.request.memory_limit_mib {
         executor = executor.with_memory_limit(mib << 20);
     }
-    let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress, results: None, evidence, _server: server };
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
     let _ = std::fs::remove_dir(out_dir.join(SCRATCH_DIR));
+    // The prepared model (weights, exports, batches) is made again by every run or resume.
+    let _ = std::fs::remove_dir_all(out_dir.join(MODEL_DIR));
     Ok(FinishedRun { results, out_dir, shown, lock })
+}
+
+/// Prepares the user's model of `config` (`run --model`), if it has one, in `out_dir`'s
+/// [`MODEL_DIR`], with the Python of the PyTorch engine: its description, weights, batches and
+/// TorchScript export. A bad SPEC fails here, before anything is measured or written.
+fn prepare_model(
+    config: &RunConfig,
+    out_dir: &Path,
+    progress: &mut Progress,
+) -> Result<Option<UserModel>, Error> {
+    let Some(spec) = &config.request.model else {
+        return Ok(None);
+    };
+    if config.pytorch.is_none() {
+        probe_python(&config.python).map_err(|why| {
+            Error::Invalid(format!(
+                "--model {spec}: your model is built by a Python with torch, and {why} (pass --python PATH, or run \
+                 `make setup` for .venv/bin/python)"
+            ))
+        })?;
+    }
+    progress.note(&format!("preparing {spec}: building it, its batches and its TorchScript export"));
+    let preparation = Preparation {
+        spec: spec.clone(),
+        python: config.python.clone(),
+        batch_size: config.batch_size(Family::UserModel)?,
+        image_size: config.request.image_size.unwrap_or(DEFAULT_IMAGE_SIZE),
+        seed: config.request.seed,
+    };
+    let model = preparation.prepare(&out_dir.join(MODEL_DIR))?;
+    progress.note(&model_line(&model));
+    Ok(Some(model))
+}
+
+/// The user's model in one line: its class, parameters, FLOPs and export.
+fn model_line(model: &UserModel) -> String {
+    let flops = model
+        .flops_per_sample
+        .map_or_else(String::new, |f| format!(", {:.3} GFLOPs a sample forward", f / 1e9));
+    let export = match model.export.method {
+        Some(method) => format!("exported to TorchScript by {}", method.name()),
+        None => "not exported: measured on the PyTorch engine only".to_owned(),
+    };
+    format!(
+        "model: {} ({}, {:.2} M parameters{flops}), {export}",
+        model.name,
+        model.class,
+        model.parameters as f64 / 1e6
+    )
 }
 
 /// Locks `out_dir` for as long as the returned lock lives, so that a second run (or merge) into

@@ -260,6 +260,7 @@ mod tests {
             },
             shard: None,
             merged: None,
+            model: None,
         }
     }
 

@@ -36,6 +36,8 @@ fn request(args: &RunArgs) -> RunRequest {
     let training = &args.training;
     RunRequest {
         workload: args.workload,
+        model: args.model.clone(),
+        image_size: args.image_size,
         tricks: args.tricks.0.clone(),
         design: args.design,
         profile: training.profile,

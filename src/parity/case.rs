@@ -55,6 +55,11 @@ pub enum ModelSpec {
         /// Dropout probability in training.
         dropout: f64,
     },
+    /// The user's own network, prepared in a folder ([`crate::bench::user_model`]).
+    User {
+        /// The prepared folder, absolute.
+        dir: std::path::PathBuf,
+    },
 }
 
 impl ModelSpec {
@@ -217,8 +222,14 @@ impl ExportRequest {
             paired_with: None,
             python: None,
             pytorch_server: None,
+            model_dir: None,
         }
     }
+}
+
+/// The refusal of a parity case for `workload`, which is not a reference workload.
+pub fn not_a_reference(workload: WorkloadId) -> Error {
+    Error::Invalid(format!("parity compares the reference workloads' steps; {workload} is not one of them"))
 }
 
 /// Writes the case of `request` into `dir`: the baseline cell's initial weights (built from the
@@ -248,6 +259,7 @@ pub fn export(request: &ExportRequest, dir: &Path) -> Result<ParityCase, Error> 
             let spec = ModelSpec::of_gpt(model.config());
             (spec, named_cpu_tensors(&model))
         }
+        Family::UserModel => return Err(not_a_reference(request.workload)),
     };
     let weights_path = dir.join(WEIGHTS_FILE);
     Tensor::write_safetensors(&weights, &weights_path)

@@ -155,9 +155,9 @@ pub fn run(dir: &Path, mode: SideMode, stack: &TrickSet) -> Result<SideOutput, E
         Family::CharGpt => {
             let vocab_size = match case.model {
                 case::ModelSpec::Gpt { vocab_size, .. } => vocab_size as usize,
-                case::ModelSpec::CifarResnet { .. } => {
+                case::ModelSpec::CifarResnet { .. } | case::ModelSpec::User { .. } => {
                     return Err(Error::Invalid(format!(
-                        "{}: {} is a GPT but the case describes a ResNet",
+                        "{}: {} is a GPT but the case describes another network",
                         dir.join(case::CASE_FILE).display(),
                         case.key.workload
                     )))
@@ -166,6 +166,7 @@ pub fn run(dir: &Path, mode: SideMode, stack: &TrickSet) -> Result<SideOutput, E
             let model = build::gpt_for(&case.key, vocab_size, device.tch())?;
             replay(model, &case, dir, &recipe, &batches, mode, &mut output)?;
         }
+        Family::UserModel => return Err(case::not_a_reference(case.key.workload)),
     }
     Ok(output)
 }

@@ -122,7 +122,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             status: model::status_label(&cell.status),
             status_detail: model::status_detail(cell),
             processes: cell.processes.len(),
-            sample_unit: g.workload.family().sample_unit(),
+            sample_unit: g.sample_unit(),
             throughput_median_samples_per_s: t.map(|t| t.median_samples_per_s),
             throughput_ci_low_samples_per_s: t.map(|t| t.ci_low_samples_per_s),
             throughput_ci_high_samples_per_s: t.map(|t| t.ci_high_samples_per_s),

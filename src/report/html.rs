@@ -304,7 +304,7 @@ fn cell_view(report: &Report, g: &model::Group, e: &model::Entry, traces: &[Trac
         throughput: c.throughput.map_or_else(
             || "—".to_owned(),
             |t| {
-                let unit = g.workload.family().sample_unit();
+                let unit = g.sample_unit();
                 let (median, low, high) =
                     (t.median_samples_per_s, t.ci_low_samples_per_s, t.ci_high_samples_per_s);
                 format!("{median:.1} [{low:.1}, {high:.1}] {unit}/s")

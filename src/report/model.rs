@@ -9,6 +9,7 @@ use crate::device::DeviceSpec;
 use crate::engine::Engine;
 use crate::report::plots::Rgb;
 use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
+use crate::results::model::UserModel;
 use crate::results::schema::{
     time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,
 };
@@ -58,6 +59,8 @@ pub(crate) struct Entry<'a> {
 pub(crate) struct Group<'a> {
     /// The workload.
     pub workload: WorkloadId,
+    /// The user's network, for the `model` workload.
+    pub model: Option<&'a UserModel>,
     /// The device measured.
     pub device: DeviceSpec,
     /// A readable name of the device and machine.
@@ -81,16 +84,23 @@ impl<'a> Report<'a> {
                 let device = r.run.device;
                 let profile = r.run.profile.id();
                 let device_name = device_name(r);
+                let model = r.run.model.as_ref().filter(|_| workload == WorkloadId::Model);
                 match groups.iter_mut().find(|g| {
                     g.workload == workload
+                        && g.model.map(|m| &m.name) == model.map(|m| &m.name)
                         && g.device == device
                         && g.profile == profile
                         && g.device_name == device_name
                 }) {
                     Some(g) => g.entries.push(entry),
-                    None => {
-                        groups.push(Group { workload, device, device_name, profile, entries: vec![entry] })
-                    }
+                    None => groups.push(Group {
+                        workload,
+                        model,
+                        device,
+                        device_name,
+                        profile,
+                        entries: vec![entry],
+                    }),
                 }
             }
         }
@@ -135,14 +145,24 @@ impl<'a> Report<'a> {
 }
 
 impl Group<'_> {
+    /// The workload's name: its id, or the user's model's name (`torchvision:resnet18`).
+    pub fn name(&self) -> &str {
+        self.model.map_or(self.workload.id(), |m| m.name.as_str())
+    }
+
+    /// What a sample of the workload is, plural: the unit of its throughput.
+    pub fn sample_unit(&self) -> &'static str {
+        self.model.map_or(self.workload.family().sample_unit(), |m| m.sample_unit.name())
+    }
+
     /// "resnet20 · cpu on host · quick profile".
     pub fn title(&self) -> String {
-        format!("{} · {} · {} profile", self.workload, self.device_name, self.profile)
+        format!("{} · {} · {} profile", self.name(), self.device_name, self.profile)
     }
 
     /// A file-name-safe identifier: `resnet20-cpu-host-quick`.
     pub fn slug(&self) -> String {
-        slug(&format!("{}-{}-{}", self.workload, self.device_name, self.profile))
+        slug(&format!("{}-{}-{}", self.name(), self.device_name, self.profile))
     }
 
     /// What memory comparisons use on this device.

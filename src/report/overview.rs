@@ -8,6 +8,7 @@ use crate::bench::design::Design;
 use crate::engine::Engine;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::report::phases;
+use crate::results::model::UserModel;
 use crate::results::schema::{
     CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, Phase, Results,
     TtaSummary,
@@ -21,6 +22,9 @@ pub(crate) struct Overview {
     pub title: String,
     /// An HTML id for the group.
     pub slug: String,
+    /// What the user's model is (its source, class, size, inputs and export); `None` for a
+    /// reference workload.
+    pub model: Option<String>,
     /// The conclusion in one sentence.
     pub sentence: String,
     /// The baseline's throughput and peak memory in absolute units.
@@ -120,6 +124,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
     Overview {
         title: g.title(),
         slug: g.slug(),
+        model: g.model.map(model_text),
         sentence: sentence(&rows, &not_applicable, leave_one_out),
         baseline,
         noise: noise_lines(results, g),
@@ -129,6 +134,47 @@ fn overview(results: &[Results], g: &Group) -> Overview {
         leave_one_out,
         two_engines: g.has_several_engines(),
     }
+}
+
+/// The user's model in a sentence: what it is, how big, what it reads, what it is built of and
+/// how the libtorch engine trains it.
+pub(crate) fn model_text(m: &UserModel) -> String {
+    let source = match (&m.file, &m.package) {
+        (Some(file), _) => format!("{} in {}", m.function.as_deref().unwrap_or("model"), file.display()),
+        (None, Some(package)) => format!("{} {}", package.name, package.version),
+        (None, None) => m.spec.clone(),
+    };
+    let flops = m.flops_per_sample.map_or_else(
+        || "FLOPs not counted".to_owned(),
+        |f| format!("{:.3} GFLOPs a sample forward (PyTorch's FlopCounterMode)", f / 1e9),
+    );
+    let f = &m.features;
+    let export = match (m.export.method, &m.export.reason) {
+        (Some(method), _) => format!("libtorch trains its {} export", method.name()),
+        (None, reason) => format!(
+            "not exported to TorchScript ({}), so measured on the PyTorch engine only",
+            reason.as_deref().unwrap_or("no reason recorded")
+        ),
+    };
+    format!(
+        "{}: {} from {source}, {:.2} M parameters, {flops}; batches of {:?} {} inputs, {} {} per batch; {} \
+         convolutions ({} with a bias before a BatchNorm), {} linears, {}; {export}.",
+        m.name,
+        m.class,
+        m.parameters as f64 / 1e6,
+        m.inputs.shape,
+        m.inputs.dtype,
+        m.samples_per_batch,
+        m.sample_unit.name(),
+        f.convolutions,
+        f.bias_before_batch_norm,
+        f.linears,
+        if f.sdpa {
+            "attention through scaled_dot_product_attention"
+        } else {
+            "no scaled_dot_product_attention"
+        },
+    )
 }
 
 /// Whether `e` is a throughput cell of `phase`.
@@ -328,7 +374,7 @@ fn every_trick_text(g: &Group) -> Option<String> {
         .map(|c| &c.baseline)
         .find(|id| g.entries.iter().any(|x| x.cell.id() == **id && x.cell.key.tricks.len() >= 2))?;
     let full = g.entries.iter().find(|x| x.cell.id() == *full_id)?;
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     let throughput = full.cell.throughput?;
     let mut text = format!(
         "With all {} tricks: {:.0} {unit}/s",
@@ -445,7 +491,7 @@ fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
 
 /// "Baseline: 410 images/s [400, 420] at batch 128; peak memory 123 MiB (peak CPU tensor memory)."
 fn baseline_text(results: &[Results], g: &Group) -> String {
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     let engine = if g.has_several_engines() { Engine::Pytorch } else { g.entries[0].cell.key.engine };
     let Some(cell) = baseline_of(g, engine) else {
         return "No baseline throughput cell in these results.".to_owned();
@@ -503,7 +549,7 @@ fn baseline_of<'a>(g: &'a Group, engine: Engine) -> Option<&'a CellResult> {
 fn python_overhead_text(results: &[Results], g: &Group) -> Option<String> {
     let median = |engine| baseline_of(g, engine)?.throughput.map(|t| t.median_samples_per_s);
     let (pytorch, libtorch) = (median(Engine::Pytorch)?, median(Engine::Libtorch)?);
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     let ratio = pytorch / libtorch;
     let floor = |engine: Engine| {
         let file = &results[g.entries.first()?.file];

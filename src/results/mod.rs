@@ -3,6 +3,7 @@
 pub mod analysis;
 pub mod merge;
 pub mod migrate;
+pub mod model;
 pub mod quality;
 pub mod schema;
 pub mod store;

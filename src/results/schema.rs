@@ -269,9 +269,21 @@ pub struct RunInfo {
     /// The shards this file was merged from (`trickbench merge`); `None` unless merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeRecord>,
+    /// The user's own network, measured as the `model` workload (`run --model`); `None` when the
+    /// run measured reference workloads only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::results::model::UserModel>,
 }
 
 impl RunInfo {
+    /// The name of `workload` in this run: its id, or the user's model's name for `model`.
+    pub fn workload_name(&self, workload: WorkloadId) -> &str {
+        match &self.model {
+            Some(model) if workload == WorkloadId::Model => &model.name,
+            _ => workload.id(),
+        }
+    }
+
     /// Every dataset of the run, the first one first.
     pub fn datasets(&self) -> impl Iterator<Item = &DataInfo> {
         std::iter::once(&self.data).chain(&self.more_data)

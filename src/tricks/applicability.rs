@@ -55,9 +55,15 @@ pub enum Need {
 }
 
 impl Need {
-    /// Why this need is not met for `workload` on `hardware`, if it is not.
+    /// Why this need is not met for `workload` on `hardware`, if it is not. The needs of what a
+    /// network is built of are the reference workloads' here: the user's model is judged by its
+    /// features ([`crate::workloads::user::not_applicable`]).
     pub fn unmet_reason(self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
         let about = |text: &str| text.replace("{workload}", workload.id());
+        let of_the_network = matches!(self, Need::Cnn(_) | Need::Transformer(_) | Need::CudaForDropout(_));
+        if of_the_network && workload == WorkloadId::Model {
+            return None;
+        }
         match self {
             Need::Cuda(why) => (!hardware.device.is_cuda()).then(|| format!("needs a CUDA GPU: {why}")),
             Need::Cnn(why) => (!workload.is_cnn()).then(|| about(why)),

@@ -60,7 +60,8 @@ impl Wording {
     pub fn of(self, family: Family) -> &'static str {
         match (self, family) {
             (Wording::Same(words), _) => words,
-            (Wording::ByFamily { cifar_resnet, .. }, Family::CifarResnet) => cifar_resnet,
+            // The user's model trains with the ResNet recipe.
+            (Wording::ByFamily { cifar_resnet, .. }, Family::CifarResnet | Family::UserModel) => cifar_resnet,
             (Wording::ByFamily { char_gpt, .. }, Family::CharGpt) => char_gpt,
         }
     }

@@ -1,11 +1,15 @@
 //! The model of a cell: its workload's network, structured and run with the kernels its tricks
 //! and recipe choose.
 
+use std::path::Path;
+
 use super::fp8::Fp8Gemm;
 use super::gpt::{AttentionKernel, Gpt, GptConfig, GptOptions};
 use super::resnet::{CifarResnet, ResnetOptions};
+use super::scripted::{ScriptedModel, EXPORT_FILE, LOSS_FILE, NO_BIAS_EXPORT_FILE};
 use super::WorkloadId;
 use crate::error::Error;
+use crate::results::model::UserModel;
 use crate::results::schema::CellKey;
 use crate::train::recipe::Recipe;
 use crate::tricks::Trick;
@@ -54,4 +58,17 @@ pub fn gpt_config(workload: WorkloadId, vocab_size: i64) -> Result<GptConfig, Er
 /// The context length (tokens per window) of a GPT workload, whatever its vocabulary.
 pub fn gpt_context(workload: WorkloadId) -> Result<usize, Error> {
     Ok(gpt_config(workload, 1)?.context as usize)
+}
+
+/// The user's network of the cell `key` on `device`, loaded from its TorchScript export in the
+/// prepared folder `dir`: the export without the biases that feed only a BatchNorm under
+/// `no-bias-before-bn`.
+pub fn scripted_for(
+    key: &CellKey,
+    dir: &Path,
+    model: &UserModel,
+    device: tch::Device,
+) -> Result<ScriptedModel, Error> {
+    let export = if key.tricks.has(Trick::NoBiasBeforeBn) { NO_BIAS_EXPORT_FILE } else { EXPORT_FILE };
+    ScriptedModel::load(&dir.join(export), &dir.join(LOSS_FILE), model, device, tch::Kind::Float)
 }

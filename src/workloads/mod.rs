@@ -5,6 +5,8 @@ pub mod build;
 pub mod fp8;
 pub mod gpt;
 pub mod resnet;
+pub mod scripted;
+pub mod user;
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +36,9 @@ pub enum WorkloadId {
     GptMini,
     /// nanoGPT's shakespeare-char GPT (6 layers, 6 heads, width 384, context 256, dropout 0.2).
     GptShakespeare,
+    /// The user's own network (`run --model SPEC`): what it is, the run's results record
+    /// ([`user::UserModel`]). Not a reference workload: not in [`WorkloadId::ALL`].
+    Model,
 }
 
 /// The family a workload belongs to: what it reads, how it is judged, what a sample is.
@@ -46,6 +51,9 @@ pub enum Family {
     /// better).
     #[serde(rename = "gpt")]
     CharGpt,
+    /// The user's own network: prepared batches in, its loss out; no held-out metric.
+    #[serde(rename = "model")]
+    UserModel,
 }
 
 impl Family {
@@ -55,6 +63,7 @@ impl Family {
         match self {
             Family::CifarResnet => "resnet",
             Family::CharGpt => "gpt",
+            Family::UserModel => "model",
         }
     }
 
@@ -63,6 +72,7 @@ impl Family {
         match self {
             Family::CifarResnet => "images",
             Family::CharGpt => "tokens",
+            Family::UserModel => "samples",
         }
     }
 
@@ -70,7 +80,7 @@ impl Family {
     pub fn quality_metric(self) -> QualityMetric {
         match self {
             Family::CifarResnet => QualityMetric::TestAccuracy,
-            Family::CharGpt => QualityMetric::ValidationLoss,
+            Family::CharGpt | Family::UserModel => QualityMetric::ValidationLoss,
         }
     }
 }
@@ -95,6 +105,7 @@ impl WorkloadId {
             WorkloadId::Resnet110 => "resnet110",
             WorkloadId::GptMini => "gpt-mini",
             WorkloadId::GptShakespeare => "gpt-shakespeare",
+            WorkloadId::Model => "model",
         }
     }
 
@@ -105,6 +116,7 @@ impl WorkloadId {
                 Family::CifarResnet
             }
             WorkloadId::GptMini | WorkloadId::GptShakespeare => Family::CharGpt,
+            WorkloadId::Model => Family::UserModel,
         }
     }
 
@@ -125,7 +137,7 @@ impl WorkloadId {
             WorkloadId::Resnet20 => Some(3),
             WorkloadId::Resnet56 => Some(9),
             WorkloadId::Resnet110 => Some(18),
-            WorkloadId::GptMini | WorkloadId::GptShakespeare => None,
+            WorkloadId::GptMini | WorkloadId::GptShakespeare | WorkloadId::Model => None,
         }
     }
 }

@@ -67,6 +67,7 @@ impl RunInfoBuilder {
             protocol: protocol(),
             shard: None,
             merged: None,
+            model: None,
         })
     }
 
@@ -132,5 +133,6 @@ pub fn run_spec(info: RunInfo, plan: Plan, out_dir: &Path) -> RunSpec {
         speedrun: Vec::new(),
         python: None,
         pytorch_server: None,
+        model_dir: None,
     }
 }

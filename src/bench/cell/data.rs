@@ -1,10 +1,16 @@
 //! What a cell process reads: the data of its workload, the loaders of its training and held-out
 //! batches, and the training inputs a parity case replays.
 
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
+
+use tch::Tensor;
 
 use super::CellJob;
 use crate::bench::profile::Profile;
+use crate::bench::user_model;
 use crate::data::cifar::{self, CifarSplit};
 use crate::data::import;
 use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
@@ -15,7 +21,7 @@ use crate::results::schema::{CellKind, Phase};
 use crate::train::recipe::Recipe;
 use crate::tricks::Trick;
 use crate::workloads::build::gpt_context;
-use crate::workloads::Family;
+use crate::workloads::{Family, WorkloadId};
 
 /// What a cell trains on, for code that replays its training steps outside a cell process
 /// (`trickbench parity`).
@@ -43,7 +49,7 @@ pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Er
     let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
     let vocab_size = match &data {
         CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
-        CellData::Images { .. } => None,
+        CellData::Images { .. } | CellData::Prepared(_) => None,
     };
     Ok(TrainingInputs { recipe, planned_steps, vocab_size, batches })
 }
@@ -120,6 +126,76 @@ pub(super) enum CellData {
     /// A text corpus, split into training and validation tokens, read in windows of `context`
     /// tokens.
     Text { corpus: TextCorpus, context: usize },
+    /// The user's model's prepared batches, on the host ([`PreparedBatches`]).
+    Prepared(PreparedBatches),
+}
+
+/// The batches prepared for the user's model, cycled through; each step copies its batch to the
+/// device, as a loop over batches held in host memory does.
+#[derive(Debug, Clone)]
+pub(super) struct PreparedBatches {
+    batches: Rc<Vec<Batch>>,
+}
+
+impl PreparedBatches {
+    /// Reads the batches of the prepared folder `dir` (`inputs.K`, `targets.K` for K from 0).
+    fn read(dir: &Path) -> Result<Self, Error> {
+        let path = dir.join(user_model::BATCHES_FILE);
+        let mut named: HashMap<String, Tensor> = Tensor::read_safetensors(&path)
+            .map_err(|e| Error::Torch(format!("reading {}: {e}", path.display())))?
+            .into_iter()
+            .collect();
+        let mut batches = Vec::new();
+        while let (Some(inputs), Some(targets)) = (
+            named.remove(&format!("inputs.{}", batches.len())),
+            named.remove(&format!("targets.{}", batches.len())),
+        ) {
+            batches.push(Batch { inputs, targets });
+        }
+        if batches.is_empty() {
+            return Err(Error::Invalid(format!("{}: no inputs.0 and targets.0", path.display())));
+        }
+        Ok(Self { batches: Rc::new(batches) })
+    }
+
+    /// How many batches there are.
+    pub(super) fn len(&self) -> usize {
+        self.batches.len()
+    }
+
+    /// An endless loader over the batches, delivering them to `inputs`' device.
+    fn loader(&self, inputs: &InputOptions) -> PreparedLoader {
+        PreparedLoader {
+            batches: self.batches.clone(),
+            device: inputs.device.tch(),
+            channels_last: inputs.job.key.tricks.has(Trick::ChannelsLast),
+            next: 0,
+        }
+    }
+}
+
+/// Endless copies of the prepared batches on the device, in turn.
+struct PreparedLoader {
+    batches: Rc<Vec<Batch>>,
+    device: tch::Device,
+    channels_last: bool,
+    next: usize,
+}
+
+impl BatchSource for PreparedLoader {
+    fn next_batch(&mut self) -> Result<Batch, Error> {
+        let batch = &self.batches[self.next % self.batches.len()];
+        self.next += 1;
+        let mut inputs = batch.inputs.to_device(self.device);
+        if self.channels_last && inputs.dim() == 4 && inputs.is_floating_point() {
+            inputs = crate::ffi::to_channels_last(&inputs)?;
+        }
+        Ok(Batch { inputs, targets: batch.targets.to_device(self.device) })
+    }
+
+    fn epochs(&self) -> f64 {
+        self.next as f64 / self.batches.len() as f64
+    }
 }
 
 impl CellData {
@@ -134,6 +210,9 @@ impl CellData {
     /// [`Self::load`], the training image files packed once when `pack` (whatever the cell's
     /// tricks say) and otherwise left encoded.
     pub(super) fn load_packing(job: &CellJob, profile: &Profile, pack: bool) -> Result<Self, Error> {
+        if job.key.workload == WorkloadId::Model {
+            return Ok(CellData::Prepared(PreparedBatches::read(job.model_dir()?)?));
+        }
         if job.key.workload.family() == Family::CharGpt {
             let path = job.text.as_ref().ok_or_else(|| {
                 Error::Invalid(format!(
@@ -181,6 +260,7 @@ impl CellData {
         let samples = match self {
             CellData::Images { train_samples, .. } => *train_samples,
             CellData::Text { corpus, context } => corpus.train.len() / (*context).max(1),
+            CellData::Prepared(prepared) => prepared.batches.len() * batch_size,
         };
         (samples / batch_size.max(1)).max(1)
     }
@@ -219,6 +299,7 @@ impl CellData {
             CellData::Text { corpus, context } => {
                 Box::new(TextLoader::new(corpus.train.clone(), Self::text_options(inputs, *context))?)
             }
+            CellData::Prepared(prepared) => Box::new(prepared.loader(inputs)),
         })
     }
 
@@ -232,6 +313,7 @@ impl CellData {
             CellData::Text { corpus, context } => {
                 Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
             }
+            CellData::Prepared(prepared) => Box::new(prepared.loader(inputs)),
         })
     }
 
@@ -267,6 +349,12 @@ impl CellData {
                     options.device,
                     options.pipeline,
                 ))
+            }
+            CellData::Prepared(_) => {
+                return Err(Error::Invalid(format!(
+                    "{}: your model has no held-out data to evaluate on",
+                    inputs.job.key.workload
+                )))
             }
         })
     }

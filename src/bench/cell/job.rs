@@ -62,9 +62,20 @@ pub struct CellJob {
     /// PyTorch engine its engine with torch already imported (`None`: the cell starts `python`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytorch_server: Option<PathBuf>,
+    /// The folder the user's model was prepared in ([`crate::bench::user_model`]), for a cell of
+    /// the `model` workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_dir: Option<PathBuf>,
 }
 
 impl CellJob {
+    /// The folder the cell's user model was prepared in; an error for a cell without one.
+    pub fn model_dir(&self) -> Result<&std::path::Path, crate::error::Error> {
+        self.model_dir.as_deref().ok_or_else(|| {
+            crate::error::Error::Invalid(format!("{}: the job names no prepared model folder", self.key.id()))
+        })
+    }
+
     /// The profile's settings for this cell's workload, measured as the run's protocol says and
     /// trained as the run's settings of the family say.
     pub fn settings(&self) -> Profile {

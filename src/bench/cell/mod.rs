@@ -14,7 +14,7 @@ mod paired;
 mod parallel;
 mod phases;
 mod pytorch;
-mod pytorch_case;
+pub mod pytorch_case;
 mod pytorch_data;
 mod pytorch_server;
 mod trace;
@@ -28,6 +28,7 @@ pub use measure::PROBE_STEPS;
 pub use pytorch_server::PytorchServer;
 pub use trace::TRACED_STEPS;
 
+use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
@@ -36,7 +37,7 @@ use crate::measure::memory;
 use crate::results::schema::{CellKey, ProcessMeasurement};
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
-use crate::workloads::build::{gpt_for, resnet_for};
+use crate::workloads::build::{gpt_for, resnet_for, scripted_for};
 use data::{planned_steps, CellData};
 use measure::{measure, CellContext};
 use parallel::parallel_plan;
@@ -87,6 +88,20 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
             match &reference {
                 Some(reference) => paired::measure(&process, reference, trainer, build)?,
                 None => measure(&process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?)?,
+            }
+        }
+        CellData::Prepared(_) => {
+            let dir = job.model_dir()?;
+            let model = read_description(dir)?;
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, &recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(&process, reference, trainer, build)?,
+                None => {
+                    measure(&process, parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?)?
+                }
             }
         }
     };

@@ -13,6 +13,7 @@ use tch::Tensor;
 use super::data::{planned_steps, CellData, InputOptions};
 use super::pytorch_data::{self, DataSpec};
 use super::CellJob;
+use crate::bench::user_model;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::parity::case::{named_cpu_tensors, ModelSpec, OptimizerSpec};
@@ -20,7 +21,7 @@ use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
 use crate::train::recipe::Recipe;
 use crate::tricks::{Trick, TrickSet};
-use crate::workloads::{build, Family, Workload};
+use crate::workloads::{build, Workload};
 
 /// The version of the case format the engine script reads (`CASE_FORMAT` in it).
 const ENGINE_CASE_FORMAT: u32 = 2;
@@ -35,6 +36,8 @@ const ENGINE_SCRIPT: &str = include_str!("../../../scripts/engine/pytorch_engine
 const LOADER_SCRIPT: &str = include_str!("../../../scripts/engine/engine_loader.py");
 /// The engine's tricks that change the network or the process, imported by the engine script.
 const TRICKS_SCRIPT: &str = include_str!("../../../scripts/engine/engine_tricks.py");
+/// The user's own network: its preparation (`prepare`) and how the engine script builds it.
+const USER_MODEL_SCRIPT: &str = include_str!("../../../scripts/engine/user_model.py");
 
 /// What the engine script reads from `engine-case.json` (its module documentation describes
 /// each field).
@@ -101,15 +104,16 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
     let data_spec = pytorch_data::write(job.key.kind, &data, &InputOptions::first_rank(job, &recipe), dir)?;
-    let vocab = match &data {
-        CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
-        CellData::Images { .. } => None,
+    let network = match &data {
+        CellData::Text { corpus, .. } => Network::Gpt { vocab: corpus.vocab_size() },
+        CellData::Images { .. } => Network::Resnet,
+        CellData::Prepared(_) => Network::User { dir: job.model_dir()? },
     };
     let side = |job: &CellJob, name: &str| {
-        side_spec(&job.key, &recipe, vocab, &dir.join(format!("{name}.safetensors"))).map(|(side, _)| side)
+        side_spec(&job.key, &recipe, &network, &dir.join(format!("{name}.safetensors"))).map(|(side, _)| side)
     };
     let (trick, forward_flops_per_sample) =
-        side_spec(&job.key, &recipe, vocab, &dir.join("trick.safetensors"))?;
+        side_spec(&job.key, &recipe, &network, &dir.join("trick.safetensors"))?;
     let baseline = CellKey { tricks: TrickSet::baseline(), reference_for: None, ..job.key.clone() };
     let case = EngineCase {
         format: ENGINE_CASE_FORMAT,
@@ -131,46 +135,75 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     Ok(forward_flops_per_sample)
 }
 
+/// The network a case's sides train.
+enum Network<'a> {
+    /// The workload's CIFAR ResNet.
+    Resnet,
+    /// The workload's GPT over a vocabulary of `vocab` characters.
+    Gpt { vocab: usize },
+    /// The user's model, prepared in `dir`.
+    User { dir: &'a Path },
+}
+
 /// The side of cell `key`: its network built from the cell's seed (as its libtorch process builds
-/// it), its weights written to `weights`; and the network's forward FLOPs per sample.
+/// it; the user's model from its prepared weights), its weights written to `weights`; and the
+/// network's forward FLOPs per sample.
 fn side_spec(
     key: &CellKey,
     recipe: &Recipe,
-    vocab: Option<usize>,
+    network: &Network,
     weights: &Path,
 ) -> Result<(SideSpec, f64), Error> {
     tch::manual_seed(key.seed as i64);
     let cpu_device = tch::Device::Cpu;
-    let (model, named, forward_flops) = match key.workload.family() {
-        Family::CifarResnet => {
+    let (model, named, forward_flops) = match network {
+        Network::Resnet => {
             let options = build::resnet_options(key, recipe)?;
             let model = build::resnet_for(key, recipe, cpu_device)?;
             let spec = ModelSpec::of_resnet(&options);
             (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
         }
-        Family::CharGpt => {
-            let vocab = vocab
-                .ok_or_else(|| Error::Invalid(format!("{}: the text gave no vocabulary", key.workload)))?;
-            let model = build::gpt_for(key, vocab, cpu_device)?;
+        Network::Gpt { vocab } => {
+            let model = build::gpt_for(key, *vocab, cpu_device)?;
             let spec = ModelSpec::of_gpt(model.config());
             (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
         }
+        Network::User { dir } => return user_side(key, dir, weights),
     };
     Tensor::write_safetensors(&named, weights)
         .map_err(|e| Error::Torch(format!("writing {}: {e}", weights.display())))?;
-    let name = weights.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let side = SideSpec {
         model,
-        weights: name,
+        weights: file_name(weights),
         tricks: key.tricks.iter().collect(),
         reference_for: key.reference_for,
     };
     Ok((side, forward_flops))
 }
 
+/// The side of cell `key` of the user's model prepared in `dir`: its prepared weights copied to
+/// `weights`; and its forward FLOPs per sample as PyTorch counted them (0 where it could not).
+fn user_side(key: &CellKey, dir: &Path, weights: &Path) -> Result<(SideSpec, f64), Error> {
+    let prepared = dir.join(user_model::WEIGHTS_FILE);
+    std::fs::copy(&prepared, weights).map_err(|e| Error::io(&prepared, e))?;
+    let description = user_model::read_description(dir)?;
+    let side = SideSpec {
+        model: ModelSpec::User { dir: std::path::absolute(dir).map_err(|e| Error::io(dir, e))? },
+        weights: file_name(weights),
+        tricks: key.tricks.iter().collect(),
+        reference_for: key.reference_for,
+    };
+    Ok((side, description.flops_per_sample.unwrap_or(0.0)))
+}
+
+/// The file name of `path`, as the case names files in its folder.
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Writes the engine script and the parity script it takes its networks from, in the folders
-/// the checkout keeps them in; returns the engine script's path.
-pub(super) fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
+/// the checkout keeps them in; returns the engine script's path (`user_model.py` is beside it).
+pub fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
     let write = |relative: &str, text: &str| {
         let path = dir.join(relative);
         if let Some(parent) = path.parent() {
@@ -182,5 +215,6 @@ pub(super) fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
     write("parity/parity.py", crate::parity::PYTORCH_SCRIPT)?;
     write("engine/engine_loader.py", LOADER_SCRIPT)?;
     write("engine/engine_tricks.py", TRICKS_SCRIPT)?;
+    write("engine/user_model.py", USER_MODEL_SCRIPT)?;
     write("engine/pytorch_engine.py", ENGINE_SCRIPT)
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use tch::Tensor;
 
 use super::data::{CellData, InputOptions};
+use crate::bench::user_model;
 use crate::data::cifar::IMAGE_BYTES;
 use crate::data::loader::{self, ImageSource, Images, LoaderOptions, Pipeline, ScheduledBatch};
 use crate::data::text::window_starts;
@@ -50,6 +51,13 @@ pub(super) enum DataSpec {
         batches: usize,
         /// Tokens per window, the model's context.
         context: usize,
+    },
+    /// The user's model's prepared batches (`inputs.K`, `targets.K`).
+    Batches {
+        /// The batches' file in the case's folder.
+        file: &'static str,
+        /// Batches in it.
+        batches: usize,
     },
 }
 
@@ -91,6 +99,11 @@ pub(super) fn write(
             let split = if eval { &corpus.validation } else { &corpus.train };
             write_text(split, inputs, *context, &path)?;
             DataSpec::Text { file: DATA_FILE, batches: CASE_BATCHES, context: *context }
+        }
+        CellData::Prepared(prepared) => {
+            let source = inputs.job.model_dir()?.join(user_model::BATCHES_FILE);
+            std::fs::copy(&source, &path).map_err(|e| Error::io(&source, e))?;
+            DataSpec::Batches { file: DATA_FILE, batches: prepared.len() }
         }
     };
     Ok(spec)

@@ -113,7 +113,7 @@ fn step(e: &Entry, previous: Option<(&TrickSet, f64)>, base: f64, unit: &str) ->
 
 /// The waterfall of `chain`, the stack on `engine`.
 pub(super) fn figure(g: &Group, engine: Engine, chain: &[&Entry]) -> Option<Figure> {
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     let base = chain.first()?.cell.throughput?.median_samples_per_s;
     let mut previous: Option<(&TrickSet, f64)> = None;
     let mut rows = Vec::new();

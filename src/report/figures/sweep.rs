@@ -96,7 +96,7 @@ fn distinct_batches<'s>(series: impl Iterator<Item = &'s Series>) -> usize {
 pub(super) fn figures(g: &Group) -> Vec<Figure> {
     let sweeps = sweeps(g);
     let several_seeds = sweeps.keys().map(|k| k.1).collect::<BTreeSet<_>>().len() > 1;
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     let (mut throughput, mut memory, mut marks) = (Vec::new(), Vec::new(), Vec::new());
     for ((set, seed), cells) in &sweeps {
         let label = if several_seeds { format!("{} · s{seed}", set.label()) } else { set.label() };
@@ -144,7 +144,7 @@ fn sweep_chart(title: String, y_label: String, series: Vec<Series>, marks: Vec<M
 }
 
 fn throughput_figure(g: &Group, series: Vec<Series>, marks: Vec<Mark>) -> Figure {
-    let unit = g.workload.family().sample_unit();
+    let unit = g.sample_unit();
     Figure {
         section: "batch",
         slug: format!("batch-throughput-{}", g.slug()),

@@ -1,0 +1,125 @@
+//! The user's own network (`run --model SPEC`), prepared once per run before any cell: the Python
+//! with torch builds it, records what it is (`model.json`, [`UserModel`]), writes its initial
+//! weights and the batches both engines train on, and exports it to TorchScript for the libtorch
+//! engine. Cells read the prepared folder; the results record the description.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::Error;
+use crate::results::model::{UserModel, MODEL_FORMAT};
+pub use crate::workloads::scripted::{EXPORT_FILE, LOSS_FILE, NO_BIAS_EXPORT_FILE};
+
+/// The description inside a prepared folder.
+pub const DESCRIPTION_FILE: &str = "model.json";
+/// The network's initial weights (its state_dict) inside a prepared folder.
+pub const WEIGHTS_FILE: &str = "weights.safetensors";
+/// The prepared batches (`inputs.K`, `targets.K`) inside a prepared folder.
+pub const BATCHES_FILE: &str = "batches.safetensors";
+/// Batches prepared: training cycles through them.
+pub const PREPARED_BATCHES: usize = 4;
+/// Side of the images made for a model without its own `batch()`, pixels, unless
+/// `--image-size` says otherwise.
+pub const DEFAULT_IMAGE_SIZE: u32 = 224;
+
+/// What to prepare, and where.
+#[derive(Debug, Clone)]
+pub struct Preparation {
+    /// The SPEC as given.
+    pub spec: String,
+    /// The Python with torch that builds it.
+    pub python: PathBuf,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Side of the images made for a model without its own `batch()`.
+    pub image_size: u32,
+    /// Seed of the weights and the batches.
+    pub seed: u64,
+}
+
+impl Preparation {
+    /// Prepares the network into `dir`, replacing what was there only once the preparation has
+    /// succeeded (it is built in a sibling folder first), and returns its description. A bad SPEC
+    /// is an error naming it and what is wrong, and leaves `dir` as it was.
+    pub fn prepare(&self, dir: &Path) -> Result<UserModel, Error> {
+        let partial = sibling(dir, "partial");
+        remove_dir(&partial)?;
+        std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+        let scripts = partial.join("scripts");
+        let engine = crate::bench::cell::pytorch_case::write_scripts(&scripts)?;
+        let script = engine.with_file_name("user_model.py");
+        let output = Command::new(&self.python)
+            .arg(&script)
+            .arg("prepare")
+            .args(["--spec", &self.spec])
+            .args(["--batch-size", &self.batch_size.to_string()])
+            .args(["--image-size", &self.image_size.to_string()])
+            .args(["--seed", &self.seed.to_string()])
+            .args(["--batches", &PREPARED_BATCHES.to_string()])
+            .arg("--out")
+            .arg(&partial)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "--model {}: {} does not start: {e}",
+                    self.spec,
+                    self.python.display()
+                ))
+            })?;
+        if !output.status.success() {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(Error::Invalid(failure(&self.spec, &output)));
+        }
+        remove_dir(&scripts)?;
+        let model = read_description(&partial)?;
+        remove_dir(dir)?;
+        std::fs::rename(&partial, dir).map_err(|e| Error::io(dir, e))?;
+        Ok(model)
+    }
+}
+
+/// The message of a failed preparation: the script's own line where it wrote one (it names the
+/// SPEC, the file and what is wrong), else the last line of its stderr.
+fn failure(spec: &str, output: &std::process::Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = stderr.lines().rev().find_map(|l| l.trim().strip_prefix("trickbench: "));
+    match said {
+        Some(line) => line.to_owned(),
+        None => {
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no message");
+            format!("--model {spec}: preparing the model failed ({}): {last}", output.status)
+        }
+    }
+}
+
+/// The description in the prepared folder `dir`.
+pub fn read_description(dir: &Path) -> Result<UserModel, Error> {
+    let path = dir.join(DESCRIPTION_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let model: UserModel =
+        serde_json::from_str(&text).map_err(|source| Error::Json { path: path.clone(), source })?;
+    if model.format != MODEL_FORMAT {
+        return Err(Error::Invalid(format!(
+            "{}: format {} (this trickbench reads format {MODEL_FORMAT})",
+            path.display(),
+            model.format
+        )));
+    }
+    Ok(model)
+}
+
+/// `dir` with `.suffix` appended to its name.
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(format!(".{suffix}"));
+    dir.with_file_name(name)
+}
+
+/// Removes `dir` and everything in it, if it exists.
+fn remove_dir(dir: &Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
+        _ => Ok(()),
+    }
+}
