@@ -68,8 +68,15 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     let id = format!("{}-{}-{design}", started.format("%Y%m%d-%H%M%S"), config.profile);
     let out_dir = config.request.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
     let id = out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned());
-    let lock = hold_output(&out_dir)?;
-    let model = prepare_model(config, &out_dir, progress)?;
+    let existed = out_dir.exists();
+    let mut lock = hold_output(&out_dir)?;
+    let model = prepare_model(config, &out_dir, progress).inspect_err(|_| {
+        // A refused SPEC leaves no empty output folder behind.
+        if !existed {
+            drop(lock.take());
+            let _ = std::fs::remove_dir(&out_dir);
+        }
+    })?;
     let inputs = resolve_inputs(config, model.as_ref(), &|line| progress.note(line))?;
     let requests = config.plan_requests(inputs.text.missing(), model.as_ref())?;
     if let Some(glob) = &config.request.trace {
