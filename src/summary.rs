@@ -27,7 +27,7 @@ pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
     let this_workload = |c: &CellResult| c.key.workload == workload;
     out.push_str(&cell_rows(results, this_workload));
     for floor in results.noise_floors.iter().filter(|f| f.workload == workload) {
-        let _ = writeln!(out, "\n{}", noise_floor_text(floor));
+        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
     }
     for warning in
         [noise_warning(results, this_workload), machine_warning(results, this_workload)].into_iter().flatten()
@@ -104,7 +104,7 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
         let _ = writeln!(out, "\n{time}");
     }
     for floor in &results.noise_floors {
-        let _ = writeln!(out, "\n{}", noise_floor_text(floor));
+        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
     }
     for warning in
         [noise_warning(results, |_| true), machine_warning(results, |_| true)].into_iter().flatten()
@@ -272,9 +272,9 @@ fn rest_of_processes(rest_s: f64) -> String {
     format!("{} in time-to-accuracy training and the rest of the processes, ", duration_text(rest_s))
 }
 
-/// The noise floor in words: "noise floor of resnet8 (A/A control): 1.02× [0.97, 1.06]; speed-ups
-/// within ±6.0% are not distinguishable from noise on this machine".
-pub fn noise_floor_text(floor: &NoiseFloor) -> String {
+/// The noise floor of the workload named `name` in words: "noise floor of resnet8 (A/A control):
+/// 1.02× [0.97, 1.06]; speed-ups within ±6.0% are not distinguishable from noise on this machine".
+pub fn noise_floor_text(floor: &NoiseFloor, name: &str) -> String {
     let (control, effects) = match floor.design {
         MeasurementDesign::Paired => {
             ("a copy of the baseline paired with it in each process", "paired speed-ups")
@@ -289,9 +289,8 @@ pub fn noise_floor_text(floor: &NoiseFloor) -> String {
         other => format!(" on the {other} engine"),
     };
     format!(
-        "noise floor of {}{engine} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% \
+        "noise floor of {name}{engine} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% \
          are not distinguishable from noise on this machine",
-        floor.workload,
         floor.ratio,
         floor.ratio_ci_low,
         floor.ratio_ci_high,

@@ -103,12 +103,17 @@ pub fn resolve_inputs(
 }
 
 /// The batches the user's `model` trains on, as a dataset: made by its file's `batch()`, or
-/// random images (synthetic).
+/// random images.
 fn model_batches(model: &UserModel) -> DataInfo {
+    let made = match model.image_size {
+        Some(px) => format!(" (random {px} px images)"),
+        None => " (from its batch())".to_owned(),
+    };
     DataInfo {
-        name: format!("{} batches", model.name),
+        name: format!("{} batches{made}", model.name),
         path: model.spec.clone(),
-        synthetic: model.image_size.is_some(),
+        // Not the synthetic stand-in for CIFAR-10: the model's own batches, described by its name.
+        synthetic: false,
         train_samples: model.batches * model.samples_per_batch,
         test_samples: 0,
         sample_unit: model.sample_unit.name().to_owned(),

@@ -33,7 +33,8 @@ pub(crate) struct Overview {
     pub noise: Vec<String>,
     /// One verdict per measured trick cell, helping first.
     pub rows: Vec<VerdictRow>,
-    /// Tricks that need other hardware, grouped by reason.
+    /// Tricks that do not apply here (other hardware, another model, another build), grouped by
+    /// reason.
     pub not_applicable: Vec<NotApplicableGroup>,
     /// The stack's steps on each engine that stacked tricks (empty unless the group stacks
     /// tricks), PyTorch's first.
@@ -158,7 +159,7 @@ pub(crate) fn model_text(m: &UserModel) -> String {
     };
     format!(
         "{}: {} from {source}, {:.2} M parameters, {flops}; batches of {:?} {} inputs, {} {} per batch; {} \
-         convolutions ({} with a bias before a BatchNorm), {} linears, {}; {export}.",
+         convolutions ({} with a bias before a BatchNorm), {} {}, {}; {export}.",
         m.name,
         m.class,
         m.parameters as f64 / 1e6,
@@ -169,6 +170,7 @@ pub(crate) fn model_text(m: &UserModel) -> String {
         f.convolutions,
         f.bias_before_batch_norm,
         f.linears,
+        plural(f.linears, "linear", "linears"),
         if f.sdpa {
             "attention through scaled_dot_product_attention"
         } else {
@@ -422,7 +424,7 @@ fn not_applicable(g: &Group) -> Vec<NotApplicableGroup> {
 }
 
 /// Whether the not-applicable cell `e` of a group measured on both engines is left out of the
-/// list of tricks needing other hardware: a PyTorch cell whose libtorch twin exists (measured, its
+/// list of tricks that do not apply here: a PyTorch cell whose libtorch twin exists (measured, its
 /// row says "libtorch only", or not applicable, its reason listed), and a libtorch cell whose
 /// PyTorch twin was measured (its row says "pytorch only").
 fn listed_through_its_twin(g: &Group, e: &Entry) -> bool {
@@ -437,7 +439,7 @@ fn listed_through_its_twin(g: &Group, e: &Entry) -> bool {
 }
 
 /// "Of 12 tricks measured, 2 help (debug-off, no-grad-eval); 3 hurt (…); 7 show no measurable
-/// effect or sit inside the noise floor; 9 need other hardware."
+/// effect or sit inside the noise floor; 9 do not apply here."
 fn sentence(rows: &[VerdictRow], na: &[NotApplicableGroup], leave_one_out: bool) -> String {
     let names = |effect: Effect| -> Vec<&str> {
         rows.iter().filter(|r| r.verdict.effect == effect).map(|r| r.trick.as_str()).collect()
@@ -474,7 +476,7 @@ fn sentence(rows: &[VerdictRow], na: &[NotApplicableGroup], leave_one_out: bool)
         format!("Of {} {} measured, {}", rows.len(), plural(rows.len(), "trick", "tricks"), parts.join("; "))
     };
     if na_count > 0 {
-        text.push_str(&format!("; {na_count} {} other hardware", plural(na_count, "needs", "need")));
+        text.push_str(&format!("; {na_count} {} here", plural(na_count, "does not apply", "do not apply")));
     }
     text.push('.');
     text
@@ -618,7 +620,7 @@ fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
     let files: Vec<usize> = g.entries.iter().map(|e| e.file).collect();
     for (_, r) in results.iter().enumerate().filter(|(i, _)| files.contains(i)) {
         for floor in r.noise_floors.iter().filter(|f| f.workload == g.workload) {
-            lines.push(format!("{}.", crate::summary::noise_floor_text(floor)));
+            lines.push(format!("{}.", crate::summary::noise_floor_text(floor, g.name())));
         }
     }
     lines
