@@ -91,7 +91,7 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
         }
     }
     assert!(results.cells.iter().all(|c| c.key.workload == WorkloadId::Model), "only the model is measured");
-    assert!(!dir.path().join("run/model").exists(), "the prepared model leaves the output folder");
+    assert!(!dir.path().join("run/model").exists(), "the prepared model stays out of the output folder");
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
     assert!(html.contains("cnn.py · ") && html.contains("class=\"model\""), "the report names the model");
 }
@@ -140,7 +140,7 @@ fn a_bad_spec_is_refused_naming_it_before_anything_is_measured_and_a_run_keeps_i
     let stderr = text(&missing.stderr);
     assert_eq!(missing.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--model nowhere/mynet.py") && stderr.contains("mynet.py"), "{stderr}");
-    assert!(!dir.path().join("fresh/results.json").exists(), "nothing is written");
+    assert!(!dir.path().join("fresh").exists(), "nothing is written, not even the output folder");
     std::fs::write(
         dir.path().join("nofunction.py"),
         "import torch\n\ndef build():\n    return torch.nn.Linear(2, 2)\n",

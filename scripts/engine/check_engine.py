@@ -43,7 +43,6 @@ inductor's first compile. Exit status 0 when every check passes, 1 with the fail
 message otherwise.
 """
 
-import ctypes
 import io
 import json
 import math
@@ -68,8 +67,8 @@ import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
 import parity  # noqa: E402  (found through the paths above)
 import pytorch_engine  # noqa: E402
+from user_model import write_safetensors  # noqa: E402
 
-SAFETENSORS_NAMES = {dtype: name for name, dtype in parity.SAFETENSORS_DTYPES.items()}
 RESNET = {"kind": "cifar-resnet", "blocks_per_stage": 1, "conv_bias": True}
 GPT = {"kind": "gpt", "vocab_size": 16, "context": 8, "layers": 1, "heads": 2, "width": 16, "dropout": 0.0}
 BATCH = 4
@@ -98,26 +97,6 @@ def check(condition, message):
 
 
 # ---- Writing cases ----
-
-
-def write_safetensors(path, tensors):
-    """Writes `tensors` as safetensors: an 8-byte little-endian header length, a JSON header of
-    {name: {dtype, shape, data_offsets}}, then the raw little-endian data."""
-    assert sys.byteorder == "little", "the raw data below is the host's byte order"
-    header, chunks, offset = {}, [], 0
-    for name, tensor in tensors.items():
-        tensor = tensor.detach().cpu().contiguous()
-        data = ctypes.string_at(tensor.data_ptr(), tensor.nbytes)
-        header[name] = {
-            "dtype": SAFETENSORS_NAMES[tensor.dtype],
-            "shape": list(tensor.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        chunks.append(data)
-        offset += len(data)
-    encoded = json.dumps(header).encode()
-    with open(path, "wb") as f:
-        f.write(len(encoded).to_bytes(8, "little") + encoded + b"".join(chunks))
 
 
 def write_weights(path, model_spec, seed, perturb=0.0):

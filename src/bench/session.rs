@@ -15,7 +15,7 @@ use crate::bench::progress::Progress;
 use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
 use crate::bench::speedrun::{load_evidence, Evidence};
-use crate::bench::user_model::{Preparation, DEFAULT_IMAGE_SIZE};
+use crate::bench::user_model::{Preparation, PreparedModel, DEFAULT_IMAGE_SIZE};
 use crate::engine::{probe_python, Engine};
 use crate::error::Error;
 use crate::results::model::UserModel;
@@ -26,8 +26,6 @@ use crate::workloads::{Family, WorkloadId};
 
 /// Where the cell processes' job and output files are kept, inside the output folder.
 const SCRATCH_DIR: &str = ".cells";
-/// Where the user's model is prepared, inside the output folder (removed when the run ends).
-const MODEL_DIR: &str = "model";
 
 /// A run that has measured every cell it could.
 #[derive(Debug)]
@@ -53,7 +51,12 @@ impl FinishedRun {
 /// through `progress`.
 pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Result<FinishedRun, Error> {
     let design = config.request.design;
-    let workload_ids: Vec<&str> = config.workloads.iter().map(|w| w.id()).collect();
+    let spec = config.request.model.as_deref();
+    let workload_ids: Vec<&str> = config
+        .workloads
+        .iter()
+        .map(|w| if *w == WorkloadId::Model { spec.unwrap_or("model") } else { w.id() })
+        .collect();
     progress.note(&format!(
         "trickbench run: {} · {design} design · {} · {}",
         profile_text(config.profile.id(), config.profile_reason.as_deref()),
@@ -64,26 +67,20 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         progress.note(&format!("note: {why}"));
     }
     let evidence = load_evidence("--from", &config.request.from, config.device)?;
+    // Before anything is written: a bad SPEC ends the run here, its prepared files gone with it.
+    let prepared = prepare_model(config, progress)?;
+    let model = prepared.as_ref().map(|p| &p.model);
+    let inputs = resolve_inputs(config, model, &|line| progress.note(line))?;
+    let requests = config.plan_requests(inputs.text.missing(), model)?;
+    if let Some(glob) = &config.request.trace {
+        glob.check(&design.known_plan(&requests))?;
+    }
     let started = chrono::Utc::now();
     let id = format!("{}-{}-{design}", started.format("%Y%m%d-%H%M%S"), config.profile);
     let out_dir = config.request.out.clone().unwrap_or_else(|| PathBuf::from("reports/runs").join(&id));
     let id = out_dir.file_name().map_or(id, |n| n.to_string_lossy().into_owned());
-    let existed = out_dir.exists();
-    let mut lock = hold_output(&out_dir)?;
-    let model = prepare_model(config, &out_dir, progress).inspect_err(|_| {
-        // A refused SPEC leaves no empty output folder behind.
-        if !existed {
-            drop(lock.take());
-            let _ = std::fs::remove_dir(&out_dir);
-        }
-    })?;
-    let inputs = resolve_inputs(config, model.as_ref(), &|line| progress.note(line))?;
-    let requests = config.plan_requests(inputs.text.missing(), model.as_ref())?;
-    if let Some(glob) = &config.request.trace {
-        glob.check(&design.known_plan(&requests))?;
-    }
     let mut info = config.run_info(id, started, inputs.data, inputs.more_data);
-    info.model = model;
+    info.model = model.cloned();
     if let Some(shard) = config.request.shard {
         let record = shard_record(shard, &info, &config.workloads, &design.known_plan(&requests))?;
         let units = record.units_of(shard.index).len();
@@ -114,7 +111,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         speedrun: Vec::new(),
         python: Some(config.python.clone()),
         pytorch_server: server.as_ref().map(|s| s.socket().to_path_buf()),
-        model_dir: config.request.model.as_ref().map(|_| out_dir.join(MODEL_DIR)),
+        model_dir: prepared.as_ref().map(PreparedModel::dir),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
         .with_stderr_lines(progress.child_lines())
@@ -122,25 +119,21 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     if let Some(mib) = config.request.memory_limit_mib {
         executor = executor.with_memory_limit(mib << 20);
     }
+    let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress, results: None, evidence, _server: server };
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
     let _ = std::fs::remove_dir(out_dir.join(SCRATCH_DIR));
-    // The prepared model (weights, exports, batches) is made again by every run or resume.
-    let _ = std::fs::remove_dir_all(out_dir.join(MODEL_DIR));
     Ok(FinishedRun { results, out_dir, shown, lock })
 }
 
-/// Prepares the user's model of `config` (`run --model`), if it has one, in `out_dir`'s
-/// [`MODEL_DIR`], with the Python of the PyTorch engine: its description, weights, batches and
-/// TorchScript export. A bad SPEC fails here, before anything is measured or written.
-fn prepare_model(
-    config: &RunConfig,
-    out_dir: &Path,
-    progress: &mut Progress,
-) -> Result<Option<UserModel>, Error> {
+/// Prepares the user's model of `config` (`run --model`), if it has one, in a temporary folder
+/// that lives as long as the returned value, with the Python of the PyTorch engine: its
+/// description, weights, batches and TorchScript export. A bad SPEC fails here, before anything is
+/// measured or written.
+fn prepare_model(config: &RunConfig, progress: &mut Progress) -> Result<Option<PreparedModel>, Error> {
     let Some(spec) = &config.request.model else {
         return Ok(None);
     };
@@ -160,9 +153,9 @@ fn prepare_model(
         image_size: config.request.image_size.unwrap_or(DEFAULT_IMAGE_SIZE),
         seed: config.request.seed,
     };
-    let model = preparation.prepare(&out_dir.join(MODEL_DIR))?;
-    progress.note(&model_line(&model));
-    Ok(Some(model))
+    let prepared = preparation.prepare_temporary()?;
+    progress.note(&model_line(&prepared.model));
+    Ok(Some(prepared))
 }
 
 /// The user's model in one line: its class, parameters, FLOPs and export.

@@ -37,7 +37,33 @@ pub struct Preparation {
     pub seed: u64,
 }
 
+/// A model prepared in a temporary folder, removed when this value drops.
+#[derive(Debug)]
+pub struct PreparedModel {
+    /// Its description.
+    pub model: UserModel,
+    /// The temporary folder holding the prepared folder.
+    folder: tempfile::TempDir,
+}
+
+impl PreparedModel {
+    /// The prepared folder, which the cells read.
+    pub fn dir(&self) -> PathBuf {
+        self.folder.path().join("model")
+    }
+}
+
 impl Preparation {
+    /// Prepares the network into a new temporary folder ([`Self::prepare`]).
+    pub fn prepare_temporary(&self) -> Result<PreparedModel, Error> {
+        let folder = tempfile::Builder::new()
+            .prefix("trickbench-model-")
+            .tempdir()
+            .map_err(|e| Error::io(std::env::temp_dir(), e))?;
+        let model = self.prepare(&folder.path().join("model"))?;
+        Ok(PreparedModel { model, folder })
+    }
+
     /// Prepares the network into `dir`, replacing what was there only once the preparation has
     /// succeeded (it is built in a sibling folder first), and returns its description. A bad SPEC
     /// is an error naming it and what is wrong, and leaves `dir` as it was.
