@@ -64,18 +64,24 @@ impl Preparation {
         Ok(PreparedModel { model, folder })
     }
 
-    /// Prepares the network into `dir`, replacing what was there only once the preparation has
-    /// succeeded (it is built in a sibling folder first), and returns its description. A bad SPEC
-    /// is an error naming it and what is wrong, and leaves `dir` as it was.
+    /// Prepares the network into the new folder `dir` and returns its description. A bad SPEC is
+    /// an error naming it and what is wrong, and leaves no `dir` behind.
     pub fn prepare(&self, dir: &Path) -> Result<UserModel, Error> {
-        let partial = sibling(dir, "partial");
-        remove_dir(&partial)?;
-        std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
-        let scripts = partial.join("scripts");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let prepared = self.run_script(dir).and_then(|()| read_description(dir));
+        if prepared.is_err() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        prepared
+    }
+
+    /// Runs `user_model.py prepare` into `dir`, the scripts written beside its output for the
+    /// time it runs.
+    fn run_script(&self, dir: &Path) -> Result<(), Error> {
+        let scripts = dir.join("scripts");
         let engine = crate::bench::cell::pytorch_case::write_scripts(&scripts)?;
-        let script = engine.with_file_name("user_model.py");
         let output = Command::new(&self.python)
-            .arg(&script)
+            .arg(engine.with_file_name("user_model.py"))
             .arg("prepare")
             .args(["--spec", &self.spec])
             .args(["--batch-size", &self.batch_size.to_string()])
@@ -83,7 +89,7 @@ impl Preparation {
             .args(["--seed", &self.seed.to_string()])
             .args(["--batches", &PREPARED_BATCHES.to_string()])
             .arg("--out")
-            .arg(&partial)
+            .arg(dir)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| {
@@ -94,14 +100,9 @@ impl Preparation {
                 ))
             })?;
         if !output.status.success() {
-            let _ = std::fs::remove_dir_all(&partial);
             return Err(Error::Invalid(failure(&self.spec, &output)));
         }
-        remove_dir(&scripts)?;
-        let model = read_description(&partial)?;
-        remove_dir(dir)?;
-        std::fs::rename(&partial, dir).map_err(|e| Error::io(dir, e))?;
-        Ok(model)
+        std::fs::remove_dir_all(&scripts).map_err(|e| Error::io(&scripts, e))
     }
 }
 
@@ -133,19 +134,4 @@ pub fn read_description(dir: &Path) -> Result<UserModel, Error> {
         )));
     }
     Ok(model)
-}
-
-/// `dir` with `.suffix` appended to its name.
-fn sibling(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(format!(".{suffix}"));
-    dir.with_file_name(name)
-}
-
-/// Removes `dir` and everything in it, if it exists.
-fn remove_dir(dir: &Path) -> Result<(), Error> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir, e)),
-        _ => Ok(()),
-    }
 }

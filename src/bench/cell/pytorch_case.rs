@@ -107,7 +107,11 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let network = match &data {
         CellData::Text { corpus, .. } => Network::Gpt { vocab: corpus.vocab_size() },
         CellData::Images { .. } => Network::Resnet,
-        CellData::Prepared(_) => Network::User { dir: job.model_dir()? },
+        CellData::Prepared(_) => {
+            let dir = job.model_dir()?;
+            let flops_per_sample = user_model::read_description(dir)?.flops_per_sample.unwrap_or(0.0);
+            Network::User { dir, flops_per_sample }
+        }
     };
     let side = |job: &CellJob, name: &str| {
         side_spec(&job.key, &recipe, &network, &dir.join(format!("{name}.safetensors"))).map(|(side, _)| side)
@@ -141,8 +145,9 @@ enum Network<'a> {
     Resnet,
     /// The workload's GPT over a vocabulary of `vocab` characters.
     Gpt { vocab: usize },
-    /// The user's model, prepared in `dir`.
-    User { dir: &'a Path },
+    /// The user's model, prepared in `dir`, with its forward FLOPs per sample as PyTorch counted
+    /// them (0 where it could not).
+    User { dir: &'a Path, flops_per_sample: f64 },
 }
 
 /// The side of cell `key`: its network built from the cell's seed (as its libtorch process builds
@@ -168,7 +173,9 @@ fn side_spec(
             let spec = ModelSpec::of_gpt(model.config());
             (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
         }
-        Network::User { dir } => return user_side(key, dir, weights),
+        Network::User { dir, flops_per_sample } => {
+            return Ok((user_side(key, dir, weights)?, *flops_per_sample))
+        }
     };
     Tensor::write_safetensors(&named, weights)
         .map_err(|e| Error::Torch(format!("writing {}: {e}", weights.display())))?;
@@ -181,19 +188,17 @@ fn side_spec(
     Ok((side, forward_flops))
 }
 
-/// The side of cell `key` of the user's model prepared in `dir`: its prepared weights copied to
-/// `weights`; and its forward FLOPs per sample as PyTorch counted them (0 where it could not).
-fn user_side(key: &CellKey, dir: &Path, weights: &Path) -> Result<(SideSpec, f64), Error> {
+/// The side of cell `key` of the user's model prepared in `dir`, its prepared weights copied to
+/// `weights`.
+fn user_side(key: &CellKey, dir: &Path, weights: &Path) -> Result<SideSpec, Error> {
     let prepared = dir.join(user_model::WEIGHTS_FILE);
     std::fs::copy(&prepared, weights).map_err(|e| Error::io(&prepared, e))?;
-    let description = user_model::read_description(dir)?;
-    let side = SideSpec {
+    Ok(SideSpec {
         model: ModelSpec::User { dir: std::path::absolute(dir).map_err(|e| Error::io(dir, e))? },
         weights: file_name(weights),
         tricks: key.tricks.iter().collect(),
         reference_for: key.reference_for,
-    };
-    Ok((side, description.flops_per_sample.unwrap_or(0.0)))
+    })
 }
 
 /// The file name of `path`, as the case names files in its folder.
