@@ -59,7 +59,14 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
     let dir = temp_dir();
     let spec = checkout("examples/cnn.py");
     let tricks = "channels-last,no-bias-before-bn,debug-off,zero-grad-none,checkpointing,loader-workers";
-    let out = run_model(dir.path(), spec.to_str().unwrap(), "run", &["--tricks", tricks]);
+    // The budget stops the probes of the largest batch that fits at 256 samples (86 MiB of live
+    // tensors on libtorch, 82 in PyTorch; 128 take 43 and 41).
+    let out = run_model(
+        dir.path(),
+        spec.to_str().unwrap(),
+        "run",
+        &["--tricks", tricks, "--memory-budget-mib", "64"],
+    );
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     assert!(stderr.contains("model: cnn.py"), "the run says what it prepared: {stderr}");
@@ -80,6 +87,10 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
             let c = cell(&format!("model/{configuration}/b8/s0/train{suffix}"));
             assert_eq!(c.status, CellStatus::Ok, "{}: {:?}", c.id(), c.processes);
         }
+        for (batch, fits) in [(64, true), (128, true), (256, false)] {
+            let c = cell(&format!("model/baseline/b{batch}/s0/probe{suffix}"));
+            assert_eq!(c.status == CellStatus::Ok, fits, "{}: {:?}", c.id(), c.status);
+        }
         for (trick, why) in
             [("checkpointing", "cannot cut the model's own forward"), ("loader-workers", "no data loader")]
         {
@@ -94,6 +105,10 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
     assert!(!dir.path().join("run/model").exists(), "the prepared model stays out of the output folder");
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
     assert!(html.contains("cnn.py · ") && html.contains("class=\"model\""), "the report names the model");
+    assert!(
+        html.contains("baseline in PyTorch") && html.contains("baseline on libtorch"),
+        "each engine's probes"
+    );
 }
 
 #[test]

@@ -32,7 +32,8 @@ The case: DIR/engine-case.json
                      [L] and "starts.K" int64 [B] (batch K's windows of context + 1 tokens)
                    {"kind": "batches", "file", "batches"}: file holding "inputs.K" and
                      "targets.K", tensors of any dtype with the batch's samples as their first
-                     dimension (a user model's prepared batches.safetensors); the data of user
+                     dimension (a user model's prepared batches, tiled to the cell's batch
+                     size where it differs from the prepared one); the data of user
                      sides, and only of them: every side of such a case is a user side
                    The batches are cycled through.
     loader_workers integer ≥ 1: the DataLoader's worker processes under loader-workers

@@ -164,7 +164,7 @@ impl Design {
         match self {
             Design::BatchSweep => {
                 for &workload in &request.workloads {
-                    let fitting = probe(phases, request, workload, TrickSet::baseline(), probe_cap)?;
+                    let fitting = probe(phases, request, workload, Probed::baseline(), probe_cap)?;
                     phases.run(Plan::batch_sweep(request, workload, &fitting))?;
                 }
                 Ok(())
@@ -180,6 +180,7 @@ impl Design {
             Design::Ablation | Design::Stack | Design::LeaveOneOut => {
                 let request = with_max_batch(phases, request, probe_cap)?;
                 probe_expandable_segments(phases, &request, probe_cap)?;
+                probe_own_model(phases, &request, probe_cap)?;
                 phases.run(match self {
                     Design::LeaveOneOut => Plan::leave_one_out(&request),
                     _ => Plan::ablation(&request),
@@ -251,9 +252,9 @@ fn with_max_batch(phases: &mut dyn Phases, request: &PlanRequest, cap: usize) ->
         .into_iter()
         .filter(|&workload| Trick::MaxBatch.applicability(workload, &hardware) == Applicability::Applies);
     for workload in probed {
-        let fitting = probe(phases, &request, workload, TrickSet::baseline(), cap)?;
+        let fitting = probe(phases, &request, workload, Probed::baseline(), cap)?;
         if request.tricks.contains(&Trick::Checkpointing) {
-            probe(phases, &request, workload, TrickSet::only(Trick::Checkpointing), cap)?;
+            probe(phases, &request, workload, Probed::only(Trick::Checkpointing), cap)?;
         }
         request.max_batch_size = fitting.last().copied();
     }
@@ -276,9 +277,23 @@ fn probe_expandable_segments(
     let hardware = request.hardware.clone();
     for &workload in &request.workloads {
         if trick.applicability(workload, &hardware) == Applicability::Applies {
-            probe(phases, request, workload, TrickSet::baseline(), cap)?;
-            probe(phases, request, workload, TrickSet::only(trick), cap)?;
+            probe(phases, request, workload, Probed::baseline(), cap)?;
+            probe(phases, request, workload, Probed::only(trick), cap)?;
         }
+    }
+    Ok(())
+}
+
+/// Probes the largest batch that fits the user's model's baseline on every engine of `request`
+/// that trains it: what its throughput and memory are read against. An engine that cannot train
+/// the model probes nothing (its first probe is not applicable, with the reason).
+fn probe_own_model(phases: &mut dyn Phases, request: &PlanRequest, cap: usize) -> Result<(), Error> {
+    if !request.workloads.contains(&WorkloadId::Model) {
+        return Ok(());
+    }
+    for &engine in &request.engines {
+        let probed = Probed { tricks: TrickSet::baseline(), engine };
+        probe(phases, request, WorkloadId::Model, probed, cap)?;
     }
     Ok(())
 }
@@ -339,20 +354,48 @@ fn speedrun(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error>
     Ok(())
 }
 
-/// Probes `tricks` on `workload` at batch sizes 64, 128, … up to `cap`, one process each, until
+/// What a probe trains: a trick set on an engine.
+#[derive(Debug, Clone)]
+struct Probed {
+    tricks: TrickSet,
+    engine: Engine,
+}
+
+impl Probed {
+    /// The baseline on libtorch.
+    fn baseline() -> Self {
+        Self { tricks: TrickSet::baseline(), engine: Engine::Libtorch }
+    }
+
+    /// `trick` alone on libtorch.
+    fn only(trick: Trick) -> Self {
+        Self { tricks: TrickSet::only(trick), engine: Engine::Libtorch }
+    }
+
+    /// How notes name it: "baseline", "checkpointing on pytorch".
+    fn label(&self) -> String {
+        match self.engine {
+            Engine::Libtorch => self.tricks.label(),
+            engine => format!("{} on {engine}", self.tricks.label()),
+        }
+    }
+}
+
+/// Probes `probed` on `workload` at batch sizes 64, 128, … up to `cap`, one process each, until
 /// one runs out of memory (or fails): each probe is a cell of the results. Returns the batch
 /// sizes that fit, smallest first.
 fn probe(
     phases: &mut dyn Phases,
     request: &PlanRequest,
     workload: WorkloadId,
-    tricks: TrickSet,
+    probed: Probed,
     cap: usize,
 ) -> Result<Vec<usize>, Error> {
     let mut fitting = Vec::new();
     let mut batch = PROBE_START_BATCH;
+    let label = probed.label();
     while batch <= cap {
-        let cell = Plan::probe(request, workload, tricks.clone(), batch);
+        let cell = Plan::probe(request, workload, probed.tricks.clone(), batch, probed.engine);
         if cell.not_applicable.is_some() {
             break;
         }
@@ -361,7 +404,7 @@ fn probe(
         match phases.results()?.cells.iter().find(|c| c.id() == id).map(|c| &c.status) {
             Some(CellStatus::Ok) => fitting.push(batch),
             Some(CellStatus::OutOfMemory { .. }) => {
-                phases.note(&format!("  {workload} {}: batch {batch} does not fit", tricks.label()));
+                phases.note(&format!("  {workload} {label}: batch {batch} does not fit"));
                 break;
             }
             _ => break,
@@ -369,7 +412,7 @@ fn probe(
         batch *= 2;
     }
     if let Some(largest) = fitting.last() {
-        phases.note(&format!("  {workload} {}: largest batch that fits {largest}", tricks.label()));
+        phases.note(&format!("  {workload} {label}: largest batch that fits {largest}"));
     }
     Ok(fitting)
 }

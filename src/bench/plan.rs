@@ -259,16 +259,21 @@ impl Plan {
         plan
     }
 
-    /// The memory probe of `tricks` at `batch_size`: a few training steps, then peak memory or
-    /// out of memory.
+    /// The memory probe of `tricks` at `batch_size` on `engine`: a few training steps, then peak
+    /// memory or out of memory.
     pub fn probe(
         request: &PlanRequest,
         workload: WorkloadId,
         tricks: TrickSet,
         batch_size: usize,
+        engine: Engine,
     ) -> PlannedCell {
         let at = PlanRequest { batch_size, ..request.clone() };
-        planned(&at, workload, tricks, CellKind::MemoryProbe)
+        let cell = planned(&at, workload, tricks, CellKind::MemoryProbe);
+        match engine {
+            Engine::Libtorch => cell,
+            _ => on_engine(&at, &cell, engine),
+        }
     }
 
     /// Smith & Topin's super-convergence comparison: time-to-accuracy of the step schedule and of
@@ -660,6 +665,13 @@ mod tests {
             .unwrap()
             .contains("could not be exported to TorchScript"));
         assert_eq!(reason("model/channels-last/b32/s0/train@pytorch"), None);
+        let probe = |engine| Plan::probe(&request, WorkloadId::Model, TrickSet::baseline(), 512, engine);
+        assert_eq!(probe(Engine::Pytorch).key.id().to_string(), "model/baseline/b512/s0/probe@pytorch");
+        assert_eq!(probe(Engine::Pytorch).not_applicable, None);
+        assert!(probe(Engine::Libtorch)
+            .not_applicable
+            .unwrap()
+            .contains("could not be exported to TorchScript"));
     }
 
     #[test]
@@ -897,7 +909,8 @@ mod tests {
                 "resnet20/baseline/b128/s0/tta"
             ]
         );
-        let probe = Plan::probe(&request(vec![]), WorkloadId::Resnet20, TrickSet::baseline(), 256);
+        let probe =
+            Plan::probe(&request(vec![]), WorkloadId::Resnet20, TrickSet::baseline(), 256, Engine::Libtorch);
         assert_eq!(probe.key.id(), "resnet20/baseline/b256/s0/probe");
         assert_eq!(Plan::processes_per_cell(&probe.key, 3), 1);
     }

@@ -125,7 +125,10 @@ fn overview(results: &[Results], g: &Group) -> Overview {
     Overview {
         title: g.title(),
         slug: g.slug(),
-        model: g.model.map(model_text),
+        model: g.model.map(|m| match super::probes::baseline_sentence(results, g) {
+            Some(largest) => format!("{} {largest}", model_text(m)),
+            None => model_text(m),
+        }),
         sentence: sentence(&rows, &not_applicable, leave_one_out),
         baseline,
         noise: noise_lines(results, g),

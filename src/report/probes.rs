@@ -1,11 +1,12 @@
 //! The largest batch that fits: every memory probe of a group, one row per trick set probed (the
-//! baseline, and `checkpointing` or `expandable-segments` when they were), with the batches tried
-//! and where the doubling stopped.
+//! baseline, and `checkpointing` or `expandable-segments` when they were) and engine (where a
+//! group probed on both), with the batches tried and where the doubling stopped.
 
 use serde::Serialize;
 
+use crate::engine::Engine;
 use crate::report::model::{self, Entry, Group, Report};
-use crate::results::schema::{CellKind, CellStatus};
+use crate::results::schema::{CellKind, CellStatus, Results};
 use crate::tricks::TrickSet;
 
 /// The probes of one group.
@@ -39,37 +40,78 @@ pub(crate) fn tables(report: &Report) -> Vec<ProbeTable> {
     report
         .groups
         .iter()
-        .map(|g| ProbeTable { group: g.title(), within: within(report, g), rows: rows(g) })
+        .map(|g| ProbeTable { group: g.title(), within: within(report.results, g), rows: rows(g) })
         .filter(|t| !t.rows.is_empty())
         .collect()
 }
 
 /// The memory the probes of `g` had to fit in, from the protocol of the run that probed them.
-fn within(report: &Report, g: &Group) -> String {
+fn within(results: &[Results], g: &Group) -> String {
     let probe = g.entries.iter().find(|e| e.cell.key.kind == CellKind::MemoryProbe);
-    let budget = probe.and_then(|e| report.results[e.file].run.protocol.memory_budget_bytes);
+    let budget = probe.and_then(|e| results[e.file].run.protocol.memory_budget_bytes);
     match budget {
         Some(bytes) => format!("the run's memory budget of {} MiB (--memory-budget-mib)", bytes >> 20),
         None => "the device's own memory".to_owned(),
     }
 }
 
+/// The largest batch of the baseline that fitted on each engine that probed it, in a sentence
+/// for the first screen ("The largest batch that fits: 128 in PyTorch, 128 on libtorch, within
+/// …"); `None` where the group probed no baseline.
+pub(crate) fn baseline_sentence(results: &[Results], g: &Group) -> Option<String> {
+    let mut engines: Vec<Engine> = g
+        .entries
+        .iter()
+        .filter(|e| e.cell.key.kind == CellKind::MemoryProbe && e.cell.key.tricks.is_baseline())
+        .map(|e| e.cell.key.engine)
+        .collect();
+    engines.sort_by_key(|engine| engine.is_libtorch());
+    engines.dedup();
+    let largest = |engine: Engine| {
+        let fitted = g.entries.iter().filter(|e| {
+            e.cell.key.kind == CellKind::MemoryProbe
+                && e.cell.key.tricks.is_baseline()
+                && e.cell.key.engine == engine
+                && e.cell.status == CellStatus::Ok
+        });
+        let batch = fitted.map(|e| e.cell.key.batch_size).max();
+        format!(
+            "{} {}",
+            batch.map_or_else(|| "none".to_owned(), |b| b.to_string()),
+            model::engine_words(engine)
+        )
+    };
+    let each: Vec<String> = engines.iter().map(|&engine| largest(engine)).collect();
+    (!each.is_empty())
+        .then(|| format!("The largest batch that fits: {}, within {}.", each.join(", "), within(results, g)))
+}
+
 fn rows(g: &Group) -> Vec<ProbeRow> {
     let probes: Vec<&Entry> = g.entries.iter().filter(|e| e.cell.key.kind == CellKind::MemoryProbe).collect();
-    let mut sets: Vec<&TrickSet> = probes.iter().map(|e| &e.cell.key.tricks).collect();
-    sets.sort();
+    let mut sets: Vec<(Engine, &TrickSet)> =
+        probes.iter().map(|e| (e.cell.key.engine, &e.cell.key.tricks)).collect();
+    // PyTorch's rows first, as the report gives its answers first.
+    sets.sort_by_key(|&(engine, tricks)| (engine.is_libtorch(), tricks));
     sets.dedup();
+    let engines = sets.iter().map(|(engine, _)| engine).collect::<std::collections::BTreeSet<_>>().len();
     sets.into_iter()
-        .map(|tricks| {
-            let mut tried: Vec<&Entry> =
-                probes.iter().copied().filter(|e| &e.cell.key.tricks == tricks).collect();
+        .map(|(engine, tricks)| {
+            let mut tried: Vec<&Entry> = probes
+                .iter()
+                .copied()
+                .filter(|e| e.cell.key.engine == engine && &e.cell.key.tricks == tricks)
+                .collect();
             tried.sort_by_key(|e| e.cell.key.batch_size);
-            row(tricks, &tried)
+            let configuration = match engines {
+                1 => tricks.label(),
+                _ => format!("{} {}", tricks.label(), model::engine_words(engine)),
+            };
+            row(configuration, &tried)
         })
         .collect()
 }
 
-fn row(tricks: &TrickSet, tried: &[&Entry]) -> ProbeRow {
+fn row(configuration: String, tried: &[&Entry]) -> ProbeRow {
     let fits = |e: &Entry| e.cell.status == CellStatus::Ok;
     let largest = tried.iter().filter(|e| fits(e)).map(|e| e.cell.key.batch_size).max();
     let stopped = match tried.iter().find(|e| !fits(e)) {
@@ -78,7 +120,7 @@ fn row(tricks: &TrickSet, tried: &[&Entry]) -> ProbeRow {
     };
     let mark = |e: &&Entry| format!("{} {}", e.cell.key.batch_size, if fits(e) { "✓" } else { "✗" });
     ProbeRow {
-        configuration: tricks.label(),
+        configuration,
         largest: largest.map_or_else(|| "—".to_owned(), |b| b.to_string()),
         stopped,
         tried: tried.iter().map(mark).collect::<Vec<_>>().join(" · "),

@@ -1,16 +1,11 @@
 //! What a cell process reads: the data of its workload, the loaders of its training and held-out
 //! batches, and the training inputs a parity case replays.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 
-use tch::Tensor;
-
+use super::prepared::PreparedBatches;
 use super::CellJob;
 use crate::bench::profile::Profile;
-use crate::bench::user_model;
 use crate::data::cifar::{self, CifarSplit};
 use crate::data::import;
 use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
@@ -130,74 +125,6 @@ pub(super) enum CellData {
     Prepared(PreparedBatches),
 }
 
-/// The batches prepared for the user's model, cycled through; each step copies its batch to the
-/// device, as a loop over batches held in host memory does.
-#[derive(Debug, Clone)]
-pub(super) struct PreparedBatches {
-    batches: Rc<Vec<Batch>>,
-}
-
-impl PreparedBatches {
-    /// Reads the batches of the prepared folder `dir` (`inputs.K`, `targets.K` for K from 0).
-    fn read(dir: &Path) -> Result<Self, Error> {
-        let path = dir.join(user_model::BATCHES_FILE);
-        let mut named: HashMap<String, Tensor> = Tensor::read_safetensors(&path)
-            .map_err(|e| Error::Torch(format!("reading {}: {e}", path.display())))?
-            .into_iter()
-            .collect();
-        let mut batches = Vec::new();
-        while let (Some(inputs), Some(targets)) = (
-            named.remove(&format!("inputs.{}", batches.len())),
-            named.remove(&format!("targets.{}", batches.len())),
-        ) {
-            batches.push(Batch { inputs, targets });
-        }
-        if batches.is_empty() {
-            return Err(Error::Invalid(format!("{}: no inputs.0 and targets.0", path.display())));
-        }
-        Ok(Self { batches: Rc::new(batches) })
-    }
-
-    /// How many batches there are.
-    pub(super) fn len(&self) -> usize {
-        self.batches.len()
-    }
-
-    /// An endless loader over the batches, delivering them to `inputs`' device.
-    fn loader(&self, inputs: &InputOptions) -> PreparedLoader {
-        PreparedLoader {
-            batches: self.batches.clone(),
-            device: inputs.device.tch(),
-            channels_last: inputs.job.key.tricks.has(Trick::ChannelsLast),
-            next: 0,
-        }
-    }
-}
-
-/// Endless copies of the prepared batches on the device, in turn.
-struct PreparedLoader {
-    batches: Rc<Vec<Batch>>,
-    device: tch::Device,
-    channels_last: bool,
-    next: usize,
-}
-
-impl BatchSource for PreparedLoader {
-    fn next_batch(&mut self) -> Result<Batch, Error> {
-        let batch = &self.batches[self.next % self.batches.len()];
-        self.next += 1;
-        let mut inputs = batch.inputs.to_device(self.device);
-        if self.channels_last && inputs.dim() == 4 && inputs.is_floating_point() {
-            inputs = crate::ffi::to_channels_last(&inputs)?;
-        }
-        Ok(Batch { inputs, targets: batch.targets.to_device(self.device) })
-    }
-
-    fn epochs(&self) -> f64 {
-        self.next as f64 / self.batches.len() as f64
-    }
-}
-
 impl CellData {
     /// Loads the dataset the cell's workload reads, cut to the profile's subset sizes: for a
     /// ResNet the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
@@ -260,7 +187,7 @@ impl CellData {
         let samples = match self {
             CellData::Images { train_samples, .. } => *train_samples,
             CellData::Text { corpus, context } => corpus.train.len() / (*context).max(1),
-            CellData::Prepared(prepared) => prepared.batches.len() * batch_size,
+            CellData::Prepared(prepared) => prepared.samples(),
         };
         (samples / batch_size.max(1)).max(1)
     }
@@ -299,7 +226,7 @@ impl CellData {
             CellData::Text { corpus, context } => {
                 Box::new(TextLoader::new(corpus.train.clone(), Self::text_options(inputs, *context))?)
             }
-            CellData::Prepared(prepared) => Box::new(prepared.loader(inputs)),
+            CellData::Prepared(prepared) => prepared_loader(prepared, inputs)?,
         })
     }
 
@@ -313,7 +240,7 @@ impl CellData {
             CellData::Text { corpus, context } => {
                 Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
             }
-            CellData::Prepared(prepared) => Box::new(prepared.loader(inputs)),
+            CellData::Prepared(prepared) => prepared_loader(prepared, inputs)?,
         })
     }
 
@@ -358,4 +285,10 @@ impl CellData {
             }
         })
     }
+}
+
+/// Endless batches of the user's model's prepared samples at `inputs`' batch size, on its device.
+fn prepared_loader(prepared: &PreparedBatches, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+    let channels_last = inputs.job.key.tricks.has(Trick::ChannelsLast);
+    Ok(Box::new(prepared.at_batch_size(inputs.batch_size)?.loader(inputs.device.tch(), channels_last)))
 }

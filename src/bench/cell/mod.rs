@@ -13,6 +13,7 @@ mod measure;
 mod paired;
 mod parallel;
 mod phases;
+mod prepared;
 mod pytorch;
 pub mod pytorch_case;
 mod pytorch_data;

@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::measure::flops::Precision;
 use crate::measure::machine::MachineState;
 use crate::measure::phases::StepBreakdown;
-use crate::measure::power::{EnergyMeter, EnergySpan};
+use crate::measure::power::EnergyMeter;
 use crate::results::schema::{
     CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
@@ -299,6 +299,7 @@ pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessM
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(&mut engine, &profile, job, &mut measurement)?;
     match reference {
+        _ if job.key.kind == CellKind::MemoryProbe => {}
         Some(reference) => {
             engine.request(json!({"op": "build", "side": "reference"}))?;
             engine.warm_up(Side::Reference, profile.warmup_steps)?;
@@ -349,20 +350,25 @@ fn measure_alone(
     engine.warm_up(Side::Trick, profile.warmup_steps)?;
     measurement.warmup_memory = Some(engine.memory()?);
     // The engine synchronised the device before replying, and this process runs nothing on the
-    // GPU: the span starts with the device idle.
-    let mut energy = EnergyMeter::open(job.device).and_then(EnergyMeter::begin);
+    // GPU: the span starts with the device idle. A memory probe is not timed, so its energy is
+    // not measured.
+    let mut energy = (job.key.kind != CellKind::MemoryProbe)
+        .then(|| EnergyMeter::open(job.device).and_then(EnergyMeter::begin));
     let (memory, samples) = engine.probe(Side::Trick, profile.steps_per_window.max(PROBE_STEPS))?;
     measurement.memory = memory;
-    if let Ok(span) = &mut energy {
+    if let Some(Ok(span)) = &mut energy {
         span.count(samples);
     }
-    while energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
-        let window = engine.window(Side::Trick, profile.steps_per_window)?;
-        if let Ok(span) = &mut energy {
-            span.count(window.samples);
+    while let Some(Ok(span)) = &mut energy {
+        if !span.wants_more_time() {
+            break;
         }
+        let window = engine.window(Side::Trick, profile.steps_per_window)?;
+        span.count(window.samples);
     }
-    end_energy(measurement, energy);
+    if let Some(energy) = energy {
+        end_energy(measurement, energy);
+    }
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     // A Python process's resident set holds the interpreter and torch itself: the budget, a
     // bound on the tensors' bytes, holds the tensor peaks only (the device's, or on a CPU the

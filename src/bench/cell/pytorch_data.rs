@@ -12,7 +12,6 @@ use serde::Serialize;
 use tch::Tensor;
 
 use super::data::{CellData, InputOptions};
-use crate::bench::user_model;
 use crate::data::cifar::IMAGE_BYTES;
 use crate::data::loader::{self, ImageSource, Images, LoaderOptions, Pipeline, ScheduledBatch};
 use crate::data::text::window_starts;
@@ -101,9 +100,10 @@ pub(super) fn write(
             DataSpec::Text { file: DATA_FILE, batches: CASE_BATCHES, context: *context }
         }
         CellData::Prepared(prepared) => {
-            let source = inputs.job.model_dir()?.join(user_model::BATCHES_FILE);
-            std::fs::copy(&source, &path).map_err(|e| Error::io(&source, e))?;
-            DataSpec::Batches { file: DATA_FILE, batches: prepared.len() }
+            let batches = prepared.at_batch_size(inputs.batch_size)?;
+            Tensor::write_safetensors(&batches.named(), &path)
+                .map_err(|e| Error::Torch(format!("writing {}: {e}", path.display())))?;
+            DataSpec::Batches { file: DATA_FILE, batches: batches.len() }
         }
     };
     Ok(spec)

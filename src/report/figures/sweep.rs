@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::Engine;
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{Chart, LineChart, Mark, Rgb, Series};
 use crate::results::schema::{CellKind, CellStatus, Phase};
@@ -12,8 +13,9 @@ use super::Figure;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The cells of one configuration (trick set and seed) that say something about batch size.
-type Sweeps<'e, 'a> = BTreeMap<(TrickSet, u64), Vec<&'e Entry<'a>>>;
+/// The cells of one configuration (engine, trick set and seed) that say something about batch
+/// size.
+type Sweeps<'e, 'a> = BTreeMap<(Engine, TrickSet, u64), Vec<&'e Entry<'a>>>;
 
 fn is_train(e: &Entry) -> bool {
     e.cell.key.kind == (CellKind::Throughput { phase: Phase::Train })
@@ -43,7 +45,7 @@ fn sweeps<'e, 'a>(g: &'e Group<'a>) -> Sweeps<'e, 'a> {
         let several = batches.get(&k.tricks).is_some_and(|b| b.len() >= 2);
         let swept = several || probed.contains(&k.tricks) || k.tricks.has(Trick::MaxBatch);
         if swept && (is_probe(e) || is_train(e)) && k.reference_for.is_none() && !k.aa_control {
-            sweeps.entry((k.tricks.clone(), k.seed)).or_default().push(e);
+            sweeps.entry((k.engine, k.tricks.clone(), k.seed)).or_default().push(e);
         }
     }
     for cells in sweeps.values_mut() {
@@ -95,16 +97,24 @@ fn distinct_batches<'s>(series: impl Iterator<Item = &'s Series>) -> usize {
 /// The throughput and memory sweeps of a group, each drawn where it spans at least two batch sizes.
 pub(super) fn figures(g: &Group) -> Vec<Figure> {
     let sweeps = sweeps(g);
-    let several_seeds = sweeps.keys().map(|k| k.1).collect::<BTreeSet<_>>().len() > 1;
+    let several_seeds = sweeps.keys().map(|k| k.2).collect::<BTreeSet<_>>().len() > 1;
+    let several_engines = g.has_several_engines();
     let unit = g.sample_unit();
     let (mut throughput, mut memory, mut marks) = (Vec::new(), Vec::new(), Vec::new());
-    for ((set, seed), cells) in &sweeps {
-        let label = if several_seeds { format!("{} · s{seed}", set.label()) } else { set.label() };
+    for ((engine, set, seed), cells) in &sweeps {
+        let mut label = set.label();
+        if several_engines {
+            label = format!("{label} · {engine}");
+        }
+        if several_seeds {
+            label = format!("{label} · s{seed}");
+        }
         let colour: Rgb = model::set_colour(set);
+        // The PyTorch engine's lines are dashed where both engines share a colour.
         let series = |points| Series {
             label: Some(label.clone()),
             colour,
-            dashed: false,
+            dashed: several_engines && !engine.is_libtorch(),
             bold: true,
             dots: true,
             points,
