@@ -185,8 +185,9 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub seeds: Option<usize>,
     /// Target of the time-to-accuracy cells: test accuracy as a fraction in (0, 1] for a ResNet
-    /// (0.6 for 60%), validation loss in nats per token for a GPT (default: the profile's). With
-    /// both families in the run, set each in a --profile-file instead.
+    /// (0.6 for 60%), validation loss in nats per token for a GPT (default: the profile's). Your
+    /// --model trains to a test accuracy on CIFAR-10 only when this (or a profile file) sets one.
+    /// With a GPT and a ResNet or your model in the run, set each in a --profile-file instead.
     #[arg(long, allow_negative_numbers = true)]
     pub target: Option<f64>,
     /// Epochs of the training split the time-to-accuracy schedule is planned over; training stops

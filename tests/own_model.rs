@@ -15,12 +15,13 @@ use std::process::Command;
 use trickbench::bench::user_model::{Preparation, EXPORT_FILE, LOSS_FILE};
 use trickbench::engine::Engine;
 use trickbench::results::model::ExportMethod;
+use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{CellStatus, Results};
 use trickbench::results::store;
 use trickbench::workloads::scripted::ScriptedModel;
 use trickbench::workloads::{Workload, WorkloadId};
 
-use common::cli::{text, trickbench};
+use common::cli::{synthetic_cifar, text, trickbench};
 use common::dirs::{checkout, python, temp_dir};
 
 /// `run --model SPEC` with a short smoke protocol on both engines, in `dir`/`out`, with `more`
@@ -58,15 +59,14 @@ fn run_model(dir: &Path, spec: &str, out: &str, more: &[&str]) -> std::process::
 fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
     let dir = temp_dir();
     let spec = checkout("examples/cnn.py");
-    let tricks = "channels-last,no-bias-before-bn,debug-off,zero-grad-none,checkpointing,loader-workers";
+    let tricks = "channels-last,no-bias-before-bn,debug-off,zero-grad-none,checkpointing,loader-workers,\
+                  one-cycle,label-smoothing";
+    synthetic_cifar(dir.path(), "cifar", 2_000, 500);
     // The budget stops the probes of the largest batch that fits at 256 samples (86 MiB of live
-    // tensors on libtorch, 82 in PyTorch; 128 take 43 and 41).
-    let out = run_model(
-        dir.path(),
-        spec.to_str().unwrap(),
-        "run",
-        &["--tricks", tricks, "--memory-budget-mib", "64"],
-    );
+    // tensors on libtorch, 82 in PyTorch; 128 take 43 and 41). The target makes the model train
+    // to it on the synthetic CIFAR-10.
+    let flags = ["--tricks", tricks, "--memory-budget-mib", "64", "--target", "0.15", "--data", "cifar"];
+    let out = run_model(dir.path(), spec.to_str().unwrap(), "run", &flags);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     assert!(stderr.contains("model: cnn.py"), "the run says what it prepared: {stderr}");
@@ -101,6 +101,18 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
             assert!(reason.starts_with("cnn.py: ") && reason.contains(why), "{reason}");
         }
     }
+    for configuration in ["baseline", "one-cycle"] {
+        let c = cell(&format!("model/{configuration}/b32/s0/tta"));
+        assert_eq!(c.status, CellStatus::Ok, "{}: {:?}", c.id(), c.processes);
+        let tta = c.time_to_accuracy.as_ref().expect("a time-to-accuracy cell records its training");
+        assert_eq!(tta.metric, QualityMetric::TestAccuracy);
+        assert!(tta.curve.len() >= 2, "the untrained network and at least one evaluation");
+    }
+    let CellStatus::NotApplicable { reason } = &cell("model/label-smoothing/b32/s0/tta").status else {
+        panic!("label smoothing cannot change the model's own loss")
+    };
+    assert!(reason.contains("its own loss"), "{reason}");
+    assert!(results.run.data.train_samples == 2_000 && results.run.data.synthetic, "{:?}", results.run.data);
     assert!(results.cells.iter().all(|c| c.key.workload == WorkloadId::Model), "only the model is measured");
     assert!(!dir.path().join("run/model").exists(), "the prepared model stays out of the output folder");
     let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();

@@ -215,9 +215,18 @@ impl RunConfig {
         })
     }
 
+    /// Whether the user's model trains to a target: the run trains to targets and one is set for
+    /// the model (`--target`, or a profile file's).
+    pub fn model_trains_to_target(&self) -> bool {
+        self.request.model.is_some()
+            && self.request.time_to_accuracy
+            && self.profiles.target_set(Family::UserModel)
+    }
+
     /// One plan request per workload, with its family's settings and the flags; `missing_text`
     /// says why the GPT cells cannot run, when their text is missing; `model` is the user's
-    /// prepared network, where the run measures one (it trains no time-to-accuracy cells).
+    /// prepared network, where the run measures one (it trains to a target only where one is set
+    /// for it, and only where it classifies CIFAR-10's images).
     pub fn plan_requests(
         &self,
         missing_text: Option<&str>,
@@ -225,12 +234,22 @@ impl RunConfig {
     ) -> Result<Vec<PlanRequest>, Error> {
         let request = &self.request;
         let hardware = Hardware::probe(self.device);
+        if let Some(why) =
+            model.filter(|_| self.model_trains_to_target()).and_then(crate::workloads::user::cifar_refusal)
+        {
+            return Err(Error::Invalid(format!(
+                "--target: your model trains to a target on CIFAR-10's 32×32 images in 10 classes (--data or \
+                 --images), and {why}; drop --target, or give the model such inputs (--image-size 32, or a \
+                 batch() of 32×32 images)"
+            )));
+        }
         self.workloads
             .iter()
             .map(|&workload| {
                 let settings = self.profiles.of(workload.family())?;
                 let own_model = workload == WorkloadId::Model;
-                let trains_to_target = request.time_to_accuracy && !own_model;
+                let trains_to_target =
+                    request.time_to_accuracy && (!own_model || self.model_trains_to_target());
                 Ok(PlanRequest {
                     batch_size: self.batch_size(workload.family())?,
                     seed: request.seed,

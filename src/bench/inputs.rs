@@ -63,9 +63,9 @@ impl TextSource {
     }
 }
 
-/// The data the workloads of `config` train on: CIFAR-10 (or synthetic data) for the ResNets, the
-/// text file for the GPTs, each cut to its family's settings, and the batches of the user's
-/// `model`; `note` tells the user what was substituted.
+/// The data the workloads of `config` train on: CIFAR-10 (or synthetic data) for the ResNets and
+/// the user's model's time to accuracy, the text file for the GPTs, each cut to its family's
+/// settings, and the batches of the user's `model`; `note` tells the user what was substituted.
 pub fn resolve_inputs(
     config: &RunConfig,
     model: Option<&UserModel>,
@@ -73,8 +73,10 @@ pub fn resolve_inputs(
 ) -> Result<Inputs, Error> {
     let (profiles, workloads, paths) = (&config.profiles, &config.workloads, &config.request.inputs);
     let mut datasets = Vec::new();
-    let data_dir = if workloads.iter().any(|w| w.family() == Family::CifarResnet) {
-        let cifar = profiles.of(Family::CifarResnet)?;
+    let resnets = workloads.iter().any(|w| w.family() == Family::CifarResnet);
+    let data_dir = if resnets || config.model_trains_to_target() {
+        let family = if resnets { Family::CifarResnet } else { Family::UserModel };
+        let cifar = profiles.of(family)?;
         let (dir, info) = resolve_data(&paths.data, cifar.train_samples, cifar.test_samples, note)?;
         if let Some(images) = &paths.images {
             import::validate(images, cifar.train_samples, cifar.test_samples)

@@ -59,7 +59,8 @@ pub struct ProfileOverrides {
     pub time_to_accuracy_seeds: Option<usize>,
     /// Samples per step of the throughput cells, every family.
     pub batch_size: Option<usize>,
-    /// Training images used, every ResNet (the GPT trains on its whole training split).
+    /// Training images used, every ResNet and the user's model's time to accuracy (the GPT trains
+    /// on its whole training split).
     pub train_samples: Option<usize>,
     /// Held-out samples evaluated, every family: test images, or validation windows.
     pub test_samples: Option<usize>,
@@ -83,7 +84,7 @@ pub struct ProfileOverrides {
 pub struct FamilyOverrides {
     /// Samples per step of the throughput cells.
     pub batch_size: Option<usize>,
-    /// Training images used (ResNets only).
+    /// Training images used (the ResNets, and the user's model's time to accuracy).
     pub train_samples: Option<usize>,
     /// Held-out samples evaluated.
     pub test_samples: Option<usize>,
@@ -126,6 +127,11 @@ impl ProfileOverrides {
         Ok(overrides)
     }
 
+    /// Whether these values set the target of `family` (at the top level, or in its table).
+    fn sets_target(&self, family: Family) -> bool {
+        self.time_to_accuracy.target.is_some() || self.of_family(family).time_to_accuracy.target.is_some()
+    }
+
     /// The top level's workload settings, which apply to every family.
     fn every_family(&self) -> FamilyOverrides {
         FamilyOverrides {
@@ -146,33 +152,38 @@ impl ProfileOverrides {
     }
 }
 
-/// How many of `families` train to a target (the user's model does not).
-fn trained_families(families: &[Family]) -> usize {
-    families.iter().filter(|&&f| f != Family::UserModel).count()
+/// Whether `families` train to targets of different kinds: a test accuracy (the ResNets, the
+/// user's model) and a validation loss (the GPTs), which cannot share one value.
+fn targets_differ(families: &[Family]) -> bool {
+    families.iter().any(|f| f.quality_metric() != families[0].quality_metric())
 }
 
 /// A run's profile for each family it trains, with the profile file's and the flags' values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunProfiles {
     profiles: Vec<(Family, Profile)>,
+    /// The families whose target a profile file or `--target` set.
+    targeted: Vec<Family>,
 }
 
 impl RunProfiles {
     /// Profile `name` for each of `families` (the run's, at least one), with `layers` applied in
     /// order (the file's, then the flags'). A target set for every family is refused when the
-    /// run trains both: a test accuracy and a validation loss do not share a value.
+    /// run trains families whose targets differ in kind: a test accuracy and a validation loss
+    /// do not share a value.
     pub fn new(name: ProfileName, families: &[Family], layers: &[&ProfileOverrides]) -> Result<Self, Error> {
         if families.is_empty() {
             return Err(Error::Invalid("a run needs at least one workload".to_owned()));
         }
         for layer in layers {
-            if let Some(target) = layer.time_to_accuracy.target.filter(|_| trained_families(families) > 1) {
+            if let Some(target) = layer.time_to_accuracy.target.filter(|_| targets_differ(families)) {
                 return Err(Namer::new(&layer.source, "time_to_accuracy.").refuse(
                     "target",
                     target,
-                    "the run trains ResNets, whose target is a test accuracy, and GPTs, whose target is \
-                     a validation loss; run one family (--workload resnet or gpt), or set each target \
-                     in a profile file's [resnet.time_to_accuracy] and [gpt.time_to_accuracy]",
+                    "the run trains ResNets (or your model), whose target is a test accuracy, and GPTs, \
+                     whose target is a validation loss; run one kind (--workload resnet or gpt), or set \
+                     each target in a profile file's [resnet.time_to_accuracy], [gpt.time_to_accuracy] \
+                     and [model.time_to_accuracy]",
                 ));
             }
         }
@@ -184,7 +195,18 @@ impl RunProfiles {
             }
             profiles.push((family, profile));
         }
-        Ok(Self { profiles })
+        let targeted = families
+            .iter()
+            .copied()
+            .filter(|&family| layers.iter().any(|layer| layer.sets_target(family)))
+            .collect();
+        Ok(Self { profiles, targeted })
+    }
+
+    /// Whether a profile file or `--target` set the target of `family`: the user's model trains
+    /// to a target only when one is set for it.
+    pub fn target_set(&self, family: Family) -> bool {
+        self.targeted.contains(&family)
     }
 
     /// The profile of `family`, which the run must train.
@@ -262,8 +284,7 @@ impl Profile {
     fn apply_family(&mut self, family: Family, o: &FamilyOverrides, at: Namer) -> Result<(), Error> {
         set(&mut self.batch_size, at.count("batch_size", o.batch_size, 1)?);
         // The GPT trains on its whole training split.
-        if let Some(n) =
-            at.count("train_samples", o.train_samples, 1)?.filter(|_| family == Family::CifarResnet)
+        if let Some(n) = at.count("train_samples", o.train_samples, 1)?.filter(|_| family != Family::CharGpt)
         {
             self.train_samples = Some(n);
         }
@@ -313,6 +334,9 @@ fn target_problem(family: Family, target: f64) -> Option<&'static str> {
         Family::CifarResnet if !(target > 0.0 && target <= 1.0) => {
             Some("a ResNet's target is a test accuracy, a fraction in (0, 1] (0.6 for 60%)")
         }
+        Family::UserModel if !(target > 0.0 && target <= 1.0) => Some(
+            "your model's target is a test accuracy on CIFAR-10's images, a fraction in (0, 1] (0.6 for 60%)",
+        ),
         Family::CharGpt if !(target.is_finite() && target > 0.0) => {
             Some("a GPT's target is a validation loss in nats per token, a positive number")
         }
@@ -512,6 +536,32 @@ mod tests {
         let run = RunProfiles::new(ProfileName::Smoke, &families, &[&own]).unwrap();
         let targets: Vec<f64> = run.family_settings().iter().map(|s| s.time_to_accuracy.target).collect();
         assert_eq!(targets, [0.5, 2.2]);
+    }
+
+    #[test]
+    fn the_users_model_trains_to_a_target_only_where_one_is_set_for_it() {
+        let target = flags(ProfileOverrides {
+            time_to_accuracy: TtaOverrides { target: Some(0.4), ..Default::default() },
+            ..Default::default()
+        });
+        let accuracies = [Family::CifarResnet, Family::UserModel];
+        let run = RunProfiles::new(ProfileName::Quick, &accuracies, &[&target]).unwrap();
+        assert!(run.target_set(Family::UserModel) && run.target_set(Family::CifarResnet));
+        assert_eq!(run.of(Family::UserModel).unwrap().tta.target, 0.4);
+        let untargeted = RunProfiles::new(ProfileName::Quick, &accuracies, &[]).unwrap();
+        assert!(!untargeted.target_set(Family::UserModel));
+        let own = file("[model.time_to_accuracy]\ntarget = 0.3\n").unwrap();
+        let run = RunProfiles::new(ProfileName::Quick, &accuracies, &[&own]).unwrap();
+        assert!(run.target_set(Family::UserModel) && !run.target_set(Family::CifarResnet));
+        let with_gpt = [Family::CharGpt, Family::UserModel];
+        let message = RunProfiles::new(ProfileName::Quick, &with_gpt, &[&target]).unwrap_err().to_string();
+        assert!(message.contains("GPTs, whose target is a validation loss"), "{message}");
+        let percent = flags(ProfileOverrides {
+            time_to_accuracy: TtaOverrides { target: Some(60.0), ..Default::default() },
+            ..Default::default()
+        });
+        let message = RunProfiles::new(ProfileName::Quick, &[Family::UserModel], &[&percent]).unwrap_err();
+        assert!(message.to_string().contains("your model's target is a test accuracy"), "{message}");
     }
 
     #[test]

@@ -397,10 +397,10 @@ fn why_not(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) -> Option<St
 /// cannot train the model, or a trick does not fit what the model is.
 fn own_model_refusal(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) -> Option<String> {
     let model = request.model.as_ref().filter(|_| key.workload == WorkloadId::Model)?;
-    if key.kind == CellKind::TimeToAccuracy {
+    if key.kind == CellKind::TimeToAccuracy && request.time_to_accuracy_batch_size.is_none() {
         return Some(format!(
-            "{}: time to accuracy needs a held-out set and a target; trickbench measures your model's \
-             throughput and memory",
+            "{}: your model trains to a target only where one is set for it (--target, a test accuracy \
+             on CIFAR-10's images from --data or --images)",
             model.name
         ));
     }
@@ -655,7 +655,19 @@ mod tests {
                 .starts_with("cnn.py: "));
         }
         let tta = reason("model/one-cycle/b32/s0/tta").unwrap();
-        assert!(tta.contains("time to accuracy needs a held-out set"), "{tta}");
+        assert!(tta.contains("trains to a target only where one is set for it"), "{tta}");
+        let targeted = PlanRequest { time_to_accuracy_batch_size: Some(64), ..request.clone() };
+        let tricks = vec![Trick::OneCycle, Trick::LabelSmoothing];
+        let plan = Plan::ablation(&PlanRequest { tricks, ..targeted });
+        let tta: Vec<(String, bool)> = plan
+            .cells
+            .iter()
+            .filter(|c| c.key.kind == CellKind::TimeToAccuracy)
+            .map(|c| (c.key.id().to_string(), c.not_applicable.is_none()))
+            .collect();
+        let expected = [("baseline", true), ("one-cycle", true), ("label-smoothing", false)]
+            .map(|(set, runs)| (format!("model/{set}/b64/s0/tta"), runs));
+        assert_eq!(tta, expected, "trained to the target on libtorch alone, label smoothing not on its loss");
         model.export =
             crate::results::model::Export { method: None, loss_float64: None, reason: Some("x".into()) };
         request.model = Some(model);

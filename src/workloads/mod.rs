@@ -79,8 +79,8 @@ impl Family {
     /// The held-out metric a time-to-target cell trains towards.
     pub fn quality_metric(self) -> QualityMetric {
         match self {
-            Family::CifarResnet => QualityMetric::TestAccuracy,
-            Family::CharGpt | Family::UserModel => QualityMetric::ValidationLoss,
+            Family::CifarResnet | Family::UserModel => QualityMetric::TestAccuracy,
+            Family::CharGpt => QualityMetric::ValidationLoss,
         }
     }
 }

@@ -7,6 +7,9 @@ use crate::engine::Engine;
 use crate::results::model::UserModel;
 use crate::tricks::Trick;
 
+/// Classes of CIFAR-10, which the model's time to accuracy trains on.
+const CIFAR_CLASSES: i64 = crate::data::cifar::CLASSES.len() as i64;
+
 /// Why `trick` cannot be measured on `model` on `engine`, if it cannot.
 pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option<String> {
     let features = &model.features;
@@ -50,9 +53,35 @@ pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option
             "the model trains on prepared batches held in memory: there is no data loader".to_owned()
         }
         Trick::Ddp => "trickbench's data-parallel cells build the reference models only".to_owned(),
+        Trick::LabelSmoothing => {
+            "the model trains with its own loss (the exported loss module), which trickbench does not change"
+                .to_owned()
+        }
+        Trick::BnMomentum => "the model's BatchNorm momentum is set by its own code".to_owned(),
+        Trick::BatchNorm => {
+            "its reference removes the reference models' BatchNorms; trickbench does not rewrite the model's code"
+                .to_owned()
+        }
         _ => return None,
     };
     Some(format!("{}: {why}", model.name))
+}
+
+/// Why `model` cannot train to a target on CIFAR-10, if it cannot: its time to accuracy trains on
+/// 32×32 RGB images in 10 classes (standardised, in float32), so its inputs must be images of
+/// that shape and its output one score per class.
+pub fn cifar_refusal(model: &UserModel) -> Option<String> {
+    let (inputs, output) = (&model.inputs, &model.output);
+    let images = inputs.dtype.starts_with("float") && inputs.shape.get(1..) == Some(&[3, 32, 32][..]);
+    let classes = output.shape.len() == 2 && output.shape[1] >= CIFAR_CLASSES;
+    match (images, classes) {
+        (false, _) => Some(format!("{}'s inputs are {} {:?}", model.name, inputs.dtype, inputs.shape)),
+        (true, false) => Some(format!(
+            "{}'s output is {:?}, not [batch, classes] with at least {CIFAR_CLASSES} classes",
+            model.name, output.shape
+        )),
+        (true, true) => None,
+    }
 }
 
 /// Why no cell of `model` can run on `engine`, if none can: on libtorch, a network without a
@@ -66,6 +95,19 @@ mod tests {
     use super::*;
     use crate::results::model::fixtures::cnn;
     use crate::results::model::Export;
+
+    #[test]
+    fn only_a_classifier_of_32_pixel_images_trains_to_a_target_on_cifar() {
+        let mut model = cnn();
+        assert_eq!(cifar_refusal(&model), None);
+        model.output.shape = vec![32, 2];
+        assert!(cifar_refusal(&model).unwrap().contains("at least 10 classes"));
+        model.inputs.shape = vec![32, 3, 224, 224];
+        assert_eq!(cifar_refusal(&model).unwrap(), "cnn.py's inputs are float32 [32, 3, 224, 224]");
+        let why = not_applicable(&cnn(), Trick::LabelSmoothing, Engine::Libtorch).unwrap();
+        assert!(why.contains("its own loss"), "{why}");
+        assert_eq!(not_applicable(&cnn(), Trick::OneCycle, Engine::Libtorch), None);
+    }
 
     #[test]
     fn what_the_model_is_built_of_decides_its_tricks() {

@@ -127,7 +127,7 @@ pub(super) enum CellData {
 
 impl CellData {
     /// Loads the dataset the cell's workload reads, cut to the profile's subset sizes: for a
-    /// ResNet the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
+    /// ResNet (and the user's model's time to accuracy) the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
     /// once when `packed-dataset` is on, otherwise left encoded so that every batch decodes them;
     /// the test split is always packed once); for a GPT the text file.
     pub(super) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
@@ -137,7 +137,8 @@ impl CellData {
     /// [`Self::load`], the training image files packed once when `pack` (whatever the cell's
     /// tricks say) and otherwise left encoded.
     pub(super) fn load_packing(job: &CellJob, profile: &Profile, pack: bool) -> Result<Self, Error> {
-        if job.key.workload == WorkloadId::Model {
+        // The user's model times its prepared batches, and trains to a target on CIFAR-10.
+        if job.key.workload == WorkloadId::Model && job.key.kind != CellKind::TimeToAccuracy {
             return Ok(CellData::Prepared(PreparedBatches::read(job.model_dir()?)?));
         }
         if job.key.workload.family() == Family::CharGpt {

@@ -39,6 +39,7 @@ use crate::results::schema::{CellKey, ProcessMeasurement};
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
 use crate::workloads::build::{gpt_for, resnet_for, scripted_for};
+use crate::workloads::WorkloadId;
 use data::{planned_steps, CellData};
 use measure::{measure, CellContext};
 use parallel::parallel_plan;
@@ -69,6 +70,21 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
     let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
     let reference = job.reference_side();
     let measurement = match &data {
+        // The user's model: its prepared batches, or CIFAR-10 where it trains to a target.
+        _ if job.key.workload == WorkloadId::Model => {
+            let dir = job.model_dir()?;
+            let model = read_description(dir)?;
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, &recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(&process, reference, trainer, build)?,
+                None => {
+                    measure(&process, parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?)?
+                }
+            }
+        }
         CellData::Images { .. } => {
             let build = |key: &CellKey, recipe: &Recipe| {
                 Trainer::new(resnet_for(key, recipe, device.tch())?, &key.tricks, device, recipe)
@@ -92,18 +108,10 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
             }
         }
         CellData::Prepared(_) => {
-            let dir = job.model_dir()?;
-            let model = read_description(dir)?;
-            let build = |key: &CellKey, recipe: &Recipe| {
-                Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, recipe)
-            };
-            let trainer = build(&job.key, &recipe)?;
-            match &reference {
-                Some(reference) => paired::measure(&process, reference, trainer, build)?,
-                None => {
-                    measure(&process, parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?)?
-                }
-            }
+            return Err(Error::Invalid(format!(
+                "{}: prepared batches are the user's model's",
+                job.key.workload
+            )))
         }
     };
     Ok(timed_since(measurement, started))
