@@ -124,6 +124,33 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
 }
 
 #[test]
+fn a_model_with_a_dataset_trains_to_its_target_on_it() {
+    let dir = temp_dir();
+    let spec = checkout("examples/transformer.py");
+    let flags = ["--tricks", "one-cycle,flip-tta", "--target", "0.3", "--memory-budget-mib", "64"];
+    let out = run_model(dir.path(), spec.to_str().unwrap(), "run", &flags);
+    assert!(out.status.success(), "run failed: {}", text(&out.stderr));
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let dataset = results.run.model.as_ref().and_then(|m| m.dataset.as_ref()).expect("its dataset()");
+    assert_eq!((dataset.train_samples, dataset.test_samples), (4096, 512));
+    let described = results.run.more_data.iter().find(|d| d.name == "transformer.py dataset()");
+    let subsets = described.map(|d| (d.train_samples, d.test_samples));
+    assert_eq!(subsets, Some((2_000, 500)), "the smoke profile's subsets");
+    let cell =
+        |id: &str| results.cells.iter().find(|c| c.id() == id).unwrap_or_else(|| panic!("no cell {id}"));
+    for configuration in ["baseline", "one-cycle"] {
+        let c = cell(&format!("model/{configuration}/b32/s0/tta"));
+        assert_eq!(c.status, CellStatus::Ok, "{}: {:?}", c.id(), c.processes);
+        let best = c.time_to_accuracy.as_ref().unwrap().best_metric;
+        assert!(best >= 0.3, "{}: counting sequences are learnt past 30% in a few epochs ({best})", c.id());
+    }
+    let CellStatus::NotApplicable { reason } = &cell("model/flip-tta/b32/s0/tta").status else {
+        panic!("a dataset's inputs are not mirrored")
+    };
+    assert!(reason.contains("dataset()"), "{reason}");
+}
+
+#[test]
 fn the_libtorch_engine_reproduces_the_eager_networks_float64_loss() {
     let dir = temp_dir();
     for example in ["examples/cnn.py", "examples/transformer.py"] {

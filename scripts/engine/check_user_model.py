@@ -67,7 +67,7 @@ CUSTOM_BATCH = 3
 FIELDS = {
     "format", "spec", "source", "file", "function", "file_sha256", "package", "name", "class", "parameters",
     "batch_size", "image_size", "batches", "inputs", "targets", "output", "samples_per_batch", "sample_unit",
-    "flops_per_sample", "loss", "optimizer", "features", "export", "no_bias_export",
+    "flops_per_sample", "loss", "optimizer", "features", "export", "no_bias_export", "dataset",
 }
 FEATURES = {"convolutions", "bias_before_batch_norm", "bias_before_batch_norm_note", "sdpa", "linears", "dropout"}
 SAME_ARITHMETIC = 1e-9
@@ -193,6 +193,23 @@ BAD_FILES = [
         "vector_loss.py",
         LINEAR + TWO_TENSORS + "def loss(output, targets):\n    return output.sum(1)\n",
         ("loss(output, targets) gave float32 [4], not a finite scalar",),
+    ),
+    (
+        "dataset_pairs.py",
+        LINEAR + TWO_TENSORS + "def dataset():\n    return torch.randn(8, 4), torch.zeros(8)\n",
+        ("dataset() returned a tuple of (Tensor, Tensor), not ((train inputs, train targets)",),
+    ),
+    (
+        "dataset_short.py",
+        LINEAR + TWO_TENSORS + "def dataset():\n    x = torch.randn(8, 4)\n"
+        "    return (x, torch.zeros(7, dtype=torch.long)), (x, torch.zeros(8, dtype=torch.long))\n",
+        ("dataset()'s train inputs float32 [8, 4] and targets int64 [7]", "the same number of samples"),
+    ),
+    (
+        "dataset_rejected.py",
+        LINEAR + TWO_TENSORS + "def dataset():\n    x, y = torch.randn(8, 5), torch.zeros(8, dtype=torch.long)\n"
+        "    return (x, y), (x, y)\n",
+        ("rejects its input batch (float32 [2, 5])",),
     ),
     (
         "string_optimizer.py",
@@ -357,7 +374,7 @@ def check_cnn(out, d):
         "output": {"shape": [CNN_BATCH, 10], "dtype": "float32"}, "sample_unit": "images",
         "loss": "cross-entropy", "optimizer": "recipe", "convolutions": 3, "bias_before_batch_norm": 3,
         "bias_before_batch_norm_note": None, "sdpa": False, "linears": 1, "dropout": False,
-        "no_bias_export": True,
+        "no_bias_export": True, "dataset": None,
     }
     check_description(d, expected, module)
     check(d["export"]["method"] == "trace", f"cnn.py: export {d['export']}")
@@ -389,6 +406,25 @@ def check_transformer(out, d):
     torch.manual_seed(SEED)
     check_batches(out, [example.batch(b) for _ in range(BATCHES)])
     check_export(out, d, module, user_model.cross_entropy)
+    check_dataset(out, d, example)
+
+
+def check_dataset(out, d, example):
+    """dataset.safetensors holds the file's dataset() called after torch.manual_seed(SEED), and
+    model.json describes its splits."""
+    torch.manual_seed(SEED)
+    (train_x, train_y), (test_x, test_y) = example.dataset()
+    expected = {
+        "train_samples": train_x.shape[0], "test_samples": test_x.shape[0],
+        "inputs": {"shape": list(train_x.shape), "dtype": "int64"},
+        "targets": {"shape": list(train_y.shape), "dtype": "int64"},
+    }
+    check(d["dataset"] == expected, f"{d['name']}: dataset {d['dataset']}, expected {expected}")
+    saved = parity.read_safetensors(os.path.join(out, user_model.DATASET_FILE))
+    splits = {"train.inputs": train_x, "train.targets": train_y, "test.inputs": test_x, "test.targets": test_y}
+    check(set(saved) == set(splits), f"{out}: dataset.safetensors holds {sorted(saved)}")
+    for name, tensor in splits.items():
+        check(torch.equal(saved[name], tensor), f"{out}: dataset.safetensors {name} is not the file's dataset()")
 
 
 def check_resnet18(out, d, torchvision):

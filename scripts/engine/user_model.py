@@ -12,6 +12,8 @@ SPEC is one of
                                       targets reshaped (-1)),
                                     optimizer(parameters) -> a torch.optim.Optimizer (default:
                                       the case's optimizer, the engine's recipe)
+                                    dataset() -> the data its time to accuracy trains and is
+                                      tested on (dataset.safetensors below)
     torchvision:NAME, timm:NAME   torchvision.models.get_model(NAME, weights=None),
                                   timm.create_model(NAME, pretrained=False)
 
@@ -32,6 +34,10 @@ torch.manual_seed(N) and writes into DIR:
                          gives the eager module's float64 loss on batch 0 to 1e-9 relative
     loss.pt              the loss as a TorchScript module, forward(output, targets) -> the scalar
                          loss (traced on batch 0's output and targets); written with model.pt
+    dataset.safetensors  where the file defines dataset() -> ((train inputs, train targets), (test
+                         inputs, test targets)), four tensors with the samples as their first
+                         dimension (called after torch.manual_seed(N), checked by a forward of two
+                         training samples): train.inputs, train.targets, test.inputs, test.targets
     model-no-bias.pt     where model.pt is written and some convolutions with a bias feed only a
                          BatchNorm: the module without those biases, exported and checked the
                          same way (BatchNorm subtracts the batch mean, so in training mode the
@@ -56,7 +62,9 @@ torch.manual_seed(N) and writes into DIR:
         export {method "trace" | "script", loss_float64 (the eager float64 loss on batch 0)} |
         {method null, reason "torch.jit.trace: ...; torch.jit.script: ..." (or why the loss could
         not be traced, or why the module does not train in float64)};
-        no_bias_export (whether model-no-bias.pt was written)
+        no_bias_export (whether model-no-bias.pt was written); dataset {train_samples,
+        test_samples, inputs, targets: {shape, dtype} of the training split} | null without a
+        dataset()
 A bad SPEC exits with status 2 and one line on stderr, `trickbench: --model SPEC: <what is
 wrong>`, naming the file (or package) and the problem; DIR then holds no model.json. Anything else
 written to stderr while preparing is held, and passed on only when the preparation succeeds.
@@ -108,6 +116,7 @@ BATCHES_FILE = "batches.safetensors"
 EXPORT_FILE = "model.pt"
 LOSS_FILE = "loss.pt"
 NO_BIAS_EXPORT_FILE = "model-no-bias.pt"
+DATASET_FILE = "dataset.safetensors"
 DEFAULT_FUNCTION = "model"
 ACCEPTED = "FILE.py, FILE.py:FUNCTION, torchvision:NAME or timm:NAME"
 # Images of the forward that finds a library model's classes.
@@ -224,6 +233,7 @@ class Resolved:
     batch: object = None
     loss: object = None
     optimizer: object = None
+    dataset: object = None
     package: dict | None = None
     file_sha256: str | None = None
 
@@ -264,7 +274,7 @@ def resolve(source):
         names = [n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
         listed = ", ".join(names) if names else "none"
         raise ModelError(f"{source.file} defines no function {source.function}() (its functions: {listed})")
-    optional = {name: vars(module).get(name) for name in ("batch", "loss", "optimizer")}
+    optional = {name: vars(module).get(name) for name in ("batch", "loss", "optimizer", "dataset")}
     optional = {name: f if callable(f) else None for name, f in optional.items()}
     return Resolved(source, build, **optional, file_sha256=sha256_of(source.file))
 
@@ -751,6 +761,58 @@ def write_file(path, data):
 # ---- prepare ----
 
 
+DATASET_SHAPE = "((train inputs, train targets), (test inputs, test targets)), four tensors"
+
+
+def dataset_splits(resolved):
+    """The file's dataset() as [(split, inputs, targets)] for "train" and "test", on the CPU;
+    ModelError where it is not DATASET_SHAPE with samples as every tensor's first dimension."""
+    value = resolved.call("dataset()", resolved.dataset)
+    pairs = value if isinstance(value, (tuple, list)) and len(value) == 2 else None
+    if pairs is None or not all(
+        isinstance(p, (tuple, list)) and len(p) == 2 and all(torch.is_tensor(t) for t in p) for p in pairs
+    ):
+        raise ModelError(f"{resolved.label}dataset() returned {kind_of(value)}, not {DATASET_SHAPE}")
+    splits = []
+    for split, (inputs, targets) in zip(("train", "test"), pairs):
+        inputs, targets = (t.detach().cpu().contiguous() for t in (inputs, targets))
+        if inputs.dim() == 0 or targets.dim() == 0 or inputs.shape[0] != targets.shape[0] or inputs.shape[0] == 0:
+            raise ModelError(
+                f"{resolved.label}dataset()'s {split} inputs {tensor_text(inputs)} and targets "
+                f"{tensor_text(targets)}: each needs the same number of samples, at least one, as its first dimension"
+            )
+        splits.append((split, inputs, targets))
+    (_, train_x, train_y), (_, test_x, test_y) = splits
+    if train_x.shape[1:] != test_x.shape[1:] or train_y.shape[1:] != test_y.shape[1:]:
+        raise ModelError(
+            f"{resolved.label}dataset()'s train and test samples differ in shape: inputs {tensor_text(train_x)} and "
+            f"{tensor_text(test_x)}, targets {tensor_text(train_y)} and {tensor_text(test_y)}"
+        )
+    return splits
+
+
+def write_dataset(resolved, module, out, seed):
+    """Where the file defines dataset(): its splits written to DATASET_FILE in `out` (train.inputs,
+    train.targets, test.inputs, test.targets) after the module is checked to take two of its
+    samples (from seed `seed`); returns model.json's "dataset" field, or None without one."""
+    if resolved.dataset is None:
+        return None
+    torch.manual_seed(seed)
+    splits = dataset_splits(resolved)
+    train_inputs, train_targets = splits[0][1], splits[0][2]
+    probe = copy.deepcopy(module).train()
+    with torch.no_grad():
+        run_forward(resolved, probe, train_inputs[:2], seed)
+    named = {f"{split}.{part}": t for split, x, y in splits for part, t in (("inputs", x), ("targets", y))}
+    write_safetensors(os.path.join(out, DATASET_FILE), named)
+    return {
+        "train_samples": train_inputs.shape[0],
+        "test_samples": splits[1][1].shape[0],
+        "inputs": {"shape": list(train_inputs.shape), "dtype": dtype_name(train_inputs.dtype)},
+        "targets": {"shape": list(train_targets.shape), "dtype": dtype_name(train_targets.dtype)},
+    }
+
+
 def make_batches(resolved, module, args):
     """The prepared batches: the file's batch(), else images."""
     if resolved.batch is not None:
@@ -778,6 +840,7 @@ def prepare(args):
     features = features_of(module, sdpa)
     biased = features["bias_before_batch_norm"] > 0
     export, no_bias = write_exports(resolved, module, output, batches[0], args.seed, args.out, biased)
+    dataset = write_dataset(resolved, module, args.out, args.seed)
     samples = batches[0][1].numel()
     description = {
         **source_fields(resolved),
@@ -793,6 +856,7 @@ def prepare(args):
         "features": features,
         "export": export,
         "no_bias_export": no_bias,
+        "dataset": dataset,
     }
     temporary = description_path + ".partial"
     with open(temporary, "w") as f:

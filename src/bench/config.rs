@@ -19,6 +19,7 @@ use crate::results::model::UserModel;
 use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
 use crate::results::system::git_commit;
 use crate::tricks::{parse_trick_list, Trick};
+use crate::workloads::user;
 use crate::workloads::{Family, WorkloadId};
 
 /// What `--workload` names: one workload by id, the profile's member of a family (`resnet`,
@@ -234,13 +235,12 @@ impl RunConfig {
     ) -> Result<Vec<PlanRequest>, Error> {
         let request = &self.request;
         let hardware = Hardware::probe(self.device);
-        if let Some(why) =
-            model.filter(|_| self.model_trains_to_target()).and_then(crate::workloads::user::cifar_refusal)
-        {
+        let refusal = model.filter(|_| self.model_trains_to_target()).and_then(user::target_refusal);
+        if let Some(why) = refusal {
             return Err(Error::Invalid(format!(
-                "--target: your model trains to a target on CIFAR-10's 32×32 images in 10 classes (--data or \
-                 --images), and {why}; drop --target, or give the model such inputs (--image-size 32, or a \
-                 batch() of 32×32 images)"
+                "--target: without a dataset() in its file, your model trains to a target on CIFAR-10's 32×32 \
+                 images in 10 classes (--data or --images), and {why}; drop --target, define dataset() in \
+                 the file, or give the model such inputs (--image-size 32, or a batch() of 32×32 images)"
             )));
         }
         self.workloads

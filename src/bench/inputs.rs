@@ -5,10 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::bench::config::{RunConfig, WorkloadChoice};
+use crate::bench::profile::Profile;
 use crate::data::text::TextCorpus;
 use crate::data::{cifar, import, synth};
 use crate::error::Error;
-use crate::results::model::UserModel;
+use crate::results::model::{ModelDataset, UserModel};
 use crate::results::schema::DataInfo;
 use crate::workloads::build::gpt_context;
 use crate::workloads::{Family, WorkloadId};
@@ -74,7 +75,9 @@ pub fn resolve_inputs(
     let (profiles, workloads, paths) = (&config.profiles, &config.workloads, &config.request.inputs);
     let mut datasets = Vec::new();
     let resnets = workloads.iter().any(|w| w.family() == Family::CifarResnet);
-    let data_dir = if resnets || config.model_trains_to_target() {
+    // The user's model trains to its target on its file's dataset(), else on CIFAR-10.
+    let model_dataset = model.filter(|_| config.model_trains_to_target()).map(|m| m.dataset.as_ref());
+    let data_dir = if resnets || model_dataset.is_some_and(|d| d.is_none()) {
         let family = if resnets { Family::CifarResnet } else { Family::UserModel };
         let cifar = profiles.of(family)?;
         let (dir, info) = resolve_data(&paths.data, cifar.train_samples, cifar.test_samples, note)?;
@@ -99,6 +102,9 @@ pub fn resolve_inputs(
         datasets.push(info.clone());
     }
     datasets.extend(model.map(model_batches));
+    if let (Some(model), Some(Some(dataset))) = (model, model_dataset) {
+        datasets.push(model_dataset_info(model, dataset, profiles.of(Family::UserModel)?));
+    }
     let mut datasets = datasets.into_iter();
     let data = datasets.next().ok_or_else(|| Error::Invalid("no dataset to describe".to_owned()))?;
     Ok(Inputs { data_dir, text, data, more_data: datasets.collect() })
@@ -119,6 +125,20 @@ fn model_batches(model: &UserModel) -> DataInfo {
         train_samples: model.batches * model.samples_per_batch,
         test_samples: 0,
         sample_unit: model.sample_unit.name().to_owned(),
+    }
+}
+
+/// The data of the user's `model`'s file's `dataset()` that its time to accuracy trains and is
+/// tested on: its splits cut to `profile`'s subsets.
+fn model_dataset_info(model: &UserModel, dataset: &ModelDataset, profile: &Profile) -> DataInfo {
+    let cut = |samples: usize, subset: Option<usize>| subset.map_or(samples, |n| n.min(samples));
+    DataInfo {
+        name: format!("{} dataset()", model.name),
+        path: model.spec.clone(),
+        synthetic: false,
+        train_samples: cut(dataset.train_samples, profile.train_samples),
+        test_samples: cut(dataset.test_samples, profile.test_samples),
+        sample_unit: "samples".to_owned(),
     }
 }
 

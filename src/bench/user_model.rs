@@ -16,6 +16,9 @@ pub const DESCRIPTION_FILE: &str = "model.json";
 pub const WEIGHTS_FILE: &str = "weights.safetensors";
 /// The prepared batches (`inputs.K`, `targets.K`) inside a prepared folder.
 pub const BATCHES_FILE: &str = "batches.safetensors";
+/// The splits of the file's `dataset()` (`train.inputs`, `train.targets`, `test.inputs`,
+/// `test.targets`) inside a prepared folder, where it defines one.
+pub const DATASET_FILE: &str = "dataset.safetensors";
 /// Batches prepared: training cycles through them.
 pub const PREPARED_BATCHES: usize = 4;
 /// Side of the images made for a model without its own `batch()`, pixels, unless

@@ -141,7 +141,7 @@ fn overview(results: &[Results], g: &Group) -> Overview {
 }
 
 /// The user's model in a sentence: what it is, how big, what it reads, what it is built of and
-/// how the libtorch engine trains it.
+/// how the libtorch engine trains it, and what its `dataset()` holds.
 pub(crate) fn model_text(m: &UserModel) -> String {
     let source = match (&m.file, &m.package) {
         (Some(file), _) => format!("{} in {}", m.function.as_deref().unwrap_or("model"), file.display()),
@@ -160,9 +160,15 @@ pub(crate) fn model_text(m: &UserModel) -> String {
             reason.as_deref().unwrap_or("no reason recorded")
         ),
     };
+    let dataset = m.dataset.as_ref().map_or_else(String::new, |d| {
+        format!(
+            " Its dataset() holds {} training and {} test samples of {:?} {} inputs.",
+            d.train_samples, d.test_samples, d.inputs.shape, d.inputs.dtype
+        )
+    });
     format!(
         "{}: {} from {source}, {:.2} M parameters, {flops}; batches of {:?} {} inputs, {} {} per batch; {} \
-         convolutions ({} with a bias before a BatchNorm), {} {}, {}; {export}.",
+         convolutions ({} with a bias before a BatchNorm), {} {}, {}; {export}.{dataset}",
         m.name,
         m.class,
         m.parameters as f64 / 1e6,

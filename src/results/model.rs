@@ -65,6 +65,25 @@ pub struct UserModel {
     /// Whether an export without the biases of the convolutions that feed only a BatchNorm was
     /// written (`no-bias-before-bn` on the libtorch engine).
     pub no_bias_export: bool,
+    /// The data of the file's `dataset()`, which its time to accuracy trains and is tested on
+    /// (`None` without one: CIFAR-10 then, where the model takes its images). Absent from
+    /// descriptions written before files could define it.
+    #[serde(default)]
+    pub dataset: Option<ModelDataset>,
+}
+
+/// The splits of a user's `dataset()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDataset {
+    /// Samples of the training split.
+    pub train_samples: usize,
+    /// Samples of the test split.
+    pub test_samples: usize,
+    /// The training split's inputs (samples first).
+    pub inputs: TensorInfo,
+    /// The training split's targets (samples first).
+    pub targets: TensorInfo,
 }
 
 /// Where a user's network came from.
@@ -237,6 +256,7 @@ pub(crate) mod fixtures {
             },
             export: Export { method: Some(ExportMethod::Trace), loss_float64: Some(2.3), reason: None },
             no_bias_export: true,
+            dataset: None,
         }
     }
 }

@@ -58,6 +58,11 @@ pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option
                 .to_owned()
         }
         Trick::BnMomentum => "the model's BatchNorm momentum is set by its own code".to_owned(),
+        Trick::InputNorm | Trick::FlipTta if model.dataset.is_some() => {
+            "the model trains on its file's dataset(), whose inputs trickbench neither standardises nor \
+             mirrors"
+                .to_owned()
+        }
         Trick::BatchNorm => {
             "its reference removes the reference models' BatchNorms; trickbench does not rewrite the model's code"
                 .to_owned()
@@ -67,10 +72,13 @@ pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option
     Some(format!("{}: {why}", model.name))
 }
 
-/// Why `model` cannot train to a target on CIFAR-10, if it cannot: its time to accuracy trains on
-/// 32×32 RGB images in 10 classes (standardised, in float32), so its inputs must be images of
-/// that shape and its output one score per class.
-pub fn cifar_refusal(model: &UserModel) -> Option<String> {
+/// Why `model` cannot train to a target, if it cannot: on its file's `dataset()` it can; without
+/// one its time to accuracy trains on CIFAR-10's 32×32 RGB images in 10 classes (standardised,
+/// in float32), so its inputs must be images of that shape and its output one score per class.
+pub fn target_refusal(model: &UserModel) -> Option<String> {
+    if model.dataset.is_some() {
+        return None;
+    }
     let (inputs, output) = (&model.inputs, &model.output);
     let images = inputs.dtype.starts_with("float") && inputs.shape.get(1..) == Some(&[3, 32, 32][..]);
     let classes = output.shape.len() == 2 && output.shape[1] >= CIFAR_CLASSES;
@@ -94,16 +102,87 @@ pub fn engine_refusal(model: &UserModel, engine: Engine) -> Option<String> {
 mod tests {
     use super::*;
     use crate::results::model::fixtures::cnn;
-    use crate::results::model::Export;
+    use crate::results::model::{Export, ModelDataset, TensorInfo};
+
+    /// The reasons of the PyTorch engine's table of user sides (`USER_TRICKS` in
+    /// `scripts/engine/pytorch_engine.py`), by trick id: each entry's last string literal, or its
+    /// named constant's.
+    fn engine_reasons() -> Vec<(String, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engine/pytorch_engine.py");
+        let script = std::fs::read_to_string(path).unwrap();
+        let literals =
+            |text: &str| -> Vec<String> { text.split('"').skip(1).step_by(2).map(str::to_owned).collect() };
+        let constant = |name: &str| {
+            let line = script.lines().find(|l| l.starts_with(&format!("{name} = ("))).unwrap();
+            literals(line).pop().unwrap()
+        };
+        let block = script.split("USER_TRICKS = {\n").nth(1).unwrap().split("\n}\n").next().unwrap();
+        let mut entries: Vec<(String, String)> = Vec::new();
+        for line in block.lines() {
+            if let Some(rest) = line.strip_prefix("    \"") {
+                let (trick, value) = rest.split_once("\": ").unwrap();
+                entries.push((trick.to_owned(), value.to_owned()));
+            } else if let Some(last) = entries.last_mut() {
+                last.1.push_str(line);
+            }
+        }
+        entries
+            .into_iter()
+            .map(|(trick, value)| {
+                let reason = literals(&value).pop().unwrap_or_else(|| {
+                    let name =
+                        value.trim_start_matches('(').split([',', ')']).next().unwrap().trim().to_owned();
+                    constant(&name)
+                });
+                (trick, reason)
+            })
+            .collect()
+    }
 
     #[test]
-    fn only_a_classifier_of_32_pixel_images_trains_to_a_target_on_cifar() {
+    fn the_pytorch_engine_gives_the_same_reasons_for_what_does_not_fit_a_users_model() {
+        let mut bare = cnn();
+        bare.features = crate::results::model::ModelFeatures {
+            convolutions: 0,
+            bias_before_batch_norm: 0,
+            bias_before_batch_norm_note: None,
+            sdpa: false,
+            linears: 0,
+            dropout: false,
+        };
+        let reasons = engine_reasons();
+        assert!(reasons.len() >= 10, "{reasons:?}");
+        for (id, reason) in reasons {
+            let trick =
+                Trick::ALL.into_iter().find(|t| t.id() == id).unwrap_or_else(|| panic!("no trick {id}"));
+            // The engine alone decides whether a batch splits evenly into micro-batches.
+            if trick == Trick::GradAccumulation {
+                continue;
+            }
+            let ours =
+                not_applicable(&bare, trick, Engine::Pytorch).unwrap_or_else(|| panic!("{id} applies"));
+            assert_eq!(ours, format!("cnn.py: {reason}"), "{id}");
+        }
+    }
+
+    #[test]
+    fn a_model_trains_to_a_target_on_its_dataset_or_as_a_classifier_of_32_pixel_images() {
         let mut model = cnn();
-        assert_eq!(cifar_refusal(&model), None);
+        assert_eq!(target_refusal(&model), None);
         model.output.shape = vec![32, 2];
-        assert!(cifar_refusal(&model).unwrap().contains("at least 10 classes"));
+        assert!(target_refusal(&model).unwrap().contains("at least 10 classes"));
         model.inputs.shape = vec![32, 3, 224, 224];
-        assert_eq!(cifar_refusal(&model).unwrap(), "cnn.py's inputs are float32 [32, 3, 224, 224]");
+        assert_eq!(target_refusal(&model).unwrap(), "cnn.py's inputs are float32 [32, 3, 224, 224]");
+        let tensor = |shape: Vec<i64>, dtype: &str| TensorInfo { shape, dtype: dtype.to_owned() };
+        model.dataset = Some(ModelDataset {
+            train_samples: 100,
+            test_samples: 20,
+            inputs: tensor(vec![100, 3, 224, 224], "float32"),
+            targets: tensor(vec![100], "int64"),
+        });
+        assert_eq!(target_refusal(&model), None, "its own dataset() fits it");
+        let why = not_applicable(&model, Trick::FlipTta, Engine::Libtorch).unwrap();
+        assert!(why.contains("dataset()"), "{why}");
         let why = not_applicable(&cnn(), Trick::LabelSmoothing, Engine::Libtorch).unwrap();
         assert!(why.contains("its own loss"), "{why}");
         assert_eq!(not_applicable(&cnn(), Trick::OneCycle, Engine::Libtorch), None);

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use super::prepared::PreparedBatches;
+use super::samples::SampleSplits;
 use super::CellJob;
 use crate::bench::profile::Profile;
+use crate::bench::user_model::read_description;
 use crate::data::cifar::{self, CifarSplit};
 use crate::data::import;
 use crate::data::loader::{eval_batches, Batch, CifarLoader, ImageSource, LoaderOptions, Pipeline};
@@ -44,7 +46,7 @@ pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Er
     let batches = (0..count).map(|_| loader.next_batch()).collect::<Result<_, _>>()?;
     let vocab_size = match &data {
         CellData::Text { corpus, .. } => Some(corpus.vocab_size()),
-        CellData::Images { .. } | CellData::Prepared(_) => None,
+        CellData::Images { .. } | CellData::Prepared(_) | CellData::Samples(_) => None,
     };
     Ok(TrainingInputs { recipe, planned_steps, vocab_size, batches })
 }
@@ -123,6 +125,9 @@ pub(super) enum CellData {
     Text { corpus: TextCorpus, context: usize },
     /// The user's model's prepared batches, on the host ([`PreparedBatches`]).
     Prepared(PreparedBatches),
+    /// The user's model's own data (its file's `dataset()`), on the host, which its time to
+    /// accuracy trains and is tested on.
+    Samples(SampleSplits),
 }
 
 impl CellData {
@@ -137,9 +142,17 @@ impl CellData {
     /// [`Self::load`], the training image files packed once when `pack` (whatever the cell's
     /// tricks say) and otherwise left encoded.
     pub(super) fn load_packing(job: &CellJob, profile: &Profile, pack: bool) -> Result<Self, Error> {
-        // The user's model times its prepared batches, and trains to a target on CIFAR-10.
-        if job.key.workload == WorkloadId::Model && job.key.kind != CellKind::TimeToAccuracy {
-            return Ok(CellData::Prepared(PreparedBatches::read(job.model_dir()?)?));
+        // The user's model times its prepared batches, and trains to a target on its file's
+        // dataset(), else on CIFAR-10.
+        if job.key.workload == WorkloadId::Model {
+            let dir = job.model_dir()?;
+            if job.key.kind != CellKind::TimeToAccuracy {
+                return Ok(CellData::Prepared(PreparedBatches::read(dir)?));
+            }
+            if read_description(dir)?.dataset.is_some() {
+                let splits = SampleSplits::read(dir, profile.train_samples, profile.test_samples)?;
+                return Ok(CellData::Samples(splits));
+            }
         }
         if job.key.workload.family() == Family::CharGpt {
             let path = job.text.as_ref().ok_or_else(|| {
@@ -189,6 +202,7 @@ impl CellData {
             CellData::Images { train_samples, .. } => *train_samples,
             CellData::Text { corpus, context } => corpus.train.len() / (*context).max(1),
             CellData::Prepared(prepared) => prepared.samples(),
+            CellData::Samples(splits) => splits.train_samples(),
         };
         (samples / batch_size.max(1)).max(1)
     }
@@ -228,6 +242,9 @@ impl CellData {
                 Box::new(TextLoader::new(corpus.train.clone(), Self::text_options(inputs, *context))?)
             }
             CellData::Prepared(prepared) => prepared_loader(prepared, inputs)?,
+            CellData::Samples(splits) => {
+                Box::new(splits.training(inputs.batch_size, inputs.device.tch(), inputs.seed)?)
+            }
         })
     }
 
@@ -242,6 +259,9 @@ impl CellData {
                 Box::new(TextLoader::new(corpus.validation.clone(), Self::text_options(inputs, *context))?)
             }
             CellData::Prepared(prepared) => prepared_loader(prepared, inputs)?,
+            CellData::Samples(splits) => {
+                Box::new(splits.test_endless(inputs.batch_size, inputs.device.tch())?)
+            }
         })
     }
 
@@ -278,9 +298,10 @@ impl CellData {
                     options.pipeline,
                 ))
             }
+            CellData::Samples(splits) => Box::new(splits.test(inputs.batch_size, inputs.device.tch())),
             CellData::Prepared(_) => {
                 return Err(Error::Invalid(format!(
-                    "{}: your model has no held-out data to evaluate on",
+                    "{}: your model's prepared batches hold no held-out data to evaluate on",
                     inputs.job.key.workload
                 )))
             }

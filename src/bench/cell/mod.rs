@@ -18,6 +18,7 @@ mod pytorch;
 pub mod pytorch_case;
 mod pytorch_data;
 mod pytorch_server;
+mod samples;
 mod trace;
 mod tta;
 
@@ -107,11 +108,8 @@ pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, 
                 None => measure(&process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?)?,
             }
         }
-        CellData::Prepared(_) => {
-            return Err(Error::Invalid(format!(
-                "{}: prepared batches are the user's model's",
-                job.key.workload
-            )))
+        CellData::Prepared(_) | CellData::Samples(_) => {
+            return Err(Error::Invalid(format!("{}: that data is the user's model's", job.key.workload)))
         }
     };
     Ok(timed_since(measurement, started))

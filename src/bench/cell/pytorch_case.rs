@@ -107,7 +107,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let network = match &data {
         CellData::Text { corpus, .. } => Network::Gpt { vocab: corpus.vocab_size() },
         CellData::Images { .. } => Network::Resnet,
-        CellData::Prepared(_) => {
+        CellData::Prepared(_) | CellData::Samples(_) => {
             let dir = job.model_dir()?;
             let flops_per_sample = user_model::read_description(dir)?.flops_per_sample.unwrap_or(0.0);
             Network::User { dir, flops_per_sample }

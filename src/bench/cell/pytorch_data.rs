@@ -105,6 +105,12 @@ pub(super) fn write(
                 .map_err(|e| Error::Torch(format!("writing {}: {e}", path.display())))?;
             DataSpec::Batches { file: DATA_FILE, batches: batches.len() }
         }
+        CellData::Samples(_) => {
+            return Err(Error::Invalid(format!(
+                "{}: the PyTorch engine measures throughput and memory, not time to accuracy on dataset()",
+                inputs.job.key.workload
+            )))
+        }
     };
     Ok(spec)
 }
