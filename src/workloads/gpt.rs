@@ -531,6 +531,12 @@ mod tests {
         })
     }
 
+    /// Runs `f` with every SDPA backend allowed, no other test's forced switches in between: a
+    /// test that runs SDPA with the default switches must not race one that forces a backend.
+    fn every_backend<T>(f: impl FnOnce() -> T) -> T {
+        with_sdp_switches(SdpEnabled::ALL, f)
+    }
+
     fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
         (a - b).abs().max().double_value(&[])
     }
@@ -648,34 +654,38 @@ mod tests {
 
     #[test]
     fn both_attention_paths_agree() {
-        let config = small(2, 0.0);
-        let (explicit, inputs) = build(config, options(AttentionKernel::Explicit, false), 3, 16);
-        let (fused, _) = build(config, options(AttentionKernel::ScaledDotProduct, false), 3, 16);
-        for train in [false, true] {
-            let (a, b) = (explicit.forward(&inputs, train), fused.forward(&inputs, train));
-            assert_eq!(a.size(), [3, 16, 11]);
-            assert!(max_abs_diff(&a, &b) < 1e-5, "train {train}: {}", max_abs_diff(&a, &b));
-        }
-        // A shorter sequence uses a corner of the mask.
-        let short = inputs.slice(1, 0, 5, 1);
-        assert!(max_abs_diff(&explicit.forward(&short, false), &fused.forward(&short, false)) < 1e-5);
+        every_backend(|| {
+            let config = small(2, 0.0);
+            let (explicit, inputs) = build(config, options(AttentionKernel::Explicit, false), 3, 16);
+            let (fused, _) = build(config, options(AttentionKernel::ScaledDotProduct, false), 3, 16);
+            for train in [false, true] {
+                let (a, b) = (explicit.forward(&inputs, train), fused.forward(&inputs, train));
+                assert_eq!(a.size(), [3, 16, 11]);
+                assert!(max_abs_diff(&a, &b) < 1e-5, "train {train}: {}", max_abs_diff(&a, &b));
+            }
+            // A shorter sequence uses a corner of the mask.
+            let short = inputs.slice(1, 0, 5, 1);
+            assert!(max_abs_diff(&explicit.forward(&short, false), &fused.forward(&short, false)) < 1e-5);
+        })
     }
 
     #[test]
     fn no_position_sees_the_future() {
-        for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
-            let (model, inputs) = build(small(2, 0.0), options(attention, false), 2, 16);
-            let logits = model.forward(&inputs, false);
-            for t in [1, 7, 15] {
-                let changed = inputs.copy();
-                changed.slice(1, t, 16, 1).copy_(&((inputs.slice(1, t, 16, 1) + 1).remainder(11)));
-                assert!(!changed.equal(&inputs));
-                let other = model.forward(&changed, false);
-                let past = |l: &Tensor| l.slice(1, 0, t, 1);
-                assert!(max_abs_diff(&past(&logits), &past(&other)) < 1e-6, "{attention:?} t {t}");
-                assert!(max_abs_diff(&logits.slice(1, t, 16, 1), &other.slice(1, t, 16, 1)) > 1e-4);
+        every_backend(|| {
+            for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
+                let (model, inputs) = build(small(2, 0.0), options(attention, false), 2, 16);
+                let logits = model.forward(&inputs, false);
+                for t in [1, 7, 15] {
+                    let changed = inputs.copy();
+                    changed.slice(1, t, 16, 1).copy_(&((inputs.slice(1, t, 16, 1) + 1).remainder(11)));
+                    assert!(!changed.equal(&inputs));
+                    let other = model.forward(&changed, false);
+                    let past = |l: &Tensor| l.slice(1, 0, t, 1);
+                    assert!(max_abs_diff(&past(&logits), &past(&other)) < 1e-6, "{attention:?} t {t}");
+                    assert!(max_abs_diff(&logits.slice(1, t, 16, 1), &other.slice(1, t, 16, 1)) > 1e-4);
+                }
             }
-        }
+        })
     }
 
     #[test]
@@ -693,18 +703,22 @@ mod tests {
 
     #[test]
     fn checkpointed_gradients_equal_plain_ones() {
-        // With dropout off, and with dropout on: checkpointing replays the saved generator state,
-        // so the recomputed segments draw the masks of the first forward pass.
-        // The emulated fp8 linears recompute their scales and operands from the same inputs.
-        let fp8 =
-            GptOptions { fp8: Some(Fp8Gemm::Emulated), ..options(AttentionKernel::ScaledDotProduct, false) };
-        for (dropout, options) in [
-            (0.0, options(AttentionKernel::ScaledDotProduct, false)),
-            (0.2, options(AttentionKernel::Explicit, false)),
-            (0.2, fp8),
-        ] {
-            checkpointed_gradients_equal_plain_ones_with(small(3, dropout), options);
-        }
+        every_backend(|| {
+            // With dropout off, and with dropout on: checkpointing replays the saved generator state,
+            // so the recomputed segments draw the masks of the first forward pass.
+            // The emulated fp8 linears recompute their scales and operands from the same inputs.
+            let fp8 = GptOptions {
+                fp8: Some(Fp8Gemm::Emulated),
+                ..options(AttentionKernel::ScaledDotProduct, false)
+            };
+            for (dropout, options) in [
+                (0.0, options(AttentionKernel::ScaledDotProduct, false)),
+                (0.2, options(AttentionKernel::Explicit, false)),
+                (0.2, fp8),
+            ] {
+                checkpointed_gradients_equal_plain_ones_with(small(3, dropout), options);
+            }
+        })
     }
 
     fn checkpointed_gradients_equal_plain_ones_with(config: GptConfig, options: GptOptions) {
@@ -740,100 +754,117 @@ mod tests {
 
     #[test]
     fn fp8_projections_compute_the_plain_model_within_fp8_precision() {
-        let plain = options(AttentionKernel::ScaledDotProduct, false);
-        let fp8 = GptOptions { fp8: Some(Fp8Gemm::Emulated), ..plain };
-        let (exact, inputs) = build(small(2, 0.0), plain, 2, 16);
-        let (quantised, _) = build(small(2, 0.0), fp8, 2, 16);
-        let targets = inputs.roll([-1], [1]);
-        let (a, b) = (exact.forward(&inputs, true), quantised.forward(&inputs, true));
-        assert_eq!(b.kind(), Kind::Float, "the residual stream and the head stay fp32");
-        let relative = (&a - &b).norm().double_value(&[]) / a.norm().double_value(&[]);
-        assert!(relative > 0.0 && relative < 0.02, "logits off by {relative} of their norm");
-        let (la, lb) = (exact.loss(&a, &targets), quantised.loss(&b, &targets));
-        (la.shallow_clone() + &lb).backward();
-        assert!((la.double_value(&[]) - lb.double_value(&[])).abs() < 0.01);
-        let vars = quantised.var_store().variables();
-        let grad = &vars["transformer.h.1.mlp.c_fc.weight"].grad();
-        assert_eq!(grad.kind(), Kind::Float);
-        let exact_grad = exact.var_store().variables()["transformer.h.1.mlp.c_fc.weight"].grad();
-        let relative = (grad - &exact_grad).norm().double_value(&[]) / exact_grad.norm().double_value(&[]);
-        assert!(relative < 0.2, "c_fc's gradient off by {relative} of its norm");
+        every_backend(|| {
+            let plain = options(AttentionKernel::ScaledDotProduct, false);
+            let fp8 = GptOptions { fp8: Some(Fp8Gemm::Emulated), ..plain };
+            let (exact, inputs) = build(small(2, 0.0), plain, 2, 16);
+            let (quantised, _) = build(small(2, 0.0), fp8, 2, 16);
+            let targets = inputs.roll([-1], [1]);
+            let (a, b) = (exact.forward(&inputs, true), quantised.forward(&inputs, true));
+            assert_eq!(b.kind(), Kind::Float, "the residual stream and the head stay fp32");
+            let relative = (&a - &b).norm().double_value(&[]) / a.norm().double_value(&[]);
+            assert!(relative > 0.0 && relative < 0.02, "logits off by {relative} of their norm");
+            let (la, lb) = (exact.loss(&a, &targets), quantised.loss(&b, &targets));
+            (la.shallow_clone() + &lb).backward();
+            assert!((la.double_value(&[]) - lb.double_value(&[])).abs() < 0.01);
+            let vars = quantised.var_store().variables();
+            let grad = &vars["transformer.h.1.mlp.c_fc.weight"].grad();
+            assert_eq!(grad.kind(), Kind::Float);
+            let exact_grad = exact.var_store().variables()["transformer.h.1.mlp.c_fc.weight"].grad();
+            let relative =
+                (grad - &exact_grad).norm().double_value(&[]) / exact_grad.norm().double_value(&[]);
+            assert!(relative < 0.2, "c_fc's gradient off by {relative} of its norm");
+        })
     }
 
     #[test]
     fn jit_fusion_computes_the_eager_math() {
-        for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
-            let (eager, inputs) = build(small(2, 0.0), options(attention, false), 2, 10);
-            let (fused, _) = build(small(2, 0.0), options(attention, true), 2, 10);
-            for train in [false, true] {
-                let (a, b) = (eager.forward(&inputs, train), fused.forward(&inputs, train));
-                assert!(max_abs_diff(&a, &b) < 1e-5, "{attention:?} train {train}: {}", max_abs_diff(&a, &b));
+        every_backend(|| {
+            for attention in [AttentionKernel::Explicit, AttentionKernel::ScaledDotProduct] {
+                let (eager, inputs) = build(small(2, 0.0), options(attention, false), 2, 10);
+                let (fused, _) = build(small(2, 0.0), options(attention, true), 2, 10);
+                for train in [false, true] {
+                    let (a, b) = (eager.forward(&inputs, train), fused.forward(&inputs, train));
+                    assert!(
+                        max_abs_diff(&a, &b) < 1e-5,
+                        "{attention:?} train {train}: {}",
+                        max_abs_diff(&a, &b)
+                    );
+                }
             }
-        }
+        })
     }
 
     #[test]
     fn jit_residual_dropout_draws_the_eager_masks() {
-        let (eager, inputs) = build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, false), 2, 10);
-        let (fused, _) = build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, true), 2, 10);
-        let a = seeded(1, || eager.forward(&inputs, true));
-        let b = seeded(1, || fused.forward(&inputs, true));
-        assert!(max_abs_diff(&a, &b) < 1e-5, "{}", max_abs_diff(&a, &b));
-        let c = seeded(2, || fused.forward(&inputs, true));
-        assert!(max_abs_diff(&a, &c) > 1e-3, "other masks, other logits");
-        assert!(fused.forward(&inputs, false).equal(&fused.forward(&inputs, false)), "no dropout in eval");
+        every_backend(|| {
+            let (eager, inputs) =
+                build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, false), 2, 10);
+            let (fused, _) = build(small(2, 0.3), options(AttentionKernel::ScaledDotProduct, true), 2, 10);
+            let a = seeded(1, || eager.forward(&inputs, true));
+            let b = seeded(1, || fused.forward(&inputs, true));
+            assert!(max_abs_diff(&a, &b) < 1e-5, "{}", max_abs_diff(&a, &b));
+            let c = seeded(2, || fused.forward(&inputs, true));
+            assert!(max_abs_diff(&a, &c) > 1e-3, "other masks, other logits");
+            assert!(
+                fused.forward(&inputs, false).equal(&fused.forward(&inputs, false)),
+                "no dropout in eval"
+            );
+        })
     }
 
     #[test]
     fn overfits_a_short_text() {
-        let text = "The quick brown fox jumps over the lazy dog while the small cat sleeps by the \
+        every_backend(|| {
+            let text = "The quick brown fox jumps over the lazy dog while the small cat sleeps by the \
                     warm fire. A bird sings on the old oak tree, and the river runs slowly to the \
                     sea. Every morning the baker bakes fresh bread, and the children walk to school \
                     along the narrow lane, laughing and telling stories about dragons and kings.";
-        let mut vocab: Vec<char> = text.chars().collect();
-        vocab.sort_unstable();
-        vocab.dedup();
-        let ids: Vec<i64> = text.chars().map(|c| vocab.binary_search(&c).unwrap() as i64).collect();
-        let n = ids.len() as f64;
-        let entropy: f64 = vocab
-            .iter()
-            .map(|&c| text.chars().filter(|&x| x == c).count() as f64 / n)
-            .map(|p| -p * p.ln())
-            .sum();
-        let config = GptConfig {
-            vocab_size: vocab.len() as i64,
-            context: 32,
-            layers: 2,
-            heads: 4,
-            width: 64,
-            dropout: 0.0,
-        };
-        let (steps, batch) = (200, 16);
-        let (model, starts) = seeded(0, || {
-            let model =
-                Gpt::new(config, options(AttentionKernel::ScaledDotProduct, false), Device::Cpu).unwrap();
-            let starts = Tensor::randint(
-                ids.len() as i64 - config.context,
-                [steps, batch, 1],
-                (Kind::Int64, Device::Cpu),
-            );
-            (model, starts)
-        });
-        let data = Tensor::from_slice(&ids);
-        let offsets = Tensor::arange(config.context + 1, (Kind::Int64, Device::Cpu));
-        let mut optimizer = Adam::adamw(model.var_store().trainable_variables(), AdamConfig::default());
-        let mut loss = f64::INFINITY;
-        for step in 0..steps {
-            let windows =
-                data.index_select(0, &(starts.get(step) + &offsets).reshape([-1])).view([batch, -1]);
-            let inputs = windows.slice(1, 0, config.context, 1);
-            let targets = windows.slice(1, 1, config.context + 1, 1);
-            optimizer.zero_grad(true);
-            let l = model.loss(&model.forward(&inputs, true), &targets);
-            l.backward();
-            optimizer.step(3e-3).unwrap();
-            loss = l.double_value(&[]);
-        }
-        assert!(loss < 0.5 * entropy, "final loss {loss}, unigram entropy {entropy}");
+            let mut vocab: Vec<char> = text.chars().collect();
+            vocab.sort_unstable();
+            vocab.dedup();
+            let ids: Vec<i64> = text.chars().map(|c| vocab.binary_search(&c).unwrap() as i64).collect();
+            let n = ids.len() as f64;
+            let entropy: f64 = vocab
+                .iter()
+                .map(|&c| text.chars().filter(|&x| x == c).count() as f64 / n)
+                .map(|p| -p * p.ln())
+                .sum();
+            let config = GptConfig {
+                vocab_size: vocab.len() as i64,
+                context: 32,
+                layers: 2,
+                heads: 4,
+                width: 64,
+                dropout: 0.0,
+            };
+            let (steps, batch) = (200, 16);
+            let (model, starts) = seeded(0, || {
+                let model =
+                    Gpt::new(config, options(AttentionKernel::ScaledDotProduct, false), Device::Cpu).unwrap();
+                let starts = Tensor::randint(
+                    ids.len() as i64 - config.context,
+                    [steps, batch, 1],
+                    (Kind::Int64, Device::Cpu),
+                );
+                (model, starts)
+            });
+            let data = Tensor::from_slice(&ids);
+            let offsets = Tensor::arange(config.context + 1, (Kind::Int64, Device::Cpu));
+            let mut optimizer = Adam::adamw(model.var_store().trainable_variables(), AdamConfig::default());
+            let mut loss = f64::INFINITY;
+            for step in 0..steps {
+                let windows =
+                    data.index_select(0, &(starts.get(step) + &offsets).reshape([-1])).view([batch, -1]);
+                let inputs = windows.slice(1, 0, config.context, 1);
+                let targets = windows.slice(1, 1, config.context + 1, 1);
+                optimizer.zero_grad(true);
+                let l = model.loss(&model.forward(&inputs, true), &targets);
+                l.backward();
+                optimizer.step(3e-3).unwrap();
+                loss = l.double_value(&[]);
+            }
+            assert!(loss < 0.5 * entropy, "final loss {loss}, unigram entropy {entropy}");
+        })
     }
 }
