@@ -24,21 +24,17 @@ pub enum Error {
         /// The underlying error.
         source: serde_json::Error,
     },
-    /// A dataset file was missing or malformed.
-    #[error(transparent)]
-    Data(#[from] crate::data::cifar::DataError),
     /// The cell needed more memory than the device has or the memory budget allows.
     #[error("out of memory: {0}")]
     OutOfMemory(String),
     /// A value given by the user (flag, name, file content) is not acceptable.
     #[error("{0}")]
     Invalid(String),
-    /// The output folder could not be locked, or another process holds its lock.
-    #[error(transparent)]
-    Lock(#[from] crate::bench::lock::LockError),
-    /// Shards that cannot be merged.
-    #[error(transparent)]
-    Merge(#[from] crate::results::merge::MergeError),
+    /// A failure of a module with an error type of its own (a dataset file missing or malformed,
+    /// the output folder's lock held by another process, shards that do not merge), kept whole:
+    /// the binary reads its exit status from it.
+    #[error("{0}")]
+    Module(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// What failed, in the context of the flag or step named (`--text`, "running into DIR").
     #[error("{context}")]
     Context {
@@ -71,7 +67,7 @@ pub enum Error {
     #[error(
         "interrupted by {}: every finished cell is saved in {}; to run the rest, repeat the command \
          with --resume --out {}",
-        crate::bench::interrupt::signal_name(*signal),
+        signal_name(*signal),
         results.display(),
         results.parent().map_or_else(|| ".".into(), |dir| dir.display().to_string())
     )]
@@ -115,97 +111,40 @@ impl Error {
     }
 }
 
-/// Exit status of a command refused before it did anything: a flag, value or input file is wrong
-/// (named in the message), or another process is writing into the output folder. clap exits with
-/// the same status for arguments it cannot parse.
-pub const USAGE_STATUS: u8 = 2;
-
-/// Exit status of a run that finished, its results and report written, with cells that failed,
-/// timed out or ran out of memory ([`Error::CellsFailed`]).
-pub const CELLS_FAILED_STATUS: u8 = 3;
-
-/// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
-/// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
-/// (invalid values, malformed or missing data files, shards that do not merge, a held output
-/// folder, results that make no history), 1 for other failures of the library; `None` for causes that leave it to the next
-/// one in the chain (a command takes the first decision, else exits with 1).
-pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
-    use crate::bench::lock::LockError;
-    use crate::data::cifar::DataError;
-    let data_status = |error: &DataError| match error {
-        DataError::Io { .. } => None,
-        _ => Some(USAGE_STATUS),
-    };
-    let lock_status = |error: &LockError| matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
-    if let Some(error) = cause.downcast_ref::<Error>() {
-        return match error {
-            Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
-            Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
-            Error::Invalid(_) | Error::Merge(_) => Some(USAGE_STATUS),
-            Error::Data(data) => data_status(data),
-            Error::Lock(lock) => lock_status(lock),
-            Error::Io { .. } | Error::Json { .. } | Error::Context { .. } => None,
-            Error::Torch(_)
-            | Error::OutOfMemory(_)
-            | Error::Distributed(_)
-            | Error::Process(_)
-            | Error::Write { .. } => Some(1),
-        };
-    }
-    if let Some(error) = cause.downcast_ref::<DataError>() {
-        return data_status(error);
-    }
-    if let Some(error) = cause.downcast_ref::<LockError>() {
-        return lock_status(error);
-    }
-    if cause.is::<crate::results::merge::MergeError>() {
-        return Some(USAGE_STATUS);
-    }
-    if let Some(error) = cause.downcast_ref::<crate::report::ReportError>() {
-        use crate::report::ReportError;
-        let refused = matches!(error, ReportError::StartTime { .. } | ReportError::NothingShared { .. });
-        return refused.then_some(USAGE_STATUS);
-    }
-    // A file named on the command line that is not there.
-    let missing =
-        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-    missing.then_some(USAGE_STATUS)
-}
-
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The conventional name of `signal` (SIGINT, SIGTERM, SIGSEGV, …), or `signal N`.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT".to_owned(),
+        libc::SIGTERM => "SIGTERM".to_owned(),
+        libc::SIGKILL => "SIGKILL".to_owned(),
+        libc::SIGSEGV => "SIGSEGV".to_owned(),
+        libc::SIGABRT => "SIGABRT".to_owned(),
+        libc::SIGBUS => "SIGBUS".to_owned(),
+        libc::SIGFPE => "SIGFPE".to_owned(),
+        libc::SIGILL => "SIGILL".to_owned(),
+        other => format!("signal {other}"),
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::cifar::DataError;
 
-    fn status(error: impl std::error::Error + 'static) -> Option<u8> {
-        exit_status(&error)
+    #[test]
+    fn signals_are_named_and_an_unnamed_one_by_its_number() {
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(64), "signal 64");
     }
 
     #[test]
-    fn bad_input_failed_cells_and_signals_have_their_own_statuses() {
-        let format = || DataError::Format { path: "x.bin".into(), problem: "size 5".into() };
-        let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
-        assert_eq!(status(Error::Invalid("--seeds 0".into())), Some(USAGE_STATUS));
-        assert_eq!(status(format()), Some(USAGE_STATUS));
-        assert_eq!(status(Error::Data(format())), Some(USAGE_STATUS));
-        assert_eq!(status(not_found()), Some(USAGE_STATUS));
-        assert_eq!(status(Error::CellsFailed { failed: 1, cells: 2, results: "r.json".into() }), Some(3));
-        assert_eq!(status(Error::Interrupted { signal: libc::SIGTERM, results: "r.json".into() }), Some(143));
-        let write = Error::Write { path: "r.json".into(), source: not_found() };
-        assert_eq!(status(write), Some(1), "a failed write is no bad usage, whatever its cause");
-        // Left to the cause in the chain: an I/O error is bad usage only for a missing file.
-        assert_eq!(status(Error::io("r.json", not_found())), None);
-        let in_context = Error::Invalid("--seeds 0".into()).context("--text");
-        let chain: Vec<Option<u8>> =
-            std::iter::successors(Some(&in_context as &(dyn std::error::Error + 'static)), |e| e.source())
-                .map(exit_status)
-                .collect();
-        assert_eq!(chain, [None, Some(USAGE_STATUS)], "a context leaves the status to what failed in it");
-        assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
-        let unshared = crate::report::ReportError::NothingShared { runs: "#1 a; #2 b".into() };
-        assert_eq!(status(unshared), Some(USAGE_STATUS));
+    fn a_modules_error_reads_as_itself_and_stays_in_the_chain() {
+        let inner = std::io::Error::other("lock held");
+        let error = Error::Module(Box::new(inner));
+        assert_eq!(error.to_string(), "lock held");
+        let source = std::error::Error::source(&error).unwrap();
+        assert!(source.is::<std::io::Error>());
     }
 }

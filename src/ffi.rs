@@ -10,7 +10,6 @@ use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
 
 use crate::error::Error;
-use crate::workloads::fp8::{Fp8Format, Fp8Gemm};
 
 mod raw {
     use super::*;
@@ -315,37 +314,40 @@ pub fn is_channels_last(t: &Tensor) -> bool {
     unsafe { raw::tb_is_channels_last(t.as_ptr()) != 0 }
 }
 
-/// The per-tensor scale that maps `t`'s largest magnitude onto `format`'s largest finite value:
-/// a 0-d fp32 tensor on `t`'s device (see [`crate::workloads::fp8`]).
-pub fn fp8_scale(t: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+/// The per-tensor scale that maps `t`'s largest magnitude onto the largest finite value of the fp8
+/// format of code `format` (the shim's: 0 e4m3, 1 e5m2): a 0-d fp32 tensor on `t`'s device.
+/// `crate::workloads::fp8` is its typed face.
+pub fn fp8_scale(t: &Tensor, format: c_int) -> Result<Tensor, Error> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
-    check(unsafe { raw::tb_fp8_scale(t.as_ptr(), format.code(), &mut out) }, "computing an fp8 scale")?;
+    check(unsafe { raw::tb_fp8_scale(t.as_ptr(), format, &mut out) }, "computing an fp8 scale")?;
     // SAFETY: `out` is the new tensor the shim allocated.
     Ok(unsafe { Tensor::from_ptr(out) })
 }
 
-/// `t` multiplied by `scale`, clamped to `format`'s range and cast to it.
-pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+/// `t` multiplied by `scale`, clamped to the range of the fp8 format of code `format` and cast
+/// to it.
+pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: c_int) -> Result<Tensor, Error> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` and `scale` are live tensors; on success the shim hands over a new heap tensor.
     check(
-        unsafe { raw::tb_fp8_quantise(t.as_ptr(), scale.as_ptr(), format.code(), &mut out) },
-        &format!("quantising a {:?} tensor to {format:?}", t.kind()),
+        unsafe { raw::tb_fp8_quantise(t.as_ptr(), scale.as_ptr(), format, &mut out) },
+        &format!("quantising a {:?} tensor to fp8 format {format}", t.kind()),
     )?;
     // SAFETY: `out` is the new tensor the shim allocated.
     Ok(unsafe { Tensor::from_ptr(out) })
 }
 
 /// `x · wᵀ` (x [..., K], w [N, K]) through the fp8 linear's autograd function, multiplying with
-/// `gemm`; the output is in autocast's type when autocast is on for `x`'s device, else bf16, and
-/// backward gives each input a gradient in its own dtype.
-pub fn fp8_linear(x: &Tensor, w: &Tensor, gemm: Fp8Gemm) -> Result<Tensor, Error> {
+/// the kernel of code `gemm` (the shim's: 0 `torch._scaled_mm`, 1 emulated); the output is in
+/// autocast's type when autocast is on for `x`'s device, else bf16, and backward gives each
+/// input a gradient in its own dtype.
+pub fn fp8_linear(x: &Tensor, w: &Tensor, gemm: c_int) -> Result<Tensor, Error> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `x` and `w` are live tensors; on success the shim hands over a new heap tensor.
     check(
-        unsafe { raw::tb_fp8_linear(x.as_ptr(), w.as_ptr(), gemm.code(), &mut out) },
-        &format!("fp8 linear of {:?} by weight {:?} ({gemm:?})", x.size(), w.size()),
+        unsafe { raw::tb_fp8_linear(x.as_ptr(), w.as_ptr(), gemm, &mut out) },
+        &format!("fp8 linear of {:?} by weight {:?} (kernel {gemm})", x.size(), w.size()),
     )?;
     // SAFETY: `out` is the new tensor the shim allocated.
     Ok(unsafe { Tensor::from_ptr(out) })

@@ -7,6 +7,7 @@ pub mod engine;
 pub mod environment;
 pub mod error;
 pub mod ffi;
+pub mod hardware;
 pub mod measure;
 pub mod optim;
 pub mod parity;
@@ -15,6 +16,7 @@ pub mod results;
 pub mod summary;
 pub mod train;
 pub mod tricks;
+pub mod vocabulary;
 pub mod workloads;
 
 /// Helpers shared by the unit tests.

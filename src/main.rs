@@ -13,7 +13,7 @@ fn main() -> ExitCode {
             eprintln!("error: {}", commands::error_text(&error));
             // The first cause that decides: 2 for bad usage or input, 3 for a run with cells that
             // did not measure, 128 + the signal for an interrupted run; 1 for anything else.
-            let status = error.chain().find_map(trickbench::error::exit_status);
+            let status = error.chain().find_map(commands::exit::exit_status);
             status.map_or(ExitCode::FAILURE, ExitCode::from)
         }
     }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The most the tracked files may weigh together, in MiB: with `.devcheck/` the sent set stays
-/// at or under 54 MiB, inside device-pack's limit.
-const TRACKED_LIMIT_MIB: u64 = 22;
+/// at or under 55 MiB, inside device-pack's limit.
+const TRACKED_LIMIT_MIB: u64 = 23;
 /// Bytes per MiB.
 const MIB_BYTES: u64 = 1024 * 1024;
 /// How many of the largest files a failure names.

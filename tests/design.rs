@@ -8,9 +8,10 @@ use trickbench::bench::design::{stack_ranking, Design, Phases};
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::speedrun::{fastest_step, Evidence, THIS_RUN};
-use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::device::DeviceSpec;
 use trickbench::engine::Engine;
 use trickbench::error::Error;
+use trickbench::hardware::Hardware;
 use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{

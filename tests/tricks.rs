@@ -8,8 +8,9 @@ use tch::{Device, Kind, Tensor};
 
 use trickbench::bench::profile::ProfileName;
 use trickbench::data::loader::Batch;
-use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::device::DeviceSpec;
 use trickbench::ffi;
+use trickbench::hardware::Hardware;
 use trickbench::measure::phases::{self, PhaseClock, PhaseRecording, StepPhase};
 use trickbench::train::average::EmaConfig;
 use trickbench::train::checkpoint::checkpointed_forward_backward;

@@ -2,17 +2,13 @@
 //! cell recipes, and its phases (memory probes, the main plan, the stack's second half ranked by
 //! what the ablation measured). The one place that matches on a [`Design`].
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
-
 use crate::bench::plan::{Plan, PlanRequest};
 use crate::bench::speedrun::{choose, Evidence, THIS_RUN};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::results::schema::{CellKind, CellStatus, Phase, Results, SpeedrunChoice, SpeedrunDecision};
 use crate::tricks::{Applicability, Metric, Reference, Trick, TrickSet};
+pub use crate::vocabulary::Design;
 use crate::workloads::{Family, WorkloadId};
 
 /// The first batch size a probe tries; each next one doubles it.
@@ -20,38 +16,9 @@ pub const PROBE_START_BATCH: usize = 64;
 /// The largest batch size a probe tries.
 pub const PROBE_MAX_BATCH: usize = 65_536;
 
-/// An experimental design.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Design {
-    /// The baseline against the baseline plus each trick, one at a time.
-    Ablation,
-    /// All tricks on against all on minus each one.
-    LeaveOneOut,
-    /// The ablation, then tricks added cumulatively, best measured first (a waterfall).
-    Stack,
-    /// Throughput, peak memory and time-to-accuracy of the baseline over batch sizes from 64 to
-    /// the largest that fits (probed first; the out-of-memory point is part of the results).
-    BatchSweep,
-    /// Smith & Topin's super-convergence comparison: ResNet-56 trained to accuracy with a
-    /// piecewise-constant step schedule and with 1cycle.
-    SuperConvergence,
-    /// The ablation (or the effects of `--from` results files), then the tricks whose effect was
-    /// significant combined and trained to the target against the baseline.
-    Speedrun,
-}
-
+/// What each design measures and how: its rules for sharding, comparisons and cell recipes, and
+/// its phases.
 impl Design {
-    /// Every design, in the order `--help` lists them.
-    pub const ALL: [Design; 6] = [
-        Design::Ablation,
-        Design::LeaveOneOut,
-        Design::Stack,
-        Design::BatchSweep,
-        Design::SuperConvergence,
-        Design::Speedrun,
-    ];
-
     /// What the design measures, in a line of `--help`.
     fn help(self) -> &'static str {
         match self {
@@ -66,18 +33,6 @@ impl Design {
                 "the ablation (or --from results), then the tricks that helped, combined and trained to \
                  the target against the baseline"
             }
-        }
-    }
-
-    /// The name on the command line and in results.
-    pub fn id(self) -> &'static str {
-        match self {
-            Design::Ablation => "ablation",
-            Design::LeaveOneOut => "leave-one-out",
-            Design::Stack => "stack",
-            Design::BatchSweep => "batch-sweep",
-            Design::SuperConvergence => "super-convergence",
-            Design::Speedrun => "speedrun",
         }
     }
 
@@ -109,12 +64,6 @@ impl Design {
     /// comparison, which is time-to-accuracy only).
     pub fn measures_throughput(self) -> bool {
         self != Design::SuperConvergence
-    }
-
-    /// Whether a set lacking one trick is compared with the largest set rather than with the
-    /// baseline (leave-one-out).
-    pub fn compares_with_all_on(self) -> bool {
-        self == Design::LeaveOneOut
     }
 
     /// Whether the design needs the whole ablation in one process: its second half is chosen from
@@ -191,23 +140,6 @@ impl Design {
                 Ok(())
             }
         }
-    }
-}
-
-impl fmt::Display for Design {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-impl FromStr for Design {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Design::ALL.into_iter().find(|d| d.id() == s).ok_or_else(|| {
-            let valid: Vec<&str> = Design::ALL.iter().map(|d| d.id()).collect();
-            Error::Invalid(format!("unknown design '{s}'; valid designs: {}", valid.join(", ")))
-        })
     }
 }
 

@@ -60,21 +60,6 @@ impl Interrupt {
     }
 }
 
-/// The conventional name of `signal` (SIGINT, SIGTERM, SIGSEGV, …), or `signal N`.
-pub fn signal_name(signal: i32) -> String {
-    match signal {
-        libc::SIGINT => "SIGINT".to_owned(),
-        libc::SIGTERM => "SIGTERM".to_owned(),
-        libc::SIGKILL => "SIGKILL".to_owned(),
-        libc::SIGSEGV => "SIGSEGV".to_owned(),
-        libc::SIGABRT => "SIGABRT".to_owned(),
-        libc::SIGBUS => "SIGBUS".to_owned(),
-        libc::SIGFPE => "SIGFPE".to_owned(),
-        libc::SIGILL => "SIGILL".to_owned(),
-        other => format!("signal {other}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,7 +71,5 @@ mod tests {
         assert_eq!(clone.signal(), None);
         interrupt.trigger(libc::SIGTERM);
         assert_eq!(clone.signal(), Some(libc::SIGTERM));
-        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
-        assert_eq!(signal_name(64), "signal 64");
     }
 }

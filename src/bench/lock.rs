@@ -48,6 +48,12 @@ pub enum LockError {
     },
 }
 
+impl From<LockError> for crate::error::Error {
+    fn from(error: LockError) -> Self {
+        crate::error::Error::Module(Box::new(error))
+    }
+}
+
 /// The process a lock file names: one line, `pid host started-at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {

@@ -6,8 +6,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
-use crate::device::Hardware;
 use crate::engine::Engine;
+use crate::hardware::Hardware;
 use crate::results::analysis::{is_compared, reference_position};
 use crate::results::model::UserModel;
 use crate::results::schema::{CellKey, CellKind, Phase};

@@ -1,48 +1,12 @@
 //! Measurement profiles: how big the models and data are, and how long each cell measures.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
-
 use crate::device::DeviceSpec;
-use crate::error::Error;
 use crate::results::schema::{FamilySettings, Protocol};
+pub use crate::vocabulary::{ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
 use crate::workloads::{Family, WorkloadId};
 
-/// A named profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProfileName {
-    /// Seconds: checks the whole pipeline end to end with tiny measurements; its numbers are not
-    /// meant to be read.
-    Smoke,
-    /// Minutes on a 2-core CPU: ResNet-8 with a test subset and a modest accuracy target; the
-    /// 2-layer GPT with a modest validation-loss target.
-    Quick,
-    /// The GPU default: ResNet-56 on full CIFAR-10 and nanoGPT's shakespeare-char GPT, one
-    /// time-to-target seed.
-    Standard,
-    /// The GPU reference: ResNet-56 to 93% test accuracy and the GPT to validation loss 1.47,
-    /// three seeds.
-    Full,
-}
-
+/// Each profile's settings of each family.
 impl ProfileName {
-    /// Every profile.
-    pub const ALL: [ProfileName; 4] =
-        [ProfileName::Smoke, ProfileName::Quick, ProfileName::Standard, ProfileName::Full];
-
-    /// The name on the command line and in results.
-    pub fn id(self) -> &'static str {
-        match self {
-            ProfileName::Smoke => "smoke",
-            ProfileName::Quick => "quick",
-            ProfileName::Standard => "standard",
-            ProfileName::Full => "full",
-        }
-    }
-
     /// The settings of this profile for workloads of `family`.
     pub fn settings(self, family: Family) -> Profile {
         match family {
@@ -237,41 +201,6 @@ impl ProfileName {
     }
 }
 
-impl fmt::Display for ProfileName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-impl FromStr for ProfileName {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        ProfileName::ALL.into_iter().find(|p| p.id() == s).ok_or_else(|| {
-            Error::Invalid(format!("unknown profile '{s}'; valid profiles: smoke, quick, standard, full"))
-        })
-    }
-}
-
-/// What `--profile` asks for: a named profile, or `auto`, which picks one for the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub enum ProfileRequest {
-    /// `standard` on a CUDA GPU, `quick` otherwise.
-    Auto,
-    /// This profile.
-    Named(ProfileName),
-}
-
-/// Every value of `--profile`, `auto` first.
-const PROFILE_REQUESTS: [ProfileRequest; 5] = [
-    ProfileRequest::Auto,
-    ProfileRequest::Named(ProfileName::Smoke),
-    ProfileRequest::Named(ProfileName::Quick),
-    ProfileRequest::Named(ProfileName::Standard),
-    ProfileRequest::Named(ProfileName::Full),
-];
-
 impl ProfileRequest {
     /// The profile this request picks for a run on `device` (resolved), and for `auto` why:
     /// `standard` on a CUDA device, else `quick`. `cuda_available` says whether the machine has a
@@ -287,41 +216,6 @@ impl ProfileRequest {
             }
             (ProfileRequest::Auto, _) => (ProfileName::Quick, Some("no CUDA GPU".to_owned())),
         }
-    }
-}
-
-impl fmt::Display for ProfileRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProfileRequest::Auto => f.write_str("auto"),
-            ProfileRequest::Named(name) => name.fmt(f),
-        }
-    }
-}
-
-impl FromStr for ProfileRequest {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self, Error> {
-        PROFILE_REQUESTS.into_iter().find(|p| p.to_string() == s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown profile '{s}'; valid profiles: auto, smoke, quick, standard, full"
-            ))
-        })
-    }
-}
-
-impl From<ProfileRequest> for String {
-    fn from(p: ProfileRequest) -> String {
-        p.to_string()
-    }
-}
-
-impl TryFrom<String> for ProfileRequest {
-    type Error = Error;
-
-    fn try_from(s: String) -> Result<Self, Error> {
-        s.parse()
     }
 }
 
@@ -423,32 +317,6 @@ impl Profile {
 /// Shakespeare its baseline reaches 1.859 after 1,100 and 1.835 after 1,200 of its 1,500 planned
 /// steps, ending at 1.793 (seed 0; 1cycle ends at 1.804, clipping at 1.795).
 pub const QUICK_GPT_TARGET_LOSS: f64 = 1.85;
-
-/// How a time-to-accuracy cell trains and when it stops.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct TtaSettings {
-    /// Samples per step of time-to-target training (images, or windows for the GPT).
-    pub batch_size: usize,
-    /// The held-out metric to reach: test accuracy (a fraction, reached from below) for the
-    /// ResNets, validation loss (nats per token, reached from above) for the GPT.
-    pub target: f64,
-    /// Optimizer steps the schedule is planned over, when set (the GPT's); otherwise
-    /// `planned_epochs` epochs of the training split.
-    pub planned_steps: Option<usize>,
-    /// Training time allowed, seconds (evaluation excluded).
-    pub budget_s: f64,
-    /// Epochs of the training split the learning-rate schedule is planned over, unless
-    /// `planned_steps` is set.
-    pub planned_epochs: usize,
-    /// Optimizer steps between evaluations at `batch_size` (other batch sizes evaluate after as
-    /// many samples).
-    pub eval_every_steps: usize,
-    /// Learning rate at `batch_size`: SGD's for the ResNets (scaled linearly for other batch
-    /// sizes), AdamW's peak for the GPT.
-    pub base_lr: f64,
-    /// The large batch at which `lars` and `lamb` are measured, against SGD at the same batch.
-    pub large_batch_size: usize,
-}
 
 #[cfg(test)]
 mod tests {

@@ -191,8 +191,9 @@ mod tests {
     use super::*;
     use crate::bench::plan::PlanRequest;
     use crate::bench::profile::ProfileName;
-    use crate::device::{DeviceSpec, Hardware};
+    use crate::device::DeviceSpec;
     use crate::engine::Engine;
+    use crate::hardware::Hardware;
     use crate::results::schema::{DataInfo, MeasurementDesign, Phase, Protocol};
     use crate::tricks::TrickSet;
     use crate::workloads::Family;

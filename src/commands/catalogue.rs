@@ -2,8 +2,9 @@
 
 use anyhow::{Context, Result};
 
-use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::device::DeviceSpec;
 use trickbench::environment::write_environment;
+use trickbench::hardware::Hardware;
 use trickbench::tricks::catalogue::write_catalogue;
 
 use crate::cli::ListArgs;

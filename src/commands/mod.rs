@@ -13,6 +13,7 @@ mod catalogue;
 mod cell;
 mod data;
 mod ddp;
+pub mod exit;
 mod merge;
 mod parity;
 mod report;

@@ -111,6 +111,12 @@ pub enum DataError {
     },
 }
 
+impl From<DataError> for crate::error::Error {
+    fn from(error: DataError) -> Self {
+        crate::error::Error::Module(Box::new(error))
+    }
+}
+
 impl DataError {
     /// Wraps an I/O error with the path it happened on.
     pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
-use crate::device::Hardware;
 use crate::error::Error;
+use crate::hardware::Hardware;
 use crate::measure::host_allocator::keep_freed_memory;
 use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};

@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::speedrun::{fastest_step, load_evidence, Evidence};
-use crate::device::{DeviceSpec, Hardware};
+use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::hardware::Hardware;
 use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::parity::compare::TimingRound;
 use crate::results::schema::{SpeedrunDecision, SpeedrunTrick};

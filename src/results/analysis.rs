@@ -1,6 +1,5 @@
 //! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
 
-use crate::bench::design::Design;
 use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::{peak_flops_per_s, Precision};
 use crate::measure::stats::{
@@ -12,6 +11,7 @@ use crate::results::schema::{
 };
 use crate::results::system::SystemInfo;
 use crate::tricks::{MemoryFigure, Trick, TrickSet};
+use crate::vocabulary::Design;
 use crate::workloads::WorkloadId;
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,

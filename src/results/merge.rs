@@ -106,6 +106,12 @@ pub enum MergeError {
     },
 }
 
+impl From<MergeError> for crate::error::Error {
+    fn from(error: MergeError) -> Self {
+        crate::error::Error::Module(Box::new(error))
+    }
+}
+
 /// The first characters of a fingerprint, enough to tell two apart.
 fn short(fingerprint: &str) -> &str {
     &fingerprint[..fingerprint.len().min(12)]

@@ -67,8 +67,8 @@ pub struct UserModel {
     pub no_bias_export: bool,
     /// The data of the file's `dataset()`, which its time to accuracy trains and is tested on
     /// (`None` without one: CIFAR-10 then, where the model takes its images). Absent from
-    /// descriptions written before files could define it.
-    #[serde(default)]
+    /// descriptions written before files could define it, and not written without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<ModelDataset>,
 }
 

@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::design::Design;
-use crate::bench::profile::{ProfileName, ProfileRequest, TtaSettings};
 use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
 use crate::measure::energy::{Energy, EnergyMethod};
@@ -15,6 +13,8 @@ use crate::measure::stats;
 use crate::results::quality::QualityMetric;
 use crate::results::system::SystemInfo;
 use crate::tricks::{MemoryFigure, Metric, Trick, TrickSet};
+use crate::vocabulary::Design;
+use crate::vocabulary::{ProfileName, ProfileRequest, TtaSettings};
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::{Family, WorkloadId};
 

@@ -12,6 +12,7 @@ mod micro_batch;
 mod options;
 pub mod parallel;
 mod precision;
+pub mod pytorch_terms;
 pub mod recipe;
 mod step;
 

@@ -2,8 +2,8 @@
 //! hardware facts the caller passes in (so any machine can be described, on any machine).
 
 use super::{InPytorch, Trick, TrickSet};
-use crate::device::Hardware;
 use crate::engine::Engine;
+use crate::hardware::Hardware;
 use crate::workloads::WorkloadId;
 
 /// Whether a trick can be measured for a workload on a device.

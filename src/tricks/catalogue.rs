@@ -4,7 +4,8 @@
 use std::io::{self, Write};
 
 use super::{Applicability, InPytorch, Pairing, Trick};
-use crate::device::{DeviceSpec, Hardware};
+use crate::device::DeviceSpec;
+use crate::hardware::Hardware;
 use crate::workloads::{Family, WorkloadId};
 
 /// Writes the catalogue to `out`, with applicability on `device`, whose `hardware` is given.

@@ -15,8 +15,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::device::Hardware;
 use crate::error::Error;
+use crate::hardware::Hardware;
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::Family;
 

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::{Applicability, Reference, Trick};
-use crate::device::Hardware;
 use crate::engine::Engine;
+use crate::hardware::Hardware;
 use crate::workloads::gpt::AttentionBackend;
 use crate::workloads::WorkloadId;
 

@@ -992,7 +992,7 @@ mod tests {
 
     use super::super::{Applicability, Wording};
     use super::*;
-    use crate::device::Hardware;
+    use crate::hardware::Hardware;
     use crate::workloads::{Family, WorkloadId};
 
     /// Whether `trick` can be measured on some workload of `family` on a machine that has

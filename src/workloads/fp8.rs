@@ -11,19 +11,19 @@
 //! both input gradients, each in its input's dtype.
 //!
 //! tch cannot define autograd functions, so the scaling and the function live in `csrc/shim.cpp`
-//! (one definition of each step, for both kernels) behind [`ffi::fp8_linear`],
-//! [`ffi::fp8_scale`] and [`ffi::fp8_quantise`]. The kernel multiplying the quantised operands is
+//! (one definition of each step, for both kernels), which the FFI exposes over the shim's codes
+//! and [`linear`], [`scale`] and [`quantise`] over this module's types. The kernel multiplying the
+//! quantised operands is
 //! `torch._scaled_mm` (fp8 tensor cores on compute capability 8.9 and newer) or an emulation that
 //! dequantises both operands and multiplies in fp32: the reference the tests check the scaling
 //! against on a CPU. Training cells only ever use `_scaled_mm`, where the trick applies.
-//!
-//! [`ffi::fp8_linear`]: crate::ffi::fp8_linear
-//! [`ffi::fp8_scale`]: crate::ffi::fp8_scale
-//! [`ffi::fp8_quantise`]: crate::ffi::fp8_quantise
 
 use std::os::raw::c_int;
 
-use tch::Kind;
+use tch::{Kind, Tensor};
+
+use crate::error::Error;
+use crate::ffi;
 
 /// An fp8 format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum Fp8Format {
 
 impl Fp8Format {
     /// The format's code in the shim's C ABI.
-    pub(crate) fn code(self) -> c_int {
+    fn code(self) -> c_int {
         match self {
             Fp8Format::E4m3 => 0,
             Fp8Format::E5m2 => 1,
@@ -63,7 +63,7 @@ pub enum Fp8Gemm {
 
 impl Fp8Gemm {
     /// The kernel's code in the shim's C ABI.
-    pub(crate) fn code(self) -> c_int {
+    fn code(self) -> c_int {
         match self {
             Fp8Gemm::ScaledMm => 0,
             Fp8Gemm::Emulated => 1,
@@ -71,12 +71,30 @@ impl Fp8Gemm {
     }
 }
 
+/// The per-tensor scale that maps `t`'s largest magnitude onto `format`'s largest finite value:
+/// a 0-d fp32 tensor on `t`'s device.
+pub fn scale(t: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+    ffi::fp8_scale(t, format.code())
+}
+
+/// `t` multiplied by `scale`, clamped to `format`'s range and cast to it.
+pub fn quantise(t: &Tensor, scale: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
+    ffi::fp8_quantise(t, scale, format.code())
+}
+
+/// `x · wᵀ` (x [..., K], w [N, K]) through the fp8 linear's autograd function, multiplying with
+/// `gemm`; the output is in autocast's type when autocast is on for `x`'s device, else bf16, and
+/// backward gives each input a gradient in its own dtype.
+pub fn linear(x: &Tensor, w: &Tensor, gemm: Fp8Gemm) -> Result<Tensor, Error> {
+    ffi::fp8_linear(x, w, gemm.code())
+}
+
 #[cfg(test)]
 mod tests {
     use tch::{Device, Tensor};
 
     use super::*;
-    use crate::ffi::{fp8_linear, fp8_quantise, fp8_scale, AutocastGuard};
+    use crate::ffi::AutocastGuard;
     use crate::test_support::seeded;
 
     impl Fp8Format {
@@ -109,8 +127,8 @@ mod tests {
 
     /// `t` quantised with its own scale and dequantised again, in fp32, and the scale.
     fn round_trip(t: &Tensor, format: Fp8Format) -> (Tensor, f64) {
-        let scale = fp8_scale(t, format).unwrap();
-        let q = fp8_quantise(t, &scale, format).unwrap();
+        let scale = scale(t, format).unwrap();
+        let q = quantise(t, &scale, format).unwrap();
         assert_eq!(q.kind(), format.kind());
         (q.to_kind(Kind::Float) / &scale, scale.double_value(&[]))
     }
@@ -137,14 +155,14 @@ mod tests {
             (Fp8Format::E4m3, 128.0, [13.0, -40.0, 224.0, -448.0, 0.0]),
             (Fp8Format::E5m2, 16384.0, [1536.0, -5120.0, 28672.0, -57344.0, 0.0]),
         ];
-        for (format, scale, quantised) in golden {
-            let s = fp8_scale(&x, format).unwrap();
+        for (format, expected_scale, quantised) in golden {
+            let s = scale(&x, format).unwrap();
             assert_eq!((s.kind(), s.dim()), (Kind::Float, 0));
-            assert_eq!(s.double_value(&[]), scale, "{format:?}");
-            assert_eq!(as_f64s(&fp8_quantise(&x, &s, format).unwrap()), quantised, "{format:?}");
+            assert_eq!(s.double_value(&[]), expected_scale, "{format:?}");
+            assert_eq!(as_f64s(&quantise(&x, &s, format).unwrap()), quantised, "{format:?}");
         }
         // 448 times the fp32 reciprocal of 3500.
-        let larger = fp8_scale(&(&x * 1000.0), Fp8Format::E4m3).unwrap().double_value(&[]);
+        let larger = scale(&(&x * 1000.0), Fp8Format::E4m3).unwrap().double_value(&[]);
         assert!((larger / (448.0 / 3500.0) - 1.0).abs() < 1e-6, "{larger}");
     }
 
@@ -180,12 +198,12 @@ mod tests {
         })
     }
 
-    /// The output and both input gradients of `(fp8_linear(x, w) · r).sum()` for a fixed random
+    /// The output and both input gradients of `(linear(x, w) · r).sum()` for a fixed random
     /// `r`, and `r`.
     fn forward_backward(x: &Tensor, w: &Tensor, gemm: Fp8Gemm) -> (Tensor, Tensor, Tensor, Tensor) {
         let r = seeded(2, || Tensor::randn([2, 16, 48], (Kind::Float, Device::Cpu)));
         let (x, w) = (x.detach().set_requires_grad(true), w.detach().set_requires_grad(true));
-        let y = fp8_linear(&x, &w, gemm).unwrap();
+        let y = linear(&x, &w, gemm).unwrap();
         (y.to_kind(Kind::Float) * &r).sum(Kind::Float).backward();
         (y, x.grad(), w.grad(), r)
     }
@@ -242,7 +260,7 @@ mod tests {
             [(None, Kind::BFloat16), (Some(Kind::Half), Kind::Half), (Some(Kind::BFloat16), Kind::BFloat16)]
         {
             let _region = autocast.map(|dtype| AutocastGuard::enter(false, dtype).unwrap());
-            let y = fp8_linear(&x, &w, Fp8Gemm::Emulated).unwrap();
+            let y = linear(&x, &w, Fp8Gemm::Emulated).unwrap();
             assert_eq!(y.kind(), kind, "under {autocast:?}");
             y.to_kind(Kind::Float).sum(Kind::Float).backward();
             assert_eq!((x.grad().kind(), w.grad().kind()), (Kind::Float, Kind::Float));
@@ -260,7 +278,7 @@ mod tests {
         let (_, w) = operands();
         for gemm in [Fp8Gemm::Emulated, Fp8Gemm::ScaledMm] {
             let x = zeros.reshape([2, 16, 16]).repeat([1, 1, 2]).set_requires_grad(true);
-            let y = fp8_linear(&x, &w, gemm).unwrap();
+            let y = linear(&x, &w, gemm).unwrap();
             // A zero output gradient too: every scale in backward meets the floor.
             (y.to_kind(Kind::Float) * 0.0).sum(Kind::Float).backward();
             for t in [y.to_kind(Kind::Float), x.grad(), w.grad()] {

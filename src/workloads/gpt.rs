@@ -43,10 +43,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
-use super::fp8::Fp8Gemm;
+use super::fp8::{self, Fp8Gemm};
 use super::Workload;
 use crate::error::Error;
-use crate::ffi::{self, sdp_enabled, JitFunction, SdpEnabled};
+use crate::ffi::{sdp_enabled, JitFunction, SdpEnabled};
 
 /// The MLP's exact GELU in TorchScript, for the `jit-fusion` trick: the same math as the eager
 /// `gelu("none")`, 0.5·x·(1 + erf(x/√2)), written as a pointwise chain the fuser can compile into
@@ -400,7 +400,7 @@ impl Gpt {
     /// plain matmul.
     fn project(&self, xs: &Tensor, weight: &Tensor) -> Tensor {
         match self.options.fp8 {
-            Some(gemm) => ffi::fp8_linear(xs, weight, gemm).unwrap_or_else(|e| panic!("{e}")),
+            Some(gemm) => fp8::linear(xs, weight, gemm).unwrap_or_else(|e| panic!("{e}")),
             None => xs.linear(weight, None::<Tensor>),
         }
     }

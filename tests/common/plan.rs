@@ -2,7 +2,8 @@
 
 use trickbench::bench::plan::PlanRequest;
 use trickbench::bench::profile::ProfileName;
-use trickbench::device::{DeviceSpec, Hardware};
+use trickbench::device::DeviceSpec;
+use trickbench::hardware::Hardware;
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
 

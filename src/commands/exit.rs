@@ -1,0 +1,101 @@
+//! The exit status of a failed command, decided from its error's chain of causes: the one place
+//! that maps the library's errors, and those of its modules, onto statuses.
+
+use trickbench::bench::lock::LockError;
+use trickbench::data::cifar::DataError;
+use trickbench::error::Error;
+use trickbench::report::ReportError;
+use trickbench::results::merge::MergeError;
+
+/// Exit status of a command refused before it did anything: a flag, value or input file is wrong
+/// (named in the message), or another process is writing into the output folder. clap exits with
+/// the same status for arguments it cannot parse.
+pub const USAGE_STATUS: u8 = 2;
+
+/// Exit status of a run that finished, its results and report written, with cells that failed,
+/// timed out or ran out of memory ([`Error::CellsFailed`]).
+pub const CELLS_FAILED_STATUS: u8 = 3;
+
+/// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
+/// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
+/// (invalid values, malformed or missing data files, shards that do not merge, a held output
+/// folder, results that make no history), 1 for other failures of the library; `None` for causes
+/// that leave it to the next one in the chain (a command takes the first decision, else exits
+/// with 1).
+pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    if let Some(error) = cause.downcast_ref::<Error>() {
+        return library_status(error);
+    }
+    if let Some(error) = cause.downcast_ref::<DataError>() {
+        return (!matches!(error, DataError::Io { .. })).then_some(USAGE_STATUS);
+    }
+    if let Some(error) = cause.downcast_ref::<LockError>() {
+        return matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
+    }
+    if cause.is::<MergeError>() {
+        return Some(USAGE_STATUS);
+    }
+    if let Some(error) = cause.downcast_ref::<ReportError>() {
+        let refused = matches!(error, ReportError::StartTime { .. } | ReportError::NothingShared { .. });
+        return refused.then_some(USAGE_STATUS);
+    }
+    // A file named on the command line that is not there.
+    let missing =
+        cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+    missing.then_some(USAGE_STATUS)
+}
+
+/// The status the library's own error decides, if it decides one.
+fn library_status(error: &Error) -> Option<u8> {
+    match error {
+        Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
+        Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
+        Error::Invalid(_) => Some(USAGE_STATUS),
+        // A module's error decides, next in the chain.
+        Error::Module(_) | Error::Io { .. } | Error::Json { .. } | Error::Context { .. } => None,
+        Error::Torch(_)
+        | Error::OutOfMemory(_)
+        | Error::Distributed(_)
+        | Error::Process(_)
+        | Error::Write { .. } => Some(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(error: impl std::error::Error + 'static) -> Option<u8> {
+        exit_status(&error)
+    }
+
+    /// The statuses the causes of `error`'s chain decide, in order.
+    fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<Option<u8>> {
+        std::iter::successors(Some(error), |e| e.source()).map(exit_status).collect()
+    }
+
+    #[test]
+    fn bad_input_failed_cells_and_signals_have_their_own_statuses() {
+        let format = || DataError::Format { path: "x.bin".into(), problem: "size 5".into() };
+        let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(status(Error::Invalid("--seeds 0".into())), Some(USAGE_STATUS));
+        assert_eq!(status(format()), Some(USAGE_STATUS));
+        assert_eq!(chain(&Error::from(format())), [None, Some(USAGE_STATUS)], "the module's error decides");
+        assert_eq!(status(not_found()), Some(USAGE_STATUS));
+        assert_eq!(status(Error::CellsFailed { failed: 1, cells: 2, results: "r.json".into() }), Some(3));
+        assert_eq!(status(Error::Interrupted { signal: libc::SIGTERM, results: "r.json".into() }), Some(143));
+        let write = Error::Write { path: "r.json".into(), source: not_found() };
+        assert_eq!(status(write), Some(1), "a failed write is no bad usage, whatever its cause");
+        // Left to the cause in the chain: an I/O error is bad usage only for a missing file.
+        assert_eq!(status(Error::io("r.json", not_found())), None);
+        let in_context = Error::Invalid("--seeds 0".into()).context("--text");
+        assert_eq!(
+            chain(&in_context),
+            [None, Some(USAGE_STATUS)],
+            "a context leaves the status to what failed in it"
+        );
+        assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
+        let unshared = ReportError::NothingShared { runs: "#1 a; #2 b".into() };
+        assert_eq!(status(unshared), Some(USAGE_STATUS));
+    }
+}
