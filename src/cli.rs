@@ -147,6 +147,10 @@ pub struct RunArgs {
     /// (default: 224).
     #[arg(long, value_name = "PX", requires = "model")]
     pub image_size: Option<u32>,
+    /// Do not probe the largest batch that fits your --model (by default each engine trains it at
+    /// batch 64, 128, … one process each, until one runs out of memory).
+    #[arg(long, requires = "model")]
+    pub no_batch_probe: bool,
     /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
     /// judged by training throughput, peak memory, or time to accuracy).
     #[arg(long, default_value = "all")]

@@ -16,7 +16,7 @@ use trickbench::bench::user_model::{Preparation, EXPORT_FILE, LOSS_FILE};
 use trickbench::engine::Engine;
 use trickbench::results::model::ExportMethod;
 use trickbench::results::quality::QualityMetric;
-use trickbench::results::schema::{CellStatus, Results};
+use trickbench::results::schema::{CellKind, CellStatus, Results};
 use trickbench::results::store;
 use trickbench::workloads::scripted::ScriptedModel;
 use trickbench::workloads::{Workload, WorkloadId};
@@ -127,7 +127,7 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
 fn a_model_with_a_dataset_trains_to_its_target_on_it() {
     let dir = temp_dir();
     let spec = checkout("examples/transformer.py");
-    let flags = ["--tricks", "one-cycle,flip-tta", "--target", "0.3", "--memory-budget-mib", "64"];
+    let flags = ["--tricks", "one-cycle,flip-tta", "--target", "0.3", "--no-batch-probe"];
     let out = run_model(dir.path(), spec.to_str().unwrap(), "run", &flags);
     assert!(out.status.success(), "run failed: {}", text(&out.stderr));
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
@@ -144,6 +144,10 @@ fn a_model_with_a_dataset_trains_to_its_target_on_it() {
         let best = c.time_to_accuracy.as_ref().unwrap().best_metric;
         assert!(best >= 0.3, "{}: counting sequences are learnt past 30% in a few epochs ({best})", c.id());
     }
+    assert!(
+        results.cells.iter().all(|c| c.key.kind != CellKind::MemoryProbe),
+        "--no-batch-probe leaves the largest batch unprobed"
+    );
     let CellStatus::NotApplicable { reason } = &cell("model/flip-tta/b32/s0/tta").status else {
         panic!("a dataset's inputs are not mirrored")
     };

@@ -91,6 +91,9 @@ pub struct RunRequest {
     pub model: Option<String>,
     /// Side of the square images made for a `model` without its own batches (`None`: 224).
     pub image_size: Option<u32>,
+    /// Whether the largest batch that fits the `model` is probed before its cells
+    /// (`--no-batch-probe` turns it off).
+    pub probe_model_batch: bool,
     /// The tricks to measure.
     pub tricks: Vec<Trick>,
     /// The experimental design.
@@ -256,6 +259,7 @@ impl RunConfig {
                     seed: request.seed,
                     time_to_accuracy_batch_size: trains_to_target.then_some(settings.tta.batch_size),
                     model: model.filter(|_| own_model).cloned(),
+                    probe_model_batch: request.probe_model_batch,
                     has_images: request.inputs.images.is_some(),
                     missing_text: missing_text.map(str::to_owned),
                     engines: self.engines.clone(),
@@ -487,6 +491,7 @@ mod tests {
             workload: Some(WorkloadChoice::All),
             model: None,
             image_size: None,
+            probe_model_batch: true,
             tricks: vec![Trick::AvoidSync],
             design: Design::Ablation,
             profile: ProfileRequest::Named(ProfileName::Quick),

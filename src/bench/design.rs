@@ -217,10 +217,11 @@ fn probe_expandable_segments(
 }
 
 /// Probes the largest batch that fits the user's model's baseline on every engine of `request`
-/// that trains it: what its throughput and memory are read against. An engine that cannot train
+/// that trains it, unless the request turns the probe off: what its throughput and memory are
+/// read against. An engine that cannot train
 /// the model probes nothing (its first probe is not applicable, with the reason).
 fn probe_own_model(phases: &mut dyn Phases, request: &PlanRequest, cap: usize) -> Result<(), Error> {
-    if !request.workloads.contains(&WorkloadId::Model) {
+    if !request.probe_model_batch || !request.workloads.contains(&WorkloadId::Model) {
         return Ok(());
     }
     for &engine in &request.engines {

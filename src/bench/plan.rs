@@ -82,6 +82,8 @@ pub struct PlanRequest {
     /// The user's own network, where the `model` workload is planned: what it is built of and
     /// whether it was exported decide which of its cells can run.
     pub model: Option<UserModel>,
+    /// Whether the largest batch that fits the user's model is probed before its cells.
+    pub probe_model_batch: bool,
 }
 
 impl PlanRequest {
@@ -108,6 +110,7 @@ impl PlanRequest {
             missing_text: None,
             engines: vec![Engine::Libtorch],
             model: None,
+            probe_model_batch: true,
         }
     }
 }

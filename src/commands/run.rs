@@ -38,6 +38,7 @@ fn request(args: &RunArgs) -> RunRequest {
         workload: args.workload,
         model: args.model.clone(),
         image_size: args.image_size,
+        probe_model_batch: !args.no_batch_probe,
         tricks: args.tricks.0.clone(),
         design: args.design,
         profile: training.profile,
