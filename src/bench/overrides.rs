@@ -518,12 +518,17 @@ mod tests {
         assert_eq!(message, "--epochs 0: must be at least 1");
     }
 
+    /// `--target value`.
+    fn target_flag(value: f64) -> ProfileOverrides {
+        flags(ProfileOverrides {
+            time_to_accuracy: TtaOverrides { target: Some(value), ..Default::default() },
+            ..Default::default()
+        })
+    }
+
     #[test]
     fn a_target_for_both_families_is_refused_and_each_family_takes_its_own() {
-        let both = flags(ProfileOverrides {
-            time_to_accuracy: TtaOverrides { target: Some(0.7), ..Default::default() },
-            ..Default::default()
-        });
+        let both = target_flag(0.7);
         let families = [Family::CifarResnet, Family::CharGpt];
         let message = RunProfiles::new(ProfileName::Quick, &families, &[&both]).unwrap_err().to_string();
         assert!(message.starts_with("--target 0.7: the run trains ResNets"), "{message}");
@@ -540,10 +545,7 @@ mod tests {
 
     #[test]
     fn the_users_model_trains_to_a_target_only_where_one_is_set_for_it() {
-        let target = flags(ProfileOverrides {
-            time_to_accuracy: TtaOverrides { target: Some(0.4), ..Default::default() },
-            ..Default::default()
-        });
+        let target = target_flag(0.4);
         let accuracies = [Family::CifarResnet, Family::UserModel];
         let run = RunProfiles::new(ProfileName::Quick, &accuracies, &[&target]).unwrap();
         assert!(run.target_set(Family::UserModel) && run.target_set(Family::CifarResnet));
@@ -556,10 +558,7 @@ mod tests {
         let with_gpt = [Family::CharGpt, Family::UserModel];
         let message = RunProfiles::new(ProfileName::Quick, &with_gpt, &[&target]).unwrap_err().to_string();
         assert!(message.contains("GPTs, whose target is a validation loss"), "{message}");
-        let percent = flags(ProfileOverrides {
-            time_to_accuracy: TtaOverrides { target: Some(60.0), ..Default::default() },
-            ..Default::default()
-        });
+        let percent = target_flag(60.0);
         let message = RunProfiles::new(ProfileName::Quick, &[Family::UserModel], &[&percent]).unwrap_err();
         assert!(message.to_string().contains("your model's target is a test accuracy"), "{message}");
     }

@@ -138,9 +138,8 @@ mod tests {
 
     use crate::data::loader::Batch;
     use crate::device::DeviceSpec;
-    use crate::ffi::SdpEnabled;
     use crate::optim::sgd::SgdConfig;
-    use crate::test_support::{seeded, with_sdp_switches};
+    use crate::test_support::seeded;
     use crate::train::recipe::BN_MOMENTUM;
     use crate::train::Trainer;
     use crate::tricks::TrickSet;
@@ -159,14 +158,9 @@ mod tests {
         )
     }
 
-    /// A trainer of `model`; building it sets the process-wide SDPA switches, so it holds them
-    /// from the tests that force a backend.
     fn trainer(model: CifarResnet) -> Trainer<CifarResnet> {
         let sgd = SgdConfig { momentum: 0.9, weight_decay: 5e-4 };
-        with_sdp_switches(SdpEnabled::ALL, || {
-            Trainer::new(model, &TrickSet::baseline(), DeviceSpec::Cpu, sgd)
-        })
-        .unwrap()
+        Trainer::new(model, &TrickSet::baseline(), DeviceSpec::Cpu, sgd).unwrap()
     }
 
     // Replicas on the CPU stand in for further GPUs: the split, the loss weighting and the

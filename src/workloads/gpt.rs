@@ -533,6 +533,7 @@ mod tests {
 
     /// Runs `f` with every SDPA backend allowed, no other test's forced switches in between: a
     /// test that runs SDPA with the default switches must not race one that forces a backend.
+    /// `f` may seed (the switches' lock is always taken before the generator's).
     fn every_backend<T>(f: impl FnOnce() -> T) -> T {
         with_sdp_switches(SdpEnabled::ALL, f)
     }
