@@ -132,9 +132,11 @@ pub(super) enum CellData {
 
 impl CellData {
     /// Loads the dataset the cell's workload reads, cut to the profile's subset sizes: for a
-    /// ResNet (and the user's model's time to accuracy) the packed CIFAR-10 files of `data_dir`, or with `images` the image files (packed
-    /// once when `packed-dataset` is on, otherwise left encoded so that every batch decodes them;
-    /// the test split is always packed once); for a GPT the text file.
+    /// ResNet (and the time to accuracy of a user's model without its own `dataset()`) the packed
+    /// CIFAR-10 files of `data_dir`, or with `images` the image files (packed once when
+    /// `packed-dataset` is on, otherwise left encoded so that every batch decodes them; the test
+    /// split is always packed once); for a GPT the text file; for the user's model its prepared
+    /// batches, or to train to a target its `dataset()`.
     pub(super) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
         Self::load_packing(job, profile, job.key.tricks.has(Trick::PackedDataset))
     }
