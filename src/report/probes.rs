@@ -59,21 +59,16 @@ fn within(results: &[Results], g: &Group) -> String {
 /// for the first screen ("The largest batch that fits: 128 in PyTorch, 128 on libtorch, within
 /// …"); `None` where the group probed no baseline.
 pub(crate) fn baseline_sentence(results: &[Results], g: &Group) -> Option<String> {
-    let mut engines: Vec<Engine> = g
+    let probes: Vec<&Entry> = g
         .entries
         .iter()
         .filter(|e| e.cell.key.kind == CellKind::MemoryProbe && e.cell.key.tricks.is_baseline())
-        .map(|e| e.cell.key.engine)
         .collect();
+    let mut engines: Vec<Engine> = probes.iter().map(|e| e.cell.key.engine).collect();
     engines.sort_by_key(|engine| engine.is_libtorch());
     engines.dedup();
     let largest = |engine: Engine| {
-        let fitted = g.entries.iter().filter(|e| {
-            e.cell.key.kind == CellKind::MemoryProbe
-                && e.cell.key.tricks.is_baseline()
-                && e.cell.key.engine == engine
-                && e.cell.status == CellStatus::Ok
-        });
+        let fitted = probes.iter().filter(|e| e.cell.key.engine == engine && e.cell.status == CellStatus::Ok);
         let batch = fitted.map(|e| e.cell.key.batch_size).max();
         format!(
             "{} {}",
