@@ -1,4 +1,5 @@
 //! trickbench: measures PyTorch training speed-up tricks, on and off, on reference models.
+pub mod analysis;
 pub mod bench;
 pub mod data;
 pub mod device;
@@ -13,6 +14,7 @@ pub mod optim;
 pub mod parity;
 pub mod report;
 pub mod results;
+pub mod stats;
 pub mod summary;
 pub mod train;
 pub mod tricks;

@@ -422,8 +422,8 @@ fn why_stopped(tta: &TimeToAccuracy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::quality::QualityMetric;
     use crate::results::schema::CurvePoint;
+    use crate::vocabulary::QualityMetric;
 
     fn missed(last_train_s: f64) -> TimeToAccuracy {
         let point = |train_s: f64, epoch: f64| CurvePoint {

@@ -7,10 +7,10 @@ mod common;
 use std::path::Path;
 
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
-use trickbench::measure::flops::Precision;
-use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results};
 use trickbench::results::store;
+use trickbench::vocabulary::Precision;
+use trickbench::vocabulary::QualityMetric;
 use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
 
@@ -165,8 +165,8 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
 /// single-device eager step, on the host clock, and the report in `run` shows them: the figure,
 /// the table beside the speed-ups and the CSV's columns.
 fn assert_step_breakdowns(results: &Results, run: &Path, html: &str) {
-    use trickbench::measure::phases::PhaseClock;
-    use trickbench::measure::phases::StepPhase::{
+    use trickbench::results::phases::PhaseClock;
+    use trickbench::results::phases::StepPhase::{
         Backward, BatchWait, Forward, HostToDevice, Metrics, Optimizer,
     };
     let train = |c: &&CellResult| c.key.kind == (CellKind::Throughput { phase: Phase::Train });

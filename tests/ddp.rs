@@ -189,7 +189,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     use trickbench::bench::cell::CellJob;
     use trickbench::bench::profile::ProfileName;
     use trickbench::device::DeviceSpec;
-    use trickbench::measure::phases::StepPhase;
+    use trickbench::results::phases::StepPhase;
     use trickbench::results::schema::{CellKey, CellKind, Phase, ProcessMeasurement};
     use trickbench::tricks::TrickSet;
     use trickbench::workloads::{Family, WorkloadId};

@@ -4,6 +4,7 @@
 #[allow(dead_code)]
 mod common;
 
+use trickbench::analysis::time_to_accuracy_summaries;
 use trickbench::bench::design::{stack_ranking, Design, Phases};
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
@@ -12,13 +13,12 @@ use trickbench::device::DeviceSpec;
 use trickbench::engine::Engine;
 use trickbench::error::Error;
 use trickbench::hardware::Hardware;
-use trickbench::results::analysis::time_to_accuracy_summaries;
-use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
     CellKind, CellResult, CellStatus, MeasurementDesign, NoiseFloor, Phase, Results, SpeedrunChoice,
     SpeedrunDecision, TimeToAccuracy,
 };
 use trickbench::tricks::Trick;
+use trickbench::vocabulary::QualityMetric;
 use trickbench::workloads::WorkloadId;
 
 use common::cells::{comparison, train_key, KeyWith};

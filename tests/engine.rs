@@ -12,7 +12,7 @@ mod common;
 use std::process::Command;
 
 use trickbench::engine::Engine;
-use trickbench::measure::phases::StepPhase;
+use trickbench::results::phases::StepPhase;
 use trickbench::results::schema::{CellStatus, MeasurementDesign, Results};
 use trickbench::results::store;
 

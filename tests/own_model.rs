@@ -15,9 +15,9 @@ use std::process::Command;
 use trickbench::bench::user_model::{Preparation, EXPORT_FILE, LOSS_FILE};
 use trickbench::engine::Engine;
 use trickbench::results::model::ExportMethod;
-use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{CellKind, CellStatus, Results};
 use trickbench::results::store;
+use trickbench::vocabulary::QualityMetric;
 use trickbench::workloads::scripted::ScriptedModel;
 use trickbench::workloads::{Workload, WorkloadId};
 

@@ -18,15 +18,15 @@ mod common;
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use trickbench::analysis::{comparisons, noise_floors, summarise_cell};
 use trickbench::bench::design::Design;
 use trickbench::device::DeviceSpec;
-use trickbench::measure::stats::{median, relative_half_width, Estimate};
-use trickbench::results::analysis::{comparisons, noise_floors, summarise_cell};
 use trickbench::results::schema::{
     CellId, CellKey, CellResult, CellStatus, MeasurementDesign, NoiseFloor, PairedWindow, PairedWindows,
     ProcessMeasurement, Side,
 };
 use trickbench::results::system::SystemInfo;
+use trickbench::stats::{median, relative_half_width, Estimate};
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
 

@@ -364,7 +364,7 @@ fn committed(run: &str, files: &[&str]) -> Vec<Results> {
         .iter()
         .map(|f| {
             let mut r = trickbench::results::store::load(&dir.join(f)).unwrap();
-            r.time_to_accuracy = trickbench::results::analysis::time_to_accuracy_summaries(&r.cells);
+            r.time_to_accuracy = trickbench::analysis::time_to_accuracy_summaries(&r.cells);
             r
         })
         .collect()
@@ -753,7 +753,7 @@ fn committed_version_1_results_upgrade_to_what_their_reports_were_rendered_from(
         }
         let load = |path: &Path| {
             let mut results = trickbench::results::store::load(path).unwrap();
-            trickbench::results::analysis::refresh_derived(&mut results);
+            trickbench::analysis::refresh_derived(&mut results);
             results
         };
         assert!(load(&written) == load(&rendered), "{} upgrades differently", written.display());
@@ -796,7 +796,7 @@ fn committed_results_files_load_and_save_back_byte_for_byte() {
 /// heat, carries the reason on its summary line and in its report row, and both say how many.
 #[test]
 fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_the_report() {
-    use trickbench::measure::machine::{CpuState, GpuState, MachineState, ThrottleReason};
+    use trickbench::results::machine::{CpuState, GpuState, MachineState, ThrottleReason};
     use trickbench::results::schema::ProcessMeasurement;
 
     let mut results = fixtures::cpu_run();

@@ -14,10 +14,10 @@ use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, CellExecutor, Execution, RunSpec, Silent};
 use trickbench::bench::shard::{shard_record, Shard};
 use trickbench::results::merge::{merge, MergeError, ShardResults};
-use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::*;
 use trickbench::results::store;
 use trickbench::tricks::Trick;
+use trickbench::vocabulary::QualityMetric;
 use trickbench::workloads::WorkloadId;
 
 use common::cells::measurement;

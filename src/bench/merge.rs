@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::analysis::refresh_derived;
 use crate::bench::runner::RESULTS_FILE;
 use crate::bench::session::{hold_output, FinishedRun};
 use crate::bench::trace::TRACES_DIR;
@@ -47,6 +48,7 @@ pub fn merge(request: &MergeRequest, warn: &dyn Fn(&str)) -> Result<FinishedRun,
         warn(&format!("warning: {warning}"));
     }
     let mut results = merged.results;
+    refresh_derived(&mut results);
     copy_traces(&mut results, &trace_dirs, request, warn)?;
     if let Some(name) = request.out.file_name() {
         results.run.id = name.to_string_lossy().into_owned();

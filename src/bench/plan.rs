@@ -4,11 +4,11 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::analysis::{is_compared, reference_position};
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
 use crate::hardware::Hardware;
-use crate::results::analysis::{is_compared, reference_position};
 use crate::results::model::UserModel;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Pairing, Trick, TrickSet};

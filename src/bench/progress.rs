@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::bench::runner::{LineSink, RunObserver};
-use crate::measure::stats::median;
 use crate::results::schema::{CellKey, CellResult, CellStatus};
+use crate::stats::median;
 
 /// How a run shows its progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

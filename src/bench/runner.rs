@@ -10,12 +10,12 @@ use std::time::Duration;
 
 pub use process::{LineSink, ProcessExecutor};
 
+use crate::analysis::{refresh_derived, summarise_cell};
 use crate::bench::cell::CellJob;
 use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
-use crate::results::analysis::{refresh_derived, summarise_cell};
 use crate::results::schema::{
     CellKey, CellResult, CellStatus, MeasurementDesign, ProcessMeasurement, Results, RunInfo, SpeedrunChoice,
 };

@@ -18,10 +18,10 @@
 
 use std::path::PathBuf;
 
+use crate::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::bench::plan::PlanRequest;
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::results::schema::{
     CellKind, CellResult, Phase, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
     Verdict,

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use trickbench::analysis::time_to_accuracy_summaries;
 use trickbench::report::{render_comparison, write_index};
-use trickbench::results::analysis::time_to_accuracy_summaries;
 use trickbench::results::schema::Results;
 use trickbench::results::store;
 

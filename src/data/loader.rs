@@ -22,7 +22,8 @@ use crate::data::transfer;
 use crate::data::workers::WorkerPool;
 use crate::error::Error;
 use crate::ffi;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
+use crate::results::phases::StepPhase;
 use crate::tricks::{Trick, TrickSet};
 
 /// Per-channel mean of the CIFAR-10 training images (pixel values scaled to [0, 1]).

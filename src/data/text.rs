@@ -18,7 +18,8 @@ use crate::data::loader::{stream, Batch, Pipeline};
 use crate::data::transfer;
 use crate::data::workers::WorkerPool;
 use crate::error::Error;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
+use crate::results::phases::StepPhase;
 
 /// Most distinct characters a corpus may have: token ids are `u16`.
 pub const MAX_VOCABULARY: usize = 1 << 16;

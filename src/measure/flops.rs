@@ -1,20 +1,6 @@
 //! Model FLOPs utilisation: analytic FLOPs per sample ÷ measured time ÷ the device's peak.
 
-use serde::{Deserialize, Serialize};
-
-/// The arithmetic a cell's matmuls and convolutions run in, which decides the relevant peak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Precision {
-    /// IEEE fp32 on the CUDA cores.
-    Fp32,
-    /// TensorFloat-32 on tensor cores.
-    Tf32,
-    /// fp16 or bf16 on tensor cores.
-    Half,
-    /// fp8 (E4M3 or E5M2) on tensor cores.
-    Fp8,
-}
+pub use crate::vocabulary::Precision;
 
 /// One GPU model's dense (no sparsity) peaks, FLOP/s, from NVIDIA's datasheets, and how NVML names
 /// it. Datasheets quote tensor-core figures "with sparsity"; these are the dense halves.

@@ -1,6 +1,6 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
-//! machine's state around a cell, the statistics over windows, profiler traces, and the host
-//! allocator the measuring processes run with.
+//! machine's state around a cell and the system record, profiler traces, and the host allocator the measuring
+//! processes run with.
 pub mod energy;
 pub mod flops;
 pub mod host_allocator;
@@ -8,6 +8,6 @@ pub mod machine;
 pub mod memory;
 pub mod phases;
 pub mod power;
-pub mod stats;
+pub mod system;
 pub mod timer;
 pub mod trace;

@@ -11,27 +11,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nvml_wrapper::Nvml;
-use serde::{Deserialize, Serialize};
-
 use crate::device::DeviceSpec;
-use crate::measure::energy::{sampled_energy, CounterSpan, Energy, EnergyCounter, EnergyError, SpanTally};
+use crate::measure::energy::{sampled_energy, CounterSpan, EnergyCounter, EnergyError, SpanTally};
+use crate::results::energy::Energy;
+use crate::results::system::GpuInfo;
+use nvml_wrapper::Nvml;
 
 /// Interval between power readings.
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(20);
-
-/// What NVML says about a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuInfo {
-    /// Marketing name, e.g. `NVIDIA H200`.
-    pub name: String,
-    /// Driver version.
-    pub driver_version: String,
-    /// Installed device memory, bytes.
-    pub memory_total_bytes: u64,
-    /// CUDA compute capability, e.g. `9.0`.
-    pub compute_capability: String,
-}
 
 /// NVML and the index of `device`'s GPU, or why NVML cannot be used for it.
 pub(crate) fn open(device: DeviceSpec) -> Result<(Nvml, u32), String> {

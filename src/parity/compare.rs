@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use crate::bench::profile::ProfileName;
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::parity::side::CompileMode;
 use crate::parity::stack::StackParity;
 use crate::results::system::SystemInfo;
+use crate::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::workloads::WorkloadId;
 
 /// The largest relative difference between the two sides' loss at any step that still counts as
@@ -194,7 +194,7 @@ impl CompiledSpeed {
             samples_per_s: median_ci(&compiled.concat())?,
             ratio_to_eager: paired_ratio_ci(&compiled, &eager)?,
             first_compile_s: *compile_s.first()?,
-            median_compile_s: crate::measure::stats::median(&compile_s)?,
+            median_compile_s: crate::stats::median(&compile_s)?,
         })
     }
 }

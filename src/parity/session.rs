@@ -11,7 +11,6 @@ use wait_timeout::ChildExt;
 use crate::error::Error;
 use crate::hardware::Hardware;
 use crate::measure::host_allocator::keep_freed_memory;
-use crate::measure::stats::median;
 use crate::parity::case::{self, ExportRequest};
 use crate::parity::compare::{
     CompiledLosses, CompiledParity, CompiledRound, CompiledSpeed, LossAgreement, ParityReport,
@@ -24,6 +23,7 @@ use crate::parity::PYTORCH_SCRIPT;
 use crate::results::schema::SpeedrunDecision;
 use crate::results::store;
 use crate::results::system::{git_commit, SystemInfo};
+use crate::stats::median;
 use crate::tricks::Trick;
 use crate::workloads::WorkloadId;
 

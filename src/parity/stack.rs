@@ -12,9 +12,9 @@ use crate::bench::speedrun::{fastest_step, load_evidence, Evidence};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::hardware::Hardware;
-use crate::measure::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::parity::compare::TimingRound;
 use crate::results::schema::{SpeedrunDecision, SpeedrunTrick};
+use crate::stats::{median_ci, paired_ratio_ci, Estimate};
 use crate::tricks::{Applicability, Stage, Trick, TrickSet};
 use crate::workloads::WorkloadId;
 

@@ -3,10 +3,10 @@
 //! eager PyTorch's, its throughput and its ratio to eager PyTorch, compile seconds apart; then
 //! what the stack holds and what could not run.
 
-use crate::measure::stats::Estimate;
 use crate::parity::compare::{CompiledParity, ParityReport, WorkloadParity};
 use crate::parity::stack::StackParity;
 use crate::results::schema::SpeedrunDecision;
+use crate::stats::Estimate;
 
 /// The columns of a workload's table.
 const COLUMNS: usize = 5;

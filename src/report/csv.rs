@@ -5,13 +5,13 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::Precision;
-use crate::measure::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::report::compare::Comparison;
 use crate::report::history::{History, Point, Shift};
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
+use crate::results::energy::EnergyMethod;
+use crate::results::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::results::schema::{CellId, CellKind, MeasurementDesign, Phase};
 use crate::workloads::gpt::AttentionBackend;
 

@@ -6,13 +6,13 @@ use minijinja::value::Serde;
 use minijinja::{context, escape_formatter, AutoEscape, Environment, Error, Output, State, Value};
 use serde::Serialize;
 
-use crate::measure::energy::EnergyMethod;
 use crate::measure::flops::Precision;
 use crate::report::compare::{self, Comparison};
 use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
 use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
+use crate::results::energy::EnergyMethod;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.

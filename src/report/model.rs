@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::device::DeviceSpec;
 use crate::engine::Engine;
 use crate::report::plots::Rgb;
-use crate::results::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::results::model::UserModel;
 use crate::results::schema::{
     time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,

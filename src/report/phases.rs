@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use crate::measure::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::report::model::{self, Entry, Group, Report};
 use crate::report::plots::Rgb;
+use crate::results::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::results::schema::{CellKind, Phase};
 
 /// The colour of a phase, the same in every figure (Okabe–Ito's colour-blind-safe palette).
@@ -156,7 +156,7 @@ fn row(g: &Group, b: &BrokenDown) -> PhaseRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::phases::PhaseTime;
+    use crate::results::phases::PhaseTime;
 
     fn breakdown(phases: &[(StepPhase, f64)]) -> StepBreakdown {
         StepBreakdown {

@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
+use crate::analysis::time_to_target_verdict;
 use crate::report::model::Report;
 use crate::report::FigureFile;
-use crate::results::analysis::time_to_target_verdict;
 use crate::results::schema::{
     time_ratio_text, CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary, Verdict,
 };

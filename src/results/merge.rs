@@ -1,10 +1,9 @@
-//! Joining the shards of a sharded sweep (`run --shard i/n`) into one results file, with the
-//! derived comparisons and time-to-accuracy summaries recomputed over all cells.
+//! Joining the shards of a sharded sweep (`run --shard i/n`) into one results file, its cells in
+//! the order of the unsharded plan (the layer above recomputes the derived figures over them).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use crate::results::analysis::refresh_derived;
 use crate::results::schema::{
     CellKey, CellResult, MergeRecord, Results, RunInfo, ShardRecord, SCHEMA_VERSION,
 };
@@ -131,7 +130,8 @@ pub struct Merged {
 /// shard counts or plans, the same shard twice, and a cell in two files, each naming the files.
 /// Absent shards and shards that did not finish are refused too unless `allow_missing`, when they
 /// become warnings (and are recorded in [`MergeRecord::missing`]). Cells keep the order of the
-/// unsharded plan; comparisons and time-to-accuracy summaries are recomputed over all cells.
+/// unsharded plan. The derived figures (comparisons, noise floors, time-to-accuracy summaries) are
+/// left empty, for the caller to recompute over all cells (`analysis::refresh_derived`).
 pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merged, MergeError> {
     let records: Vec<ShardRecord> = shards
         .iter()
@@ -191,7 +191,7 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
         .and_then(|f| f.into_iter().max());
     let base = shards.swap_remove(first).results;
     let run = RunInfo { started_at, finished_at, shard: None, merged: Some(merged_record), ..base.run };
-    let mut results = Results {
+    let results = Results {
         schema_version: SCHEMA_VERSION,
         comparisons: Vec::new(),
         time_to_accuracy: Vec::new(),
@@ -201,7 +201,6 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
         system: base.system,
         cells,
     };
-    refresh_derived(&mut results);
     Ok(Merged { results, warnings })
 }
 

@@ -1,10 +1,14 @@
-//! The results file: its schema, the system record, storage, upgrades of older versions, and the
-//! merge of a sharded sweep.
-pub mod analysis;
+//! The results file, the only contract between measuring and reporting: its schema and the
+//! records it holds of each process (energy, the machine's state, where a step's time went) and of
+//! the system, storage, upgrades of older versions, and the merge of a sharded sweep. It imports
+//! only the ground floor: the vocabulary its values are named in, the engine and device names, the
+//! statistics and the error type.
+pub mod energy;
+pub mod machine;
 pub mod merge;
 pub mod migrate;
 pub mod model;
-pub mod quality;
+pub mod phases;
 pub mod schema;
 pub mod store;
 pub mod system;

@@ -5,18 +5,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
-use crate::measure::energy::{Energy, EnergyMethod};
-use crate::measure::flops::Precision;
-use crate::measure::machine::MachineState;
-use crate::measure::phases::StepBreakdown;
-use crate::measure::stats;
-use crate::results::quality::QualityMetric;
+use crate::results::energy::{Energy, EnergyMethod};
+use crate::results::machine::MachineState;
+use crate::results::phases::StepBreakdown;
 use crate::results::system::SystemInfo;
-use crate::tricks::{MemoryFigure, Metric, Trick, TrickSet};
-use crate::vocabulary::Design;
-use crate::vocabulary::{ProfileName, ProfileRequest, TtaSettings};
-use crate::workloads::gpt::AttentionBackend;
-use crate::workloads::{Family, WorkloadId};
+use crate::stats;
+use crate::vocabulary::{
+    AttentionBackend, Design, Family, MemoryFigure, Metric, Precision, ProfileName, ProfileRequest,
+    QualityMetric, Trick, TrickSet, TtaSettings, WorkloadId,
+};
 
 /// The version of this schema. Readers refuse files with a newer version and upgrade older ones
 /// ([`crate::results::migrate`]).

@@ -26,7 +26,8 @@ use tch::{Kind, Tensor};
 
 use crate::error::Error;
 use crate::ffi::RngState;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
+use crate::results::phases::StepPhase;
 use crate::train::LossScale;
 use crate::workloads::Workload;
 

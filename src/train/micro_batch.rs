@@ -4,7 +4,8 @@
 use tch::{Kind, Tensor};
 
 use crate::error::Error;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
+use crate::results::phases::StepPhase;
 use crate::train::amp::Autocast;
 use crate::train::checkpoint;
 use crate::workloads::Workload;

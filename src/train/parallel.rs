@@ -8,7 +8,8 @@ use tch::Tensor;
 
 use crate::distributed::group::ProcessGroup;
 use crate::error::Error;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
+use crate::results::phases::StepPhase;
 use crate::train::data_parallel::Replicas;
 use crate::train::ddp::Ddp;
 use crate::train::micro_batch::MicroBatchPass;

@@ -5,7 +5,6 @@
 
 use tch::Tensor;
 
-use crate::bench::profile::TtaSettings;
 use crate::optim::adam::{Adam, AdamConfig};
 use crate::optim::lamb::{Lamb, LambConfig};
 use crate::optim::lars::{Lars, LarsConfig};
@@ -16,6 +15,7 @@ use crate::optim::Optimizer;
 use crate::results::schema::CellKey;
 use crate::train::average::EmaConfig;
 use crate::tricks::Trick;
+use crate::vocabulary::TtaSettings;
 use crate::workloads::{split_hidden_weights, Family, Workload};
 
 /// The recipe's SGD: momentum 0.9, weight decay 5e-4 (He et al.).
@@ -403,10 +403,10 @@ impl Recipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::profile::ProfileName;
     use crate::engine::Engine;
     use crate::results::schema::CellKind;
     use crate::tricks::TrickSet;
+    use crate::vocabulary::ProfileName;
     use crate::workloads::WorkloadId;
 
     fn key(tricks: &[Trick], batch_size: usize, reference_for: Option<Trick>) -> CellKey {

@@ -6,8 +6,9 @@
 use tch::Tensor;
 
 use crate::error::Error;
-use crate::measure::phases::{self, StepPhase};
+use crate::measure::phases;
 use crate::optim::Optimizer;
+use crate::results::phases::StepPhase;
 use crate::train::micro_batch::{MicroBatchPass, Totals};
 use crate::train::options::StepOptions;
 use crate::train::parallel::Parallel;

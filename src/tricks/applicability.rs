@@ -4,7 +4,7 @@
 use super::{InPytorch, Trick, TrickSet};
 use crate::engine::Engine;
 use crate::hardware::Hardware;
-use crate::workloads::WorkloadId;
+use crate::vocabulary::WorkloadId;
 
 /// Whether a trick can be measured for a workload on a device.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use super::{Applicability, InPytorch, Pairing, Trick};
 use crate::device::DeviceSpec;
 use crate::hardware::Hardware;
-use crate::workloads::{Family, WorkloadId};
+use crate::vocabulary::{Family, WorkloadId};
 
 /// Writes the catalogue to `out`, with applicability on `device`, whose `hardware` is given.
 pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hardware) -> io::Result<()> {

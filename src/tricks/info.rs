@@ -2,14 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Need, Trick};
-use crate::workloads::Family;
+use super::{Metric, Need, Trick};
+use crate::vocabulary::Family;
 
 /// Every fact about one trick; the trick table holds one per trick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrickInfo {
-    /// The id on the command line, in results files and in reports (kebab-case).
-    pub id: &'static str,
     /// The trick's number in the 2021 guide "Faster Deep Learning Training with PyTorch"; `None`
     /// for tricks that became standard after it.
     pub guide_number: Option<u8>,
@@ -72,15 +70,15 @@ impl Wording {
 pub enum Reference {
     /// The baseline, the plain recipe, which is the trick's "off" side.
     Baseline,
-    /// A reference cell of its own with this label: the baseline with the trick's "off" side
-    /// switched on, for tricks whose "off" side is not the plain recipe (debugging left on, Adam
+    /// A reference cell of its own (labelled [`Trick::reference_label`]): the baseline with the
+    /// trick's "off" side switched on, for tricks whose "off" side is not the plain recipe (debugging left on, Adam
     /// with L2, DataParallel, or a trick of the recipe taken out).
-    Own(&'static str),
-    /// The baseline, with a further cell of this label measured beside it and itself compared with
-    /// the baseline, for a trick whose recipe default is already partly on: `tf32`'s
+    Own,
+    /// The baseline, with a further cell (labelled [`Trick::reference_label`]) measured beside it
+    /// and itself compared with the baseline, for a trick whose recipe default is already partly on: `tf32`'s
     /// `strict-fp32` cell forbids TF32 everywhere, which shows what PyTorch's default of TF32 in
     /// cuDNN is worth.
-    Beside(&'static str),
+    Beside,
     /// The same cell with another trick on in this one's place, for a trick that refines that
     /// other: each forced SDPA backend against `scaled_dot_product_attention` under PyTorch's own
     /// choice of backend (`flash-attention`). On a CUDA GPU both cells also run with
@@ -91,17 +89,6 @@ pub enum Reference {
         /// The trick both cells also switch on on a CUDA GPU (`None`: none).
         cuda_precision: Option<Trick>,
     },
-}
-
-impl Reference {
-    /// The label of the trick's reference cell, where it has one of its own (a cell marked as
-    /// that trick's reference).
-    pub fn label(self) -> Option<&'static str> {
-        match self {
-            Reference::Baseline | Reference::Swapped { .. } => None,
-            Reference::Own(label) | Reference::Beside(label) => Some(label),
-        }
-    }
 }
 
 /// How the PyTorch engine (`scripts/engine/pytorch_engine.py`) applies a trick.
@@ -124,15 +111,6 @@ pub enum Pairing {
     Paired,
     /// One process per side, interleaved across rounds; the text says why it cannot be paired.
     Processes(&'static str),
-}
-
-/// Which peak a trick judged by memory is judged by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemoryFigure {
-    /// Bytes held by live tensors (the peak resident set where tensors are not counted).
-    Live,
-    /// Bytes the caching allocator reserved from the device, which is where fragmentation shows.
-    Reserved,
 }
 
 /// The part of training a trick changes.
@@ -162,32 +140,6 @@ impl Stage {
             Stage::Evaluation => "evaluation",
             Stage::Schedule => "the schedule",
             Stage::Processes => "the processes",
-        }
-    }
-}
-
-/// What a trick is judged by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Metric {
-    /// Training throughput (samples/s).
-    Throughput,
-    /// Evaluation throughput (samples/s) and memory.
-    EvalThroughput,
-    /// Peak memory (bytes).
-    Memory,
-    /// Time to reach a target accuracy (s).
-    TimeToAccuracy,
-}
-
-impl Metric {
-    /// A short label for tables.
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::Throughput => "throughput",
-            Metric::EvalThroughput => "eval throughput",
-            Metric::Memory => "memory",
-            Metric::TimeToAccuracy => "time-to-accuracy",
         }
     }
 }

@@ -1,20 +1,11 @@
-//! Sets of tricks switched on together: their labels, and the rules for tricks that cannot go
-//! together or cannot run with the data sources at hand.
+//! What the catalogue says of sets of tricks switched on together ([`TrickSet`]): which trick a set
+//! measures, what it is compared with, and the rules for tricks that cannot go together or cannot
+//! run with the hardware and data sources at hand.
 
-use std::collections::BTreeSet;
-
-use serde::{Deserialize, Serialize};
-
-use super::{Applicability, Reference, Trick};
+use super::{Applicability, Reference, Trick, TrickSet};
 use crate::engine::Engine;
 use crate::hardware::Hardware;
-use crate::workloads::gpt::AttentionBackend;
-use crate::workloads::WorkloadId;
-
-/// A set of tricks switched on together; the empty set is the baseline.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TrickSet(BTreeSet<Trick>);
+use crate::vocabulary::WorkloadId;
 
 /// Pairs of tricks the PyTorch engine does not combine in one side, and why; its script refuses
 /// the same pairs with the same reasons when a case asks for them (`CONFLICTS` in
@@ -36,41 +27,6 @@ pub const PYTORCH_ENGINE_CONFLICTS: [(Trick, Trick, &str); 5] = [
 ];
 
 impl TrickSet {
-    /// The baseline: every trick off.
-    pub fn baseline() -> Self {
-        Self::default()
-    }
-
-    /// The set holding just `trick`.
-    pub fn only(trick: Trick) -> Self {
-        Self(BTreeSet::from([trick]))
-    }
-
-    /// Whether `trick` is on.
-    pub fn has(&self, trick: Trick) -> bool {
-        self.0.contains(&trick)
-    }
-
-    /// How many tricks are on.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether every trick is off (the same as [`Self::is_baseline`]).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Whether every trick is off.
-    pub fn is_baseline(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The tricks that are on, in catalogue order.
-    pub fn iter(&self) -> impl Iterator<Item = Trick> + '_ {
-        self.0.iter().copied()
-    }
-
     /// The trick this set measures alone, if it measures one: the set's only trick, or a trick
     /// with the precision its reference adds on a CUDA GPU ([`Trick::ablation_set`]:
     /// `amp-bf16+sdpa-flash` measures `sdpa-flash`).
@@ -136,12 +92,6 @@ impl TrickSet {
                     )
                 })
             })
-    }
-
-    /// The attention backend the set forces `scaled_dot_product_attention` to (one of the
-    /// [`Trick::SDPA_BACKENDS`]), if it forces one.
-    pub fn forced_attention_backend(&self) -> Option<AttentionBackend> {
-        self.iter().find_map(Trick::forced_attention_backend)
     }
 
     /// Why these tricks cannot be on together, if they cannot: `amp` and `amp-bf16` each choose
@@ -217,21 +167,6 @@ impl TrickSet {
     pub fn missing_source_reason(&self, has_images: bool) -> Option<String> {
         (self.has(Trick::PackedDataset) && !has_images)
             .then(|| format!("{}: needs --images PATH: the JPEG/PNG files to decode", Trick::PackedDataset))
-    }
-
-    /// A stable, human-readable label: `baseline`, or the ids joined by `+`.
-    pub fn label(&self) -> String {
-        if self.is_baseline() {
-            "baseline".to_owned()
-        } else {
-            self.iter().map(Trick::id).collect::<Vec<_>>().join("+")
-        }
-    }
-}
-
-impl FromIterator<Trick> for TrickSet {
-    fn from_iter<I: IntoIterator<Item = Trick>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
     }
 }
 
@@ -428,12 +363,5 @@ mod tests {
         assert_eq!(reason, "packed-dataset: needs --images PATH: the JPEG/PNG files to decode");
         assert_eq!(packed.missing_source_reason(true), None);
         assert_eq!(TrickSet::baseline().missing_source_reason(false), None);
-    }
-
-    #[test]
-    fn labels_are_stable() {
-        assert_eq!(TrickSet::baseline().label(), "baseline");
-        let set: TrickSet = [Trick::ZeroGradNone, Trick::Amp].into_iter().collect();
-        assert_eq!(set.label(), "amp+zero-grad-none");
     }
 }

@@ -1,9 +1,10 @@
-//! The trick table: one entry per trick holding every fact about it (id, guide number, metric,
+//! The trick table: one entry per trick holding every fact about it (guide number, metric,
 //! what "off" and "on" mean in each family's recipe, reference cell, needs, plot colour and the
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{InPytorch, MemoryFigure, Metric, Pairing, Reference, Stage, TrickInfo};
+use super::info::{InPytorch, Pairing, Reference, Stage, TrickInfo};
+use super::{MemoryFigure, Metric};
 use super::{Need, Trick};
 
 /// The baseline of both mixed-precision tricks.
@@ -53,7 +54,6 @@ const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C+
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
         Trick::Amp => &TrickInfo {
-            id: "amp",
             guide_number: Some(4),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -70,7 +70,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     arithmetically intense models on Volta and newer GPUs, and smaller activations.",
         },
         Trick::AmpBf16 => &TrickInfo {
-            id: "amp-bf16",
             guide_number: Some(4),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -86,7 +85,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     scaling, and on Ampere and newer it runs on tensor cores as fast as fp16.",
         },
         Trick::CudnnBenchmark => &TrickInfo {
-            id: "cudnn-benchmark",
             guide_number: Some(6),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -106,7 +104,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     input shapes do not change.",
         },
         Trick::AvoidSync => &TrickInfo {
-            id: "avoid-sync",
             guide_number: Some(7),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -123,7 +120,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     on the device and read them rarely.",
         },
         Trick::NoBiasBeforeBn => &TrickInfo {
-            id: "no-bias-before-bn",
             guide_number: Some(15),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -141,7 +137,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     cancelled by the normalisation, so dropping it saves parameters and work for free.",
         },
         Trick::ZeroGradNone => &TrickInfo {
-            id: "zero-grad-none",
             guide_number: Some(11),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -157,7 +152,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     them skips one memset per parameter and lets backward write instead of accumulate.",
         },
         Trick::NoGradEval => &TrickInfo {
-            id: "no-grad-eval",
             guide_number: Some(16),
             metric: Metric::EvalThroughput,
             stage: Stage::Evaluation,
@@ -173,7 +167,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     faster and needs less memory.",
         },
         Trick::ChannelsLast => &TrickInfo {
-            id: "channels-last",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -194,7 +187,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // Data-pipeline tricks
         Trick::LoaderWorkers => &TrickInfo {
-            id: "loader-workers",
             guide_number: Some(2),
             metric: Metric::Throughput,
             stage: Stage::Loader,
@@ -224,7 +216,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     for data.",
         },
         Trick::PinMemory => &TrickInfo {
-            id: "pin-memory",
             guide_number: Some(2),
             metric: Metric::Throughput,
             stage: Stage::Loader,
@@ -241,7 +232,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     non_blocking=True.",
         },
         Trick::ZeroCopy => &TrickInfo {
-            id: "zero-copy",
             guide_number: Some(12),
             metric: Metric::Throughput,
             stage: Stage::Loader,
@@ -265,7 +255,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     memory, instead of torch.tensor, which copies it.",
         },
         Trick::GpuAugment => &TrickInfo {
-            id: "gpu-augment",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Loader,
@@ -282,7 +271,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  removes the CPU bottleneck of small-image training.",
         },
         Trick::PackedDataset => &TrickInfo {
-            id: "packed-dataset",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Loader,
@@ -302,7 +290,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // Step tricks
         Trick::FusedOptimizer => &TrickInfo {
-            id: "fused-optimizer",
             guide_number: Some(5),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -319,7 +306,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     removes launch overhead and memory round trips and speeds up the optimizer step.",
         },
         Trick::Tf32 => &TrickInfo {
-            id: "tf32",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -331,7 +317,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "TF32 in fp32 matmuls too (torch.set_float32_matmul_precision(\"high\")), as well as in \
                  cuDNN convolutions",
             ),
-            reference: Reference::Beside("strict-fp32"),
+            reference: Reference::Beside,
             pairing: Pairing::Paired,
             needs: &[Need::Cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs")],
             pytorch: InPytorch::Applies("torch.backends.cuda.matmul.allow_tf32 = True (cuDNN's convolutions already may use TF32 by default)"),
@@ -343,7 +329,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     PyTorch already allows it in cuDNN convolutions by default; the flag adds the matmuls.",
         },
         Trick::JitFusion => &TrickInfo {
-            id: "jit-fusion",
             guide_number: Some(18),
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -368,13 +353,12 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     reads and writes for memory-bound code.",
         },
         Trick::DebugOff => &TrickInfo {
-            id: "debug-off",
             guide_number: Some(13),
             metric: Metric::Throughput,
             stage: Stage::Step,
             off: Same("autograd anomaly detection left on (a separate debug-apis-on reference cell)"),
             on: Same("anomaly detection off, as in the plain recipe"),
-            reference: Reference::Own("debug-apis-on"),
+            reference: Reference::Own,
             pairing: Pairing::Paired,
             needs: &[],
             pytorch: InPytorch::Applies("torch.autograd.set_detect_anomaly(False), against True in its reference"),
@@ -385,7 +369,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     them off once debugging is done.",
         },
         Trick::CudaGraphs => &TrickInfo {
-            id: "cuda-graphs",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -410,7 +393,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     reported up to 1.7× for Mask R-CNN and 1.12× for BERT at scale.",
         },
         Trick::TorchCompile => &TrickInfo {
-            id: "torch-compile",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -437,7 +419,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // Convergence and memory tricks
         Trick::OneCycle => &TrickInfo {
-            id: "one-cycle",
             guide_number: Some(1),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Schedule,
@@ -467,7 +448,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     CIFAR-10 in about 10k instead of 80k iterations.",
         },
         Trick::MaxBatch => &TrickInfo {
-            id: "max-batch",
             guide_number: Some(3),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Schedule,
@@ -490,13 +470,12 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     train faster per epoch; generalisation may suffer at very large batches.",
         },
         Trick::Adamw => &TrickInfo {
-            id: "adamw",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
             off: Same("Adam with L2 added to the gradient (a separate adam-l2 reference cell)"),
             on: Same("AdamW: weight decay decoupled from the adaptive update"),
-            reference: Reference::Own("adam-l2"),
+            reference: Reference::Own,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side to \
@@ -510,7 +489,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     accuracy in the same time.",
         },
         Trick::Lars => &TrickInfo {
-            id: "lars",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -527,7 +505,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     accuracy (ResNet-50 at batch 8k–32k).",
         },
         Trick::Lamb => &TrickInfo {
-            id: "lamb",
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -543,7 +520,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     made BERT pre-training at batch 32k–64k possible (76 minutes) without losing accuracy.",
         },
         Trick::Muon => &TrickInfo {
-            id: "muon",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -574,7 +550,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     training\") report about 2× the compute efficiency of AdamW.",
         },
         Trick::Checkpointing => &TrickInfo {
-            id: "checkpointing",
             guide_number: Some(8),
             metric: Metric::Memory,
             stage: Stage::Step,
@@ -591,7 +566,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     much less activation memory, hence larger batches or models.",
         },
         Trick::GradAccumulation => &TrickInfo {
-            id: "grad-accumulation",
             guide_number: Some(9),
             metric: Metric::Memory,
             stage: Stage::Step,
@@ -608,7 +582,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  larger one in the memory of a smaller one, at the cost of some throughput.",
         },
         Trick::ExpandableSegments => &TrickInfo {
-            id: "expandable-segments",
             guide_number: None,
             metric: Metric::Memory,
             stage: Stage::Step,
@@ -636,7 +609,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     allocated memory.",
         },
         Trick::GradClipping => &TrickInfo {
-            id: "grad-clipping",
             guide_number: Some(14),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -657,13 +629,12 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     higher learning rates, which can shorten training (long used for RNNs and transformers).",
         },
         Trick::InputNorm => &TrickInfo {
-            id: "input-norm",
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Loader,
             off: Same("raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)"),
             on: Same("per-channel standardised inputs, as in the recipe"),
-            reference: Reference::Own("raw-inputs"),
+            reference: Reference::Own,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
@@ -673,7 +644,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     the optimisation better, so training converges faster.",
         },
         Trick::BatchNorm => &TrickInfo {
-            id: "batch-norm",
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -682,7 +652,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                  reference cell)",
             ),
             on: Same("BatchNorm after every convolution, as in the recipe"),
-            reference: Reference::Own("no-batch-norm"),
+            reference: Reference::Own,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(
                 "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's",
@@ -695,7 +665,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // airbench's convergence tricks
         Trick::LabelSmoothing => &TrickInfo {
-            id: "label-smoothing",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -719,7 +688,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     ε = 0.2 to reach 94.01% on CIFAR-10 in 3.83 s on an A100.",
         },
         Trick::EmaWeights => &TrickInfo {
-            id: "ema-weights",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -746,7 +714,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     trick only evaluates it.",
         },
         Trick::FlipTta => &TrickInfo {
-            id: "flip-tta",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Evaluation,
@@ -767,7 +734,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     evaluates this way and, by default (tta_level=2), on two translated views as well.",
         },
         Trick::BnMomentum => &TrickInfo {
-            id: "bn-momentum",
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
@@ -792,7 +758,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // Transformer tricks
         Trick::FlashAttention => &TrickInfo {
-            id: "flash-attention",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -814,7 +779,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     applies; the sdpa-* tricks force one backend each.",
         },
         Trick::SdpaFlash => &TrickInfo {
-            id: "sdpa-flash",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -841,7 +805,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     speed, reaching 50–73% of an A100's peak; PyTorch's SDPA ships FlashAttention-2.",
         },
         Trick::SdpaCudnn => &TrickInfo {
-            id: "sdpa-cudnn",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -868,7 +831,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     backend there for some shapes.",
         },
         Trick::SdpaMemEfficient => &TrickInfo {
-            id: "sdpa-mem-efficient",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -891,7 +853,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     sequence length, and runs on GPUs older than FlashAttention supports.",
         },
         Trick::SdpaMath => &TrickInfo {
-            id: "sdpa-math",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -911,7 +872,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     supports; forcing it shows what the call itself costs without a fused kernel.",
         },
         Trick::Fp8Matmul => &TrickInfo {
-            id: "fp8-matmul",
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
@@ -946,7 +906,6 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
         },
         // Data parallelism
         Trick::Ddp => &TrickInfo {
-            id: "ddp",
             guide_number: Some(10),
             metric: Metric::Throughput,
             stage: Stage::Processes,
@@ -959,7 +918,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "DDP: one process per GPU, each with the cell's batch; gradients averaged by NCCL all-reduce \
                  in 25 MiB buckets launched while backward runs; throughput summed over the GPUs",
             ),
-            reference: Reference::Own("data-parallel"),
+            reference: Reference::Own,
             pairing: Pairing::Processes("it runs one process per GPU"),
             needs: &[
                 Need::SeveralGpus("DDP and DataParallel both spread training over several GPUs"),

@@ -39,7 +39,6 @@
 //! QKᵀ and ·V over the full context); the forward pass is one third of that,
 //! 2·N + 4·layers·width·context.
 
-use serde::{Deserialize, Serialize};
 use tch::nn::{self, Init};
 use tch::{Device, Kind, Tensor};
 
@@ -47,6 +46,7 @@ use super::fp8::{self, Fp8Gemm};
 use super::Workload;
 use crate::error::Error;
 use crate::ffi::{sdp_enabled, JitFunction, SdpEnabled};
+pub use crate::vocabulary::AttentionBackend;
 
 /// The MLP's exact GELU in TorchScript, for the `jit-fusion` trick: the same math as the eager
 /// `gelu("none")`, 0.5·x·(1 + erf(x/√2)), written as a pointwise chain the fuser can compile into
@@ -137,25 +137,6 @@ pub enum AttentionKernel {
     ScaledDotProduct,
 }
 
-/// The kernel a GPT's attention runs as: written out, or the backend that
-/// `scaled_dot_product_attention` dispatched to (numbered as `at::SDPBackend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AttentionBackend {
-    /// softmax(QKᵀ/√d + causal mask)·V written out op by op (`flash-attention` off).
-    Explicit,
-    /// SDPA's math (reference) implementation, the same ops behind one call.
-    Math,
-    /// FlashAttention.
-    FlashAttention,
-    /// Memory-efficient attention (xFormers' kernel).
-    EfficientAttention,
-    /// cuDNN's fused attention.
-    CudnnAttention,
-    /// A backend registered out of tree (PrivateUse1 devices).
-    Overrideable,
-}
-
 impl AttentionBackend {
     /// The backend `torch._fused_sdp_choice` names by its `at::SDPBackend` number.
     pub fn from_sdp_choice(code: i64) -> Result<Self, Error> {
@@ -169,18 +150,6 @@ impl AttentionBackend {
                 Err(Error::Torch("scaled_dot_product_attention: no backend can run these inputs".to_owned()))
             }
             other => Err(Error::Torch(format!("scaled_dot_product_attention chose unknown backend {other}"))),
-        }
-    }
-
-    /// The name in results and reports.
-    pub fn id(self) -> &'static str {
-        match self {
-            AttentionBackend::Explicit => "explicit",
-            AttentionBackend::Math => "math",
-            AttentionBackend::FlashAttention => "flash-attention",
-            AttentionBackend::EfficientAttention => "efficient-attention",
-            AttentionBackend::CudnnAttention => "cudnn-attention",
-            AttentionBackend::Overrideable => "overrideable",
         }
     }
 }

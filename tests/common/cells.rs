@@ -2,12 +2,12 @@
 //! cell or its comparison in results.
 
 use trickbench::engine::Engine;
-use trickbench::measure::flops::Precision;
 use trickbench::results::schema::{
     CellId, CellKey, CellKind, CellResult, Comparison, MeasurementDesign, Memory, Phase, ProcessMeasurement,
     Results, Throughput, Verdict,
 };
 use trickbench::tricks::{Trick, TrickSet};
+use trickbench::vocabulary::Precision;
 use trickbench::workloads::WorkloadId;
 
 /// The training-throughput cell of `workload` with `tricks` at batch 128 and seed 0, measured

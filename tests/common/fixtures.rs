@@ -5,14 +5,14 @@ use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileName;
 use trickbench::device::DeviceSpec;
 use trickbench::engine::Engine;
-use trickbench::measure::power::GpuInfo;
-use trickbench::results::quality::QualityMetric;
 use trickbench::results::schema::{
     CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, CurvePoint, DataInfo, Memory, Phase,
     Protocol, Results, TimeToAccuracy, SCHEMA_VERSION,
 };
+use trickbench::results::system::GpuInfo;
 use trickbench::results::system::SystemInfo;
 use trickbench::tricks::Trick;
+use trickbench::vocabulary::QualityMetric;
 use trickbench::workloads::WorkloadId;
 
 use super::cells::{comparison, throughput, train_key, KeyWith};
@@ -317,7 +317,7 @@ pub fn super_convergence_run() -> Results {
         add_tta(&mut r, &[], seed, CellStatus::Ok, Some(tta(0.5, 0.62, 300.0)));
         add_tta(&mut r, &[OneCycle], seed, CellStatus::Ok, Some(tta(0.5, 0.55, 600.0)));
     }
-    r.time_to_accuracy = trickbench::results::analysis::time_to_accuracy_summaries(&r.cells);
+    r.time_to_accuracy = trickbench::analysis::time_to_accuracy_summaries(&r.cells);
     r
 }
 
@@ -350,7 +350,7 @@ pub fn batch_sweep_run() -> Results {
 /// (the batch over the cell's throughput) is split into fixed shares of the phases, timed by the
 /// clock of `r`'s device; tricks that change the data path or the update move their own phase.
 pub fn with_step_breakdowns(mut r: Results) -> Results {
-    use trickbench::measure::phases::{PhaseClock, PhaseTime, StepBreakdown, StepPhase};
+    use trickbench::results::phases::{PhaseClock, PhaseTime, StepBreakdown, StepPhase};
     let clock = if r.run.device.is_cuda() { PhaseClock::CudaEvents } else { PhaseClock::Host };
     for cell in r.cells.iter_mut().filter(|c| c.key.kind == TRAIN && c.status == CellStatus::Ok) {
         let Some(samples_per_s) = cell.throughput.map(|t| t.median_samples_per_s) else { continue };

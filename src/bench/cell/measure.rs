@@ -10,12 +10,12 @@ use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::energy::EnergyError;
-use crate::measure::machine::MachineState;
 use crate::measure::memory;
 use crate::measure::power::{EnergyMeter, EnergySpan};
-use crate::measure::stats::{median_ci, relative_half_width};
 use crate::measure::timer::{synchronize, SyncedTimer};
+use crate::results::machine::MachineState;
 use crate::results::schema::{CellKind, Memory, Phase, ProcessMeasurement};
+use crate::stats::{median_ci, relative_half_width};
 use crate::train::recipe::Recipe;
 use crate::train::Trainer;
 use crate::tricks::Trick;
@@ -323,7 +323,7 @@ pub(super) fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
 /// The interval one process's median needs for the cell's interval, pooled over the profile's
 /// `rounds` processes, to be as narrow as `target_ci_half_width`. Pooling n processes that agree
 /// narrows the interval by about √n; drawing the processes again in the bootstrap (as
-/// [`crate::measure::stats::paired_median_ci`] does, to carry what differs between processes)
+/// [`crate::stats::paired_median_ci`] does, to carry what differs between processes)
 /// widens it by about √2 when there are several. So each process may stop at
 /// `target · √(n / 2)`, and never before the target itself. A simulation of three processes of
 /// ten to thirty pairs each, pair ratios varying by 5–10%, gave a pooled interval of 0.73–0.78 of

@@ -20,10 +20,10 @@ use super::{trace, CellJob};
 use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
-use crate::measure::machine::MachineState;
 use crate::measure::memory;
 use crate::measure::power::EnergySpan;
 use crate::measure::timer::SyncedTimer;
+use crate::results::machine::MachineState;
 use crate::results::schema::{
     CellKey, CellKind, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };

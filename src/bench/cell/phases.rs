@@ -5,7 +5,8 @@
 use super::data::BatchSource;
 use super::measure::CellContext;
 use crate::error::Error;
-use crate::measure::phases::{self, PhaseRecording, StepBreakdown, StepPhase};
+use crate::measure::phases::{self, PhaseRecording};
+use crate::results::phases::{StepBreakdown, StepPhase};
 use crate::results::schema::ProcessMeasurement;
 use crate::train::Trainer;
 use crate::workloads::Workload;

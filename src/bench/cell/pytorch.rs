@@ -21,9 +21,9 @@ use super::CellJob;
 use crate::bench::profile::Profile;
 use crate::error::Error;
 use crate::measure::flops::Precision;
-use crate::measure::machine::MachineState;
-use crate::measure::phases::StepBreakdown;
 use crate::measure::power::EnergyMeter;
+use crate::results::machine::MachineState;
+use crate::results::phases::StepBreakdown;
 use crate::results::schema::{
     CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };

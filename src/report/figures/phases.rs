@@ -1,10 +1,10 @@
 //! The step-phase figure: one stacked bar per training-throughput cell with a breakdown, the mean
 //! milliseconds of an instrumented step split into its phases.
 
-use crate::measure::phases::StepPhase;
 use crate::report::model::Group;
 use crate::report::phases::{broken_down, clock_text, phase_colour, BrokenDown};
 use crate::report::plots::{BarChart, BarRow, BarSegment, Chart, Scale};
+use crate::results::phases::StepPhase;
 
 use super::Figure;
 

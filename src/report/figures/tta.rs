@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, LineChart, Rgb, Scale, Series};
-use crate::results::quality::QualityMetric;
 use crate::results::schema::{CellId, CellStatus, TimeToAccuracy};
 use crate::tricks::{Trick, TrickSet};
+use crate::vocabulary::QualityMetric;
 
 use super::{footnote, Figure};
 

@@ -1,8 +1,6 @@
-//! The vocabulary a run's results are written in: the names of the designs and profiles and the
-//! time-to-accuracy settings, with their names on the command line and in `results.json`. It
-//! imports nothing above the error type, so that the results contract (`results/`) can record
-//! these values without depending on the layers that measure; what each one means for a run (a
-//! design's phases, a profile's numbers) is implemented where it acts, in `bench/`.
+//! A run's designs and profiles by name, and its time-to-accuracy settings, with their names on
+//! the command line and in `results.json`. What each one means for a run (a design's phases, a
+//! profile's numbers) is implemented where it acts, in `bench/`.
 
 use std::fmt;
 use std::str::FromStr;

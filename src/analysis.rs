@@ -1,18 +1,21 @@
-//! What the raw measurements say: per-cell aggregates and paired comparisons with the baseline.
+//! What the raw measurements say: per-cell aggregates, paired comparisons with each trick's
+//! reference, noise floors and time-to-accuracy summaries, the derived figures a results file
+//! holds beside its cells. It sits above the results contract: judging a cell takes the trick
+//! catalogue's facts (what each trick is compared with, which memory figure it is judged by) and
+//! the GPUs' peak FLOP/s.
 
-use crate::measure::energy::EnergyMethod;
-use crate::measure::flops::{peak_flops_per_s, Precision};
-use crate::measure::stats::{
-    coefficient_of_variation, mad_outliers, median, median_ci, paired_median_ci, paired_ratio_ci, Estimate,
-};
+use crate::measure::flops::peak_flops_per_s;
+use crate::results::energy::EnergyMethod;
 use crate::results::schema::{
     CellEnergy, CellId, CellKey, CellResult, CellStatus, Comparison, MeasurementDesign, Memory, NoiseFloor,
     PairedWindows, ProcessMeasurement, Results, Throughput, TimeToAccuracy, TtaSummary, Utilisation, Verdict,
 };
 use crate::results::system::SystemInfo;
+use crate::stats::{
+    coefficient_of_variation, mad_outliers, median, median_ci, paired_median_ci, paired_ratio_ci, Estimate,
+};
 use crate::tricks::{MemoryFigure, Trick, TrickSet};
-use crate::vocabulary::Design;
-use crate::workloads::WorkloadId;
+use crate::vocabulary::{Design, Precision, WorkloadId};
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
 /// utilisation) from its processes; `system` supplies the GPU whose peak MFU is measured against.
@@ -479,10 +482,10 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
 mod tests {
     use super::*;
     use crate::engine::Engine;
-    use crate::measure::energy::Energy;
-    use crate::results::quality::QualityMetric;
+    use crate::results::energy::Energy;
     use crate::results::schema::{CellId, CellKind, Phase};
     use crate::tricks::TrickSet;
+    use crate::vocabulary::QualityMetric;
     use crate::workloads::WorkloadId;
 
     fn cpu() -> SystemInfo {
@@ -535,7 +538,7 @@ mod tests {
             process(1, &[1000.0; 3], 1, Some(Energy { samples: None, ..energy })),
         ];
         let mut gpu_system = cpu();
-        gpu_system.gpu = Some(crate::measure::power::GpuInfo {
+        gpu_system.gpu = Some(crate::results::system::GpuInfo {
             name: "NVIDIA H200 (test fixture)".into(),
             driver_version: "test".into(),
             memory_total_bytes: 0,

@@ -1,0 +1,22 @@
+//! The vocabulary a run's results are written in: the small value types that `results.json`
+//! records, with their names on the command line and in the file. The designs and profiles
+//! ([`run`]), the tricks and sets of them ([`trick`]), the workloads and their families
+//! ([`workload`]), the held-out quality metrics ([`quality`]), and the precision and attention
+//! kernels a cell ran ([`numerics`]).
+//!
+//! It imports nothing above the error type, so that the results contract (`results/`) can record
+//! these values without depending on the layers that measure. What each value does is
+//! implemented where it acts, as `impl` blocks on the same types: a trick's facts in the catalogue
+//! (`tricks/`), a workload's model in `workloads/`, a design's phases in `bench/`.
+
+pub mod numerics;
+pub mod quality;
+pub mod run;
+pub mod trick;
+pub mod workload;
+
+pub use numerics::{AttentionBackend, Precision};
+pub use quality::QualityMetric;
+pub use run::{Design, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
+pub use trick::{MemoryFigure, Metric, Trick, TrickSet};
+pub use workload::{Family, WorkloadId};
