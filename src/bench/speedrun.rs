@@ -49,7 +49,7 @@ pub fn load_evidence(flag: &str, paths: &[PathBuf], device: DeviceSpec) -> Resul
     paths
         .iter()
         .map(|path| {
-            let results = store::load(path).map_err(|e| e.context(flag))?;
+            let results = store::load(path).map_err(|e| Error::from(e).context(flag))?;
             if results.run.device.is_cuda() != device.is_cuda() {
                 return Err(Error::Invalid(format!(
                     "{flag} {}: measured on {}, and this run is on {device}; effects measured on another \

@@ -6,6 +6,8 @@ use trickbench::data::cifar::DataError;
 use trickbench::error::Error;
 use trickbench::report::ReportError;
 use trickbench::results::merge::MergeError;
+use trickbench::results::store::StoreError;
+use trickbench::vocabulary::UnknownName;
 
 /// Exit status of a command refused before it did anything: a flag, value or input file is wrong
 /// (named in the message), or another process is writing into the output folder. clap exits with
@@ -18,8 +20,8 @@ pub const CELLS_FAILED_STATUS: u8 = 3;
 
 /// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
 /// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
-/// (invalid values, malformed or missing data files, shards that do not merge, a held output
-/// folder, results that make no history), 1 for other failures of the library; `None` for causes
+/// (invalid values, unknown names, malformed or missing data files, files that are not results or of a newer
+/// schema, shards that do not merge, a held output folder, results that make no history), 1 for other failures of the library; `None` for causes
 /// that leave it to the next one in the chain (a command takes the first decision, else exits
 /// with 1).
 pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
@@ -32,7 +34,14 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     if let Some(error) = cause.downcast_ref::<LockError>() {
         return matches!(error, LockError::Held { .. }).then_some(USAGE_STATUS);
     }
-    if cause.is::<MergeError>() {
+    if let Some(error) = cause.downcast_ref::<StoreError>() {
+        return match error {
+            StoreError::NotResults { .. } | StoreError::NewerSchema { .. } => Some(USAGE_STATUS),
+            StoreError::Write { .. } => Some(1),
+            StoreError::Read { .. } | StoreError::Json { .. } => None,
+        };
+    }
+    if cause.is::<MergeError>() || cause.is::<UnknownName>() {
         return Some(USAGE_STATUS);
     }
     if let Some(error) = cause.downcast_ref::<ReportError>() {
@@ -79,6 +88,8 @@ mod tests {
         let format = || DataError::Format { path: "x.bin".into(), problem: "size 5".into() };
         let not_found = || std::io::Error::from(std::io::ErrorKind::NotFound);
         assert_eq!(status(Error::Invalid("--seeds 0".into())), Some(USAGE_STATUS));
+        let unknown = "turbo".parse::<trickbench::tricks::Trick>().unwrap_err();
+        assert_eq!(chain(&Error::from(unknown)), [None, Some(USAGE_STATUS)], "a name that is no trick");
         assert_eq!(status(format()), Some(USAGE_STATUS));
         assert_eq!(chain(&Error::from(format())), [None, Some(USAGE_STATUS)], "the module's error decides");
         assert_eq!(status(not_found()), Some(USAGE_STATUS));
@@ -86,6 +97,12 @@ mod tests {
         assert_eq!(status(Error::Interrupted { signal: libc::SIGTERM, results: "r.json".into() }), Some(143));
         let write = Error::Write { path: "r.json".into(), source: not_found() };
         assert_eq!(status(write), Some(1), "a failed write is no bad usage, whatever its cause");
+        let stored_write = StoreError::Write { path: "r.json".into(), source: not_found() };
+        assert_eq!(chain(&Error::from(stored_write)), [None, Some(1), Some(USAGE_STATUS)]);
+        let newer = StoreError::NewerSchema { path: "r.json".into(), found: 99 };
+        assert_eq!(status(newer), Some(USAGE_STATUS), "a results file this build cannot read");
+        let unreadable = Error::from(StoreError::Read { path: "r.json".into(), source: not_found() });
+        assert_eq!(chain(&unreadable), [None, None, Some(USAGE_STATUS)], "a missing file is bad usage");
         // Left to the cause in the chain: an I/O error is bad usage only for a missing file.
         assert_eq!(status(Error::io("r.json", not_found())), None);
         let in_context = Error::Invalid("--seeds 0".into()).context("--text");

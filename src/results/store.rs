@@ -2,37 +2,97 @@
 //! goes through.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::error::Error;
 use crate::results::migrate;
 use crate::results::schema::{Results, SCHEMA_VERSION};
 
+/// Why a results file, or another file a run keeps, could not be read or written. Every variant
+/// names its file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of the results' shape, or a value did not serialise.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What serde found.
+        source: serde_json::Error,
+    },
+    /// JSON without a `schema_version`: not a results file.
+    #[error("{}: not a trickbench results file (no schema_version)", path.display())]
+    NotResults {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A results file of a schema newer than this build's.
+    #[error(
+        "{}: schema version {found} is newer than this trickbench understands ({SCHEMA_VERSION}); \
+         upgrade trickbench to read it",
+        path.display()
+    )]
+    NewerSchema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema version.
+        found: u64,
+    },
+    /// The file could not be written; it was being replaced atomically, so whatever it held
+    /// before is unchanged.
+    #[error(
+        "could not write {}: {source}; its previous content, if any, is unchanged (free disk space, \
+         make the directory writable, or write elsewhere with --out)",
+        path.display()
+    )]
+    Write {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// What failed (creating, writing, flushing or renaming the temporary file).
+        source: std::io::Error,
+    },
+}
+
+impl From<StoreError> for crate::error::Error {
+    fn from(error: StoreError) -> Self {
+        crate::error::Error::Module(Box::new(error))
+    }
+}
+
 /// Writes `results` to `path` atomically: a temporary file in the same directory is written,
 /// flushed to disk and renamed over `path`, so a crash or a full disk leaves the previous file whole.
-pub fn save(results: &Results, path: &Path) -> Result<(), Error> {
+pub fn save(results: &Results, path: &Path) -> Result<(), StoreError> {
     write_json_atomically(results, path)
 }
 
 /// Writes `value` as pretty JSON to `path` atomically (temporary file, fsync, rename). On failure
 /// the error names `path` and says that its previous content is unchanged.
-pub fn write_json_atomically<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), Error> {
-    let json = serde_json::to_vec_pretty(value).map_err(|e| Error::Json { path: path.into(), source: e })?;
+pub fn write_json_atomically<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), StoreError> {
+    let json =
+        serde_json::to_vec_pretty(value).map_err(|source| StoreError::Json { path: path.into(), source })?;
     write_atomically(path, |tmp| {
         tmp.write_all(&json)
             .and_then(|()| tmp.write_all(b"\n"))
-            .map_err(|source| Error::Write { path: path.into(), source })
+            .map_err(|source| StoreError::Write { path: path.into(), source })
     })
 }
 
 /// Writes `path` atomically: `fill` writes the content into a temporary file in the same directory
 /// (named `.tmp…` with `path`'s extension), which is then flushed to disk and renamed over `path`,
-/// so that a crash or a full disk leaves no partial file there. I/O errors name `path`.
-pub fn write_atomically(
+/// so that a crash or a full disk leaves no partial file there. I/O errors name `path`; `fill`'s
+/// own errors are returned as they are.
+pub fn write_atomically<E: From<StoreError>>(
     path: &Path,
-    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let failed = |source| Error::Write { path: path.into(), source };
+    fill: impl FnOnce(&mut tempfile::NamedTempFile) -> Result<(), E>,
+) -> Result<(), E> {
+    let failed = |source| StoreError::Write { path: path.into(), source };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(failed)?;
     let suffix = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
@@ -44,36 +104,26 @@ pub fn write_atomically(
 }
 
 /// Reads a results file, refusing files written by a newer schema.
-pub fn load(path: &Path) -> Result<Results, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+pub fn load(path: &Path) -> Result<Results, StoreError> {
+    let bytes = std::fs::read(path).map_err(|source| StoreError::Read { path: path.into(), source })?;
     parse(&bytes, path)
 }
 
 /// Parses the content of a results file, refusing a newer schema and upgrading an older one;
 /// `path` is only named in errors.
-pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, Error> {
-    let mut file: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| Error::Json { path: path.into(), source: e })?;
-    let version = file.get("schema_version").and_then(serde_json::Value::as_u64);
-    let version = match version {
-        None => {
-            return Err(Error::Invalid(format!(
-                "{}: not a trickbench results file (no schema_version)",
-                path.display()
-            )))
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, StoreError> {
+    let json = |source| StoreError::Json { path: path.into(), source };
+    let mut file: serde_json::Value = serde_json::from_slice(bytes).map_err(json)?;
+    let version = match file.get("schema_version").and_then(serde_json::Value::as_u64) {
+        None => return Err(StoreError::NotResults { path: path.into() }),
+        Some(found) if found > u64::from(SCHEMA_VERSION) => {
+            return Err(StoreError::NewerSchema { path: path.into(), found })
         }
-        Some(v) if v > u64::from(SCHEMA_VERSION) => {
-            return Err(Error::Invalid(format!(
-                "{}: schema version {v} is newer than this trickbench understands ({SCHEMA_VERSION}); \
-                 upgrade trickbench to read it",
-                path.display()
-            )))
-        }
-        Some(v) => v,
+        Some(version) => version,
     };
     migrate::upgrade(&mut file, version);
     file["schema_version"] = SCHEMA_VERSION.into();
-    serde_json::from_value(file).map_err(|e| Error::Json { path: path.into(), source: e })
+    serde_json::from_value(file).map_err(json)
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 //! ([`workload`]), the held-out quality metrics ([`quality`]), and the precision and attention
 //! kernels a cell ran ([`numerics`]).
 //!
-//! It imports nothing above the error type, so that the results contract (`results/`) can record
-//! these values without depending on the layers that measure. What each value does is
+//! It imports nothing above the error type (which a name that is none of these converts into), so
+//! that the results contract (`results/`) can record these values without depending on the
+//! layers that measure. What each value does is
 //! implemented where it acts, as `impl` blocks on the same types: a trick's facts in the catalogue
 //! (`tricks/`), a workload's model in `workloads/`, a design's phases in `bench/`.
 
@@ -20,3 +21,22 @@ pub use quality::QualityMetric;
 pub use run::{Design, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
 pub use trick::{MemoryFigure, Metric, Trick, TrickSet};
 pub use workload::{Family, WorkloadId};
+
+/// A name that is none of the vocabulary's values of its kind, with the names that are: the
+/// error of every `FromStr` here, so also of a results file that spells a value wrongly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} '{given}'; valid {kind}s: {valid}")]
+pub struct UnknownName {
+    /// The kind of name (`trick`, `workload`, `design`, `profile`).
+    pub kind: &'static str,
+    /// The name given.
+    pub given: String,
+    /// The valid names, in words.
+    pub valid: String,
+}
+
+impl From<UnknownName> for crate::error::Error {
+    fn from(error: UnknownName) -> Self {
+        crate::error::Error::Module(Box::new(error))
+    }
+}

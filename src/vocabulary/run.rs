@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use super::UnknownName;
 
 /// An experimental design.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,12 +68,12 @@ impl fmt::Display for Design {
 }
 
 impl FromStr for Design {
-    type Err = Error;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Design::ALL.into_iter().find(|d| d.id() == s).ok_or_else(|| {
             let valid: Vec<&str> = Design::ALL.iter().map(|d| d.id()).collect();
-            Error::Invalid(format!("unknown design '{s}'; valid designs: {}", valid.join(", ")))
+            UnknownName { kind: "design", given: s.to_owned(), valid: valid.join(", ") }
         })
     }
 }
@@ -120,11 +120,13 @@ impl fmt::Display for ProfileName {
 }
 
 impl FromStr for ProfileName {
-    type Err = Error;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
-        ProfileName::ALL.into_iter().find(|p| p.id() == s).ok_or_else(|| {
-            Error::Invalid(format!("unknown profile '{s}'; valid profiles: smoke, quick, standard, full"))
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        ProfileName::ALL.into_iter().find(|p| p.id() == s).ok_or_else(|| UnknownName {
+            kind: "profile",
+            given: s.to_owned(),
+            valid: "smoke, quick, standard, full".to_owned(),
         })
     }
 }
@@ -158,13 +160,12 @@ impl fmt::Display for ProfileRequest {
 }
 
 impl FromStr for ProfileRequest {
-    type Err = Error;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         PROFILE_REQUESTS.into_iter().find(|p| p.to_string() == s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown profile '{s}'; valid profiles: auto, smoke, quick, standard, full"
-            ))
+            let valid = "auto, smoke, quick, standard, full".to_owned();
+            UnknownName { kind: "profile", given: s.to_owned(), valid }
         })
     }
 }
@@ -176,9 +177,9 @@ impl From<ProfileRequest> for String {
 }
 
 impl TryFrom<String> for ProfileRequest {
-    type Error = Error;
+    type Error = UnknownName;
 
-    fn try_from(s: String) -> Result<Self, Error> {
+    fn try_from(s: String) -> Result<Self, UnknownName> {
         s.parse()
     }
 }

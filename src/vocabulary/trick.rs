@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::AttentionBackend;
-use crate::error::Error;
+use super::UnknownName;
 
 /// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
 /// Results files spell a trick by its id ([`Trick::id`]), the kebab-case of the variant's name.
@@ -241,12 +241,12 @@ impl fmt::Display for Trick {
 }
 
 impl FromStr for Trick {
-    type Err = Error;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Trick::ALL.into_iter().find(|t| t.id() == s).ok_or_else(|| {
             let valid: Vec<_> = Trick::ALL.iter().map(|t| t.id()).collect();
-            Error::Invalid(format!("unknown trick '{s}'; valid tricks: {}", valid.join(", ")))
+            UnknownName { kind: "trick", given: s.to_owned(), valid: valid.join(", ") }
         })
     }
 }
@@ -258,9 +258,9 @@ impl From<Trick> for &'static str {
 }
 
 impl TryFrom<String> for Trick {
-    type Error = Error;
+    type Error = UnknownName;
 
-    fn try_from(s: String) -> Result<Self, Error> {
+    fn try_from(s: String) -> Result<Self, UnknownName> {
         s.parse()
     }
 }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::QualityMetric;
-use crate::error::Error;
+use super::UnknownName;
 
 /// A reference workload by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -119,16 +119,14 @@ impl fmt::Display for WorkloadId {
 }
 
 impl FromStr for WorkloadId {
-    type Err = Error;
+    type Err = UnknownName;
 
-    fn from_str(s: &str) -> Result<Self, Error> {
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         WorkloadId::ALL.into_iter().find(|w| w.id() == s).ok_or_else(|| {
             let valid: Vec<_> = WorkloadId::ALL.iter().map(|w| w.id()).collect();
-            Error::Invalid(format!(
-                "unknown workload '{s}'; valid workloads: {}, resnet and gpt (the profile's member of \
-                 each family), all",
-                valid.join(", ")
-            ))
+            let valid =
+                format!("{}, resnet and gpt (the profile's member of each family), all", valid.join(", "));
+            UnknownName { kind: "workload", given: s.to_owned(), valid }
         })
     }
 }
