@@ -11,6 +11,24 @@ use torch_sys::C_tensor;
 
 use crate::error::Error;
 
+/// A libtorch call through the shim failed, or was asked for something it does not do; the
+/// message names the call and says what libtorch said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("libtorch: {0}")]
+pub struct TorchError(pub String);
+
+impl From<tch::TchError> for TorchError {
+    fn from(error: tch::TchError) -> Self {
+        TorchError(error.to_string())
+    }
+}
+
+impl From<TorchError> for Error {
+    fn from(error: TorchError) -> Self {
+        Error::Torch(error.0)
+    }
+}
+
 mod raw {
     use super::*;
 
@@ -130,8 +148,8 @@ mod raw {
 }
 
 /// Turns a shim status code into a `Result`, fetching the C++ exception message on failure.
-fn check(status: c_int, what: &str) -> Result<(), Error> {
-    shim_status(status).map_err(|message| Error::Torch(format!("{what}: {message}")))
+fn check(status: c_int, what: &str) -> Result<(), TorchError> {
+    shim_status(status).map_err(|message| TorchError(format!("{what}: {message}")))
 }
 
 /// The status code of a shim function (of `csrc/shim.cpp` or `csrc/distributed.cpp`, which follow
@@ -173,7 +191,7 @@ pub struct DeviceMemoryStats {
 }
 
 /// Reads the caching allocator's statistics of accelerator `device_index`.
-pub fn device_memory_stats(device_index: usize) -> Result<DeviceMemoryStats, Error> {
+pub fn device_memory_stats(device_index: usize) -> Result<DeviceMemoryStats, TorchError> {
     let mut out = [0i64; 5];
     // SAFETY: `out` has the five slots the shim writes.
     check(
@@ -190,7 +208,7 @@ pub fn device_memory_stats(device_index: usize) -> Result<DeviceMemoryStats, Err
 }
 
 /// Resets the peak statistics of accelerator `device_index`.
-pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
+pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), TorchError> {
     // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(
         unsafe { raw::tb_reset_peak_memory_stats(device_index as c_int) },
@@ -201,7 +219,7 @@ pub fn reset_peak_memory_stats(device_index: usize) -> Result<(), Error> {
 /// Makes libtorch allocate CPU tensors through the shim's counting allocator (the same
 /// `c10::alloc_cpu` the default one uses), so that [`cpu_memory_stats`] sees them. Tensors that
 /// exist already are not counted. Idempotent.
-pub fn install_cpu_memory_counter() -> Result<(), Error> {
+pub fn install_cpu_memory_counter() -> Result<(), TorchError> {
     // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_install_cpu_memory_counter() }, "installing the counting CPU allocator")
 }
@@ -222,7 +240,7 @@ pub fn reset_cpu_memory_peak() {
 }
 
 /// Returns cached, unused accelerator memory to the driver.
-pub fn empty_cache() -> Result<(), Error> {
+pub fn empty_cache() -> Result<(), TorchError> {
     // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_empty_cache() }, "emptying the allocator cache")
 }
@@ -240,7 +258,7 @@ pub struct AutocastGuard {
 
 impl AutocastGuard {
     /// Enters autocast for CUDA (`cuda = true`) or CPU with `dtype` (`Kind::Half` or `Kind::BFloat16`).
-    pub fn enter(cuda: bool, dtype: Kind) -> Result<Self, Error> {
+    pub fn enter(cuda: bool, dtype: Kind) -> Result<Self, TorchError> {
         let is_cuda = c_int::from(cuda);
         // SAFETY: integer arguments only; they read and set this thread's autocast state, which `drop`
         // restores on the same thread (the guard is not `Send`).
@@ -269,16 +287,16 @@ pub fn autocast_enabled(cuda: bool) -> bool {
 }
 
 /// The c10::ScalarType code of the reduced-precision kinds autocast accepts.
-fn scalar_type_code(kind: Kind) -> Result<c_int, Error> {
+fn scalar_type_code(kind: Kind) -> Result<c_int, TorchError> {
     match kind {
         Kind::Half => Ok(5),
         Kind::BFloat16 => Ok(15),
-        other => Err(Error::Torch(format!("autocast needs Half or BFloat16, not {other:?}"))),
+        other => Err(TorchError(format!("autocast needs Half or BFloat16, not {other:?}"))),
     }
 }
 
 /// A copy of `t` in the channels_last memory format.
-pub fn to_channels_last(t: &Tensor) -> Result<Tensor, Error> {
+pub fn to_channels_last(t: &Tensor) -> Result<Tensor, TorchError> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
     check(unsafe { raw::tb_channels_last(t.as_ptr(), &mut out) }, "converting to channels_last")?;
@@ -286,7 +304,7 @@ pub fn to_channels_last(t: &Tensor) -> Result<Tensor, Error> {
 }
 
 /// Converts a parameter's storage to channels_last in place, keeping its identity.
-pub fn param_to_channels_last(t: &mut Tensor) -> Result<(), Error> {
+pub fn param_to_channels_last(t: &mut Tensor) -> Result<(), TorchError> {
     // SAFETY: `t` is a live tensor owned by the caller.
     check(
         unsafe { raw::tb_param_to_channels_last(t.as_mut_ptr()) },
@@ -297,7 +315,7 @@ pub fn param_to_channels_last(t: &mut Tensor) -> Result<(), Error> {
 /// A new uninitialised host tensor with the shape and kind of `t` in pinned (page-locked)
 /// memory, from libtorch's caching host allocator (blocks are reused once the copies that read
 /// them finish). Fails on a machine without a CUDA device: pinned memory needs the CUDA driver.
-pub fn empty_pinned_like(t: &Tensor) -> Result<Tensor, Error> {
+pub fn empty_pinned_like(t: &Tensor) -> Result<Tensor, TorchError> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
     check(
@@ -317,7 +335,7 @@ pub fn is_channels_last(t: &Tensor) -> bool {
 /// The per-tensor scale that maps `t`'s largest magnitude onto the largest finite value of the fp8
 /// format of code `format` (the shim's: 0 e4m3, 1 e5m2): a 0-d fp32 tensor on `t`'s device.
 /// `crate::workloads::fp8` is its typed face.
-pub fn fp8_scale(t: &Tensor, format: c_int) -> Result<Tensor, Error> {
+pub fn fp8_scale(t: &Tensor, format: c_int) -> Result<Tensor, TorchError> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` is a live tensor; on success the shim hands over a new heap tensor.
     check(unsafe { raw::tb_fp8_scale(t.as_ptr(), format, &mut out) }, "computing an fp8 scale")?;
@@ -327,7 +345,7 @@ pub fn fp8_scale(t: &Tensor, format: c_int) -> Result<Tensor, Error> {
 
 /// `t` multiplied by `scale`, clamped to the range of the fp8 format of code `format` and cast
 /// to it.
-pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: c_int) -> Result<Tensor, Error> {
+pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: c_int) -> Result<Tensor, TorchError> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `t` and `scale` are live tensors; on success the shim hands over a new heap tensor.
     check(
@@ -342,7 +360,7 @@ pub fn fp8_quantise(t: &Tensor, scale: &Tensor, format: c_int) -> Result<Tensor,
 /// the kernel of code `gemm` (the shim's: 0 `torch._scaled_mm`, 1 emulated); the output is in
 /// autocast's type when autocast is on for `x`'s device, else bf16, and backward gives each
 /// input a gradient in its own dtype.
-pub fn fp8_linear(x: &Tensor, w: &Tensor, gemm: c_int) -> Result<Tensor, Error> {
+pub fn fp8_linear(x: &Tensor, w: &Tensor, gemm: c_int) -> Result<Tensor, TorchError> {
     let mut out: *mut C_tensor = std::ptr::null_mut();
     // SAFETY: `x` and `w` are live tensors; on success the shim hands over a new heap tensor.
     check(
@@ -363,7 +381,7 @@ pub struct Tf32 {
 }
 
 /// Allows or forbids TF32 in matmuls and convolutions.
-pub fn set_tf32(tf32: Tf32) -> Result<(), Error> {
+pub fn set_tf32(tf32: Tf32) -> Result<(), TorchError> {
     // SAFETY: only integers cross, and the shim catches every exception (guarded.h).
     check(unsafe { raw::tb_set_tf32(c_int::from(tf32.matmul), c_int::from(tf32.cudnn)) }, "setting TF32")
 }
@@ -378,7 +396,7 @@ pub fn tf32() -> Tf32 {
 
 /// Turns the caching allocator's expandable segments on or off, whatever `PYTORCH_CUDA_ALLOC_CONF`
 /// said. Call before the first device allocation: segments already reserved keep their kind.
-pub fn set_expandable_segments(enabled: bool) -> Result<(), Error> {
+pub fn set_expandable_segments(enabled: bool) -> Result<(), TorchError> {
     // SAFETY: an integer only; it parses a constant settings string into the process-wide
     // allocator configuration.
     check(unsafe { raw::tb_set_expandable_segments(c_int::from(enabled)) }, "setting expandable segments")
@@ -411,7 +429,11 @@ pub fn set_grad_none(t: &mut Tensor) {
 
 /// Multiplies every gradient in `grads` by `inv_scale` in place, in one multi-tensor launch, and
 /// sets `found_inf` to 1 when any gradient holds an inf or NaN (`GradScaler.unscale_`).
-pub fn amp_unscale(grads: &mut [Tensor], found_inf: &mut Tensor, inv_scale: &Tensor) -> Result<(), Error> {
+pub fn amp_unscale(
+    grads: &mut [Tensor],
+    found_inf: &mut Tensor,
+    inv_scale: &Tensor,
+) -> Result<(), TorchError> {
     let mut ptrs: Vec<*mut C_tensor> = grads.iter_mut().map(Tensor::as_mut_ptr).collect();
     // SAFETY: every pointer is a live tensor borrowed for the duration of the call.
     check(
@@ -442,10 +464,10 @@ pub fn fused_sgd(
     momentum: f64,
     lr: &Tensor,
     found_inf: Option<&Tensor>,
-) -> Result<(), Error> {
+) -> Result<(), TorchError> {
     let n = params.len();
     if grads.len() != n || (momentum != 0.0 && momentum_buffers.len() != n) {
-        return Err(Error::Torch(format!(
+        return Err(TorchError(format!(
             "fused SGD: {n} parameters, {} gradients, {} momentum buffers",
             grads.len(),
             momentum_buffers.len()
@@ -531,7 +553,7 @@ pub fn fused_adamw(
     lists: AdamLists<'_>,
     hyper: AdamHyper<'_>,
     found_inf: Option<&Tensor>,
-) -> Result<(), Error> {
+) -> Result<(), TorchError> {
     fused_adam_launch(raw::tb_fused_adamw, "fused AdamW step", lists, hyper, found_inf)
 }
 
@@ -541,7 +563,7 @@ pub fn fused_adam(
     lists: AdamLists<'_>,
     hyper: AdamHyper<'_>,
     found_inf: Option<&Tensor>,
-) -> Result<(), Error> {
+) -> Result<(), TorchError> {
     fused_adam_launch(raw::tb_fused_adam, "fused Adam step", lists, hyper, found_inf)
 }
 
@@ -552,11 +574,11 @@ fn fused_adam_launch(
     lists: AdamLists<'_>,
     hyper: AdamHyper<'_>,
     found_inf: Option<&Tensor>,
-) -> Result<(), Error> {
+) -> Result<(), TorchError> {
     let AdamLists { params, grads, exp_avgs, exp_avg_sqs, steps } = lists;
     let n = params.len();
     if [grads.len(), exp_avgs.len(), exp_avg_sqs.len(), steps.len()].iter().any(|&len| len != n) {
-        return Err(Error::Torch(format!(
+        return Err(TorchError(format!(
             "{what}: {n} parameters, {} gradients, {} first moments, {} second moments, {} step counts",
             grads.len(),
             exp_avgs.len(),
@@ -600,7 +622,7 @@ pub struct RngState {
 
 impl RngState {
     /// The current state of `device`'s default generator (CPU or CUDA).
-    pub fn save(device: Device) -> Result<Self, Error> {
+    pub fn save(device: Device) -> Result<Self, TorchError> {
         let (device_type, device_index) = rng_device(device)?;
         let mut out: *mut C_tensor = std::ptr::null_mut();
         // SAFETY: integers and `&mut out` only; on success the shim hands over a new heap tensor, owned from
@@ -615,7 +637,7 @@ impl RngState {
 
     /// Puts the generator of the device it was saved from back into this state (it can be
     /// restored any number of times).
-    pub fn restore(&self) -> Result<(), Error> {
+    pub fn restore(&self) -> Result<(), TorchError> {
         let (device_type, device_index) = rng_device(self.device)?;
         // SAFETY: `state` is a live tensor the shim only reads.
         check(
@@ -626,13 +648,11 @@ impl RngState {
 }
 
 /// The shim's code for `device`'s generator: (0 CPU or 1 CUDA, device index).
-fn rng_device(device: Device) -> Result<(c_int, c_int), Error> {
+fn rng_device(device: Device) -> Result<(c_int, c_int), TorchError> {
     match device {
         Device::Cpu => Ok((0, 0)),
         Device::Cuda(index) => Ok((1, index as c_int)),
-        other => {
-            Err(Error::Torch(format!("random generator state: only CPU and CUDA devices, not {other:?}")))
-        }
+        other => Err(TorchError(format!("random generator state: only CPU and CUDA devices, not {other:?}"))),
     }
 }
 
@@ -716,7 +736,7 @@ impl SdpEnabled {
 
 /// Allows exactly the `scaled_dot_product_attention` backends `enabled` names, process-wide
 /// (`at::Context::setSDPUse*`).
-pub fn set_sdp_enabled(enabled: SdpEnabled) -> Result<(), Error> {
+pub fn set_sdp_enabled(enabled: SdpEnabled) -> Result<(), TorchError> {
     let flags = [enabled.flash, enabled.memory_efficient, enabled.math, enabled.cudnn].map(c_int::from);
     // SAFETY: `flags` has the four slots the shim reads, and the shim catches every exception.
     check(unsafe { raw::tb_set_sdp_enabled(flags.as_ptr()) }, "setting the attention backends")
@@ -734,7 +754,7 @@ pub fn sdp_enabled() -> SdpEnabled {
 /// (`aten::mul`, `autograd::engine::evaluate_function: MulBackward0`, …), in order, leaving out
 /// the operators those run inside: what a test inspects to see whether a step reads the host or
 /// creates tensors from host data (tch makes those with `aten::zeros` and a copy of the bytes).
-pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), Error> {
+pub fn record_ops<R>(f: impl FnOnce() -> R) -> Result<(R, Vec<String>), TorchError> {
     // SAFETY: no argument; the callback it registers on this thread only touches thread-local state.
     check(unsafe { raw::tb_op_log_start() }, "starting the operator log")?;
     let result = f();
@@ -761,7 +781,7 @@ pub struct DeviceEvent {
 impl DeviceEvent {
     /// Records an event on the current stream of CUDA device `device_index`, without waiting.
     /// Fails where libtorch has no CUDA support.
-    pub fn record(device_index: usize) -> Result<Self, Error> {
+    pub fn record(device_index: usize) -> Result<Self, TorchError> {
         let mut ptr = std::ptr::null_mut();
         // SAFETY: on success the shim hands over a heap object that `Drop` frees.
         let status = unsafe { raw::tb_device_event_record(device_index as c_int, &mut ptr) };
@@ -771,7 +791,7 @@ impl DeviceEvent {
 
     /// Milliseconds from this event to `later` (recorded after it on the same device), waiting
     /// until the stream has reached `later`.
-    pub fn elapsed_ms(&self, later: &DeviceEvent) -> Result<f64, Error> {
+    pub fn elapsed_ms(&self, later: &DeviceEvent) -> Result<f64, TorchError> {
         let mut ms = 0.0;
         // SAFETY: both are live events from tb_device_event_record; the shim only reads them.
         let status = unsafe { raw::tb_device_event_elapsed_ms(self.ptr, later.ptr, &mut ms) };
@@ -791,7 +811,7 @@ impl Drop for DeviceEvent {
 /// it): operators with their input shapes, and with `cuda` also the CUDA runtime calls, kernels and
 /// device memory copies of every stream (ask for them only on a CUDA device). Fails when a profiler
 /// is already on. [`profiler_stop`], on this thread, stops it.
-pub fn profiler_start(cuda: bool) -> Result<(), Error> {
+pub fn profiler_start(cuda: bool) -> Result<(), TorchError> {
     // SAFETY: an integer in; the shim keeps the profiler's state itself.
     check(unsafe { raw::tb_trace_start(c_int::from(cuda)) }, "starting the profiler")
 }
@@ -799,13 +819,13 @@ pub fn profiler_start(cuda: bool) -> Result<(), Error> {
 /// Stops the profiler [`profiler_start`] started and, with `save_to`, writes what it recorded there
 /// as Chrome-trace JSON (written in place: a caller that needs the file whole writes it under a
 /// temporary name and renames it).
-pub fn profiler_stop(save_to: Option<&Path>) -> Result<(), Error> {
+pub fn profiler_stop(save_to: Option<&Path>) -> Result<(), TorchError> {
     let what = save_to.map_or_else(
         || "stopping the profiler".to_owned(),
         |path| format!("stopping the profiler and saving its trace to {}", path.display()),
     );
     let path = save_to
-        .map(|p| CString::new(p.as_os_str().as_bytes()).map_err(|e| Error::Torch(format!("{what}: {e}"))))
+        .map(|p| CString::new(p.as_os_str().as_bytes()).map_err(|e| TorchError(format!("{what}: {e}"))))
         .transpose()?;
     // SAFETY: `path` is null or a NUL-terminated string that outlives the call.
     check(unsafe { raw::tb_trace_stop(path.as_ref().map_or(std::ptr::null(), |p| p.as_ptr())) }, &what)
@@ -815,7 +835,7 @@ pub fn profiler_stop(save_to: Option<&Path>) -> Result<(), Error> {
 /// (`torch.cuda.set_per_process_memory_fraction`): past it an allocation frees the cache and
 /// retries, then fails out of memory, as on a GPU of that size. Returns the fraction of the
 /// device's memory set. Fails on a binary built without CUDA headers ([`cuda_graphs_compiled`]).
-pub fn cap_device_memory(device_index: usize, budget_bytes: u64) -> Result<f64, Error> {
+pub fn cap_device_memory(device_index: usize, budget_bytes: u64) -> Result<f64, TorchError> {
     let mut fraction = 0.0;
     // SAFETY: integers in, one f64 out through a pointer to a live local; the shim catches every
     // exception (guarded.h).
@@ -841,7 +861,7 @@ pub struct CudaGraph {
 
 impl CudaGraph {
     /// An empty graph for CUDA device `device_index`. Fails on a binary built without CUDA headers.
-    pub fn new(device_index: usize) -> Result<Self, Error> {
+    pub fn new(device_index: usize) -> Result<Self, TorchError> {
         let mut ptr = std::ptr::null_mut();
         // SAFETY: on success the shim hands over a heap object that `Drop` frees.
         check(unsafe { raw::tb_cuda_graph_new(device_index as c_int, &mut ptr) }, "creating a CUDA graph")?;
@@ -849,8 +869,12 @@ impl CudaGraph {
     }
 
     /// Runs `work` with the graph's side stream current (after the work already queued), then
-    /// makes the previous stream current again and has it wait for the side stream.
-    pub fn on_side_stream<T>(&mut self, work: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    /// makes the previous stream current again and has it wait for the side stream. `work`'s own
+    /// error comes back as it is.
+    pub fn on_side_stream<T, E: From<TorchError>>(
+        &mut self,
+        work: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
         // SAFETY: `ptr` is a live graph from tb_cuda_graph_new.
         check(unsafe { raw::tb_cuda_graph_enter_side_stream(self.ptr) }, "switching to the side stream")?;
         let result = work();
@@ -863,7 +887,7 @@ impl CudaGraph {
 
     /// Captures the kernels `work` launches (on the side stream) into the graph without running
     /// them, and instantiates it. Anything that reads the device from the host fails the capture.
-    pub fn capture<T>(&mut self, work: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    pub fn capture<T, E: From<TorchError>>(&mut self, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let ptr = self.ptr;
         self.on_side_stream(|| {
             // SAFETY: `ptr` is a live graph; capture begins on its side stream, now current.
@@ -878,7 +902,7 @@ impl CudaGraph {
     }
 
     /// Launches the captured kernels once, on the current stream.
-    pub fn replay(&mut self) -> Result<(), Error> {
+    pub fn replay(&mut self) -> Result<(), TorchError> {
         // SAFETY: `ptr` is a live graph from tb_cuda_graph_new.
         check(unsafe { raw::tb_cuda_graph_replay(self.ptr) }, "replaying the CUDA graph")
     }
@@ -902,8 +926,8 @@ pub struct JitFunction {
 
 impl JitFunction {
     /// Compiles TorchScript `source` and takes its function `name`.
-    pub fn compile(source: &str, name: &str) -> Result<Self, Error> {
-        let c = |s: &str| CString::new(s).map_err(|e| Error::Torch(format!("TorchScript text: {e}")));
+    pub fn compile(source: &str, name: &str) -> Result<Self, TorchError> {
+        let c = |s: &str| CString::new(s).map_err(|e| TorchError(format!("TorchScript text: {e}")));
         let (source_c, name_c) = (c(source)?, c(name)?);
         let mut ptr = std::ptr::null_mut();
         // SAFETY: both strings outlive the call; on success the shim hands over a heap object.
@@ -915,7 +939,7 @@ impl JitFunction {
     }
 
     /// Calls the function on `inputs`; it must return one tensor. Autograd records through it.
-    pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor, Error> {
+    pub fn call(&self, inputs: &[&Tensor]) -> Result<Tensor, TorchError> {
         let ptrs: Vec<*const C_tensor> = inputs.iter().map(|t| t.as_ptr()).collect();
         let mut out: *mut C_tensor = std::ptr::null_mut();
         // SAFETY: `self.ptr` came from tb_jit_compile and is live; the inputs are live tensors that

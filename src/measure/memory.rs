@@ -15,7 +15,7 @@ pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     ffi::reset_cpu_memory_peak();
     match device {
-        DeviceSpec::Cuda(i) => ffi::reset_peak_memory_stats(i),
+        DeviceSpec::Cuda(i) => Ok(ffi::reset_peak_memory_stats(i)?),
         DeviceSpec::Cpu | DeviceSpec::Auto => Ok(()),
     }
 }
@@ -28,7 +28,7 @@ pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
 pub fn cap_device(device: DeviceSpec, budget_bytes: Option<u64>) -> Result<(), Error> {
     match (device, budget_bytes) {
         (DeviceSpec::Cuda(i), Some(budget)) if ffi::cuda_graphs_compiled() => {
-            ffi::cap_device_memory(i, budget).map(drop)
+            ffi::cap_device_memory(i, budget).map(drop).map_err(Error::from)
         }
         _ => Ok(()),
     }
@@ -61,7 +61,7 @@ pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
 /// Counts the bytes of CPU tensors from now on (see [`ffi::install_cpu_memory_counter`]): call it
 /// at the start of a cell process, before any tensor is made.
 pub fn count_cpu_tensors() -> Result<(), Error> {
-    ffi::install_cpu_memory_counter()
+    Ok(ffi::install_cpu_memory_counter()?)
 }
 
 /// The peak resident set size of this process, bytes: `VmHWM` in /proc/self/status (which

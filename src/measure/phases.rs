@@ -134,7 +134,7 @@ impl Drop for PhaseRecording {
 fn elapsed_ms(from: &Stamp, to: &Stamp) -> Result<f64, Error> {
     match (from, to) {
         (Stamp::Host(a), Stamp::Host(b)) => Ok(b.duration_since(*a).as_secs_f64() * 1e3),
-        (Stamp::Device(a), Stamp::Device(b)) => a.elapsed_ms(b),
+        (Stamp::Device(a), Stamp::Device(b)) => Ok(a.elapsed_ms(b)?),
         _ => Err(Error::Invalid("a step-phase recording mixed host and device stamps".to_owned())),
     }
 }

@@ -53,7 +53,7 @@ impl Profiling {
             let json =
                 tempfile::Builder::new().prefix(".tmp").suffix(".json").tempfile_in(dir).map_err(failed)?;
             ffi::profiler_stop(Some(json.path()))
-                .map_err(|e| e.context(format!("writing {}", path.display())))?;
+                .map_err(|e| Error::from(e).context(format!("writing {}", path.display())))?;
             let mut encoder = GzEncoder::new(gzipped, flate2::Compression::default());
             // Opened by name: libtorch may have replaced the temporary file rather than written into it.
             let mut written = std::fs::File::open(json.path()).map_err(failed)?;

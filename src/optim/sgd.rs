@@ -102,7 +102,8 @@ impl Sgd {
         };
         tch::no_grad(|| {
             ffi::fused_sgd(&mut params, &mut grads, &mut buffers, weight_decay, momentum, lr, found_inf)
-        })
+        })?;
+        Ok(())
     }
 }
 

@@ -18,7 +18,7 @@ pub struct Autocast {
 impl Autocast {
     /// Enters the region on this thread, until the guard is dropped.
     pub fn enter(self) -> Result<ffi::AutocastGuard, Error> {
-        ffi::AutocastGuard::enter(self.on_cuda, self.kind)
+        Ok(ffi::AutocastGuard::enter(self.on_cuda, self.kind)?)
     }
 }
 

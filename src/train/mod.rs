@@ -97,7 +97,7 @@ pub fn apply_switches(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
     ffi::set_sdp_enabled(sdp_switches(key.tricks.forced_attention_backend())?)?;
     let strict = key.is_reference_for(Trick::Tf32);
-    ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })
+    Ok(ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })?)
 }
 
 /// A model being trained: what its steps compute, how they are launched, and the metrics they

@@ -74,19 +74,19 @@ impl Fp8Gemm {
 /// The per-tensor scale that maps `t`'s largest magnitude onto `format`'s largest finite value:
 /// a 0-d fp32 tensor on `t`'s device.
 pub fn scale(t: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
-    ffi::fp8_scale(t, format.code())
+    Ok(ffi::fp8_scale(t, format.code())?)
 }
 
 /// `t` multiplied by `scale`, clamped to `format`'s range and cast to it.
 pub fn quantise(t: &Tensor, scale: &Tensor, format: Fp8Format) -> Result<Tensor, Error> {
-    ffi::fp8_quantise(t, scale, format.code())
+    Ok(ffi::fp8_quantise(t, scale, format.code())?)
 }
 
 /// `x · wᵀ` (x [..., K], w [N, K]) through the fp8 linear's autograd function, multiplying with
 /// `gemm`; the output is in autocast's type when autocast is on for `x`'s device, else bf16, and
 /// backward gives each input a gradient in its own dtype.
 pub fn linear(x: &Tensor, w: &Tensor, gemm: Fp8Gemm) -> Result<Tensor, Error> {
-    ffi::fp8_linear(x, w, gemm.code())
+    Ok(ffi::fp8_linear(x, w, gemm.code())?)
 }
 
 #[cfg(test)]
