@@ -307,9 +307,10 @@ impl Probed {
 
     /// How notes name it: "baseline", "checkpointing on pytorch".
     fn label(&self) -> String {
-        match self.engine {
-            Engine::Libtorch => self.tricks.label(),
-            engine => format!("{} on {engine}", self.tricks.label()),
+        if self.engine.is_libtorch() {
+            self.tricks.label()
+        } else {
+            format!("{} on {}", self.tricks.label(), self.engine)
         }
     }
 }

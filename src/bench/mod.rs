@@ -1,12 +1,14 @@
 //! Benchmarks: a run's configuration and inputs, the designs and their phases, profiles and their
-//! overrides, plans, the cell process, the measurement it makes and the faults tests inject into
-//! it, the runner that executes a plan cell by cell in isolated processes, the session that drives
-//! a whole run, what a run shows while it runs, the split of a plan into shards and their merge,
-//! the speedrun's choice of tricks, the lock that keeps one run per output folder, and which cells are traced with the profiler.
+//! overrides, plans, the engines a cell trains on behind one trait, the cell process, the
+//! measurement it makes and the faults tests inject into it, the runner that executes a plan cell
+//! by cell in isolated processes, the session that drives a whole run, what a run shows while it
+//! runs, the split of a plan into shards and their merge, the speedrun's choice of tricks, the lock
+//! that keeps one run per output folder, and which cells are traced with the profiler.
 pub mod cell;
 pub mod cell_process;
 pub mod config;
 pub mod design;
+mod engines;
 pub mod faults;
 pub mod inputs;
 pub mod interrupt;

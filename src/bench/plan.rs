@@ -6,6 +6,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::analysis::{is_compared, reference_position};
 use crate::bench::design::Design;
+use crate::bench::engines::cell_engine;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
 use crate::hardware::Hardware;
@@ -131,22 +132,25 @@ impl Plan {
         plan.on_engines(request)
     }
 
-    /// The plan with each throughput cell planned on every engine of `request`: a cell of the
-    /// PyTorch engine follows its libtorch cell, not applicable where that engine does not apply a
-    /// trick of the cell. Cells that train to a target or probe a batch stay on libtorch; with
-    /// libtorch not asked for, its throughput cells leave the plan.
+    /// The plan with each cell (planned on libtorch by the design) planned as well on every other
+    /// engine of `request` that runs its kind ([`CellEngine::runs`]), right after it, not
+    /// applicable where that engine does not apply a trick of the cell. With libtorch not asked
+    /// for, a cell leaves the plan where another engine runs it, and stays on libtorch where none
+    /// does (a cell that trains to a target, with the PyTorch engine alone).
+    ///
+    /// [`CellEngine::runs`]: crate::bench::engines::CellEngine::runs
     pub fn on_engines(self, request: &PlanRequest) -> Plan {
-        let on_libtorch = request.engines.contains(&Engine::Libtorch);
         let mut cells = Vec::new();
         for cell in self.cells {
-            let throughput = matches!(cell.key.kind, CellKind::Throughput { .. });
+            let planned_on = cell.key.engine;
             let others: Vec<PlannedCell> = request
                 .engines
                 .iter()
-                .filter(|&&engine| engine != Engine::Libtorch && throughput)
-                .map(|&engine| on_engine(request, &cell, engine))
+                .map(|&engine| cell_engine(engine))
+                .filter(|engine| engine.id() != planned_on && engine.runs(cell.key.kind))
+                .map(|engine| on_engine(request, &cell, engine.id()))
                 .collect();
-            if on_libtorch || !throughput {
+            if request.engines.contains(&planned_on) || others.is_empty() {
                 cells.push(cell);
             }
             cells.extend(others);
@@ -272,11 +276,7 @@ impl Plan {
         engine: Engine,
     ) -> PlannedCell {
         let at = PlanRequest { batch_size, ..request.clone() };
-        let cell = planned(&at, workload, tricks, CellKind::MemoryProbe);
-        match engine {
-            Engine::Libtorch => cell,
-            _ => on_engine(&at, &cell, engine),
-        }
+        on_engine(&at, &planned(&at, workload, tricks, CellKind::MemoryProbe), engine)
     }
 
     /// Smith & Topin's super-convergence comparison: time-to-accuracy of the step schedule and of

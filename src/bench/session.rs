@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bench::cell::PytorchServer;
 use crate::bench::config::RunConfig;
 use crate::bench::design::{Design, Phases};
+use crate::bench::engines::{cell_engine, RunServer};
 use crate::bench::inputs::resolve_inputs;
 use crate::bench::interrupt::Interrupt;
 use crate::bench::lock::{Locked, OutputLock};
@@ -16,7 +16,7 @@ use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
 use crate::bench::speedrun::{load_evidence, Evidence};
 use crate::bench::user_model::{Preparation, PreparedModel, DEFAULT_IMAGE_SIZE};
-use crate::engine::{probe_python, Engine};
+use crate::engine::probe_python;
 use crate::error::Error;
 use crate::results::model::UserModel;
 use crate::results::schema::{profile_text, Results, SpeedrunChoice};
@@ -91,12 +91,8 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         ));
         info.shard = Some(record);
     }
-    // Before any cell: a fork server that cannot start ends the run with nothing measured.
-    let server = config
-        .engines
-        .contains(&Engine::Pytorch)
-        .then(|| PytorchServer::start(&config.python))
-        .transpose()?;
+    // Before any cell: a server that cannot start ends the run with nothing measured.
+    let servers = start_servers(config)?;
     let spec = RunSpec {
         info,
         system: SystemInfo { pytorch: config.pytorch.clone(), ..SystemInfo::collect(config.device) },
@@ -110,7 +106,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         trace: config.request.trace.clone(),
         speedrun: Vec::new(),
         python: Some(config.python.clone()),
-        pytorch_server: server.as_ref().map(|s| s.socket().to_path_buf()),
+        pytorch_server: servers.first().map(|s| s.socket().to_path_buf()),
         model_dir: prepared.as_ref().map(PreparedModel::dir),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
@@ -121,12 +117,22 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     }
     let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
-    let mut session = Session { spec, executor, progress, results: None, evidence, _server: server };
+    let mut session = Session { spec, executor, progress, results: None, evidence, _servers: servers };
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
     let _ = std::fs::remove_dir(out_dir.join(SCRATCH_DIR));
     Ok(FinishedRun { results, out_dir, shown, lock })
+}
+
+/// Starts what each engine of `config` keeps running for the whole run: the PyTorch engine's fork
+/// server, whose socket the cell processes are handed (a job's `pytorch_server`).
+fn start_servers(config: &RunConfig) -> Result<Vec<Box<dyn RunServer>>, Error> {
+    let mut servers = Vec::new();
+    for &engine in &config.engines {
+        servers.extend(cell_engine(engine).start_run(&config.python)?);
+    }
+    Ok(servers)
 }
 
 /// Prepares the user's model of `config` (`run --model`), if it has one, in a temporary folder
@@ -228,8 +234,8 @@ struct Session<'a> {
     results: Option<Results>,
     /// The `--from` files the speedrun design takes the tricks' effects from.
     evidence: Vec<Evidence>,
-    /// The PyTorch engine's fork server, running while the session lives.
-    _server: Option<PytorchServer>,
+    /// What the run's engines keep running while the session lives.
+    _servers: Vec<Box<dyn RunServer>>,
 }
 
 impl Session<'_> {

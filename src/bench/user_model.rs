@@ -82,7 +82,7 @@ impl Preparation {
     /// time it runs.
     fn run_script(&self, dir: &Path) -> Result<(), Error> {
         let scripts = dir.join("scripts");
-        let engine = crate::bench::cell::pytorch_case::write_scripts(&scripts)?;
+        let engine = crate::bench::engines::pytorch::case::write_scripts(&scripts)?;
         let output = Command::new(&self.python)
             .arg(engine.with_file_name("user_model.py"))
             .arg("prepare")

@@ -53,7 +53,7 @@ pub fn training_inputs(job: &CellJob, count: usize) -> Result<TrainingInputs, Er
 
 /// The optimizer steps a cell's schedule is planned over: the profile's fixed count, or its
 /// epochs of `data` at `batch_size`.
-pub(super) fn planned_steps(profile: &Profile, data: &CellData, batch_size: usize) -> usize {
+pub(in crate::bench) fn planned_steps(profile: &Profile, data: &CellData, batch_size: usize) -> usize {
     match profile.tta.planned_steps {
         Some(steps) => steps,
         None => profile.tta.planned_epochs * data.steps_per_epoch(batch_size),
@@ -89,23 +89,23 @@ impl BatchSource for TextLoader {
 }
 
 /// What a cell's loaders are built from besides the data.
-pub(super) struct InputOptions<'a> {
+pub(in crate::bench) struct InputOptions<'a> {
     /// Samples per batch.
-    pub(super) batch_size: usize,
+    pub(in crate::bench) batch_size: usize,
     /// The device the batches are delivered on.
     pub(super) device: DeviceSpec,
     /// The seed of the batches' order and augmentation.
-    pub(super) seed: u64,
+    pub(in crate::bench) seed: u64,
     /// The recipe the cell trains with (whether inputs are standardised).
-    pub(super) recipe: &'a Recipe,
+    pub(in crate::bench) recipe: &'a Recipe,
     /// The job whose tricks choose the pipeline and memory format.
-    pub(super) job: &'a CellJob,
+    pub(in crate::bench) job: &'a CellJob,
 }
 
 impl<'a> InputOptions<'a> {
     /// The loaders of `job` in its process's first (or only) rank: the cell's batch size on the
     /// job's device, the round's seed, with `recipe`.
-    pub(super) fn first_rank(job: &'a CellJob, recipe: &'a Recipe) -> Self {
+    pub(in crate::bench) fn first_rank(job: &'a CellJob, recipe: &'a Recipe) -> Self {
         InputOptions {
             batch_size: job.key.batch_size,
             device: job.device,
@@ -117,7 +117,7 @@ impl<'a> InputOptions<'a> {
 }
 
 /// The data of a cell.
-pub(super) enum CellData {
+pub(in crate::bench) enum CellData {
     /// CIFAR images: where training images come from, and the packed test split.
     Images { train: ImageSource, train_samples: usize, test: Arc<CifarSplit> },
     /// A text corpus, split into training and validation tokens, read in windows of `context`
@@ -137,13 +137,17 @@ impl CellData {
     /// `packed-dataset` is on, otherwise left encoded so that every batch decodes them; the test
     /// split is always packed once); for a GPT the text file; for the user's model its prepared
     /// batches, or to train to a target its `dataset()`.
-    pub(super) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
+    pub(in crate::bench) fn load(job: &CellJob, profile: &Profile) -> Result<Self, Error> {
         Self::load_packing(job, profile, job.key.tricks.has(Trick::PackedDataset))
     }
 
     /// [`Self::load`], the training image files packed once when `pack` (whatever the cell's
     /// tricks say) and otherwise left encoded.
-    pub(super) fn load_packing(job: &CellJob, profile: &Profile, pack: bool) -> Result<Self, Error> {
+    pub(in crate::bench) fn load_packing(
+        job: &CellJob,
+        profile: &Profile,
+        pack: bool,
+    ) -> Result<Self, Error> {
         // The user's model times its prepared batches, and trains to a target on its file's
         // dataset(), else on CIFAR-10.
         if job.key.workload == WorkloadId::Model {

@@ -58,8 +58,9 @@ pub struct CellJob {
     /// [`crate::engine::default_python`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<PathBuf>,
-    /// The socket of the run's fork server ([`super::PytorchServer`]), which forks a cell of the
-    /// PyTorch engine its engine with torch already imported (`None`: the cell starts `python`).
+    /// The socket of the run's fork server (the PyTorch engine's `PytorchServer`), which forks a
+    /// cell of the PyTorch engine its engine with torch already imported (`None`: the cell starts
+    /// `python`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pytorch_server: Option<PathBuf>,
     /// The folder the user's model was prepared in ([`crate::bench::user_model`]), for a cell of
@@ -91,7 +92,7 @@ impl CellJob {
 
     /// The job of the reference side of this paired job: the same process settings for the
     /// reference cell, with no trace and no pairing of its own.
-    pub(super) fn reference_side(&self) -> Option<CellJob> {
+    pub(in crate::bench) fn reference_side(&self) -> Option<CellJob> {
         let key = self.paired_with.clone()?;
         Some(CellJob { key, trace: None, paired_with: None, ..self.clone() })
     }

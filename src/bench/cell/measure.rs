@@ -26,19 +26,19 @@ pub const PROBE_STEPS: usize = 2;
 
 /// What a cell process measures with, besides its trainer: the job, its settings and recipe, its
 /// data, and where the process runs.
-pub(super) struct CellContext<'a> {
+pub(in crate::bench) struct CellContext<'a> {
     /// The job the process was handed.
-    pub(super) job: &'a CellJob,
+    pub(in crate::bench) job: &'a CellJob,
     /// The job's settings ([`CellJob::settings`]).
-    pub(super) profile: &'a Profile,
+    pub(in crate::bench) profile: &'a Profile,
     /// The recipe the cell trains with.
-    pub(super) recipe: &'a Recipe,
+    pub(in crate::bench) recipe: &'a Recipe,
     /// The cell's data.
-    pub(super) data: &'a CellData,
+    pub(in crate::bench) data: &'a CellData,
     /// The device the process runs on (a DDP rank's own).
-    pub(super) device: DeviceSpec,
+    pub(in crate::bench) device: DeviceSpec,
     /// The process's DDP rank (0 without DDP).
-    pub(super) rank: usize,
+    pub(in crate::bench) rank: usize,
 }
 
 /// Measures what the cell's kind asks for with `trainer` in `process`. Each DDP rank draws its
@@ -46,7 +46,7 @@ pub(super) struct CellContext<'a> {
 /// lock-step, bound by the gradient all-reduce); DataParallel draws batches of the cell's size
 /// times its number of devices. The machine's state is read before and after, outside every
 /// timed window.
-pub(super) fn measure<W: Workload>(
+pub(in crate::bench) fn measure<W: Workload>(
     process: &CellContext,
     mut trainer: Trainer<W>,
 ) -> Result<ProcessMeasurement, Error> {
@@ -107,7 +107,7 @@ pub(super) fn unmeasured<W: Workload>(
 /// FLOPs per sample of the work a cell of `kind` times, from its network's forward FLOPs:
 /// the forward pass alone for evaluation, forward and backward (about twice the forward) for
 /// training.
-pub(super) fn timed_flops_per_sample(kind: CellKind, forward_flops: f64) -> f64 {
+pub(in crate::bench) fn timed_flops_per_sample(kind: CellKind, forward_flops: f64) -> f64 {
     if kind == (CellKind::Throughput { phase: Phase::Eval }) {
         forward_flops
     } else {
@@ -210,7 +210,7 @@ pub(super) fn end_warmup(measurement: &mut ProcessMeasurement, device: DeviceSpe
 /// Fails with [`Error::OutOfMemory`] when the peak `memory` exceeds `budget_bytes`: on a GPU the
 /// peak the caching allocator reserved from the device (what runs out there, and what
 /// `expandable-segments` changes), elsewhere the peak of live tensors (or the resident set).
-pub(super) fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
+pub(in crate::bench) fn within_budget(memory: &Memory, budget_bytes: Option<u64>) -> Result<(), Error> {
     let Some(budget) = budget_bytes else {
         return Ok(());
     };
@@ -287,7 +287,10 @@ pub(super) fn record_energy(
 
 /// Ends `energy`'s span, the device already idle, and records its energy in `measurement`, or why
 /// it has none.
-pub(super) fn end_energy(measurement: &mut ProcessMeasurement, energy: Result<EnergySpan, EnergyError>) {
+pub(in crate::bench) fn end_energy(
+    measurement: &mut ProcessMeasurement,
+    energy: Result<EnergySpan, EnergyError>,
+) {
     match energy.and_then(EnergySpan::finish) {
         Ok(energy) => measurement.energy = Some(energy),
         Err(reason) => measurement.energy_unavailable = Some(reason.to_string()),
@@ -314,7 +317,7 @@ fn lengthen_energy_span<W: Workload>(
 /// Whether a process that has timed `windows` (samples/s each, or a paired process's per-pair
 /// ratios) times another: until the profile's `windows_per_process`, then while its median's
 /// interval is wider than [`process_half_width`], up to `max_windows_per_process`.
-pub(super) fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
+pub(in crate::bench) fn wants_another_window(profile: &Profile, windows: &[f64]) -> bool {
     windows.len() < profile.windows_per_process
         || (windows.len() < profile.max_windows_per_process
             && median_ci(windows).is_none_or(|e| relative_half_width(&e) > process_half_width(profile)))

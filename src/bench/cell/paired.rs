@@ -100,7 +100,7 @@ impl<W: Workload> PairSide<W> {
 /// Measures the cell of `process` paired with the reference of `reference_job`, the cell trained
 /// by `trainer`; `build` makes a trainer for a cell and its recipe on the process's device (the
 /// reference's, after the process's seed is set again, so both start from the same weights).
-pub(super) fn measure<W: Workload>(
+pub(in crate::bench) fn measure<W: Workload>(
     process: &CellContext,
     reference_job: &CellJob,
     trainer: Trainer<W>,
@@ -189,7 +189,7 @@ fn time_pairs<W: Workload>(
 /// while the interval of the pairs' median ratio is wider than a process needs
 /// ([`super::measure::process_half_width`]), up to `max_windows_per_process`. Returns every
 /// window in the order it ran. Both engines pair through it.
-pub(super) fn alternate(
+pub(in crate::bench) fn alternate(
     profile: &Profile,
     mut window: impl FnMut(Side) -> Result<f64, Error>,
 ) -> Result<Vec<PairedWindow>, Error> {

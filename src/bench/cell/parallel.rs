@@ -13,7 +13,7 @@ use crate::tricks::Trick;
 
 /// How the cell `job` spreads training over devices: DDP for `ddp` (as a rank of `dist`, joined
 /// here), DataParallel over every CUDA device for its reference cell, else one device.
-pub(super) fn parallel_plan(
+pub(in crate::bench) fn parallel_plan(
     job: &CellJob,
     dist: Option<&DistEnv>,
     device: DeviceSpec,

@@ -12,7 +12,7 @@ use crate::train::Trainer;
 use crate::workloads::Workload;
 
 /// Training steps the breakdown covers at least, however short the profile's windows.
-pub(super) const MIN_STEPS: usize = 3;
+pub(in crate::bench) const MIN_STEPS: usize = 3;
 
 /// Records where the time of one window's worth of training steps (at least [`MIN_STEPS`]) at
 /// learning rate `lr` goes, into `measurement`'s step breakdown, or why it could not. Training

@@ -18,7 +18,7 @@ use super::data::BatchSource;
 /// The batches prepared for the user's model, cycled through; each step copies its batch to the
 /// device, as a loop over batches held in host memory does.
 #[derive(Debug, Clone)]
-pub(super) struct PreparedBatches {
+pub(in crate::bench) struct PreparedBatches {
     batches: Rc<Vec<Batch>>,
 }
 
@@ -44,7 +44,7 @@ impl PreparedBatches {
     }
 
     /// How many batches there are.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::bench) fn len(&self) -> usize {
         self.batches.len()
     }
 
@@ -56,7 +56,7 @@ impl PreparedBatches {
     /// The batches, each of `batch_size` samples: these batches where they hold that many, else
     /// the prepared samples tiled, as many batches as the prepared samples fill (at least one),
     /// batch k holding samples k·`batch_size` onwards, wrapping round.
-    pub(super) fn at_batch_size(&self, batch_size: usize) -> Result<Self, Error> {
+    pub(in crate::bench) fn at_batch_size(&self, batch_size: usize) -> Result<Self, Error> {
         if self.batches.iter().all(|b| samples_of(b) == batch_size) {
             return Ok(self.clone());
         }
@@ -81,7 +81,7 @@ impl PreparedBatches {
     }
 
     /// The batches by name, as the prepared file holds them (`inputs.K`, `targets.K`).
-    pub(super) fn named(&self) -> Vec<(String, Tensor)> {
+    pub(in crate::bench) fn named(&self) -> Vec<(String, Tensor)> {
         self.batches
             .iter()
             .enumerate()

@@ -48,7 +48,7 @@ impl Split {
 
 /// The training and test splits of a `dataset()`.
 #[derive(Debug, Clone)]
-pub(super) struct SampleSplits {
+pub(in crate::bench) struct SampleSplits {
     train: Rc<Split>,
     test: Rc<Split>,
 }

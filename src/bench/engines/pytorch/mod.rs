@@ -1,10 +1,18 @@
-//! A cell process on the PyTorch engine. trickbench writes the case ([`super::pytorch_case`]) into
+//! The PyTorch engine: a cell process on eager PyTorch. trickbench writes the case ([`case`]) into
 //! a scratch folder, starts `scripts/engine/pytorch_engine.py` on it with the run's Python, and
 //! drives it one request at a time over its standard input and output: build a side, warm it up,
 //! time a window of steps. The protocol is trickbench's, the same as on libtorch (the cell's side
 //! built and measured alone first, then its reference, then pairs of windows A B, B A, … until a
 //! process has measured enough); the script applies the tricks and times the steps with the
 //! device synchronised at both edges of each window.
+//!
+//! The case carries the data the engine's DataLoader assembles the same batches from ([`data`]).
+//! A run keeps one fork server ([`server`]) that hands each cell process an engine with torch
+//! already imported; a cell without one starts its own Python.
+
+pub mod case;
+mod data;
+mod server;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -14,11 +22,16 @@ use std::process::{Child, Command, Stdio};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::measure::{end_energy, timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS};
-use super::paired::alternate;
-use super::phases::MIN_STEPS as BREAKDOWN_STEPS;
-use super::CellJob;
+use super::{CellEngine, RunServer};
+use crate::bench::cell::measure::{
+    end_energy, timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS,
+};
+use crate::bench::cell::paired::alternate;
+use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
+use crate::bench::cell::CellJob;
 use crate::bench::profile::Profile;
+use crate::distributed::env::DistEnv;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::measure::flops::Precision;
 use crate::measure::power::EnergyMeter;
@@ -28,9 +41,37 @@ use crate::results::schema::{
     CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
 use crate::tricks::Trick;
+use server::PytorchServer;
+
+/// The PyTorch engine: eager PyTorch driven from Python, each trick applied as PyTorch's
+/// documentation tells a user to.
+pub struct Pytorch;
+
+impl CellEngine for Pytorch {
+    fn id(&self) -> Engine {
+        Engine::Pytorch
+    }
+
+    /// Throughput and memory probes; a cell that trains to a target stays on libtorch.
+    fn runs(&self, kind: CellKind) -> bool {
+        matches!(kind, CellKind::Throughput { .. } | CellKind::MemoryProbe)
+    }
+
+    /// The fork server ([`PytorchServer`]), which hands each cell process an engine with torch
+    /// already imported.
+    fn start_run(&self, python: &Path) -> Result<Option<Box<dyn RunServer>>, Error> {
+        Ok(Some(Box::new(PytorchServer::start(python)?)))
+    }
+
+    /// The cell runs in this one process: `ddp` does not apply on this engine, so `dist` is not
+    /// used.
+    fn run_cell(&self, job: &CellJob, _dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
+        run(job, job.reference_side().as_ref())
+    }
+}
 
 /// An engine and the stream it is driven through: a Python process this process started, or a
-/// child of the run's fork server ([`super::PytorchServer`]) on a socket.
+/// child of the run's fork server ([`PytorchServer`]) on a socket.
 struct EngineProcess {
     /// The Python process, when this process started it.
     child: Option<Child>,
@@ -282,15 +323,15 @@ impl Drop for Scratch {
 
 /// Runs the cell of `job` on the PyTorch engine (paired with `reference`, the job of its reference
 /// side, when it has one) and returns what it measured.
-pub(super) fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement, Error> {
+fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement, Error> {
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
-    let forward_flops_per_sample = super::pytorch_case::write(job, reference, &scratch.0)?;
+    let forward_flops_per_sample = case::write(job, reference, &scratch.0)?;
     let profile = job.settings();
     let mut engine = match &job.pytorch_server {
         Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
         None => {
             let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
-            let script = super::pytorch_case::write_scripts(&scratch.0)?;
+            let script = case::write_scripts(&scratch.0)?;
             EngineProcess::start(&python, &script, &scratch.0)?
         }
     };

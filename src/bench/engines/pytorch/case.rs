@@ -1,6 +1,6 @@
 //! The case a cell process on the PyTorch engine hands the engine script: each side's network in
 //! PyTorch's terms and its initial weights (built from the cell's seed, as a libtorch process
-//! builds them), the data its loader assembles both sides' batches from ([`super::pytorch_data`]),
+//! builds them), the data its loader assembles both sides' batches from ([`super::data`]),
 //! the recipe's optimizer and first learning rate, written into a scratch folder;
 //! [`write_scripts`] writes the scripts that read it, for a cell that starts its own Python and for
 //! the run's fork server.
@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tch::Tensor;
 
-use super::data::{planned_steps, CellData, InputOptions};
-use super::pytorch_data::{self, DataSpec};
-use super::CellJob;
+use super::data::{self, DataSpec};
+use crate::bench::cell::data::{planned_steps, CellData, InputOptions};
+use crate::bench::cell::CellJob;
 use crate::bench::user_model;
 use crate::device::DeviceSpec;
 use crate::error::Error;
@@ -31,13 +31,13 @@ const CASE_FILE: &str = "engine-case.json";
 const LOG_INTERVAL_STEPS: usize = crate::train::LOG_INTERVAL_STEPS;
 
 /// The engine script, built into the binary so that a copy of the binary alone can run it.
-const ENGINE_SCRIPT: &str = include_str!("../../../scripts/engine/pytorch_engine.py");
+const ENGINE_SCRIPT: &str = include_str!("../../../../scripts/engine/pytorch_engine.py");
 /// The engine's data pipeline, imported by the engine script.
-const LOADER_SCRIPT: &str = include_str!("../../../scripts/engine/engine_loader.py");
+const LOADER_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_loader.py");
 /// The engine's tricks that change the network or the process, imported by the engine script.
-const TRICKS_SCRIPT: &str = include_str!("../../../scripts/engine/engine_tricks.py");
+const TRICKS_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_tricks.py");
 /// The user's own network: its preparation (`prepare`) and how the engine script builds it.
-const USER_MODEL_SCRIPT: &str = include_str!("../../../scripts/engine/user_model.py");
+const USER_MODEL_SCRIPT: &str = include_str!("../../../../scripts/engine/user_model.py");
 
 /// What the engine script reads from `engine-case.json` (its module documentation describes
 /// each field).
@@ -103,7 +103,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let data = CellData::load_packing(job, &profile, false)?;
     let steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
-    let data_spec = pytorch_data::write(job.key.kind, &data, &InputOptions::first_rank(job, &recipe), dir)?;
+    let data_spec = data::write(job.key.kind, &data, &InputOptions::first_rank(job, &recipe), dir)?;
     let network = match &data {
         CellData::Text { corpus, .. } => Network::Gpt { vocab: corpus.vocab_size() },
         CellData::Images { .. } => Network::Resnet,

@@ -10,6 +10,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 
 use serde_json::Value;
 
+use crate::bench::engines::RunServer;
 use crate::error::Error;
 use crate::measure::host_allocator::keep_freed_memory;
 
@@ -32,7 +33,7 @@ impl PytorchServer {
     pub fn start(python: &Path) -> Result<Self, Error> {
         let dir = std::env::temp_dir().join(format!("trickbench-engine-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let script = super::pytorch_case::write_scripts(&dir)?;
+        let script = super::case::write_scripts(&dir)?;
         let socket = dir.join("engine.sock");
         let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
         let mut child = server_command(python, &script, &socket)
@@ -58,9 +59,10 @@ impl PytorchServer {
             ))),
         }
     }
+}
 
-    /// The socket a cell process connects to.
-    pub fn socket(&self) -> &Path {
+impl RunServer for PytorchServer {
+    fn socket(&self) -> &Path {
         &self.socket
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Serialize;
 use tch::Tensor;
 
-use super::data::{CellData, InputOptions};
+use crate::bench::cell::data::{CellData, InputOptions};
 use crate::data::cifar::IMAGE_BYTES;
 use crate::data::loader::{self, ImageSource, Images, LoaderOptions, Pipeline, ScheduledBatch};
 use crate::data::text::window_starts;

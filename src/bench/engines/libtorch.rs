@@ -1,0 +1,114 @@
+//! The libtorch engine: trickbench's own training loop, driven from Rust in the cell process. It
+//! builds the cell's workload with its tricks, spreads training over devices as the cell asks, and
+//! measures with [`crate::bench::cell`]'s modules: throughput over timed windows (paired with its
+//! reference side when it has one), memory, or time to accuracy.
+
+use std::path::Path;
+
+use super::{CellEngine, RunServer};
+use crate::bench::cell::data::{planned_steps, CellData};
+use crate::bench::cell::measure::{measure, CellContext};
+use crate::bench::cell::parallel::parallel_plan;
+use crate::bench::cell::{paired, CellJob};
+use crate::bench::user_model::read_description;
+use crate::device::DeviceSpec;
+use crate::distributed::env::DistEnv;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::measure::memory;
+use crate::results::schema::{CellKey, CellKind, ProcessMeasurement};
+use crate::train::parallel::ParallelPlan;
+use crate::train::recipe::Recipe;
+use crate::train::{apply_process_tricks, Trainer};
+use crate::workloads::build::{gpt_for, resnet_for, scripted_for};
+use crate::workloads::WorkloadId;
+
+/// The libtorch engine.
+pub struct Libtorch;
+
+impl CellEngine for Libtorch {
+    fn id(&self) -> Engine {
+        Engine::Libtorch
+    }
+
+    /// Every kind: throughput, time to accuracy and memory probes.
+    fn runs(&self, _kind: CellKind) -> bool {
+        true
+    }
+
+    /// Nothing: each cell process loads libtorch itself.
+    fn start_run(&self, _python: &Path) -> Result<Option<Box<dyn RunServer>>, Error> {
+        Ok(None)
+    }
+
+    /// A `ddp` cell runs as one rank of `dist` (its CUDA device is the local rank's), its
+    /// throughput the sum over the ranks; the `ddp` reference cell (DataParallel) drives every
+    /// CUDA device of the machine from this process.
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
+        memory::count_cpu_tensors()?;
+        let profile = job.settings();
+        let device = match (dist, job.device) {
+            (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
+            (_, device) => device,
+        };
+        let parallel = parallel_plan(job, dist, device)?;
+        let rank = dist.map_or(0, |env| env.rank);
+        apply_process_tricks(&job.key, device)?;
+        memory::cap_device(device, job.memory_budget_bytes)?;
+        let data = CellData::load(job, &profile)?;
+        let total_steps = planned_steps(&profile, &data, job.key.batch_size);
+        let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
+        tch::manual_seed(job.key.seed as i64);
+        let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
+        measure_workload(&process, parallel)
+    }
+}
+
+/// Builds the cell's workload in `process` and measures it: paired with its reference side when
+/// the cell has one, else alone, spread over devices as `parallel` says.
+fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<ProcessMeasurement, Error> {
+    let CellContext { job, recipe, device, .. } = *process;
+    let reference = job.reference_side();
+    match process.data {
+        // The user's model: its prepared batches, or CIFAR-10 where it trains to a target.
+        _ if job.key.workload == WorkloadId::Model => {
+            let dir = job.model_dir()?;
+            let model = read_description(dir)?;
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(process, reference, trainer, build),
+                None => {
+                    measure(process, parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?)
+                }
+            }
+        }
+        CellData::Images { .. } => {
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(resnet_for(key, recipe, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(process, reference, trainer, build),
+                None => measure(process, parallel.apply(trainer, |d| resnet_for(&job.key, recipe, d))?),
+            }
+        }
+        CellData::Text { corpus, .. } => {
+            // Both sides read the same text, so they share its vocabulary.
+            let vocab = corpus.vocab_size();
+            let build = |key: &CellKey, recipe: &Recipe| {
+                Trainer::new(gpt_for(key, vocab, device.tch())?, &key.tricks, device, recipe)
+            };
+            let trainer = build(&job.key, recipe)?;
+            match &reference {
+                Some(reference) => paired::measure(process, reference, trainer, build),
+                None => measure(process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?),
+            }
+        }
+        CellData::Prepared(_) | CellData::Samples(_) => {
+            Err(Error::Invalid(format!("{}: that data is the user's model's", job.key.workload)))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The engines a cell trains on, behind one trait. The plan, the session and the cell process
+//! know an engine only through [`CellEngine`]: its id, the kinds of cell it runs, what it keeps
+//! running for a whole run, and the measurement one cell process returns. [`cell_engine`] finds
+//! an engine by its id.
+//!
+//! [`libtorch`] is trickbench's own training loop (the workloads, the trainer and the optimizers,
+//! measured by [`crate::bench::cell`]'s modules); [`pytorch`] drives eager PyTorch from Python.
+//! Another engine is one more module implementing [`CellEngine`], its id a variant of
+//! [`Engine`] and an arm of [`cell_engine`].
+
+mod libtorch;
+pub mod pytorch;
+
+use std::path::Path;
+
+use crate::bench::cell::CellJob;
+use crate::distributed::env::DistEnv;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::results::schema::{CellKind, ProcessMeasurement};
+
+/// What a run asks of an engine.
+pub trait CellEngine {
+    /// The engine's id, which cell keys, results and reports name it by.
+    fn id(&self) -> Engine;
+
+    /// Whether the engine runs cells of `kind`. A design plans its cells on libtorch; a cell of a
+    /// kind another engine runs is planned on that engine too.
+    fn runs(&self, kind: CellKind) -> bool;
+
+    /// Starts what the engine keeps running for a whole run, with `python` the run's Python,
+    /// before any cell runs; `None` where it keeps nothing. The run holds it until it ends.
+    fn start_run(&self, python: &Path) -> Result<Option<Box<dyn RunServer>>, Error>;
+
+    /// Runs the cell of `job` in this process (as a rank of `dist`, when a `ddp` cell runs as
+    /// one) and returns what it measured.
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error>;
+}
+
+/// A process an engine keeps for a whole run, which its cell processes reach on a Unix socket
+/// (a job's `pytorch_server`); it stops when dropped.
+pub trait RunServer {
+    /// The socket a cell process connects to.
+    fn socket(&self) -> &Path;
+}
+
+/// The engine whose id is `engine`.
+pub fn cell_engine(engine: Engine) -> &'static dyn CellEngine {
+    match engine {
+        Engine::Libtorch => &libtorch::Libtorch,
+        Engine::Pytorch => &pytorch::Pytorch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::schema::Phase;
+
+    /// Every kind of cell.
+    const KINDS: [CellKind; 4] = [
+        CellKind::Throughput { phase: Phase::Train },
+        CellKind::Throughput { phase: Phase::Eval },
+        CellKind::TimeToAccuracy,
+        CellKind::MemoryProbe,
+    ];
+
+    #[test]
+    fn every_engine_id_finds_the_engine_of_that_id() {
+        for &engine in <Engine as clap::ValueEnum>::value_variants() {
+            assert_eq!(cell_engine(engine).id(), engine);
+        }
+    }
+
+    #[test]
+    fn libtorch_runs_every_kind_and_pytorch_all_but_training_to_a_target() {
+        assert!(KINDS.iter().all(|&kind| cell_engine(Engine::Libtorch).runs(kind)));
+        for kind in KINDS {
+            let expected = kind != CellKind::TimeToAccuracy;
+            assert_eq!(cell_engine(Engine::Pytorch).runs(kind), expected, "{kind:?}");
+        }
+    }
+}
