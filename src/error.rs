@@ -50,19 +50,6 @@ pub enum Error {
     /// Data-parallel training failed: rendezvous, a collective, or a worker process.
     #[error("distributed: {0}")]
     Distributed(String),
-    /// A file could not be written; it was being replaced atomically, so whatever it held before
-    /// is unchanged.
-    #[error(
-        "could not write {}: {source}; its previous content, if any, is unchanged (free disk space, \
-         make the directory writable, or write elsewhere with --out)",
-        path.display()
-    )]
-    Write {
-        /// The file that was to be written.
-        path: PathBuf,
-        /// What failed (creating, writing, flushing or renaming the temporary file).
-        source: std::io::Error,
-    },
     /// The run was stopped by SIGINT or SIGTERM; the results file holds every cell that finished.
     #[error(
         "interrupted by {}: every finished cell is saved in {}; to run the rest, repeat the command \

@@ -13,7 +13,7 @@ use crate::bench::trace::TRACES_DIR;
 use crate::error::Error;
 use crate::results::merge::{merge as merge_shards, ShardResults};
 use crate::results::schema::{CellId, Results};
-use crate::results::store;
+use crate::results::store::{self, StoreError};
 
 /// A merge as asked for.
 #[derive(Debug, Clone)]
@@ -110,7 +110,9 @@ fn copy_traces(
 fn copy_atomically(from: &Path, to: &Path) -> Result<(), Error> {
     let mut source = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
     store::write_atomically(to, |tmp| {
-        std::io::copy(&mut source, tmp).map(drop).map_err(|source| Error::Write { path: to.into(), source })
+        std::io::copy(&mut source, tmp)
+            .map(drop)
+            .map_err(|source| StoreError::Write { path: to.into(), source }.into())
     })
 }
 

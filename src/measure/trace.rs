@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::ffi;
 use crate::measure::timer::synchronize;
 use crate::results::schema::{TraceActivity, TraceOperator};
-use crate::results::store;
+use crate::results::store::{self, StoreError};
 
 /// Rows of each activity (CPU operators, GPU kernels, GPU copies) kept in a trace's table.
 pub const TOP_OPERATORS: usize = 15;
@@ -47,8 +47,8 @@ impl Profiling {
     pub fn save(mut self, path: &Path) -> Result<(), Error> {
         synchronize(self.device);
         self.running = false;
-        store::write_atomically(path, |gzipped| {
-            let failed = |source| Error::Write { path: path.into(), source };
+        store::write_atomically::<Error>(path, |gzipped| {
+            let failed = |source| StoreError::Write { path: path.into(), source };
             let dir = gzipped.path().parent().unwrap_or(Path::new("."));
             let json =
                 tempfile::Builder::new().prefix(".tmp").suffix(".json").tempfile_in(dir).map_err(failed)?;
@@ -58,7 +58,7 @@ impl Profiling {
             // Opened by name: libtorch may have replaced the temporary file rather than written into it.
             let mut written = std::fs::File::open(json.path()).map_err(failed)?;
             std::io::copy(&mut written, &mut encoder).map_err(failed)?;
-            encoder.finish().map(drop).map_err(failed)
+            Ok(encoder.finish().map(drop).map_err(failed)?)
         })
     }
 }
