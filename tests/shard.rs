@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use trickbench::analysis::refresh_derived;
 use trickbench::bench::cell::CellJob;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
@@ -137,7 +138,9 @@ fn all_shards_merged_equal_the_unsharded_run() {
         assert_eq!(sorted(calls), sorted(mock.calls.clone()), "{count} shards run each process once");
         let merged = merge(shards, false).unwrap();
         assert!(merged.warnings.is_empty(), "{:?}", merged.warnings);
-        let results = merged.results;
+        assert!(merged.results.comparisons.is_empty(), "the derived figures are the caller's");
+        let mut results = merged.results;
+        refresh_derived(&mut results);
         let ids = |r: &Results| r.cells.iter().map(|c| c.id().clone()).collect::<Vec<_>>();
         assert_eq!(ids(&results), ids(&whole), "{count} shards: the cells in the unsharded order");
         assert_eq!(results.cells, whole.cells, "{count} shards");
