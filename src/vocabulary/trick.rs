@@ -8,8 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::AttentionBackend;
-use super::UnknownName;
+use super::{AttentionBackend, UnknownName};
 
 /// One training speed-up trick. The order here is the order of `trickbench list` and of reports.
 /// Results files spell a trick by its id ([`Trick::id`]), the kebab-case of the variant's name.

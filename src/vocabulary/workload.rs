@@ -6,8 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::QualityMetric;
-use super::UnknownName;
+use super::{QualityMetric, UnknownName};
 
 /// A reference workload by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
