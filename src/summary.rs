@@ -380,7 +380,9 @@ pub fn status_detail(cell: &CellResult) -> Option<String> {
     match &cell.status {
         CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
         CellStatus::Failed { .. } => cell.failure_reason().map(|reason| format!("failed: {reason}")),
-        CellStatus::OutOfMemory { error, .. } => Some(format!("out of memory: {error}")),
+        CellStatus::OutOfMemory { .. } => {
+            cell.failure_reason().map(|reason| format!("out of memory: {reason}"))
+        }
         CellStatus::Timeout { limit_s, .. } => Some(format!("killed after the {limit_s:.0} s cell timeout")),
         CellStatus::Ok if cell.time_to_accuracy.is_none() => {
             let swapped = cell.key.tricks.swapped_reference().filter(|_| cell.key.reference_for.is_none());

@@ -262,7 +262,9 @@ fn outcome_text(cell: &CellResult, round: usize) -> String {
         },
         CellStatus::NotApplicable { reason } => format!("not applicable: {reason}"),
         CellStatus::Failed { .. } => format!("FAILED: {}", cell.failure_reason().unwrap_or_default()),
-        CellStatus::OutOfMemory { error, .. } => format!("out of memory: {}", first_line(error)),
+        CellStatus::OutOfMemory { .. } => {
+            format!("out of memory: {}", first_line(&cell.failure_reason().unwrap_or_default()))
+        }
         CellStatus::Timeout { limit_s, .. } => {
             format!("TIMEOUT: stopped after the {limit_s:.0} s cell timeout")
         }

@@ -772,23 +772,31 @@ impl CellResult {
     }
 
     /// Why the cell did not measure, in one line: for a failed process the line of its stderr
-    /// that says why ([`error_line`], without the cell's own id), with how the process ended; the
-    /// allocator's message; or the time limit. `None` for a cell that is ok or not applicable.
+    /// that says why ([`error_line`], without the cell's own id), with how the process ended; for
+    /// a process out of memory what ran out (the line that said so, without the cell's id and the
+    /// words "out of memory", which its status says); or the time limit. `None` for a cell that is
+    /// ok or not applicable.
     pub fn failure_reason(&self) -> Option<String> {
         match &self.status {
             CellStatus::Ok | CellStatus::NotApplicable { .. } => None,
             CellStatus::Failed { error, stderr_tail } => Some(match error_line(stderr_tail) {
-                Some(line) => {
-                    let own = format!("cell {}: ", self.id());
-                    format!("{} ({error})", line.strip_prefix(&own).unwrap_or(&line))
-                }
+                Some(line) => format!("{} ({error})", self.without_own_id(&line)),
                 None => error.clone(),
             }),
-            CellStatus::OutOfMemory { error, .. } => Some(error.clone()),
+            CellStatus::OutOfMemory { error, .. } => {
+                let line = error_line(error).unwrap_or_else(|| error.clone());
+                let what = self.without_own_id(&line);
+                Some(what.strip_prefix("out of memory: ").unwrap_or(what).to_owned())
+            }
             CellStatus::Timeout { limit_s, .. } => {
                 Some(format!("killed after the {limit_s:.0} s cell time limit"))
             }
         }
+    }
+
+    /// `line` without the "cell ID: " the cell process puts before its errors.
+    fn without_own_id<'a>(&self, line: &'a str) -> &'a str {
+        line.strip_prefix(&format!("cell {}: ", self.id())).unwrap_or(line)
     }
 }
 
@@ -1392,6 +1400,15 @@ mod tests {
             stderr_tail: "é".into(),
         };
         assert_eq!(cell(train, segv).failure_reason().unwrap(), "cell process died of signal 11 (SIGSEGV)");
+        // Out of memory: what ran out, once, without the cell's id.
+        let oom = |error: &str| CellStatus::OutOfMemory { error: error.into(), stderr_tail: String::new() };
+        let budget = format!("error: cell {id}: out of memory: peak memory 2722 MiB exceeds the budget");
+        assert_eq!(
+            cell(train, oom(&budget)).failure_reason().unwrap(),
+            "peak memory 2722 MiB exceeds the budget"
+        );
+        let raw = "CUDA out of memory. Tried to allocate 2.00 GiB";
+        assert_eq!(cell(train, oom(raw)).failure_reason().unwrap(), raw);
     }
 
     fn paired(windows: &[(usize, Side, f64)]) -> PairedWindows {
