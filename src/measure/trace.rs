@@ -47,8 +47,8 @@ impl Profiling {
     pub fn save(mut self, path: &Path) -> Result<(), Error> {
         synchronize(self.device);
         self.running = false;
-        store::write_atomically::<Error>(path, |gzipped| {
-            let failed = |source| StoreError::Write { path: path.into(), source };
+        store::write_atomically(path, |gzipped| {
+            let failed = |source| Error::from(StoreError::Write { path: path.into(), source });
             let dir = gzipped.path().parent().unwrap_or(Path::new("."));
             let json =
                 tempfile::Builder::new().prefix(".tmp").suffix(".json").tempfile_in(dir).map_err(failed)?;
@@ -58,7 +58,7 @@ impl Profiling {
             // Opened by name: libtorch may have replaced the temporary file rather than written into it.
             let mut written = std::fs::File::open(json.path()).map_err(failed)?;
             std::io::copy(&mut written, &mut encoder).map_err(failed)?;
-            Ok(encoder.finish().map(drop).map_err(failed)?)
+            encoder.finish().map(drop).map_err(failed)
         })
     }
 }

@@ -17,7 +17,6 @@ pub use crate::vocabulary::{MemoryFigure, Metric, Trick, TrickSet};
 pub use applicability::{Applicability, Need};
 pub use info::{InPytorch, Pairing, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
-pub use set::PYTORCH_ENGINE_CONFLICTS;
 
 impl Trick {
     /// The tricks that choose the optimizer; at most one can be on.
