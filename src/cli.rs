@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use trickbench::bench::budget::ProcessSeconds;
 use trickbench::bench::config::{TrickList, WorkloadChoice};
 use trickbench::bench::design::Design;
 use trickbench::bench::profile::ProfileRequest;
@@ -36,6 +37,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// List the trick catalogue: id, guide number, off/on, metric, applicability.
     List(ListArgs),
+    /// Fit an ablation into a time budget: which tricks (in the order given, the most valuable
+    /// first) and how many rounds fit, at a given or measured cost per cell process.
+    Plan(Box<PlanArgs>),
     /// Show the libtorch, CUDA, cuDNN, GPU, CPU and memory a report would record.
     Env,
     /// Train the same network, weights and batches in trickbench and in eager PyTorch: do the
@@ -152,7 +156,8 @@ pub struct RunArgs {
     #[arg(long, requires = "model")]
     pub no_batch_probe: bool,
     /// Comma-separated trick ids and groups: all, throughput, memory, convergence (the tricks
-    /// judged by training throughput, peak memory, or time to accuracy).
+    /// judged by training throughput, peak memory, or time to accuracy); or none, for the
+    /// baselines alone.
     #[arg(long, default_value = "all")]
     pub tricks: TrickList,
     /// Experimental design.
@@ -269,6 +274,53 @@ pub struct RunArgs {
     /// Show no progress and no summary: only errors and, at the end, where the results are.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// Options of `trickbench plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Workload, as for `run`: resnet or gpt (the profile's member of the family), a workload id,
+    /// or all.
+    #[arg(long, default_value = "all")]
+    pub workload: WorkloadChoice,
+    /// Trick ids and groups, comma-separated, in order of value: each is added while it fits.
+    #[arg(long, default_value = "throughput")]
+    pub tricks: TrickList,
+    /// Measurement profile (its workloads and batch size).
+    #[arg(long, default_value = "auto")]
+    pub profile: ProfileRequest,
+    /// Device the run will use: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: DeviceSpec,
+    /// Plan for one Hopper GPU (compute capability 9.0) with every CUDA path built in, whatever
+    /// this machine has: a GPU run's plan made on another machine.
+    #[arg(long, conflicts_with = "device")]
+    pub assume_gpu: bool,
+    /// The engines the cells train on.
+    #[arg(long, value_enum, default_value = "both")]
+    pub engine: EngineChoice,
+    /// Seconds the run may take.
+    #[arg(long, allow_negative_numbers = true)]
+    pub budget_s: f64,
+    /// Seconds one cell process costs (start, loading, device context, model build, warm-up and
+    /// windows): SECONDS for every engine, or ENGINE=SECONDS; repeatable. Replaces what
+    /// --costs-from measured.
+    #[arg(long, value_name = "[ENGINE=]SECONDS")]
+    pub process_s: Vec<ProcessSeconds>,
+    /// Results files whose processes' median wall time is each engine's cost per process.
+    #[arg(long, value_name = "RESULTS")]
+    pub costs_from: Vec<PathBuf>,
+    /// Seconds added to each process that compiles its model (`torch-compile`).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub compile_s: f64,
+    /// The most rounds (processes per cell) to plan, when every trick fits (default: the
+    /// profile's).
+    #[arg(long)]
+    pub max_rounds: Option<usize>,
+    /// Print the plan as one tab-separated line for scripts: rounds, tricks, processes, seconds,
+    /// tricks left out.
+    #[arg(long)]
+    pub tsv: bool,
 }
 
 /// Options of `trickbench report`.

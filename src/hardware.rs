@@ -39,6 +39,19 @@ impl Hardware {
         }
     }
 
+    /// One Hopper GPU (compute capability 9.0) with every CUDA path built in, running on it: the
+    /// machine a GPU run is planned for on another machine (`trickbench plan --assume-gpu`).
+    pub fn assumed_gpu() -> Hardware {
+        Hardware {
+            device: DeviceSpec::Cuda(0),
+            cuda_gpus: 1,
+            cuda_capability: Some((9, 0)),
+            cuda_graphs_compiled: true,
+            data_parallel_unavailable: None,
+            nccl_compiled: true,
+        }
+    }
+
     /// A machine with `gpus` Hopper GPUs (compute capability 9.0) and every CUDA path compiled in,
     /// running on the first GPU, or on the CPU when it has none.
     #[cfg(test)]

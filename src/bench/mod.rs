@@ -3,7 +3,9 @@
 //! measurement it makes and the faults tests inject into it, the runner that executes a plan cell
 //! by cell in isolated processes, the session that drives a whole run, what a run shows while it
 //! runs, the split of a plan into shards and their merge, the speedrun's choice of tricks, the lock
-//! that keeps one run per output folder, and which cells are traced with the profiler.
+//! that keeps one run per output folder, which cells are traced with the profiler, and the fit of an
+//! ablation into a time budget.
+pub mod budget;
 pub mod cell;
 pub mod cell_process;
 pub mod config;

@@ -16,6 +16,7 @@ mod ddp;
 pub mod exit;
 mod merge;
 mod parity;
+mod plan;
 mod report;
 mod run;
 
@@ -55,6 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Merge(args) => merge::merge(&args),
         Command::Compare(args) => report::compare(&args),
         Command::List(args) => catalogue::list(&args),
+        Command::Plan(args) => plan::plan(&args),
         Command::Env => catalogue::env(),
         Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),
         Command::Data(DataCommand::Import(args)) => data::import(&args),

@@ -11,11 +11,18 @@ pub const TRICK_GROUPS: [(&str, &[Metric]); 4] = [
     ("convergence", &[Metric::TimeToAccuracy]),
 ];
 
+/// The `--tricks` value that asks for no trick: the baselines alone.
+pub const NO_TRICKS: &str = "none";
+
 /// Parses a `--tricks` value (clap names the flag in its errors): a comma-separated list of trick ids and groups (`all`, `throughput`,
-/// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group.
+/// `memory`, `convergence`: the tricks judged by that metric), in catalogue order within a group;
+/// or `none` alone, for the baselines only.
 /// The groups leave out the tricks measured through PyTorch (`torch-compile`), which a cell never
 /// runs; asked for by id, such a trick's cells are reported not applicable with the reason.
 pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
+    if s.trim() == NO_TRICKS {
+        return Ok(Vec::new());
+    }
     let mut tricks = Vec::new();
     for id in s.split(',').map(str::trim).filter(|id| !id.is_empty()) {
         let group = TRICK_GROUPS.iter().find(|(name, _)| *name == id);
@@ -25,7 +32,9 @@ pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
                 .filter(|t| t.runs_in_cells() && metrics.contains(&t.metric()))
                 .collect(),
             None => vec![id.parse().map_err(|e| {
-                Error::Invalid(format!("{e}; or a group: all, throughput, memory, convergence"))
+                Error::Invalid(format!(
+                    "{e}; or a group: all, throughput, memory, convergence (or '{NO_TRICKS}' alone)"
+                ))
             })?],
         };
         for trick in members {
@@ -35,7 +44,9 @@ pub fn parse_trick_list(s: &str) -> Result<Vec<Trick>, Error> {
         }
     }
     if tricks.is_empty() {
-        return Err(Error::Invalid("empty list; give trick ids or groups such as 'all'".to_owned()));
+        return Err(Error::Invalid(format!(
+            "empty list; give trick ids or groups such as 'all', or '{NO_TRICKS}' for the baselines only"
+        )));
     }
     Ok(tricks)
 }
@@ -70,5 +81,11 @@ mod tests {
         let message = parse_trick_list("amp,turbo").unwrap_err().to_string();
         assert!(message.contains("'turbo'") && message.contains("channels-last"), "{message}");
         assert!(parse_trick_list(" , ").is_err());
+    }
+
+    #[test]
+    fn none_alone_asks_for_the_baselines_only() {
+        assert_eq!(parse_trick_list("none").unwrap(), []);
+        assert!(parse_trick_list("none,amp").is_err(), "'none' is not a trick to mix with others");
     }
 }

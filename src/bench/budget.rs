@@ -1,0 +1,397 @@
+//! Fitting an ablation into a time budget: which tricks, taken in the order given (their value),
+//! and how many rounds a run can afford when each of its processes costs a known number of
+//! seconds. The cells and processes counted are those `run` would plan ([`Plan::ablation`],
+//! on every engine of the request, scheduled by [`Plan::schedule`]), so the count includes every round's
+//! warm-up process, the A/A control and each trick's own reference cells.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::bench::plan::{Plan, PlanRequest};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::results::schema::{CellKey, Results};
+use crate::stats::median;
+use crate::tricks::Trick;
+
+/// What one cell process costs, seconds, by engine: its start, library loading, device context,
+/// model build, warm-up and timed windows together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessCosts {
+    /// Seconds a process of each engine costs.
+    pub per_engine_s: BTreeMap<Engine, f64>,
+    /// Seconds added to a process that compiles its model (`torch-compile` on either of its
+    /// sides): the compiler's cold start.
+    pub compile_s: f64,
+}
+
+impl ProcessCosts {
+    /// Every engine's process costing `seconds`, with no compile time.
+    pub fn uniform(seconds: f64) -> Self {
+        let per_engine_s = [Engine::Libtorch, Engine::Pytorch].into_iter().map(|e| (e, seconds)).collect();
+        ProcessCosts { per_engine_s, compile_s: 0.0 }
+    }
+
+    /// The median wall time of each engine's cell processes in `results` (measured runs), with no
+    /// compile time; engines with no process there are absent.
+    pub fn measured(results: &[Results]) -> Self {
+        let mut walls: BTreeMap<Engine, Vec<f64>> = BTreeMap::new();
+        for cell in results.iter().flat_map(|r| &r.cells) {
+            let entry = walls.entry(cell.key.engine).or_default();
+            entry.extend(cell.processes.iter().map(|p| p.wall_s).filter(|s| s.is_finite() && *s > 0.0));
+        }
+        let per_engine_s = walls.into_iter().filter_map(|(e, w)| Some((e, median(&w)?))).collect();
+        ProcessCosts { per_engine_s, compile_s: 0.0 }
+    }
+
+    /// These costs with `given` replacing the cost of its engine, or of every engine.
+    pub fn with(mut self, given: ProcessSeconds) -> Self {
+        match given.engine {
+            Some(engine) => {
+                self.per_engine_s.insert(engine, given.seconds);
+            }
+            None => self = ProcessCosts { compile_s: self.compile_s, ..ProcessCosts::uniform(given.seconds) },
+        }
+        self
+    }
+
+    /// Seconds one process of the cell `key` costs, or an error naming its engine when its cost is
+    /// unknown.
+    fn of(&self, key: &CellKey) -> Result<f64, BudgetError> {
+        let base = *self.per_engine_s.get(&key.engine).ok_or(BudgetError::UnknownCost(key.engine))?;
+        let compiles = key.tricks.has(Trick::TorchCompile) || key.reference_for == Some(Trick::TorchCompile);
+        Ok(base + if compiles { self.compile_s } else { 0.0 })
+    }
+}
+
+/// A `--process-s` value: seconds for every engine, or for one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessSeconds {
+    /// The engine it is for (`None`: every engine).
+    pub engine: Option<Engine>,
+    /// Seconds per process.
+    pub seconds: f64,
+}
+
+impl std::str::FromStr for ProcessSeconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (engine, seconds) = match s.split_once('=') {
+            Some((engine, seconds)) => (Some(<Engine as clap::ValueEnum>::from_str(engine, true)?), seconds),
+            None => (None, s),
+        };
+        match seconds.parse::<f64>() {
+            Ok(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(ProcessSeconds { engine, seconds }),
+            _ => Err(format!("'{seconds}' is not a positive number of seconds")),
+        }
+    }
+}
+
+/// Why a budget cannot be planned.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BudgetError {
+    /// A planned cell runs on an engine whose process cost was not given or measured.
+    #[error("no process cost for the {0} engine: give one (--process-s {0}=SECONDS) or a results file with its processes (--costs-from)")]
+    UnknownCost(Engine),
+}
+
+impl From<BudgetError> for Error {
+    fn from(e: BudgetError) -> Self {
+        Error::Invalid(e.to_string())
+    }
+}
+
+/// An ablation fitted into a budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetPlan {
+    /// Rounds of the interleaved schedule (0: not even the baselines fit).
+    pub rounds: usize,
+    /// The tricks measured, in the order given: those that fit, and those whose cells cannot run
+    /// here (their cells are recorded not applicable, at no cost).
+    pub tricks: Vec<Trick>,
+    /// The tricks left out because they did not fit, each with the processes and seconds it
+    /// would have added at the plan's rounds.
+    pub left_out: Vec<(Trick, usize, f64)>,
+    /// The tricks that add no process here, with the reason of one of their cells (not
+    /// applicable on this device or engine, say).
+    pub free: Vec<(Trick, String)>,
+    /// Cell processes the plan runs, warm-ups included.
+    pub processes: usize,
+    /// Seconds the plan's processes are expected to take.
+    pub estimate_s: f64,
+    /// The budget, seconds.
+    pub budget_s: f64,
+}
+
+/// The processes and seconds of the ablation of `tricks` on `requests` (one per workload) over
+/// `rounds` rounds.
+fn estimate(
+    requests: &[PlanRequest],
+    tricks: &[Trick],
+    rounds: usize,
+    costs: &ProcessCosts,
+) -> Result<(usize, f64), BudgetError> {
+    let (mut processes, mut seconds) = (0, 0.0);
+    for request in requests {
+        let request = PlanRequest { tricks: tricks.to_vec(), ..request.clone() };
+        let plan = Plan::ablation(&request);
+        let slots = plan.schedule(rounds, 0);
+        processes += slots.len();
+        for slot in slots {
+            seconds += costs.of(&plan.cells[slot.cell].key)?;
+        }
+    }
+    Ok((processes, seconds))
+}
+
+/// The reason a cell of `trick` in `requests`' plans gives for not running, if one does.
+fn not_applicable_reason(requests: &[PlanRequest], trick: Trick) -> Option<String> {
+    requests.iter().find_map(|request| {
+        let request = PlanRequest { tricks: vec![trick], ..request.clone() };
+        let plan = Plan::ablation(&request);
+        plan.cells
+            .into_iter()
+            .filter(|c| c.key.tricks.has(trick) || c.key.reference_for == Some(trick))
+            .find_map(|c| c.not_applicable.map(|why| format!("{}: {why}", c.key.engine)))
+    })
+}
+
+/// Fits the tricks (in their order, the most valuable first) into `budget_s` at `costs`:
+/// one round first, adding each trick whose processes still fit and leaving out those that do not;
+/// then, when every trick fit, as many more rounds (up to `max_rounds`) as the budget holds.
+/// `requests` holds one request per workload, each with the same tricks; they should plan no
+/// time-to-accuracy cells (`time_to_accuracy_batch_size: None`): those train for as long as their
+/// target takes, which no process cost describes.
+pub fn fit(
+    requests: &[PlanRequest],
+    costs: &ProcessCosts,
+    budget_s: f64,
+    max_rounds: usize,
+) -> Result<BudgetPlan, BudgetError> {
+    let candidates = requests.first().map(|r| r.tricks.clone()).unwrap_or_default();
+    let (mut processes, mut estimate_s) = estimate(requests, &[], 1, costs)?;
+    let mut plan = BudgetPlan {
+        rounds: 1,
+        tricks: Vec::new(),
+        left_out: Vec::new(),
+        free: Vec::new(),
+        processes,
+        estimate_s,
+        budget_s,
+    };
+    if estimate_s > budget_s || max_rounds == 0 {
+        plan.rounds = 0;
+        plan.left_out = candidates.iter().map(|&t| (t, 0, 0.0)).collect();
+        return Ok(plan);
+    }
+    for &trick in &candidates {
+        let mut with = plan.tricks.clone();
+        with.push(trick);
+        let (p, s) = estimate(requests, &with, 1, costs)?;
+        if p == processes {
+            let why = not_applicable_reason(requests, trick)
+                .unwrap_or_else(|| "its cells are already planned".to_owned());
+            plan.free.push((trick, why));
+            plan.tricks = with;
+        } else if s <= budget_s {
+            (processes, estimate_s) = (p, s);
+            plan.tricks = with;
+        } else {
+            plan.left_out.push((trick, p - processes, s - estimate_s));
+        }
+    }
+    (plan.processes, plan.estimate_s) = (processes, estimate_s);
+    if plan.left_out.is_empty() {
+        for rounds in 2..=max_rounds {
+            let (p, s) = estimate(requests, &plan.tricks, rounds, costs)?;
+            if s > budget_s {
+                break;
+            }
+            (plan.rounds, plan.processes, plan.estimate_s) = (rounds, p, s);
+        }
+    }
+    Ok(plan)
+}
+
+impl BudgetPlan {
+    /// The plan as one tab-separated line for scripts: rounds, the tricks measured
+    /// (comma-separated), processes, estimated seconds (whole), the tricks left out
+    /// (comma-separated).
+    pub fn tsv(&self) -> String {
+        let ids =
+            |tricks: &mut dyn Iterator<Item = Trick>| tricks.map(|t| t.id()).collect::<Vec<_>>().join(",");
+        format!(
+            "{}\t{}\t{}\t{:.0}\t{}",
+            self.rounds,
+            ids(&mut self.tricks.iter().copied()),
+            self.processes,
+            self.estimate_s.ceil(),
+            ids(&mut self.left_out.iter().map(|(t, _, _)| *t)),
+        )
+    }
+}
+
+impl fmt::Display for BudgetPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rounds == 0 {
+            return writeln!(
+                f,
+                "nothing fits: the baselines alone take {} processes, about {:.0} s of the {:.0} s budget",
+                self.processes, self.estimate_s, self.budget_s
+            );
+        }
+        let rounds = if self.rounds == 1 { "1 round".to_owned() } else { format!("{} rounds", self.rounds) };
+        writeln!(
+            f,
+            "{rounds}, {} processes, about {:.0} s of the {:.0} s budget",
+            self.processes, self.estimate_s, self.budget_s
+        )?;
+        let measured: Vec<&str> =
+            self.tricks.iter().filter(|t| !self.free.iter().any(|(f, _)| f == *t)).map(|t| t.id()).collect();
+        let control = if measured.is_empty() { "" } else { ", A/A control" };
+        let tricks: String = measured.iter().map(|t| format!(", {t}")).collect();
+        writeln!(f, "  measured: baseline{control}{tricks}")?;
+        for (trick, why) in &self.free {
+            writeln!(f, "  no process of its own: {trick}: {why}")?;
+        }
+        for (trick, processes, seconds) in &self.left_out {
+            writeln!(f, "  left out for time: {trick} (+{processes} processes, +{seconds:.0} s)")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::profile::ProfileName;
+    use crate::hardware::Hardware;
+    use crate::workloads::WorkloadId;
+
+    /// The standard profile's requests for `workloads` with `tricks` on both engines of one
+    /// assumed Hopper GPU, without time-to-accuracy cells.
+    fn requests(workloads: &[WorkloadId], tricks: &[Trick]) -> Vec<PlanRequest> {
+        workloads
+            .iter()
+            .map(|&w| PlanRequest {
+                time_to_accuracy_batch_size: None,
+                engines: vec![Engine::Libtorch, Engine::Pytorch],
+                ..PlanRequest::new(
+                    vec![w],
+                    tricks.to_vec(),
+                    Hardware::assumed_gpu(),
+                    &ProfileName::Standard.settings(w.family()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tricks_are_added_in_the_order_given_while_they_fit() {
+        let tricks = [Trick::AmpBf16, Trick::ChannelsLast, Trick::CudaGraphs];
+        // A warm-up and the baseline on each engine (3), the A/A control and amp-bf16 (4 more),
+        // then 2 processes for each further paired trick, at 1 s each.
+        let plan =
+            fit(&requests(&[WorkloadId::Resnet56], &tricks), &ProcessCosts::uniform(1.0), 9.0, 3).unwrap();
+        assert_eq!((plan.rounds, plan.processes, plan.estimate_s), (1, 9, 9.0));
+        assert_eq!(plan.tricks, [Trick::AmpBf16, Trick::ChannelsLast]);
+        assert_eq!(plan.left_out, [(Trick::CudaGraphs, 2, 2.0)]);
+        assert_eq!(plan.tsv(), "1\tamp-bf16,channels-last\t9\t9\tcuda-graphs");
+    }
+
+    #[test]
+    fn a_later_cheaper_trick_still_fits_after_a_dearer_one_is_left_out() {
+        // tf32 brings its own strict-fp32 reference: 4 processes where channels-last takes 2.
+        let tricks = [Trick::AmpBf16, Trick::Tf32, Trick::ChannelsLast];
+        let plan =
+            fit(&requests(&[WorkloadId::Resnet56], &tricks), &ProcessCosts::uniform(1.0), 9.0, 1).unwrap();
+        assert_eq!(plan.tricks, [Trick::AmpBf16, Trick::ChannelsLast]);
+        assert_eq!(plan.left_out, [(Trick::Tf32, 4, 4.0)]);
+    }
+
+    #[test]
+    fn rounds_grow_only_when_every_trick_fits() {
+        let requests = requests(&[WorkloadId::Resnet56], &[Trick::AmpBf16]);
+        let costs = ProcessCosts::uniform(1.0);
+        // 7 processes a round: 2 rounds take 14 s, 3 take 21.
+        assert_eq!(fit(&requests, &costs, 20.0, 5).unwrap().rounds, 2);
+        assert_eq!(fit(&requests, &costs, 30.0, 3).unwrap().rounds, 3);
+        assert_eq!(fit(&requests, &costs, 30.0, 1).unwrap().rounds, 1);
+    }
+
+    #[test]
+    fn tricks_that_cannot_run_cost_nothing_and_say_why() {
+        // After amp-bf16, which brings the A/A control that any throughput trick does.
+        let tricks = [Trick::AmpBf16, Trick::FlashAttention];
+        let plan =
+            fit(&requests(&[WorkloadId::Resnet56], &tricks), &ProcessCosts::uniform(1.0), 100.0, 1).unwrap();
+        assert_eq!(plan.tricks, tricks);
+        assert_eq!(plan.free.len(), 1);
+        let (trick, why) = &plan.free[0];
+        assert_eq!(*trick, Trick::FlashAttention);
+        assert!(why.contains("has no attention"), "{why}");
+    }
+
+    #[test]
+    fn nothing_fits_when_the_baselines_alone_are_over_the_budget() {
+        let plan =
+            fit(&requests(&[WorkloadId::Resnet56], &[Trick::AmpBf16]), &ProcessCosts::uniform(10.0), 25.0, 2)
+                .unwrap();
+        assert_eq!((plan.rounds, plan.tricks.len()), (0, 0));
+        assert_eq!(plan.tsv(), "0\t\t3\t30\tamp-bf16");
+        assert!(plan.to_string().starts_with("nothing fits"), "{plan}");
+    }
+
+    #[test]
+    fn compiling_processes_carry_the_compile_allowance_on_each_workload() {
+        let requests: Vec<PlanRequest> =
+            requests(&[WorkloadId::Resnet56, WorkloadId::GptShakespeare], &[Trick::TorchCompile])
+                .into_iter()
+                .map(|r| PlanRequest { engines: vec![Engine::Pytorch], ..r })
+                .collect();
+        let costs = ProcessCosts { compile_s: 30.0, ..ProcessCosts::uniform(8.0) };
+        let plan = fit(&requests, &costs, 1000.0, 1).unwrap();
+        // Per workload: a warm-up, the baseline, the A/A control and torch-compile, which compiles.
+        assert_eq!((plan.processes, plan.estimate_s), (8, 8.0 * 8.0 + 2.0 * 30.0));
+    }
+
+    #[test]
+    fn an_engine_without_a_cost_is_named() {
+        let mut costs = ProcessCosts::uniform(1.0);
+        costs.per_engine_s.remove(&Engine::Pytorch);
+        let error = fit(&requests(&[WorkloadId::Resnet56], &[Trick::AmpBf16]), &costs, 100.0, 1).unwrap_err();
+        assert_eq!(error, BudgetError::UnknownCost(Engine::Pytorch));
+        assert!(error.to_string().contains("--process-s pytorch=SECONDS"), "{error}");
+    }
+
+    #[test]
+    fn measured_costs_are_each_engine_s_median_process() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("reports/cpu-epyc-2core-20261204-quick-make-run-both-engines/results-1.json");
+        let results = crate::results::store::load(&path).unwrap();
+        let costs = ProcessCosts::measured(std::slice::from_ref(&results));
+        for engine in [Engine::Libtorch, Engine::Pytorch] {
+            let walls: Vec<f64> = results
+                .cells
+                .iter()
+                .filter(|c| c.key.engine == engine)
+                .flat_map(|c| c.processes.iter().map(|p| p.wall_s))
+                .collect();
+            assert_eq!(costs.per_engine_s.get(&engine).copied(), median(&walls), "{engine}");
+        }
+    }
+
+    #[test]
+    fn given_seconds_replace_one_engine_or_all() {
+        let pytorch: ProcessSeconds = "pytorch=3.5".parse().unwrap();
+        let costs = ProcessCosts::uniform(8.0).with(pytorch);
+        assert_eq!(costs.per_engine_s[&Engine::Pytorch], 3.5);
+        assert_eq!(costs.per_engine_s[&Engine::Libtorch], 8.0);
+        let all = costs.with("2".parse().unwrap());
+        assert!(all.per_engine_s.values().all(|&s| s == 2.0));
+        for bad in ["0", "-1", "nan", "gpu=3", "pytorch="] {
+            assert!(bad.parse::<ProcessSeconds>().is_err(), "{bad}");
+        }
+    }
+}
