@@ -21,7 +21,7 @@ FUZZ_TARGET ?= cifar_reader
 FUZZ_SECONDS ?= 300
 FUZZ_ARGS ?= fuzz/corpus/$(FUZZ_TARGET) fuzz/seeds/$(FUZZ_TARGET)
 
-.PHONY: setup build data run test bench parity fuzz clean
+.PHONY: setup build data run test bench parity reports fuzz clean
 
 setup:
 	scripts/setup-libtorch
@@ -48,6 +48,11 @@ run: data
 # the loss of every step, and the step time in interleaved processes (`trickbench parity --help`).
 parity: data
 	./target/release/trickbench parity --profile $(PROFILE) $(if $(COMPILE),--compile $(COMPILE))
+
+# The committed reports' pages and plots, which git ignores, rendered from their committed results
+# files, and reports/index.html listing them (scripts/render-reports says which command per folder).
+reports: build
+	scripts/render-reports
 
 # Release mode: the tests train real (small) networks, and `make run` then reuses the same build.
 test: setup
