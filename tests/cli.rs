@@ -32,6 +32,45 @@ fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
 }
 
 #[test]
+fn plan_fits_the_tricks_into_the_budget_and_refuses_what_it_cannot_plan() {
+    let dir = temp_dir();
+    let gpu = ["plan", "--assume-gpu", "--workload", "resnet", "--profile", "standard", "--process-s", "8"];
+    // A warm-up, the baseline and the A/A control on each engine, and amp-bf16: 7 processes of
+    // 8 s; channels-last would take 2 more, and 2 rounds twice as many.
+    let out = trickbench(
+        dir.path(),
+        &[&gpu[..], &["--tricks", "amp-bf16,channels-last", "--budget-s", "60"]].concat(),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    assert!(plan.contains("1 round, 7 processes, about 56 s of the 60 s budget"), "{plan}");
+    assert!(plan.contains("left out for time: channels-last (+2 processes, +16 s)"), "{plan}");
+    let out =
+        trickbench(dir.path(), &[&gpu[..], &["--tricks", "amp-bf16", "--budget-s", "120", "--tsv"]].concat());
+    assert_eq!(text(&out.stdout), "2\tamp-bf16\t14\t112\t\n");
+    let missing = dir.path().join("missing.json");
+    let missing = missing.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["plan", "--budget-s", "60"], "give the cost of a process: --process-s"),
+        (
+            &["plan", "--budget-s", "-5", "--process-s", "8"],
+            "--budget-s -5: give a positive number of seconds",
+        ),
+        (
+            &["plan", "--budget-s", "60", "--process-s", "pytorch=0"],
+            "'0' is not a positive number of seconds",
+        ),
+        (&["plan", "--budget-s", "60", "--costs-from", missing], missing),
+    ];
+    for (args, message) in cases {
+        let out = trickbench(dir.path(), args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn bad_flags_name_the_value_and_the_valid_choices() {
     let dir = temp_dir();
     let cases: [(&[&str], &[&str]); 5] = [

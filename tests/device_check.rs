@@ -1,6 +1,7 @@
 //! The GPU check's script (`scripts/device-check`) where it can be reached without a GPU: a binary
-//! that cannot start stops it at once with the loader's message first in its log, and the limit
-//! the docs give its command leaves the tail after its deadline inside it.
+//! that cannot start stops it at once with the loader's message first in its log, the limit the
+//! docs give its command leaves the tail after its deadline inside it, and its plan for a GPU where
+//! a process costs 8 s fits the deadline with the headline tricks on both workloads and engines.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -55,14 +56,68 @@ fn assigned(script: &str, name: &str) -> u64 {
 #[test]
 fn the_commands_limit_in_the_docs_leaves_the_tail_after_the_deadline_inside_it() {
     let script = read(&root().join("scripts/device-check"));
-    let gpu = &script[script.find("    device=cuda:0").unwrap()..];
-    let deadline = assigned(gpu, "deadline");
+    let deadline = assigned(&script, "gpu_deadline");
     let limit = assigned(&script, "command_limit_s");
-    assert!(limit >= deadline + 40, "deadline {deadline} s, limit {limit} s");
+    assert!(limit >= deadline + 60, "deadline {deadline} s, limit {limit} s");
     assert!(limit <= 600, "the device tool stops a command after 600 s");
     let pack = read(&root().join("scripts/device-pack"));
     assert!(pack.contains(&format!("timeout_s: {limit}")), "scripts/device-pack tells another limit");
     let docs = read(&root().join("docs/gpu.md"));
     assert!(docs.contains(&format!("`timeout_s` {limit}")), "docs/gpu.md tells another limit");
     assert!(docs.contains(&format!("its own deadline ({deadline} s)")), "docs/gpu.md tells another deadline");
+}
+
+/// The plan section of phase `name` in the output of `device-check --plan-only`: its heading (two
+/// spaces in) and the lines below it, indented deeper.
+fn section(plan: &str, name: &str) -> String {
+    let heading = format!("  {name} (");
+    let mut lines = plan.lines().skip_while(|l| !l.starts_with(&heading));
+    let first = lines.next().unwrap_or_else(|| panic!("no {name} section:\n{plan}"));
+    let below = lines.take_while(|l| l.starts_with("   "));
+    std::iter::once(first).chain(below).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn the_plan_for_a_gpu_at_8_s_a_process_fits_the_deadline_with_the_headline_tricks() {
+    let output = Command::new(root().join("scripts/device-check"))
+        .args(["--assume-process-s", "8", "--plan-only"])
+        .env("TRICKBENCH_BIN", env!("CARGO_BIN_EXE_trickbench"))
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{plan}{}", String::from_utf8_lossy(&output.stderr));
+    let total: u64 = plan
+        .split("in all: about ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no total:\n{plan}"));
+    let deadline = assigned(&read(&root().join("scripts/device-check")), "gpu_deadline");
+    assert!(total <= deadline, "{total} s over the {deadline} s deadline:\n{plan}");
+    let headline = [
+        ("resnet56", &["amp-bf16", "channels-last", "cuda-graphs", "tf32", "cudnn-benchmark"][..]),
+        ("gpt", &["amp-bf16", "cuda-graphs", "flash-attention", "fp8-matmul", "tf32"][..]),
+        ("compile", &["torch-compile"][..]),
+    ];
+    for (phase, tricks) in headline {
+        let section = section(&plan, phase);
+        let measured = section.lines().find(|l| l.trim_start().starts_with("measured:")).unwrap_or_default();
+        assert!(measured.contains("baseline, A/A control"), "{section}");
+        for trick in tricks {
+            assert!(measured.split(", ").any(|t| t.trim() == *trick), "{phase} lacks {trick}:\n{section}");
+        }
+    }
+    assert!(plan.contains("on an assumed Hopper GPU"), "{plan}");
+}
+
+#[test]
+fn a_plan_that_does_not_fit_fails_and_says_where() {
+    let output = Command::new(root().join("scripts/device-check"))
+        .args(["--assume-process-s", "30", "--plan-only"])
+        .env("TRICKBENCH_BIN", env!("CARGO_BIN_EXE_trickbench"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("does not fit: the cost phase needs 96 s of its 30 s"), "{stderr}");
 }
