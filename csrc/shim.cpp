@@ -509,6 +509,13 @@ int tb_set_sdp_enabled(const int* flags) {
   });
 }
 
+// The version of the cuDNN library loaded at run time (e.g. 91900 for 9.19.0), which PyTorch's
+// scaled_dot_product_attention dispatcher reads when it decides whether cuDNN attention can run;
+// fails when this libtorch has no cuDNN.
+int tb_cudnn_runtime_version(long* out) {
+  return guarded([&] { *out = at::globalContext().versionRuntimeCuDNN(); });
+}
+
 // 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).
 int tb_cuda_graphs_compiled() {
 #ifdef TRICKBENCH_CUDA_GRAPHS

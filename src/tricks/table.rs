@@ -818,6 +818,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     "cuDNN's fused attention is a CUDA kernel (sm_80+ with cuDNN 9 in PyTorch's CUDA build); \
                      a CPU build has only the math and flash backends",
                 ),
+                Need::CudnnAttention,
                 Need::HalfPrecisionOnCuda(
                     "cuDNN's fused attention takes only fp16 and bf16 inputs, so in fp32 \
                      scaled_dot_product_attention finds no kernel and fails",
