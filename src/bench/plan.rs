@@ -1100,6 +1100,33 @@ mod tests {
     }
 
     #[test]
+    fn cudnn_benchmark_keeps_processes_of_its_own_on_both_engines_beside_a_paired_trick() {
+        let gpu = PlanRequest {
+            hardware: Hardware::with_gpus(1),
+            engines: vec![Engine::Libtorch, Engine::Pytorch],
+            time_to_accuracy_batch_size: None,
+            ..request(vec![Trick::CudnnBenchmark, Trick::ChannelsLast])
+        };
+        let plan = Plan::ablation(&gpu);
+        let paired = |label: &str, engine: Engine| {
+            let i = plan.cells.iter().position(|c| c.key.tricks.label() == label && c.key.engine == engine);
+            plan.paired_reference(
+                i.unwrap_or_else(|| panic!("no {label} cell on {engine}")),
+                Design::Ablation,
+            )
+        };
+        for engine in [Engine::Libtorch, Engine::Pytorch] {
+            assert_eq!(paired("cudnn-benchmark", engine), None, "{engine}");
+            let channels_last = paired("channels-last", engine).map(|k| (k.tricks.label(), k.engine));
+            assert_eq!(channels_last, Some(("baseline".to_owned(), engine)));
+        }
+        let Pairing::Processes(why) = Trick::CudnnBenchmark.pairing() else {
+            panic!("cudnn-benchmark pairs")
+        };
+        assert!(why.contains("run_single_conv") && why.contains("keyed without it"), "{why}");
+    }
+
+    #[test]
     fn leave_one_out_pairs_all_but_one_with_all() {
         let r = request(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::AvoidSync]);
         let found = pairs(&Plan::leave_one_out(&r), Design::LeaveOneOut);
