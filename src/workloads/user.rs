@@ -10,6 +10,12 @@ use crate::tricks::Trick;
 /// Classes of CIFAR-10, which the model's time to accuracy trains on.
 const CIFAR_CLASSES: i64 = crate::data::cifar::CLASSES.len() as i64;
 
+/// Whether most of `model`'s FLOPs are convolutions (cuDNN's work): it has convolutions and no
+/// attention. Both engines judge its arithmetic by this ([`crate::measure::flops::StepArithmetic`]).
+pub fn mostly_convolutions(model: &UserModel) -> bool {
+    model.features.convolutions > 0 && !model.features.sdpa
+}
+
 /// Why `trick` cannot be measured on `model` on `engine`, if it cannot.
 pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option<String> {
     let features = &model.features;
