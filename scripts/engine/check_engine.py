@@ -520,6 +520,7 @@ INSPECT_KEYS = (
     "checkpointed",
     "micro_batches",
     "fp8_linears",
+    "fp8_linears_left",
     "cuda_graph",
     "expandable_segments",
 )
@@ -555,7 +556,8 @@ def check_resnet_facts(side, facts):
     check(facts["checkpointed"] == (side == "checkpointing"), f"inspect {side}: checkpointed {facts['checkpointed']}")
     micro = 2 if side == "grad-accumulation" else 1
     check(facts["micro_batches"] == micro, f"inspect {side}: micro_batches {facts['micro_batches']}")
-    check(facts["fp8_linears"] == 0 and not facts["cuda_graph"], f"inspect {side}: {facts}")
+    fp8 = (facts["fp8_linears"], facts["fp8_linears_left"])
+    check(fp8 == (0, 0) and not facts["cuda_graph"], f"inspect {side}: {facts}")
     check(facts["expandable_segments"] is None, f"inspect {side}: expandable_segments {facts['expandable_segments']}")
 
 

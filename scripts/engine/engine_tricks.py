@@ -141,10 +141,26 @@ def use_fp8(model):
     return to_fp8(projections)
 
 
+# torch._scaled_mm multiplies fp8 operands only when every dimension is a multiple of this.
+SCALED_MM_MULTIPLE = 16
+
+
+def fp8_linears(model):
+    """The nn.Linear modules of a user's model that fp8-matmul converts (modules of exactly that
+    class: a subclass's forward is its own) whose in and out features are multiples of
+    SCALED_MM_MULTIPLE, which torch._scaled_mm needs of its operands in both passes; and those it
+    leaves as they are."""
+    linears = [m for m in model.modules() if type(m) is nn.Linear]
+    multiple = SCALED_MM_MULTIPLE
+    fits = [m for m in linears if m.in_features % multiple == 0 and m.out_features % multiple == 0]
+    return fits, [m for m in linears if m not in fits]
+
+
 def use_fp8_everywhere(model):
-    """Makes every nn.Linear of a user's model Fp8Linear (modules of exactly that class: a
-    subclass's forward is its own). Returns how many layers changed."""
-    return to_fp8([m for m in model.modules() if type(m) is nn.Linear])
+    """Makes every nn.Linear of a user's model that torch._scaled_mm can multiply through
+    (fp8_linears) Fp8Linear. Returns how many layers changed and how many were left."""
+    fits, left = fp8_linears(model)
+    return to_fp8(fits), len(left)
 
 
 # ---- expandable-segments ----
