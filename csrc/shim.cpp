@@ -356,13 +356,12 @@ void tb_get_tf32(int* out) {
   out[1] = at::globalContext().allowTF32CuDNN() ? 1 : 0;
 }
 
-// Sets the accelerator caching allocator's expandable segments on or off (as
-// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True|False would), before anything is allocated.
-int tb_set_expandable_segments(int enabled) {
-  return guarded([&] {
-    c10::CachingAllocator::setAllocatorSettings(enabled != 0 ? "expandable_segments:True"
-                                                              : "expandable_segments:False");
-  });
+// Parses `settings` (PYTORCH_ALLOC_CONF's syntax) into the accelerator caching allocator's
+// configuration, before anything is allocated. Each call resets max_split_size_mb,
+// roundup_power2_divisions and garbage_collection_threshold to their defaults unless `settings`
+// names them.
+int tb_set_allocator_settings(const char* settings) {
+  return guarded([&] { c10::CachingAllocator::setAllocatorSettings(settings); });
 }
 
 // 1 when the caching allocator's configuration has expandable segments on, else 0.

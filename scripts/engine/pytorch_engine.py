@@ -1722,15 +1722,16 @@ def start(case_dir, requests, out):
 
 def process_wide(case):
     """Sets what holds for the whole process before anything is built: the intra-op threads, and
-    the caching allocator's expandable segments where the case's sides (all of them, as the mode
-    cannot change once CUDA has allocated) ask for them on a CUDA device."""
+    on a CUDA device the caching allocator's expandable segments, on where the case's sides (all
+    of them, as the mode cannot change once CUDA has allocated) ask for them and off otherwise,
+    whatever the environment said (its other keys kept)."""
     if case.threads is not None:
         torch.set_num_threads(case.threads)
     expandable = {"expandable-segments" in side.tricks for side in case.sides.values()}
     if expandable == {True, False}:
         raise CaseError("expandable-segments holds for the whole process: every side has it or none does")
-    if expandable == {True} and case.device.type == "cuda":
-        engine_tricks.expand_segments()
+    if case.device.type == "cuda":
+        engine_tricks.set_expandable_segments(expandable == {True})
 
 
 def watch_client(pid):
