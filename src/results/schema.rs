@@ -882,6 +882,17 @@ pub struct CellEnergy {
     pub interval_s: Option<f64>,
     /// How the energy was measured (the energy counter, or sampled power where it is absent).
     pub method: EnergyMethod,
+    /// The most the energy counter's steps can put `joules` off by, joules: the processes' own
+    /// bounds added (`None` for sampled power, and in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantisation_j: Option<f64>,
+}
+
+impl CellEnergy {
+    /// The counter's quantisation as a share of the energy, a fraction (`None` where unknown).
+    pub fn relative_quantisation(&self) -> Option<f64> {
+        self.quantisation_j.filter(|_| self.joules > 0.0).map(|q| q / self.joules)
+    }
 }
 
 /// How much of the device's arithmetic peak the cell used.
