@@ -753,6 +753,12 @@ impl CellResult {
         (!concerns.is_empty()).then(|| format!("unfair machine: {}", concerns.join("; ")))
     }
 
+    /// The attention kernel the cell's processes recorded running (the first that recorded one);
+    /// `None` for a model without attention or a cell without a measurement.
+    pub fn attention_ran(&self) -> Option<AttentionBackend> {
+        self.processes.iter().find_map(|p| p.attention_backend)
+    }
+
     /// Why the cell's attention did not run as its tricks forced, if it did not: a process
     /// recorded another backend than the one its forced-backend trick names.
     pub fn attention_warning(&self) -> Option<String> {
