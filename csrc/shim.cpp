@@ -511,7 +511,7 @@ int tb_set_sdp_enabled(const int* flags) {
 // The version of the cuDNN library loaded at run time (e.g. 91900 for 9.19.0), which PyTorch's
 // scaled_dot_product_attention dispatcher reads when it decides whether cuDNN attention can run;
 // fails when this libtorch has no cuDNN.
-int tb_cudnn_runtime_version(long* out) {
+int tb_cudnn_runtime_version(int64_t* out) {
   return guarded([&] { *out = at::globalContext().versionRuntimeCuDNN(); });
 }
 

@@ -2,7 +2,7 @@
 
 use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
-use std::os::raw::{c_char, c_int, c_long, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -125,7 +125,7 @@ mod raw {
         pub fn tb_trace_start(with_cuda: c_int) -> c_int;
         pub fn tb_trace_stop(path: *const c_char) -> c_int;
         pub fn tb_cuda_graphs_compiled() -> c_int;
-        pub fn tb_cudnn_runtime_version(out: *mut c_long) -> c_int;
+        pub fn tb_cudnn_runtime_version(out: *mut i64) -> c_int;
         pub fn tb_cap_device_memory(device: c_int, budget_bytes: u64, fraction: *mut f64) -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
@@ -854,10 +854,10 @@ pub fn cap_device_memory(device_index: usize, budget_bytes: u64) -> Result<f64, 
 /// The version of the cuDNN library libtorch loaded (e.g. 91900 for 9.19.0), as PyTorch's
 /// attention dispatcher reads it; an error where this libtorch has no cuDNN.
 pub fn cudnn_runtime_version() -> Result<i64, TorchError> {
-    let mut out: c_long = 0;
+    let mut out: i64 = 0;
     // SAFETY: `out` is the one slot the shim writes.
     check(unsafe { raw::tb_cudnn_runtime_version(&mut out) }, "reading cuDNN's version")?;
-    Ok(i64::from(out))
+    Ok(out)
 }
 
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).

@@ -1020,7 +1020,7 @@ fn a_forced_attention_backend_says_which_kernel_ran_and_when_it_is_the_defaults(
     let same = "the same kernel as the default (cudnn-attention ran on both sides): not a distinct effect";
     assert!(gpt.contains(same), "{gpt}");
     let out = temp_dir();
-    let files = render_report(&[results.clone()], out.path()).unwrap();
+    let files = render_report(std::slice::from_ref(&results), out.path()).unwrap();
     let page = std::fs::read_to_string(&files.index_html).unwrap();
     assert!(page.contains(same), "the report's first screen says it too");
     let libtorch_only = Results {
