@@ -356,13 +356,12 @@ void tb_get_tf32(int* out) {
   out[1] = at::globalContext().allowTF32CuDNN() ? 1 : 0;
 }
 
-// Sets the accelerator caching allocator's expandable segments on or off (as
-// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True|False would), before anything is allocated.
-int tb_set_expandable_segments(int enabled) {
-  return guarded([&] {
-    c10::CachingAllocator::setAllocatorSettings(enabled != 0 ? "expandable_segments:True"
-                                                              : "expandable_segments:False");
-  });
+// Parses `settings` (PYTORCH_ALLOC_CONF's syntax) into the accelerator caching allocator's
+// configuration, before anything is allocated. Each call resets max_split_size_mb,
+// roundup_power2_divisions and garbage_collection_threshold to their defaults unless `settings`
+// names them.
+int tb_set_allocator_settings(const char* settings) {
+  return guarded([&] { c10::CachingAllocator::setAllocatorSettings(settings); });
 }
 
 // 1 when the caching allocator's configuration has expandable segments on, else 0.
@@ -507,6 +506,13 @@ int tb_set_sdp_enabled(const int* flags) {
     ctx.setSDPUseMath(flags[2] != 0);
     ctx.setSDPUseCuDNN(flags[3] != 0);
   });
+}
+
+// The version of the cuDNN library loaded at run time (e.g. 91900 for 9.19.0), which PyTorch's
+// scaled_dot_product_attention dispatcher reads when it decides whether cuDNN attention can run;
+// fails when this libtorch has no cuDNN.
+int tb_cudnn_runtime_version(int64_t* out) {
+  return guarded([&] { *out = at::globalContext().versionRuntimeCuDNN(); });
 }
 
 // 1 when this binary was compiled with CUDA graph support (CUDA headers were found at build time).

@@ -44,7 +44,8 @@ pub fn summarise_cell(cell: &mut CellResult, system: &SystemInfo) {
 
 /// Energy per sample over every process's energy span, when every process measured energy: the
 /// joules over the samples the spans cover (the timed samples, in files that predate that count),
-/// and the mean power over the spans' total length.
+/// the mean power over the spans' total length, and the counter's quantisation summed over the
+/// processes (where every process carries one).
 fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
     let energies: Vec<_> = processes
         .iter()
@@ -54,12 +55,14 @@ fn cell_energy(processes: &[ProcessMeasurement]) -> Option<CellEnergy> {
     let samples: usize = energies.iter().map(|(_, n)| n).sum();
     let seconds: f64 = energies.iter().map(|(e, _)| e.interval_s).sum();
     let method = energies.first().map_or(EnergyMethod::default(), |(e, _)| e.method);
+    let quantisation_j = energies.iter().map(|(e, _)| e.quantisation_j).sum::<Option<f64>>();
     (samples > 0 && seconds > 0.0).then(|| CellEnergy {
         method,
         joules,
         joules_per_sample: joules / samples as f64,
         mean_power_w: joules / seconds,
         interval_s: Some(seconds),
+        quantisation_j,
     })
 }
 
@@ -529,6 +532,7 @@ mod tests {
             interval_s: 2.0,
             method: EnergyMethod::Counter,
             samples: Some(1250),
+            quantisation_j: Some(25.0),
         };
         let mut c = cell(TrickSet::baseline(), [[1000.0; 3]; 2], 1);
         // One process's span covers untimed steps beyond its 1000 timed samples; the other comes
@@ -548,6 +552,12 @@ mod tests {
         let e = c.energy.unwrap();
         assert_eq!((e.joules, e.joules_per_sample, e.mean_power_w), (1000.0, 1000.0 / 2250.0, 250.0));
         assert_eq!(e.interval_s, Some(4.0));
+        assert_eq!((e.quantisation_j, e.relative_quantisation()), (Some(50.0), Some(0.05)));
+        let old_file = Energy { quantisation_j: None, ..energy };
+        let mut older = c.clone();
+        older.processes[1].energy = Some(old_file);
+        summarise_cell(&mut older, &gpu_system);
+        assert_eq!(older.energy.unwrap().quantisation_j, None, "unknown for one process: unknown");
         let u = c.utilisation.clone().unwrap();
         assert_eq!(u.achieved_flops_per_s, 1e12);
         assert_eq!(u.mfu, Some(1e12 / 989.5e12));

@@ -53,7 +53,7 @@ mod raw {
         pub fn tb_set_tf32(matmul: c_int, cudnn: c_int) -> c_int;
         pub fn tb_get_tf32(out: *mut c_int);
         pub fn tb_set_anomaly_mode(enabled: c_int, check_nan: c_int);
-        pub fn tb_set_expandable_segments(enabled: c_int) -> c_int;
+        pub fn tb_set_allocator_settings(settings: *const c_char) -> c_int;
         pub fn tb_expandable_segments_enabled() -> c_int;
         pub fn tb_anomaly_mode_enabled() -> c_int;
         pub fn tb_set_grad_none(t: *mut C_tensor);
@@ -125,6 +125,7 @@ mod raw {
         pub fn tb_trace_start(with_cuda: c_int) -> c_int;
         pub fn tb_trace_stop(path: *const c_char) -> c_int;
         pub fn tb_cuda_graphs_compiled() -> c_int;
+        pub fn tb_cudnn_runtime_version(out: *mut i64) -> c_int;
         pub fn tb_cap_device_memory(device: c_int, budget_bytes: u64, fraction: *mut f64) -> c_int;
         pub fn tb_cuda_graph_new(device: c_int, out: *mut *mut c_void) -> c_int;
         pub fn tb_cuda_graph_enter_side_stream(graph: *mut c_void) -> c_int;
@@ -394,12 +395,16 @@ pub fn tf32() -> Tf32 {
     Tf32 { matmul: out[0] != 0, cudnn: out[1] != 0 }
 }
 
-/// Turns the caching allocator's expandable segments on or off, whatever `PYTORCH_CUDA_ALLOC_CONF`
-/// said. Call before the first device allocation: segments already reserved keep their kind.
-pub fn set_expandable_segments(enabled: bool) -> Result<(), TorchError> {
-    // SAFETY: an integer only; it parses a constant settings string into the process-wide
-    // allocator configuration.
-    check(unsafe { raw::tb_set_expandable_segments(c_int::from(enabled)) }, "setting expandable segments")
+/// Sets the caching allocator's configuration from `settings`, written as `PYTORCH_ALLOC_CONF`
+/// is: the keys it names, and the defaults of `max_split_size_mb`, `roundup_power2_divisions` and
+/// `garbage_collection_threshold` where it does not name them. Call before the first device
+/// allocation: segments already reserved keep their kind.
+pub fn set_allocator_settings(settings: &str) -> Result<(), TorchError> {
+    let settings = CString::new(settings)
+        .map_err(|_| TorchError(format!("allocator settings {settings:?} hold a NUL")))?;
+    // SAFETY: `settings` is a NUL-terminated string alive for the call; the shim parses it into
+    // the process-wide allocator configuration and keeps no pointer to it.
+    check(unsafe { raw::tb_set_allocator_settings(settings.as_ptr()) }, "setting the caching allocator")
 }
 
 /// Whether the caching allocator's configuration has expandable segments on.
@@ -846,6 +851,15 @@ pub fn cap_device_memory(device_index: usize, budget_bytes: u64) -> Result<f64, 
     Ok(fraction)
 }
 
+/// The version of the cuDNN library libtorch loaded (e.g. 91900 for 9.19.0), as PyTorch's
+/// attention dispatcher reads it; an error where this libtorch has no cuDNN.
+pub fn cudnn_runtime_version() -> Result<i64, TorchError> {
+    let mut out: i64 = 0;
+    // SAFETY: `out` is the one slot the shim writes.
+    check(unsafe { raw::tb_cudnn_runtime_version(&mut out) }, "reading cuDNN's version")?;
+    Ok(out)
+}
+
 /// Whether this binary was built with CUDA graph support (CUDA headers found at build time).
 pub fn cuda_graphs_compiled() -> bool {
     // SAFETY: no argument: it returns a constant compiled into the shim.
@@ -985,8 +999,10 @@ mod tests {
     #[test]
     fn the_allocator_takes_expandable_segments_on_and_off() {
         for enabled in [true, false, true, false] {
-            set_expandable_segments(enabled).unwrap();
+            let word = if enabled { "True" } else { "False" };
+            set_allocator_settings(&format!("max_split_size_mb:256,expandable_segments:{word}")).unwrap();
             assert_eq!(expandable_segments_enabled(), enabled);
         }
+        assert!(set_allocator_settings("expandable_segments:maybe").is_err());
     }
 }

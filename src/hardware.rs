@@ -18,6 +18,9 @@ pub struct Hardware {
     /// The compute capability (major, minor) of the device's GPU, from NVML; `None` on the CPU or
     /// where NVML cannot read it.
     pub cuda_capability: Option<(u32, u32)>,
+    /// The version of the cuDNN library libtorch loads on the device's GPU, as cuDNN numbers it
+    /// (91900 for 9.19.0); `None` on the CPU or where libtorch has no cuDNN.
+    pub cudnn_version: Option<i64>,
     /// Whether this binary was built with CUDA graph capture.
     pub cuda_graphs_compiled: bool,
     /// Why this binary cannot train data-parallel, if it cannot (built without gloo's headers).
@@ -33,36 +36,47 @@ impl Hardware {
             device,
             cuda_gpus: cuda_device_count(),
             cuda_capability: power::compute_capability(device).ok(),
+            cudnn_version: cudnn_version(device),
             cuda_graphs_compiled: ffi::cuda_graphs_compiled(),
             data_parallel_unavailable: distributed::group::unavailable_reason(),
             nccl_compiled: distributed::group::nccl_compiled(),
         }
     }
 
-    /// One Hopper GPU (compute capability 9.0) with every CUDA path built in, running on it: the
-    /// machine a GPU run is planned for on another machine (`trickbench plan --assume-gpu`).
+    /// One Hopper GPU (compute capability 9.0) with cuDNN 9.19.0 (the PyTorch 2.11 CUDA 13.0
+    /// wheel's) and every CUDA path built in, running on it: the machine a GPU run is planned for
+    /// on another machine (`trickbench plan --assume-gpu`).
     pub fn assumed_gpu() -> Hardware {
         Hardware {
             device: DeviceSpec::Cuda(0),
             cuda_gpus: 1,
             cuda_capability: Some((9, 0)),
+            cudnn_version: Some(91900),
             cuda_graphs_compiled: true,
             data_parallel_unavailable: None,
             nccl_compiled: true,
         }
     }
 
-    /// A machine with `gpus` Hopper GPUs (compute capability 9.0) and every CUDA path compiled in,
-    /// running on the first GPU, or on the CPU when it has none.
+    /// A machine with `gpus` Hopper GPUs (compute capability 9.0), cuDNN 9.19.0 (the PyTorch 2.11
+    /// CUDA 13.0 wheel's) and every CUDA path compiled in, running on the first GPU, or on the CPU
+    /// when it has none.
     #[cfg(test)]
     pub(crate) fn with_gpus(gpus: usize) -> Hardware {
         Hardware {
             device: if gpus == 0 { DeviceSpec::Cpu } else { DeviceSpec::Cuda(0) },
             cuda_gpus: gpus,
             cuda_capability: (gpus > 0).then_some((9, 0)),
+            cudnn_version: (gpus > 0).then_some(91900),
             cuda_graphs_compiled: true,
             data_parallel_unavailable: None,
             nccl_compiled: true,
         }
     }
+}
+
+/// The cuDNN version libtorch loads for `device`: on a CUDA device where cuDNN is usable, else
+/// `None`.
+fn cudnn_version(device: DeviceSpec) -> Option<i64> {
+    (device.is_cuda() && tch::Cuda::cudnn_is_available()).then(ffi::cudnn_runtime_version)?.ok()
 }

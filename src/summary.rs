@@ -69,8 +69,8 @@ fn pytorch_answer(results: &Results, workload: WorkloadId) -> String {
             "  {:<trick$}  {:<metric$}  {:<pytorch$}  {libtorch}",
             a.trick, a.metric, a.pytorch
         );
-        if let Some(disagreement) = &a.disagreement {
-            let _ = writeln!(out, "      {disagreement}");
+        for note in [&a.disagreement, &a.kernels].into_iter().flatten() {
+            let _ = writeln!(out, "      {note}");
         }
     }
     out

@@ -980,3 +980,56 @@ fn a_comparison_of_two_engine_runs_keeps_each_engine_s_cells_apart() {
     }
     assert!(text.contains("1.50×") && text.contains("5.80×"), "both engines' effects are shown");
 }
+
+/// `results` with a GPT's forced cuDNN attention on both engines beside its reference, PyTorch's
+/// own choice under bf16: on PyTorch the default ran cuDNN attention too, on libtorch FlashAttention.
+fn with_forced_cudnn_attention(mut results: Results) -> Results {
+    use common::cells::{comparison, measurement, throughput, train_key};
+    use trickbench::results::schema::{CellResult, CellStatus};
+    use trickbench::vocabulary::{AttentionBackend, Trick};
+    let cell = |tricks: &[Trick], engine: Engine, ran: AttentionBackend| {
+        let key = CellKey { engine, ..train_key(WorkloadId::GptMini, tricks) };
+        let process = trickbench::results::schema::ProcessMeasurement {
+            attention_backend: Some(ran),
+            ..measurement(0, vec![1000.0; 3])
+        };
+        CellResult {
+            throughput: Some(throughput(1000.0)),
+            processes: vec![process],
+            ..CellResult::new(key, CellStatus::Ok)
+        }
+    };
+    for (engine, default) in [
+        (Engine::Pytorch, AttentionBackend::CudnnAttention),
+        (Engine::Libtorch, AttentionBackend::FlashAttention),
+    ] {
+        let reference = cell(&[Trick::AmpBf16, Trick::FlashAttention], engine, default);
+        let forced = cell(&[Trick::AmpBf16, Trick::SdpaCudnn], engine, AttentionBackend::CudnnAttention);
+        results.comparisons.push(comparison(&forced.id(), &reference.id(), 1.01, 0.03));
+        results.cells.extend([reference, forced]);
+    }
+    results
+}
+
+#[test]
+fn a_forced_attention_backend_says_which_kernel_ran_and_when_it_is_the_defaults() {
+    let results = with_forced_cudnn_attention(fixtures::two_engine_run());
+    let table = trickbench::summary::summary_table(&results);
+    let (_, gpt) =
+        table.split_once("gpt-mini in PyTorch's terms").unwrap_or_else(|| panic!("no GPT answer: {table}"));
+    let same = "the same kernel as the default (cudnn-attention ran on both sides): not a distinct effect";
+    assert!(gpt.contains(same), "{gpt}");
+    let out = temp_dir();
+    let files = render_report(std::slice::from_ref(&results), out.path()).unwrap();
+    let page = std::fs::read_to_string(&files.index_html).unwrap();
+    assert!(page.contains(same), "the report's first screen says it too");
+    let libtorch_only = Results {
+        cells: results.cells.iter().filter(|c| c.key.engine == Engine::Libtorch).cloned().collect(),
+        ..results
+    };
+    let out = temp_dir();
+    let files = render_report(&[libtorch_only], out.path()).unwrap();
+    let page = std::fs::read_to_string(&files.index_html).unwrap();
+    assert!(page.contains("cudnn-attention ran; the default ran flash-attention"), "a distinct kernel");
+    assert!(!page.contains(same));
+}

@@ -520,6 +520,7 @@ INSPECT_KEYS = (
     "checkpointed",
     "micro_batches",
     "fp8_linears",
+    "fp8_linears_left",
     "cuda_graph",
     "expandable_segments",
 )
@@ -555,7 +556,8 @@ def check_resnet_facts(side, facts):
     check(facts["checkpointed"] == (side == "checkpointing"), f"inspect {side}: checkpointed {facts['checkpointed']}")
     micro = 2 if side == "grad-accumulation" else 1
     check(facts["micro_batches"] == micro, f"inspect {side}: micro_batches {facts['micro_batches']}")
-    check(facts["fp8_linears"] == 0 and not facts["cuda_graph"], f"inspect {side}: {facts}")
+    fp8 = (facts["fp8_linears"], facts["fp8_linears_left"])
+    check(fp8 == (0, 0) and not facts["cuda_graph"], f"inspect {side}: {facts}")
     check(facts["expandable_segments"] is None, f"inspect {side}: expandable_segments {facts['expandable_segments']}")
 
 
@@ -853,6 +855,39 @@ def check_fp8(root):
     check(all(p.grad is not None for p in model.parameters()), "fp8: a GPT parameter got no gradient")
 
 
+def check_allocator_conf(root):
+    """The allocator's mode is explicit on both sides, the user's other keys kept (the cases of
+    allocator_settings's test in src/train/mod.rs), and set_expandable_segments writes it into
+    both environment variables PyTorch reads."""
+    cases = [
+        (None, False, "expandable_segments:False"),
+        ("", True, "expandable_segments:True"),
+        ("expandable_segments:True", False, "expandable_segments:False"),
+        (
+            "max_split_size_mb:128, expandable_segments : True,roundup_power2_divisions:[256:1,512:2]",
+            False,
+            "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2],expandable_segments:False",
+        ),
+        ("garbage_collection_threshold:0.6,", True, "garbage_collection_threshold:0.6,expandable_segments:True"),
+    ]
+    for user, expandable, expected in cases:
+        got = engine_tricks.allocator_conf(user, expandable)
+        check(got == expected, f"allocator_conf({user!r}, {expandable}) is {got!r}, expected {expected!r}")
+    names = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+    saved = {name: os.environ.pop(name, None) for name in names}
+    try:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:64,expandable_segments:True"
+        engine_tricks.set_expandable_segments(False)
+        got = {name: os.environ.get(name) for name in names}
+        check(set(got.values()) == {"max_split_size_mb:64,expandable_segments:False"}, f"environment {got}")
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+        torch._C._accelerator_setAllocatorSettings("expandable_segments:False")
+
+
 def check_image_files(root):
     """A case of PNG files: packed-dataset decodes them once, the reference every batch, both to
     the pixels written (float64 losses agree); without Pillow the sides are not applicable."""
@@ -1046,6 +1081,7 @@ def main():
                 ("gpt float64: agreement, SDPA in the profiles, what does not apply", check_gpt),
                 ("the loader: crops, scheduled batches, image files", check_loader),
                 ("fp8-matmul's function on the CPU's _scaled_mm", check_fp8),
+                ("the allocator's mode explicit on both sides, the user's other keys kept", check_allocator_conf),
                 ("malformed cases exit 2 naming file and field", check_errors),
                 ("the fork server's engines train as fresh ones, and end with their client", check_fork_server),
             ]:

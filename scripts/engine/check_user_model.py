@@ -52,6 +52,7 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, str(HERE.parent / "parity"))
 sys.path.insert(0, str(HERE))
 import check_engine  # noqa: E402  (found through the paths above)
+import engine_tricks  # noqa: E402
 import parity  # noqa: E402
 import pytorch_engine  # noqa: E402
 import user_model  # noqa: E402
@@ -69,7 +70,10 @@ FIELDS = {
     "batch_size", "image_size", "batches", "inputs", "targets", "output", "samples_per_batch", "sample_unit",
     "flops_per_sample", "loss", "optimizer", "features", "export", "no_bias_export", "dataset",
 }
-FEATURES = {"convolutions", "bias_before_batch_norm", "bias_before_batch_norm_note", "sdpa", "linears", "dropout"}
+FEATURES = {
+    "convolutions", "bias_before_batch_norm", "bias_before_batch_norm_note", "sdpa", "linears", "fp8_linears",
+    "dropout",
+}
 SAME_ARITHMETIC = 1e-9
 
 # A model file trickbench's own checks write: a convolution with a bias before a BatchNorm behind
@@ -373,7 +377,7 @@ def check_cnn(out, d):
         "targets": {"shape": [CNN_BATCH], "dtype": "int64"},
         "output": {"shape": [CNN_BATCH, 10], "dtype": "float32"}, "sample_unit": "images",
         "loss": "cross-entropy", "optimizer": "recipe", "convolutions": 3, "bias_before_batch_norm": 3,
-        "bias_before_batch_norm_note": None, "sdpa": False, "linears": 1, "dropout": False,
+        "bias_before_batch_norm_note": None, "sdpa": False, "linears": 1, "fp8_linears": 0, "dropout": False,
         "no_bias_export": True, "dataset": None,
     }
     check_description(d, expected, module)
@@ -399,7 +403,7 @@ def check_transformer(out, d):
         "inputs": {"shape": [b, 32], "dtype": "int64"}, "targets": {"shape": [b, 32], "dtype": "int64"},
         "output": {"shape": [b, 32, 65], "dtype": "float32"}, "samples_per_batch": b * 32,
         "sample_unit": "tokens", "convolutions": 0, "bias_before_batch_norm": 0, "sdpa": True,
-        "linears": 9, "no_bias_export": False,
+        "linears": 9, "fp8_linears": 8, "no_bias_export": False,
     }
     check_description(d, expected, module)
     check_weights(out, module)
@@ -427,6 +431,24 @@ def check_dataset(out, d, example):
         check(torch.equal(saved[name], tensor), f"{out}: dataset.safetensors {name} is not the file's dataset()")
 
 
+def check_fp8_linears(torchvision):
+    """fp8-matmul converts the nn.Linear layers whose in and out features are multiples of 16 and
+    leaves the others: the transformer example's 8 projections but not its 65-way head, none of
+    the CNN's 10-way head, none of resnet18's 1000-way head (and the description counts the same)."""
+    transformer = initial_module(import_file(str(ROOT / "examples" / "transformer.py")).model)
+    converted, left = engine_tricks.use_fp8_everywhere(transformer)
+    check((converted, left) == (8, 1), f"transformer: {converted} converted, {left} left")
+    check(type(transformer.head) is nn.Linear, "transformer: the 65-way head was converted")
+    fp8 = [m for m in transformer.modules() if isinstance(m, engine_tricks.Fp8Linear)]
+    check(all(m.in_features % 16 == 0 and m.out_features % 16 == 0 for m in fp8), "a converted linear misfits")
+    cnn = initial_module(import_file(str(ROOT / "examples" / "cnn.py")).model)
+    check(engine_tricks.use_fp8_everywhere(cnn) == (0, 1), "cnn: its 10-way head is no fp8 linear")
+    if torchvision is not None:
+        resnet = torchvision.models.get_model("resnet18", weights=None)
+        check(engine_tricks.use_fp8_everywhere(resnet) == (0, 1), "resnet18: its 1000-way head is no fp8 linear")
+        check(user_model.features_of(resnet, False)["fp8_linears"] == 0, "resnet18: fp8_linears")
+
+
 def check_resnet18(out, d, torchvision):
     """torchvision's resnet18's folder: seeded images, 1000 classes, no conv biases."""
     module = initial_module(lambda: torchvision.models.get_model("resnet18", weights=None))
@@ -436,7 +458,8 @@ def check_resnet18(out, d, torchvision):
         "file_sha256": None, "package": {"name": "torchvision", "version": torchvision.__version__},
         "name": "torchvision:resnet18", "class": "ResNet", "image_size": IMAGE_SIZE,
         "output": {"shape": [b, 1000], "dtype": "float32"}, "sample_unit": "images", "convolutions": 20,
-        "bias_before_batch_norm": 0, "bias_before_batch_norm_note": None, "sdpa": False, "no_bias_export": False,
+        "bias_before_batch_norm": 0, "bias_before_batch_norm_note": None, "sdpa": False, "fp8_linears": 0,
+        "no_bias_export": False,
     }
     check_description(d, expected, module)
     check_weights(out, module)
@@ -600,7 +623,7 @@ def check_cnn_engine(root, prepared, d):
         **NOT_USERS,
         "sdpa-math": "sdpa-math: the model does not call scaled_dot_product_attention",
         "cudnn-benchmark": "cudnn-benchmark: cuDNN's autotuner needs a CUDA GPU",
-        "fp8-matmul": "fp8-matmul: fp8 tensor-core matmuls need a CUDA GPU",
+        "fp8-matmul": "fp8-matmul: no nn.Linear layer has both features multiples of 16, which torch._scaled_mm needs",
     }
     applicable = ("reference", *KEEPING_ARITHMETIC, "grad-accumulation")
     sides = {side: [] if side == "reference" else [side] for side in (*applicable, *reasons)}
@@ -650,6 +673,7 @@ def check_transformer_engine(root, prepared):
         "channels-last": "channels-last: the model has no 2-d convolutions",
         "no-bias-before-bn": "no-bias-before-bn: the model has no convolution with a bias feeding only a BatchNorm",
         "sdpa-cudnn": "sdpa-cudnn: needs a CUDA GPU",
+        "fp8-matmul": "fp8-matmul: fp8 tensor-core matmuls need a CUDA GPU",
     }
     applicable = ("reference", "sdpa-math", "sdpa-flash")
     sides = {side: [] if side == "reference" else [side] for side in (*applicable, *reasons)}
@@ -771,6 +795,8 @@ def run_checks(root, started):
         print(f"ok: {name} ({time.perf_counter() - started:.1f} s)", flush=True)
 
     check_unit_helpers()
+    check_fp8_linears(torchvision)
+    done("fp8-matmul converts only the nn.Linear layers torch._scaled_mm takes")
     check_bad_specs(root)
     done("bad SPECs exit 2 with one line naming the file and the problem")
     custom, rmsprop = check_exports(root)

@@ -141,22 +141,55 @@ def use_fp8(model):
     return to_fp8(projections)
 
 
+# torch._scaled_mm multiplies fp8 operands only when every dimension is a multiple of this.
+SCALED_MM_MULTIPLE = 16
+
+
+def fp8_linears(model):
+    """The nn.Linear modules of a user's model that fp8-matmul converts (modules of exactly that
+    class: a subclass's forward is its own) whose in and out features are multiples of
+    SCALED_MM_MULTIPLE, which torch._scaled_mm needs of its operands in both passes; and those it
+    leaves as they are."""
+    linears = [m for m in model.modules() if type(m) is nn.Linear]
+    multiple = SCALED_MM_MULTIPLE
+    fits = [m for m in linears if m.in_features % multiple == 0 and m.out_features % multiple == 0]
+    return fits, [m for m in linears if m not in fits]
+
+
 def use_fp8_everywhere(model):
-    """Makes every nn.Linear of a user's model Fp8Linear (modules of exactly that class: a
-    subclass's forward is its own). Returns how many layers changed."""
-    return to_fp8([m for m in model.modules() if type(m) is nn.Linear])
+    """Makes every nn.Linear of a user's model that torch._scaled_mm can multiply through
+    (fp8_linears) Fp8Linear. Returns how many layers changed and how many were left."""
+    fits, left = fp8_linears(model)
+    return to_fp8(fits), len(left)
 
 
 # ---- expandable-segments ----
 
 
-def expand_segments():
-    """Turns the CUDA caching allocator's expandable segments on, as
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True does: must run before the first CUDA
-    allocation of the process."""
-    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF")
-    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(filter(None, [conf, "expandable_segments:True"]))
-    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+def user_allocator_conf():
+    """The caching allocator's configuration as the environment gives it to PyTorch 2.11:
+    PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (None without either)."""
+    return os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF"))
+
+
+def allocator_conf(user, expandable):
+    """The user's allocator configuration `user` (None: none) with any expandable_segments key
+    replaced by expandable_segments:True or :False as `expandable` says, its other keys kept (each
+    parse of the settings resets those it does not name). trickbench's libtorch cells build the
+    same string (allocator_settings in src/train/mod.rs)."""
+    entries = (user or "").split(",")
+    kept = [entry for entry in entries if entry.split(":")[0].strip() not in ("", "expandable_segments")]
+    return ",".join([*kept, f"expandable_segments:{expandable}"])
+
+
+def set_expandable_segments(expandable):
+    """Sets the CUDA caching allocator's expandable segments on or off, whatever the environment
+    said, keeping the environment's other keys: in the environment (both names, as PyTorch reads
+    either) and in the allocator's settings. Must run before the first CUDA allocation of the
+    process."""
+    conf = allocator_conf(user_allocator_conf(), expandable)
+    os.environ["PYTORCH_ALLOC_CONF"] = os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
+    torch._C._accelerator_setAllocatorSettings(conf)
 
 
 def segments_expandable(device):

@@ -145,7 +145,8 @@ Then one reply per request, in order:
         null, "decoded": "once" | "every-batch" | null (packed images), "gathered": whether
         batches are index_select-ed from the split} (null on a user side: no DataLoader);
         "scripted": the TorchScript functions the blocks call; "checkpointed"; "micro_batches";
-        "fp8_linears": how many; "cuda_graph": whether the step is captured;
+        "fp8_linears": how many; "fp8_linears_left": the user's nn.Linear layers fp8-matmul left
+        as they are (in or out features not multiples of 16; 0 elsewhere); "cuda_graph": whether the step is captured;
         "expandable_segments": the CUDA allocator's (null on a CPU or before any allocation);
         and on a user side only, "biases_removed": the convolution biases no-bias-before-bn took
         out.
@@ -726,6 +727,7 @@ CONFLICTS = (
 MODEL_CONDITIONS = ("resnet", "gpt", "cuda-or-no-dropout", "encoded")
 CONVOLUTIONS = ("convolutions", "the model has no 2-d convolutions")
 SDPA = ("sdpa", "the model does not call scaled_dot_product_attention")
+FP8_LINEARS = ("fp8-linears", "no nn.Linear layer has both features multiples of 16, which torch._scaled_mm needs")
 USER_TRICKS = {
     "channels-last": (CONVOLUTIONS,),
     "cudnn-benchmark": (CONVOLUTIONS,),
@@ -748,7 +750,7 @@ USER_TRICKS = {
     ),
     "checkpointing": (("reference-model", "trickbench cannot cut the model's own forward into segments"),),
     "grad-accumulation": (("divisible", "the batch's samples do not split evenly into the micro-batches"),),
-    "fp8-matmul": (("linears", "the model has no nn.Linear layers"),),
+    "fp8-matmul": (("linears", "the model has no nn.Linear layers"), FP8_LINEARS),
 }
 
 
@@ -761,7 +763,7 @@ def needs_of(trick, spec):
 
 
 # The conditions of USER_TRICKS on the user's model and its batches.
-USER_CONDITIONS = ("convolutions", "bias-before-bn", "sdpa", "linears", "divisible")
+USER_CONDITIONS = ("convolutions", "bias-before-bn", "sdpa", "linears", "fp8-linears", "divisible")
 
 
 def meets_user(condition, case, spec):
@@ -773,6 +775,9 @@ def meets_user(condition, case, spec):
         return features["bias_before_batch_norm"] > 0
     if condition == "sdpa":
         return features["sdpa"]
+    if condition == "fp8-linears":
+        # A description written before fp8_linears was counted: the build counts them.
+        return features.get("fp8_linears", 1) > 0
     return features[condition] > 0
 
 
@@ -920,6 +925,7 @@ class Side:
     def __init__(self, case, spec):
         self.case, self.spec = case, spec
         self.settings = settings = settings_for(case, spec)
+        self.fp8_linears_left = 0
         module, self.biases_removed = self.network()
         module = module.to(device=case.device, dtype=case.dtype)
         if settings.channels_last:
@@ -946,7 +952,9 @@ class Side:
 
     def network(self):
         """The side's module on the CPU with its initial weights, and the biases that
-        no-bias-before-bn removed from a user's model (0 on other sides)."""
+        no-bias-before-bn removed from a user's model (0 on other sides). Under fp8-matmul on a
+        user side, notes how many nn.Linear layers stay as they are (fp8_linears_left) and says on
+        stderr how many were converted; NotApplicable when none can be."""
         spec, settings = self.spec, self.settings
         if spec.user is None:
             module = build_module(spec.model, settings)
@@ -962,7 +970,15 @@ class Side:
         if "no-bias-before-bn" in spec.tricks:
             removed = user_model.remove_bias_before_batch_norm(module)
         if settings.fp8:
-            engine_tricks.use_fp8_everywhere(module)
+            converted, self.fp8_linears_left = engine_tricks.use_fp8_everywhere(module)
+            if converted == 0:
+                raise NotApplicable(f"fp8-matmul: {FP8_LINEARS[1]}")
+            print(
+                f"fp8-matmul: side {spec.name}: {converted} nn.Linear layers multiply in fp8, "
+                f"{self.fp8_linears_left} left as "
+                f"they are (in or out features not a multiple of {engine_tricks.SCALED_MM_MULTIPLE})",
+                file=sys.stderr,
+            )
         return module, removed
 
     def build_optimizer(self):
@@ -1463,6 +1479,7 @@ def inspect(side):
         "checkpointed": side.settings.checkpointing,
         "micro_batches": side.micro_batches,
         "fp8_linears": sum(isinstance(m, engine_tricks.Fp8Linear) for m in side.module.modules()),
+        "fp8_linears_left": side.fp8_linears_left,
         "cuda_graph": side.graph is not None,
         "expandable_segments": expandable_segments(side.case.device),
     }
@@ -1705,15 +1722,16 @@ def start(case_dir, requests, out):
 
 def process_wide(case):
     """Sets what holds for the whole process before anything is built: the intra-op threads, and
-    the caching allocator's expandable segments where the case's sides (all of them, as the mode
-    cannot change once CUDA has allocated) ask for them on a CUDA device."""
+    on a CUDA device the caching allocator's expandable segments, on where the case's sides (all
+    of them, as the mode cannot change once CUDA has allocated) ask for them and off otherwise,
+    whatever the environment said (its other keys kept)."""
     if case.threads is not None:
         torch.set_num_threads(case.threads)
     expandable = {"expandable-segments" in side.tricks for side in case.sides.values()}
     if expandable == {True, False}:
         raise CaseError("expandable-segments holds for the whole process: every side has it or none does")
-    if expandable == {True} and case.device.type == "cuda":
-        engine_tricks.expand_segments()
+    if case.device.type == "cuda":
+        engine_tricks.set_expandable_segments(expandable == {True})
 
 
 def watch_client(pid):

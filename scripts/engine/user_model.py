@@ -57,7 +57,8 @@ torch.manual_seed(N) and writes into DIR:
         whose output feeds only an nn.BatchNorm2d, found with torch.fx; 0 where fx cannot trace
         the module), bias_before_batch_norm_note (why they could not be looked for) | null, sdpa
         (whether a training step's forward and backward call scaled_dot_product_attention, in
-        torch.profiler's events), linears (nn.Linear modules), dropout (whether an nn.Dropout*
+        torch.profiler's events), linears (nn.Linear modules), fp8_linears (those fp8-matmul
+        converts: of exactly that class, in and out features multiples of 16), dropout (whether an nn.Dropout*
         module has p > 0)};
         export {method "trace" | "script", loss_float64 (the eager float64 loss on batch 0)} |
         {method null, reason "torch.jit.trace: ...; torch.jit.script: ..." (or why the loss could
@@ -108,6 +109,7 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "parity"))
 import parity  # noqa: E402  (found through the path above)
+import engine_tricks  # noqa: E402  (beside this script)
 
 FORMAT = 1
 DESCRIPTION_FILE = "model.json"
@@ -620,6 +622,7 @@ def features_of(module, sdpa):
         "bias_before_batch_norm_note": note,
         "sdpa": sdpa,
         "linears": sum(isinstance(m, nn.Linear) for m in module.modules()),
+        "fp8_linears": len(engine_tricks.fp8_linears(module)[0]),
         "dropout": any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in module.modules()),
     }
 

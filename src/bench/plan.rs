@@ -753,6 +753,33 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_cudnn_attention_the_gpus_cudnn_refuses_is_not_applicable_on_both_engines() {
+        let quick = ProfileName::Quick.settings(Family::CharGpt);
+        let plan_on = |cudnn_version| {
+            let hardware = Hardware { cudnn_version, ..Hardware::with_gpus(1) };
+            let request =
+                PlanRequest::new(vec![WorkloadId::GptShakespeare], vec![Trick::SdpaCudnn], hardware, &quick);
+            let both = vec![Engine::Libtorch, Engine::Pytorch];
+            Plan::ablation(&PlanRequest { time_to_accuracy_batch_size: None, engines: both, ..request })
+        };
+        let forced = |plan: &Plan| -> Vec<(Engine, Option<String>)> {
+            let cells = plan.cells.iter().filter(|c| c.key.tricks.has(Trick::SdpaCudnn));
+            cells.map(|c| (c.key.engine, c.not_applicable.clone())).collect()
+        };
+        let refused = forced(&plan_on(Some(91300)));
+        assert_eq!(refused.iter().map(|(e, _)| *e).collect::<Vec<_>>(), [Engine::Libtorch, Engine::Pytorch]);
+        for (engine, why) in &refused {
+            let why = why.as_deref().unwrap_or_else(|| panic!("{engine}: cuDNN 9.13 refuses dropout"));
+            assert!(
+                why.starts_with("sdpa-cudnn: cuDNN 9.13.0 has no attention kernel with dropout"),
+                "{why}"
+            );
+        }
+        let accepted = forced(&plan_on(Some(91900)));
+        assert!(accepted.len() == 2 && accepted.iter().all(|(_, why)| why.is_none()), "{accepted:?}");
+    }
+
+    #[test]
     fn debug_off_is_measured_against_a_debugging_on_reference() {
         let plan = Plan::ablation(&request(vec![Trick::DebugOff]));
         let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
@@ -1070,6 +1097,33 @@ mod tests {
         let checkpointing =
             pairs(&memory, Design::Ablation).into_iter().find(|(c, _)| c.starts_with("checkpointing"));
         assert_eq!(checkpointing.unwrap().1, "baseline train");
+    }
+
+    #[test]
+    fn cudnn_benchmark_keeps_processes_of_its_own_on_both_engines_beside_a_paired_trick() {
+        let gpu = PlanRequest {
+            hardware: Hardware::with_gpus(1),
+            engines: vec![Engine::Libtorch, Engine::Pytorch],
+            time_to_accuracy_batch_size: None,
+            ..request(vec![Trick::CudnnBenchmark, Trick::ChannelsLast])
+        };
+        let plan = Plan::ablation(&gpu);
+        let paired = |label: &str, engine: Engine| {
+            let i = plan.cells.iter().position(|c| c.key.tricks.label() == label && c.key.engine == engine);
+            plan.paired_reference(
+                i.unwrap_or_else(|| panic!("no {label} cell on {engine}")),
+                Design::Ablation,
+            )
+        };
+        for engine in [Engine::Libtorch, Engine::Pytorch] {
+            assert_eq!(paired("cudnn-benchmark", engine), None, "{engine}");
+            let channels_last = paired("channels-last", engine).map(|k| (k.tricks.label(), k.engine));
+            assert_eq!(channels_last, Some(("baseline".to_owned(), engine)));
+        }
+        let Pairing::Processes(why) = Trick::CudnnBenchmark.pairing() else {
+            panic!("cudnn-benchmark pairs")
+        };
+        assert!(why.contains("run_single_conv") && why.contains("keyed without it"), "{why}");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! NVML's energy counter advances in steps of about 100 ms, and its power reading is a one-second
 //! moving average, so neither says anything about a few milliseconds of work: energy is
 //! attributed only over a span of at least [`MIN_ENERGY_SPAN_S`], where one step of the counter is
-//! at most a tenth of the figure. A counter that did not advance over such a span read nothing,
+//! at most a tenth of the figure. A counter's figure carries that step
+//! ([`Energy::quantisation_j`]), for the report to show beside it. A counter that did not advance over such a span read nothing,
 //! and is refused rather than reported as 0 J.
 
 use std::time::Instant;
@@ -13,6 +14,10 @@ use crate::results::energy::{Energy, EnergyMethod};
 
 /// The shortest span of GPU work energy is attributed over, seconds.
 pub const MIN_ENERGY_SPAN_S: f64 = 1.0;
+
+/// The longest NVML's energy counter is taken to go without advancing, seconds: the step a
+/// counter reading can lag the work by, which [`Energy::quantisation_j`] carries.
+pub const COUNTER_UPDATE_S: f64 = 0.1;
 
 /// Why a span has no energy figure.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -145,13 +150,15 @@ pub fn counter_energy(
         return Err(EnergyError::CounterStuck { millijoules: end_mj, span_s });
     }
     let joules = (end_mj - start_mj) as f64 / 1000.0;
+    let mean_power_w = joules / span_s;
     Ok(Energy {
         joules,
-        mean_power_w: joules / span_s,
+        mean_power_w,
         readings: 2,
         interval_s: span_s,
         method: EnergyMethod::Counter,
         samples: Some(samples),
+        quantisation_j: Some(COUNTER_UPDATE_S * mean_power_w),
     })
 }
 
@@ -170,6 +177,7 @@ pub fn sampled_energy(readings: &[(f64, f64)], samples: usize) -> Result<Energy,
         interval_s: span_s,
         method: EnergyMethod::SampledPower,
         samples: Some(samples),
+        quantisation_j: None,
     })
 }
 
@@ -260,6 +268,14 @@ mod tests {
         assert_eq!(stuck, EnergyError::CounterStuck { millijoules: 0, span_s: 1.25 });
         let reason = stuck.to_string();
         assert!(reason.contains("0 mJ at both ends of 1.250 s") && reason.contains("not 0 J"), "{reason}");
+        let e = counter_energy(1_000_000, 1_300_000, 1.2, 10).unwrap();
+        assert!((e.mean_power_w - 250.0).abs() < 1e-9);
+        let step = e.quantisation_j.unwrap();
+        assert!(
+            (step - COUNTER_UPDATE_S * 250.0).abs() < 1e-9,
+            "one update period at the mean power: {step}"
+        );
+        assert!((step / e.joules - COUNTER_UPDATE_S / 1.2).abs() < 1e-12);
         let back = counter_energy(2_000_000, 1_000, 1.5, 10).unwrap_err();
         assert!(back.to_string().contains("went back from 2000000 mJ to 1000 mJ"), "{back}");
     }
@@ -271,6 +287,7 @@ mod tests {
         assert_eq!(e.interval_s, 3.0);
         assert!((e.mean_power_w - 550.0 / 3.0).abs() < 1e-9);
         assert_eq!((e.readings, e.samples, e.method), (3, Some(512), EnergyMethod::SampledPower));
+        assert_eq!(e.quantisation_j, None);
         let short = sampled_energy(&[(0.0, 100.0), (0.02, 100.0), (0.04, 100.0)], 8).unwrap_err();
         assert!(matches!(short, EnergyError::TooShort { .. }), "{short:?}");
         assert!(matches!(sampled_energy(&[], 0), Err(EnergyError::TooShort { .. })));

@@ -2,6 +2,42 @@
 
 pub use crate::vocabulary::Precision;
 
+use crate::ffi::Tf32;
+
+/// What decides the arithmetic most of a training step's FLOPs run in, as either engine sets it
+/// up: one rule ([`StepArithmetic::precision`]) for both, so their MFUs divide by the same peak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepArithmetic {
+    /// Whether the model's linear layers multiply in fp8 (`fp8-matmul`).
+    pub fp8_linears: bool,
+    /// Whether the step runs under fp16 or bf16 autocast (`amp`, `amp-bf16`).
+    pub autocast: bool,
+    /// Where TF32 is allowed: in cuBLAS's matmuls and in cuDNN's convolutions.
+    pub tf32: Tf32,
+    /// Whether the step runs on a CUDA device.
+    pub on_cuda: bool,
+    /// Whether most of the model's FLOPs are convolutions (cuDNN's work, else cuBLAS's).
+    pub mostly_convolutions: bool,
+}
+
+impl StepArithmetic {
+    /// The arithmetic most of the step's FLOPs run in: fp8 for a model of linear layers under
+    /// `fp8-matmul`; half precision under autocast; on a GPU TF32 where the library doing most of
+    /// the work allows it; else fp32.
+    pub fn precision(self) -> Precision {
+        let tf32 = if self.mostly_convolutions { self.tf32.cudnn } else { self.tf32.matmul };
+        if self.fp8_linears && !self.mostly_convolutions {
+            Precision::Fp8
+        } else if self.autocast {
+            Precision::Half
+        } else if tf32 && self.on_cuda {
+            Precision::Tf32
+        } else {
+            Precision::Fp32
+        }
+    }
+}
+
 /// One GPU model's dense (no sparsity) peaks, FLOP/s, from NVIDIA's datasheets, and how NVML names
 /// it. Datasheets quote tensor-core figures "with sparsity"; these are the dense halves.
 #[derive(Debug, Clone, Copy, PartialEq)]

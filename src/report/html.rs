@@ -339,8 +339,9 @@ fn compute_text(c: &CellResult) -> String {
     )
 }
 
-/// Energy per sample and mean power over the span they cover, and how they were measured; or
-/// "—", with the reason a process gave where it has one.
+/// Energy per sample (± the energy counter's quantisation, where known) and mean power over the
+/// span they cover, and how they were measured; or "—", with the reason a process gave where it
+/// has one.
 fn energy_text(c: &CellResult) -> String {
     let Some(e) = c.energy else {
         return match c.energy_unavailable() {
@@ -353,7 +354,8 @@ fn energy_text(c: &CellResult) -> String {
         EnergyMethod::SampledPower => "sampled power",
     };
     let span = e.interval_s.map(|s| format!(" over {s:.1} s")).unwrap_or_default();
-    format!("{:.2} mJ/sample at {:.0} W{span} ({method})", e.joules_per_sample * 1e3, e.mean_power_w)
+    let step = e.relative_quantisation().map(|q| format!(" ± {:.1}%", q * 100.0)).unwrap_or_default();
+    format!("{:.2} mJ/sample{step} at {:.0} W{span} ({method})", e.joules_per_sample * 1e3, e.mean_power_w)
 }
 
 /// One row of the time-to-accuracy cells table, for a cell that trained to a target.
@@ -656,9 +658,12 @@ mod tests {
             mean_power_w: 250.0,
             interval_s: Some(1.2),
             method: EnergyMethod::Counter,
+            quantisation_j: None,
         };
         cell.energy = Some(energy);
         assert_eq!(energy_text(&cell), "10.00 mJ/sample at 250 W over 1.2 s (energy counter)");
+        cell.energy = Some(CellEnergy { quantisation_j: Some(25.0), ..energy });
+        assert_eq!(energy_text(&cell), "10.00 mJ/sample ± 8.3% at 250 W over 1.2 s (energy counter)");
         cell.energy = Some(CellEnergy { interval_s: None, ..energy });
         assert_eq!(
             energy_text(&cell),

@@ -302,6 +302,9 @@ pub struct EngineAnswer {
     pub libtorch: Option<String>,
     /// How the two engines disagree, and why where the cause is known.
     pub disagreement: Option<String>,
+    /// For a forced attention backend, the kernel that ran beside the default's, and whether they
+    /// are one kernel (the PyTorch cell's).
+    pub kernels: Option<String>,
 }
 
 /// The answers in PyTorch's terms for `workload`, helping first, where `results` measured it on
@@ -320,6 +323,7 @@ pub fn pytorch_answers(results: &Results, workload: WorkloadId) -> Vec<EngineAns
         metric: r.metric,
         libtorch: r.libtorch,
         disagreement: r.disagreement,
+        kernels: r.kernels,
     })
     .collect()
 }

@@ -70,6 +70,10 @@ pub(crate) struct VerdictRow {
     /// Where the group measured both engines and this trick ran on one only: that engine (its
     /// verdict then stands in that engine's column).
     pub only_on: Option<Engine>,
+    /// For a forced attention backend: which kernel ran beside which kernel the default (its
+    /// reference, PyTorch's own choice) ran, and where they are one kernel, that its effect is
+    /// not a distinct one.
+    pub kernels: Option<String>,
 }
 
 /// Tricks that could not run for one reason.
@@ -204,7 +208,22 @@ fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRo
         libtorch: None,
         disagreement: None,
         only_on: None,
+        kernels: kernels_note(g, e),
     }
+}
+
+/// For the cell of a forced attention backend, the kernel it ran and the one its reference (the
+/// default's, PyTorch's own choice) ran; "the same kernel as the default" where they are one.
+fn kernels_note(g: &Group, e: &Entry) -> Option<String> {
+    e.cell.key.tricks.forced_attention_backend()?;
+    let ran = e.cell.attention_ran()?;
+    let reference = &e.comparison?.baseline;
+    let default = g.entries.iter().find(|x| x.cell.id() == *reference)?.cell.attention_ran()?;
+    Some(if ran == default {
+        format!("the same kernel as the default ({} ran on both sides): not a distinct effect", ran.id())
+    } else {
+        format!("{} ran; the default ran {}", ran.id(), default.id())
+    })
 }
 
 /// One row per single-trick cell: throughput and memory tricks by their comparison, time-to-accuracy
@@ -360,6 +379,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
             libtorch: None,
             disagreement: None,
             only_on: None,
+            kernels: None,
         });
     }
     rows

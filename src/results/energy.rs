@@ -33,6 +33,12 @@ pub struct Energy {
     pub interval_s: f64,
     /// How the energy was measured.
     pub method: EnergyMethod,
+    /// The most the energy counter's steps can put `joules` off by, joules: its reading at each
+    /// end of the span lags the work by up to one of its update periods, so the difference errs by
+    /// up to one period's energy at the span's mean power. `None` for sampled power and in files
+    /// that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantisation_j: Option<f64>,
     /// Samples this process's GPU processed over the span, timed or not (a DDP rank's own);
     /// `None` in files that predate it, where the process's `timed_samples` apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -164,6 +164,11 @@ pub struct ModelFeatures {
     pub sdpa: bool,
     /// `nn.Linear` modules.
     pub linears: usize,
+    /// `nn.Linear` modules (of exactly that class) whose in and out features are multiples of 16,
+    /// which `torch._scaled_mm` needs: those `fp8-matmul` converts. `None` in a description that
+    /// did not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_linears: Option<usize>,
     /// Whether an `nn.Dropout` module drops anything.
     pub dropout: bool,
 }
@@ -252,6 +257,7 @@ pub(crate) mod fixtures {
                 bias_before_batch_norm_note: None,
                 sdpa: false,
                 linears: 1,
+                fp8_linears: Some(1),
                 dropout: false,
             },
             export: Export { method: Some(ExportMethod::Trace), loss_float64: Some(2.3), reason: None },

@@ -753,6 +753,12 @@ impl CellResult {
         (!concerns.is_empty()).then(|| format!("unfair machine: {}", concerns.join("; ")))
     }
 
+    /// The attention kernel the cell's processes recorded running (the first that recorded one);
+    /// `None` for a model without attention or a cell without a measurement.
+    pub fn attention_ran(&self) -> Option<AttentionBackend> {
+        self.processes.iter().find_map(|p| p.attention_backend)
+    }
+
     /// Why the cell's attention did not run as its tricks forced, if it did not: a process
     /// recorded another backend than the one its forced-backend trick names.
     pub fn attention_warning(&self) -> Option<String> {
@@ -882,6 +888,17 @@ pub struct CellEnergy {
     pub interval_s: Option<f64>,
     /// How the energy was measured (the energy counter, or sampled power where it is absent).
     pub method: EnergyMethod,
+    /// The most the energy counter's steps can put `joules` off by, joules: the processes' own
+    /// bounds added (`None` for sampled power, and in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantisation_j: Option<f64>,
+}
+
+impl CellEnergy {
+    /// The counter's quantisation as a share of the energy, a fraction (`None` where unknown).
+    pub fn relative_quantisation(&self) -> Option<f64> {
+        self.quantisation_j.filter(|_| self.joules > 0.0).map(|q| q / self.joules)
+    }
 }
 
 /// How much of the device's arithmetic peak the cell used.

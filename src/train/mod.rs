@@ -66,7 +66,8 @@ pub struct Evaluation {
 /// model.
 ///
 /// Expandable segments are set explicitly on a CUDA device, on or off, so that a
-/// `PYTORCH_CUDA_ALLOC_CONF` in the user's environment cannot change the baseline.
+/// `PYTORCH_ALLOC_CONF` (or `PYTORCH_CUDA_ALLOC_CONF`) in the user's environment cannot change the
+/// baseline; its other keys are kept ([`allocator_settings`]).
 ///
 /// TF32 is set explicitly every time. The baseline keeps PyTorch 2.11's defaults, TF32 allowed in
 /// cuDNN convolutions and fp32 matmuls at full precision; `tf32` allows it in matmuls too
@@ -75,7 +76,7 @@ pub struct Evaluation {
 pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
     if device.is_cuda() {
         let expandable = key.tricks.has(Trick::ExpandableSegments);
-        ffi::set_expandable_segments(expandable)?;
+        ffi::set_allocator_settings(&allocator_settings(user_allocator_conf().as_deref(), expandable))?;
         if ffi::expandable_segments_enabled() != expandable {
             return Err(Error::Torch(format!(
                 "the caching allocator did not take expandable_segments:{}",
@@ -84,6 +85,26 @@ pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Err
         }
     }
     apply_switches(key, device)
+}
+
+/// The caching allocator's configuration as the environment gives it to PyTorch 2.11:
+/// `PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF`.
+fn user_allocator_conf() -> Option<String> {
+    std::env::var("PYTORCH_ALLOC_CONF").or_else(|_| std::env::var("PYTORCH_CUDA_ALLOC_CONF")).ok()
+}
+
+/// The caching allocator's settings for a cell: the keys of the user's configuration `user` (in
+/// `PYTORCH_ALLOC_CONF`'s syntax) with any `expandable_segments` key replaced by the cell's mode,
+/// `expandable`. The user's other keys are passed on because each parse of the settings resets
+/// those it does not name to their defaults. The PyTorch engine builds the same string
+/// (`allocator_conf` in `scripts/engine/engine_tricks.py`).
+pub fn allocator_settings(user: Option<&str>, expandable: bool) -> String {
+    let mode = if expandable { "expandable_segments:True" } else { "expandable_segments:False" };
+    let kept = user.unwrap_or_default().split(',').filter(|entry| {
+        let key = entry.split(':').next().unwrap_or_default().trim();
+        !key.is_empty() && key != "expandable_segments"
+    });
+    kept.chain([mode]).collect::<Vec<_>>().join(",")
 }
 
 /// Sets the switches of the cell `key` that can flip between two windows of one process: cuDNN
@@ -370,4 +391,25 @@ fn params_to_channels_last<W: Workload>(workload: &mut W) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allocator_settings;
+
+    #[test]
+    fn the_cells_allocator_mode_replaces_the_users_and_keeps_the_users_other_keys() {
+        assert_eq!(allocator_settings(None, false), "expandable_segments:False");
+        assert_eq!(allocator_settings(Some(""), true), "expandable_segments:True");
+        assert_eq!(allocator_settings(Some("expandable_segments:True"), false), "expandable_segments:False");
+        let user = "max_split_size_mb:128, expandable_segments : True,roundup_power2_divisions:[256:1,512:2]";
+        assert_eq!(
+            allocator_settings(Some(user), false),
+            "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2],expandable_segments:False"
+        );
+        assert_eq!(
+            allocator_settings(Some("garbage_collection_threshold:0.6,"), true),
+            "garbage_collection_threshold:0.6,expandable_segments:True"
+        );
+    }
 }

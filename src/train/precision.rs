@@ -7,7 +7,7 @@ use tch::{Kind, Tensor};
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
-use crate::measure::flops::Precision;
+use crate::measure::flops::{Precision, StepArithmetic};
 use crate::train::amp::{Autocast, GradScaler};
 use crate::tricks::{Trick, TrickSet};
 
@@ -70,19 +70,16 @@ impl StepPrecision {
     }
 
     /// The arithmetic most of a model's FLOPs run in (`mostly_convolutions`: cuDNN does most of
-    /// its work, else cuBLAS): fp8 for a model of linear layers under `fp8-matmul`; half precision
-    /// under autocast; on a GPU TF32 where that library allows it; else fp32.
+    /// its work, else cuBLAS), by the rule both engines share ([`StepArithmetic::precision`]).
     pub fn of_flops(&self, mostly_convolutions: bool) -> Precision {
-        let tf32 = if mostly_convolutions { self.tf32.cudnn } else { self.tf32.matmul };
-        if self.fp8_linears && !mostly_convolutions {
-            Precision::Fp8
-        } else if self.autocast_kind.is_some() {
-            Precision::Half
-        } else if tf32 && self.on_cuda {
-            Precision::Tf32
-        } else {
-            Precision::Fp32
+        StepArithmetic {
+            fp8_linears: self.fp8_linears,
+            autocast: self.autocast_kind.is_some(),
+            tf32: self.tf32,
+            on_cuda: self.on_cuda,
+            mostly_convolutions,
         }
+        .precision()
     }
 }
 

@@ -48,6 +48,11 @@ pub enum Need {
     /// Python PyTorch: the trick is measured beside eager PyTorch by `trickbench parity`, never in
     /// a trickbench cell; the text says why and where.
     ThroughPytorch(&'static str),
+    /// A cuDNN library with which PyTorch 2.11's attention dispatcher (`can_use_cudnn_attention`)
+    /// accepts cuDNN's fused attention for the workload on a CUDA GPU: cuDNN 9 or newer, and for a
+    /// workload that trains with attention dropout, not cuDNN 9.11.1 to 9.13.x. Nothing on the CPU,
+    /// where [`Need::Cuda`] gives the reason.
+    CudnnAttention,
     /// Half precision on a CUDA GPU: a set holding the trick runs there only with `amp` or
     /// `amp-bf16` on too; the text says why. A need of the whole set, checked by
     /// [`Need::unmet_in_set`]: the trick alone applies, as its ablation cell adds `amp-bf16` there.
@@ -90,6 +95,7 @@ impl Need {
                     .to_owned()
             }),
             Need::ThroughPytorch(why) => Some(format!("measured through PyTorch: {why}")),
+            Need::CudnnAttention => cudnn_attention_refused(workload, hardware),
             Need::HalfPrecisionOnCuda(_) => None,
         }
     }
@@ -123,6 +129,44 @@ impl Need {
             _ => None,
         }
     }
+}
+
+/// The cuDNN versions (as [`Hardware::cudnn_version`] writes them) with which PyTorch 2.11's
+/// `can_use_cudnn_attention` refuses any attention dropout: above 9.11.0 and below 9.14.0.
+const CUDNN_REFUSING_DROPOUT: std::ops::Range<i64> = 91101..91400;
+
+/// Why PyTorch 2.11's dispatcher would find no cuDNN attention kernel for `workload` on
+/// `hardware`, if it would not: no cuDNN, a cuDNN older than 9.0, or attention dropout with a
+/// cuDNN that refuses it. `None` on the CPU, which [`Need::Cuda`] covers.
+fn cudnn_attention_refused(workload: WorkloadId, hardware: &Hardware) -> Option<String> {
+    if !hardware.device.is_cuda() {
+        return None;
+    }
+    let Some(version) = hardware.cudnn_version else {
+        return Some(
+            "needs cuDNN: this libtorch has no usable cuDNN, so cuDNN attention has no kernel".to_owned(),
+        );
+    };
+    let named = cudnn_version_name(version);
+    if version < 90000 {
+        return Some(format!(
+            "needs cuDNN 9 or newer (this machine loads {named}): PyTorch 2.11 has no cuDNN attention before it"
+        ));
+    }
+    (CUDNN_REFUSING_DROPOUT.contains(&version) && workload.trains_with_dropout()).then(|| {
+        format!(
+            "cuDNN {named} has no attention kernel with dropout, and {workload} trains with attention \
+             dropout: PyTorch 2.11's dispatcher (can_use_cudnn_attention) turns cuDNN attention down \
+             whenever dropout > 0 with cuDNN 9.11.1 to 9.13.x, so forced it would find no kernel"
+        )
+    })
+}
+
+/// A cuDNN version as cuDNN numbers it (major × 10000 + minor × 100 + patch from cuDNN 9 on,
+/// major × 1000 + minor × 100 + patch before) written as `major.minor.patch`.
+pub fn cudnn_version_name(version: i64) -> String {
+    let major = if version >= 90000 { 10000 } else { 1000 };
+    format!("{}.{}.{}", version / major, version % major / 100, version % 100)
 }
 
 /// What the run has instead of several GPUs, where it has fewer than 2: the machine's count when
@@ -409,6 +453,38 @@ mod tests {
         for t in Trick::SDPA_BACKENDS {
             assert_eq!(reason(t, WorkloadId::Resnet8, &gpu), "resnet8 has no attention");
         }
+    }
+
+    #[test]
+    fn forced_cudnn_attention_follows_the_dispatchers_cudnn_rules_on_both_engines() {
+        let on = |version| Hardware { cudnn_version: version, ..Hardware::with_gpus(1) };
+        let both = |workload, hardware: &Hardware| {
+            [Engine::Libtorch, Engine::Pytorch]
+                .map(|e| Trick::SdpaCudnn.applicability_on(e, workload, hardware))
+        };
+        let refused = on(Some(91200));
+        for answer in both(WorkloadId::GptShakespeare, &refused) {
+            let Applicability::NotApplicable(why) = answer else { panic!("cuDNN 9.12 refuses dropout") };
+            assert!(why.starts_with("cuDNN 9.12.0 has no attention kernel with dropout"), "{why}");
+            assert!(why.contains("gpt-shakespeare trains with attention dropout"), "{why}");
+            assert!(why.contains("can_use_cudnn_attention") && why.contains("9.11.1 to 9.13.x"), "{why}");
+        }
+        assert_eq!(both(WorkloadId::GptMini, &refused), [Applicability::Applies, Applicability::Applies]);
+        for version in [91100, 91400, 91900] {
+            let answers = both(WorkloadId::GptShakespeare, &on(Some(version)));
+            assert_eq!(answers, [Applicability::Applies, Applicability::Applies], "{version}");
+        }
+        assert_eq!(
+            reason(Trick::SdpaCudnn, WorkloadId::GptShakespeare, &on(Some(91399))),
+            reason(Trick::SdpaCudnn, WorkloadId::GptShakespeare, &on(Some(91200)))
+                .replace("9.12.0", "9.13.99")
+        );
+        let none = reason(Trick::SdpaCudnn, WorkloadId::GptMini, &on(None));
+        assert!(none.starts_with("needs cuDNN: this libtorch has no usable cuDNN"), "{none}");
+        let old = reason(Trick::SdpaCudnn, WorkloadId::GptMini, &on(Some(8907)));
+        assert!(old.starts_with("needs cuDNN 9 or newer (this machine loads 8.9.7)"), "{old}");
+        let on_cpu = reason(Trick::SdpaCudnn, WorkloadId::GptShakespeare, &Hardware::with_gpus(0));
+        assert!(on_cpu.starts_with("needs a CUDA GPU: "), "{on_cpu}");
     }
 
     #[test]

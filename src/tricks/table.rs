@@ -91,7 +91,11 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("cuDNN picks convolution algorithms by heuristics"),
             on: Same("cuDNN autotunes convolution algorithms on first use"),
             reference: Reference::Baseline,
-            pairing: Pairing::Paired,
+            pairing: Pairing::Processes(
+                "cuDNN keeps one cache of convolution plans per process, looked up before the benchmark \
+                 flag is read and keyed without it (PyTorch 2.11's cuDNN v8 run_single_conv), so in one \
+                 process whichever side ran a convolution first would choose the plan for both",
+            ),
             needs: &[
                 Need::Cnn("{workload} has no convolutions, whose algorithms are what cuDNN autotunes"),
                 Need::Cuda("cuDNN is NVIDIA's GPU library"),
@@ -818,6 +822,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                     "cuDNN's fused attention is a CUDA kernel (sm_80+ with cuDNN 9 in PyTorch's CUDA build); \
                      a CPU build has only the math and flash backends",
                 ),
+                Need::CudnnAttention,
                 Need::HalfPrecisionOnCuda(
                     "cuDNN's fused attention takes only fp16 and bf16 inputs, so in fp32 \
                      scaled_dot_product_attention finds no kernel and fails",

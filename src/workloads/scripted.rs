@@ -69,7 +69,7 @@ impl ScriptedModel {
             training: Cell::new(true),
             loss,
             forward_flops_per_sample: model.flops_per_sample.unwrap_or(0.0),
-            mostly_convolutions: model.features.convolutions > 0 && !model.features.sdpa,
+            mostly_convolutions: crate::workloads::user::mostly_convolutions(model),
         })
     }
 

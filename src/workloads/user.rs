@@ -10,6 +10,12 @@ use crate::tricks::Trick;
 /// Classes of CIFAR-10, which the model's time to accuracy trains on.
 const CIFAR_CLASSES: i64 = crate::data::cifar::CLASSES.len() as i64;
 
+/// Whether most of `model`'s FLOPs are convolutions (cuDNN's work): it has convolutions and no
+/// attention. Both engines judge its arithmetic by this ([`crate::measure::flops::StepArithmetic`]).
+pub fn mostly_convolutions(model: &UserModel) -> bool {
+    model.features.convolutions > 0 && !model.features.sdpa
+}
+
 /// Why `trick` cannot be measured on `model` on `engine`, if it cannot.
 pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option<String> {
     let features = &model.features;
@@ -40,6 +46,9 @@ pub fn not_applicable(model: &UserModel, trick: Trick, engine: Engine) -> Option
         }
         Trick::Checkpointing => "trickbench cannot cut the model's own forward into segments".to_owned(),
         Trick::Fp8Matmul if features.linears == 0 => "the model has no nn.Linear layers".to_owned(),
+        Trick::Fp8Matmul if features.fp8_linears == Some(0) => {
+            "no nn.Linear layer has both features multiples of 16, which torch._scaled_mm needs".to_owned()
+        }
         Trick::Fp8Matmul if libtorch => {
             "the TorchScript export's linears cannot be swapped for trickbench's fp8 linear; the PyTorch \
              engine measures it"
@@ -105,8 +114,8 @@ mod tests {
     use crate::results::model::{Export, ModelDataset, TensorInfo};
 
     /// The reasons of the PyTorch engine's table of user sides (`USER_TRICKS` in
-    /// `scripts/engine/pytorch_engine.py`), by trick id: each entry's last string literal, or its
-    /// named constant's.
+    /// `scripts/engine/pytorch_engine.py`), by trick id: each entry's last reason, its last string
+    /// literal or a named constant's written after it.
     fn engine_reasons() -> Vec<(String, String)> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/engine/pytorch_engine.py");
         let script = std::fs::read_to_string(path).unwrap();
@@ -129,11 +138,11 @@ mod tests {
         entries
             .into_iter()
             .map(|(trick, value)| {
-                let reason = literals(&value).pop().unwrap_or_else(|| {
-                    let name =
-                        value.trim_start_matches('(').split([',', ')']).next().unwrap().trim().to_owned();
-                    constant(&name)
-                });
+                let after_last_literal = value.rsplit('"').next().unwrap_or_default();
+                let named = after_last_literal
+                    .split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+                    .rfind(|word| word.len() > 1 && word.starts_with(|c: char| c.is_ascii_uppercase()));
+                let reason = named.map(constant).unwrap_or_else(|| literals(&value).pop().unwrap());
                 (trick, reason)
             })
             .collect()
@@ -147,7 +156,8 @@ mod tests {
             bias_before_batch_norm: 0,
             bias_before_batch_norm_note: None,
             sdpa: false,
-            linears: 0,
+            linears: 1,
+            fp8_linears: Some(0),
             dropout: false,
         };
         let reasons = engine_reasons();
@@ -207,6 +217,23 @@ mod tests {
             .unwrap()
             .contains("PyTorch engine"));
         assert_eq!(not_applicable(&model, Trick::Fp8Matmul, Engine::Pytorch), None);
+    }
+
+    #[test]
+    fn fp8_matmul_needs_a_linear_whose_features_torchs_scaled_mm_takes() {
+        let with = |linears, fp8_linears| {
+            let mut model = cnn();
+            (model.features.linears, model.features.fp8_linears) = (linears, fp8_linears);
+            not_applicable(&model, Trick::Fp8Matmul, Engine::Pytorch)
+        };
+        assert_eq!(with(0, Some(0)).unwrap(), "cnn.py: the model has no nn.Linear layers");
+        let none = with(3, Some(0)).unwrap();
+        assert_eq!(
+            none,
+            "cnn.py: no nn.Linear layer has both features multiples of 16, which torch._scaled_mm needs"
+        );
+        assert_eq!(with(3, Some(2)), None);
+        assert_eq!(with(3, None), None, "a description without the count leaves it to the engine");
     }
 
     #[test]

@@ -30,17 +30,21 @@ use crate::bench::cell::paired::alternate;
 use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
 use crate::bench::cell::CellJob;
 use crate::bench::profile::Profile;
+use crate::bench::user_model::read_description;
+use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::measure::flops::Precision;
+use crate::ffi::Tf32;
+use crate::measure::flops::{Precision, StepArithmetic};
 use crate::measure::power::EnergyMeter;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::schema::{
     CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
-use crate::tricks::Trick;
+use crate::tricks::{Trick, TrickSet};
+use crate::workloads::{user, WorkloadId};
 use server::PytorchServer;
 
 /// The PyTorch engine: eager PyTorch driven from Python, each trick applied as PyTorch's
@@ -336,7 +340,7 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement,
         }
     };
     let flops = timed_flops_per_sample(job.key.kind, forward_flops_per_sample);
-    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job));
+    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job)?);
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(&mut engine, &profile, job, &mut measurement)?;
     match reference {
@@ -363,17 +367,26 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement,
     Ok(measurement)
 }
 
-/// The arithmetic the engine's matmuls and convolutions run in for the cell of `job`: half
-/// precision under autocast; on a CUDA GPU TF32 in cuDNN's convolutions (PyTorch's default) and in
-/// matmuls under `tf32`; fp32 otherwise.
-fn precision(job: &CellJob) -> Precision {
-    let tricks = &job.key.tricks;
-    if tricks.has(Trick::Amp) || tricks.has(Trick::AmpBf16) {
-        Precision::Half
-    } else if job.device.is_cuda() && (job.key.workload.is_cnn() || tricks.has(Trick::Tf32)) {
-        Precision::Tf32
-    } else {
-        Precision::Fp32
+/// The arithmetic most of the engine's FLOPs run in for the cell of `job`, by the rule libtorch's
+/// cells follow ([`StepArithmetic::precision`]): the engine sets PyTorch's defaults, TF32 in
+/// cuDNN's convolutions and, under `tf32` only, in matmuls; its linears multiply in fp8 under
+/// `fp8-matmul`. The user's model is mostly convolutions as its description says.
+fn precision(job: &CellJob) -> Result<Precision, Error> {
+    let mostly_convolutions = match job.key.workload {
+        WorkloadId::Model => user::mostly_convolutions(&read_description(job.model_dir()?)?),
+        workload => workload.is_cnn(),
+    };
+    Ok(arithmetic(&job.key.tricks, job.device, mostly_convolutions).precision())
+}
+
+/// What decides the arithmetic of a PyTorch engine's step with `tricks` on `device`.
+fn arithmetic(tricks: &TrickSet, device: DeviceSpec, mostly_convolutions: bool) -> StepArithmetic {
+    StepArithmetic {
+        fp8_linears: tricks.has(Trick::Fp8Matmul),
+        autocast: tricks.has(Trick::Amp) || tricks.has(Trick::AmpBf16),
+        tf32: Tf32 { matmul: tricks.has(Trick::Tf32), cudnn: true },
+        on_cuda: device.is_cuda(),
+        mostly_convolutions,
     }
 }
 
@@ -449,4 +462,25 @@ fn timed(window: WindowReply, side: Side, measurement: &mut ProcessMeasurement) 
         measurement.host_metric_reads += window.host_reads;
     }
     rate
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engines_arithmetic_counts_fp8_linears_in_fp8_as_libtorch_does() {
+        let set = |tricks: &[Trick]| tricks.iter().copied().collect::<TrickSet>();
+        let gpu = DeviceSpec::Cuda(0);
+        let of = |tricks: &[Trick], convolutions| arithmetic(&set(tricks), gpu, convolutions).precision();
+        assert_eq!(of(&[Trick::Fp8Matmul], false), Precision::Fp8);
+        assert_eq!(of(&[Trick::Fp8Matmul, Trick::AmpBf16], false), Precision::Fp8);
+        assert_eq!(of(&[Trick::Fp8Matmul, Trick::AmpBf16], true), Precision::Half);
+        assert_eq!(of(&[], false), Precision::Fp32);
+        assert_eq!(of(&[Trick::Tf32], false), Precision::Tf32);
+        assert_eq!(of(&[], true), Precision::Tf32, "cuDNN's convolutions take TF32 by default");
+        let cpu = arithmetic(&set(&[Trick::Fp8Matmul, Trick::Tf32]), DeviceSpec::Cpu, false);
+        assert_eq!(cpu.precision(), Precision::Fp8);
+        assert_eq!(arithmetic(&set(&[Trick::Tf32]), DeviceSpec::Cpu, false).precision(), Precision::Fp32);
+    }
 }
