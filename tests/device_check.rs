@@ -77,13 +77,18 @@ fn section(plan: &str, name: &str) -> String {
     std::iter::once(first).chain(below).collect::<Vec<_>>().join("\n")
 }
 
-#[test]
-fn the_plan_for_a_gpu_at_8_s_a_process_fits_the_deadline_with_the_headline_tricks() {
-    let output = Command::new(root().join("scripts/device-check"))
-        .args(["--assume-process-s", "8", "--plan-only"])
+/// `device-check --assume-process-s SECONDS --plan-only` with this build's binary.
+fn plan_only(seconds: &str) -> std::process::Output {
+    Command::new(root().join("scripts/device-check"))
+        .args(["--assume-process-s", seconds, "--plan-only"])
         .env("TRICKBENCH_BIN", env!("CARGO_BIN_EXE_trickbench"))
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn the_plan_for_a_gpu_at_8_s_a_process_fits_the_deadline_with_the_headline_tricks() {
+    let output = plan_only("8");
     let plan = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{plan}{}", String::from_utf8_lossy(&output.stderr));
     let total: u64 = plan
@@ -112,11 +117,7 @@ fn the_plan_for_a_gpu_at_8_s_a_process_fits_the_deadline_with_the_headline_trick
 
 #[test]
 fn a_plan_that_does_not_fit_fails_and_says_where() {
-    let output = Command::new(root().join("scripts/device-check"))
-        .args(["--assume-process-s", "30", "--plan-only"])
-        .env("TRICKBENCH_BIN", env!("CARGO_BIN_EXE_trickbench"))
-        .output()
-        .unwrap();
+    let output = plan_only("30");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("does not fit: the cost phase needs 96 s of its 30 s"), "{stderr}");

@@ -1,8 +1,8 @@
 //! Fitting an ablation into a time budget: which tricks, taken in the order given (their value),
 //! and how many rounds a run can afford when each of its processes costs a known number of
-//! seconds. The cells and processes counted are those `run` would plan ([`Plan::ablation`],
-//! on every engine of the request, scheduled by [`Plan::schedule`]), so the count includes every round's
-//! warm-up process, the A/A control and each trick's own reference cells.
+//! seconds. The cells and processes counted are those `run` would plan ([`Plan::ablation`], on
+//! every engine of the request, scheduled by [`Plan::schedule`]), so the count includes every
+//! round's warm-up process, the A/A control and each trick's own reference cells.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -111,7 +111,7 @@ pub struct BudgetPlan {
     /// here (their cells are recorded not applicable, at no cost).
     pub tricks: Vec<Trick>,
     /// The tricks left out because they did not fit, each with the processes and seconds it
-    /// would have added at the plan's rounds.
+    /// would have added to one round.
     pub left_out: Vec<(Trick, usize, f64)>,
     /// The tricks that add no process here, with the reason of one of their cells (not
     /// applicable on this device or engine, say).
