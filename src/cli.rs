@@ -307,7 +307,9 @@ pub struct PlanArgs {
     /// --costs-from measured.
     #[arg(long, value_name = "[ENGINE=]SECONDS")]
     pub process_s: Vec<ProcessSeconds>,
-    /// Results files whose processes' median wall time is each engine's cost per process.
+    /// Results files of measured runs: each engine's cost per process is its processes' median
+    /// wall time plus their share of the run's time outside them (starting and loading them, the
+    /// warm-up processes, the harness's writes).
     #[arg(long, value_name = "RESULTS")]
     pub costs_from: Vec<PathBuf>,
     /// Seconds added to each process that compiles its model (`torch-compile`).

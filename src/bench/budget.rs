@@ -13,6 +13,7 @@ use crate::error::Error;
 use crate::results::schema::{CellKey, Results};
 use crate::stats::median;
 use crate::tricks::Trick;
+use crate::workloads::WorkloadId;
 
 /// What one cell process costs, seconds, by engine: its start, library loading, device context,
 /// model build, warm-up and timed windows together.
@@ -32,15 +33,20 @@ impl ProcessCosts {
         ProcessCosts { per_engine_s, compile_s: 0.0 }
     }
 
-    /// The median wall time of each engine's cell processes in `results` (measured runs), with no
-    /// compile time; engines with no process there are absent.
+    /// What each engine's cell processes in `results` (measured runs) cost, all told: the median
+    /// of their own wall times, plus the time a finished run spent outside its processes' clocks
+    /// (starting each process and loading its libraries, the warm-up processes, the harness's
+    /// writes) shared over its processes (the median share over the files); with no compile
+    /// time. Engines with no process there are absent.
     pub fn measured(results: &[Results]) -> Self {
         let mut walls: BTreeMap<Engine, Vec<f64>> = BTreeMap::new();
         for cell in results.iter().flat_map(|r| &r.cells) {
             let entry = walls.entry(cell.key.engine).or_default();
             entry.extend(cell.processes.iter().map(|p| p.wall_s).filter(|s| s.is_finite() && *s > 0.0));
         }
-        let per_engine_s = walls.into_iter().filter_map(|(e, w)| Some((e, median(&w)?))).collect();
+        let shares: Vec<f64> = results.iter().filter_map(outside_share).collect();
+        let share = median(&shares).unwrap_or(0.0);
+        let per_engine_s = walls.into_iter().filter_map(|(e, w)| Some((e, median(&w)? + share))).collect();
         ProcessCosts { per_engine_s, compile_s: 0.0 }
     }
 
@@ -62,6 +68,24 @@ impl ProcessCosts {
         let compiles = key.tricks.has(Trick::TorchCompile) || key.reference_for == Some(Trick::TorchCompile);
         Ok(base + if compiles { self.compile_s } else { 0.0 })
     }
+}
+
+/// Seconds a finished run spent outside its processes' own clocks, from its start to its last
+/// cell, per process, its warm-up processes (one per workload and round) counted among them;
+/// `None` for a run that did not finish or measured no process.
+fn outside_share(results: &Results) -> Option<f64> {
+    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let total = at(results.run.finished_at.as_deref()?)? - at(&results.run.started_at)?;
+    let processes: Vec<_> =
+        results.cells.iter().flat_map(|c| c.processes.iter().map(move |p| (c, p))).collect();
+    let wall_s: f64 = processes.iter().map(|(_, p)| p.wall_s).sum();
+    let mut warmups: BTreeMap<WorkloadId, usize> = BTreeMap::new();
+    for (cell, process) in processes.iter().filter(|(c, _)| !c.key.kind.runs_once()) {
+        let rounds = warmups.entry(cell.key.workload).or_default();
+        *rounds = (*rounds).max(process.round + 1);
+    }
+    let count = processes.len() + warmups.values().sum::<usize>();
+    (count > 0).then(|| (total.num_milliseconds() as f64 / 1000.0 - wall_s).max(0.0) / count as f64)
 }
 
 /// A `--process-s` value: seconds for every engine, or for one.
@@ -366,11 +390,13 @@ mod tests {
     }
 
     #[test]
-    fn measured_costs_are_each_engine_s_median_process() {
+    fn measured_costs_are_each_engine_s_median_process_and_a_share_of_the_time_outside_them() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("reports/cpu-epyc-2core-20261204-quick-make-run-both-engines/results-1.json");
         let results = crate::results::store::load(&path).unwrap();
         let costs = ProcessCosts::measured(std::slice::from_ref(&results));
+        let share = outside_share(&results).unwrap();
+        assert!(share > 0.0, "a run's time outside its processes' clocks: {share}");
         for engine in [Engine::Libtorch, Engine::Pytorch] {
             let walls: Vec<f64> = results
                 .cells
@@ -378,8 +404,35 @@ mod tests {
                 .filter(|c| c.key.engine == engine)
                 .flat_map(|c| c.processes.iter().map(|p| p.wall_s))
                 .collect();
-            assert_eq!(costs.per_engine_s.get(&engine).copied(), median(&walls), "{engine}");
+            assert_eq!(
+                costs.per_engine_s.get(&engine).copied(),
+                median(&walls).map(|m| m + share),
+                "{engine}"
+            );
         }
+    }
+
+    #[test]
+    fn the_time_outside_the_processes_is_shared_over_them_and_the_warm_ups() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("reports/cpu-epyc-2core-20261204-quick-make-run-both-engines/results-1.json");
+        let mut results = crate::results::store::load(&path).unwrap();
+        results.run.started_at = "2026-12-05T00:00:00Z".to_owned();
+        results.run.finished_at = Some("2026-12-05T00:00:10Z".to_owned());
+        // Two throughput cells of one workload, one process each in round 0, of 2 s each, and a
+        // round-0 warm-up: 10 s − 4 s outside them, over 3 processes.
+        results.cells.retain(|c| !c.key.kind.runs_once() && !c.processes.is_empty());
+        let workload = results.cells[0].key.workload;
+        results.cells.retain(|c| c.key.workload == workload);
+        results.cells.truncate(2);
+        for cell in &mut results.cells {
+            cell.processes.truncate(1);
+            cell.processes[0].wall_s = 2.0;
+            cell.processes[0].round = 0;
+        }
+        assert_eq!(outside_share(&results), Some(2.0));
+        results.run.finished_at = None;
+        assert_eq!(outside_share(&results), None, "a run in progress");
     }
 
     #[test]
