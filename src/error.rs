@@ -27,6 +27,11 @@ pub enum Error {
     /// The cell needed more memory than the device has or the memory budget allows.
     #[error("out of memory: {0}")]
     OutOfMemory(String),
+    /// The cell cannot run here, found only when it ran: a trick with no kernel for the cell's
+    /// inputs (a forced attention backend libtorch or PyTorch finds none for). The reason is one
+    /// line; the parent records the cell as not applicable with it.
+    #[error("not applicable: {0}")]
+    NotApplicable(String),
     /// A value given by the user (flag, name, file content) is not acceptable.
     #[error("{0}")]
     Invalid(String),
@@ -92,6 +97,12 @@ impl Error {
         Error::Io { path: path.into(), source }
     }
 
+    /// [`Error::NotApplicable`] with `reason`, its lines joined into one.
+    pub fn not_applicable(reason: &str) -> Self {
+        let lines: Vec<&str> = reason.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
+        Error::NotApplicable(lines.join(" "))
+    }
+
     /// This error in the context of `context`: the flag whose value failed, or the step.
     pub fn context(self, context: impl Into<String>) -> Self {
         Error::Context { context: context.into(), source: Box::new(self) }
@@ -124,6 +135,12 @@ mod tests {
     fn signals_are_named_and_an_unnamed_one_by_its_number() {
         assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
         assert_eq!(signal_name(64), "signal 64");
+    }
+
+    #[test]
+    fn a_not_applicable_reason_is_one_line() {
+        let error = Error::not_applicable("sdpa-flash: no kernel\n  for these inputs\n");
+        assert_eq!(error.to_string(), "not applicable: sdpa-flash: no kernel for these inputs");
     }
 
     #[test]

@@ -12,7 +12,8 @@ fn main() -> ExitCode {
         Err(error) => {
             eprintln!("error: {}", commands::error_text(&error));
             // The first cause that decides: 2 for bad usage or input, 3 for a run with cells that
-            // did not measure, 128 + the signal for an interrupted run; 1 for anything else.
+            // did not measure, 4 for a cell process whose cell is not applicable, 128 + the signal
+            // for an interrupted run; 1 for anything else.
             let status = error.chain().find_map(commands::exit::exit_status);
             status.map_or(ExitCode::FAILURE, ExitCode::from)
         }

@@ -1,6 +1,7 @@
 //! Faults end to end with the real binary: cells that crash, abort, hang or run out of memory are
-//! recorded and the run goes on; SIGINT and SIGTERM stop a run, which `--resume` then completes
-//! as an uninterrupted run would have; a results file that cannot be written keeps its content.
+//! recorded and the run goes on; a cell found not applicable when it runs is recorded so, with its
+//! reason; SIGINT and SIGTERM stop a run, which `--resume` then completes as an uninterrupted run
+//! would have; a results file that cannot be written keeps its content.
 //!
 //! Faults are injected into chosen cell processes with the hidden `TRICKBENCH_FAULT` variable
 //! (see `src/commands/cell.rs`). Nothing here asserts on timings: waits have generous deadlines
@@ -146,6 +147,28 @@ fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_go
     assert!(processes_in(dir.path()).is_empty(), "the hung cell was killed");
     let stdout = text(&out.stdout);
     assert!(["FAILED", "TIMEOUT", "OOM"].iter().all(|w| stdout.contains(w)), "{stdout}");
+}
+
+#[test]
+fn a_cell_found_not_applicable_when_it_runs_is_recorded_so_with_its_reason_and_the_run_succeeds() {
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "data", 2000, 500);
+    let fault = format!("not-applicable@{CHANNELS_LAST}");
+    let out =
+        run_command(dir.path(), "run", "channels-last,zero-grad-none", &[], Some(&fault)).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "no cell failed: {}", text(&out.stderr));
+    let results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let reason = format!("TRICKBENCH_FAULT: cell {CHANNELS_LAST} has no kernel here");
+    let not_applicable = cell(&results, CHANNELS_LAST);
+    assert_eq!(not_applicable.status, CellStatus::NotApplicable { reason: reason.clone() });
+    assert!(not_applicable.processes.is_empty() && not_applicable.throughput.is_none(), "nothing measured");
+    for id in [BASELINE, ZERO_GRAD_NONE] {
+        let measured = cell(&results, id);
+        assert!(measured.status == CellStatus::Ok && !measured.processes.is_empty(), "{id}");
+    }
+    let html = std::fs::read_to_string(dir.path().join("run/index.html")).unwrap();
+    let page: String = scraper::Html::parse_document(&html).root_element().text().collect();
+    assert!(page.contains(&reason), "the report gives the reason");
 }
 
 #[test]

@@ -14,6 +14,11 @@ use crate::error::Error;
 use crate::results::store;
 use crate::tricks::Trick;
 
+/// Exit status of a cell process whose cell cannot run here, found only when it ran (its error is
+/// [`Error::NotApplicable`], printed as the last `error: … not applicable: REASON` line of its
+/// stderr): the parent records the cell as not applicable with that reason.
+pub const NOT_APPLICABLE_STATUS: u8 = 4;
+
 /// One cell process, as its parent started it.
 #[derive(Debug, Clone)]
 pub struct CellProcess {

@@ -2,8 +2,10 @@
 //! environment variable: a comma-separated list of `KIND@CELL_ID` (or a bare `KIND` for every
 //! cell), where KIND is `segv` (dies of SIGSEGV), `abort` (SIGABRT), `hang` (sleeps until the
 //! cell timeout or an interrupt stops it), `oom` (allocates 64 MiB tensors through libtorch until
-//! an allocation fails; refused unless `run --memory-limit-mib` capped the process) or `error`
-//! (ends with an error message and status 1, as a cell whose input is bad does). Only the hidden
+//! an allocation fails; refused unless `run --memory-limit-mib` capped the process), `error`
+//! (ends with an error message and status 1, as a cell whose input is bad does) or
+//! `not-applicable` (ends as not applicable, status 4, as a cell whose forced attention backend
+//! has no kernel does). Only the hidden
 //! `cell` command reads it; it is not part of the user-facing interface.
 
 use std::time::Duration;
@@ -54,7 +56,14 @@ fn inject(faults: &str, id: &str) -> Result<(), Error> {
         },
         "oom" => exhaust_memory()?,
         "error" => return refuse(format!("the injected error of cell {id}")),
-        other => return refuse(format!("unknown fault '{other}' (valid: segv, abort, hang, oom, error)")),
+        "not-applicable" => {
+            return Err(Error::not_applicable(&format!("{FAULT_VARIABLE}: cell {id} has no kernel here")))
+        }
+        other => {
+            return refuse(format!(
+                "unknown fault '{other}' (valid: segv, abort, hang, oom, error, not-applicable)"
+            ))
+        }
     }
     refuse(format!("fault '{kind}' did not end the process"))
 }
@@ -97,5 +106,11 @@ mod tests {
         let unknown = inject("melt", "a/b").unwrap_err().to_string();
         assert!(unknown.contains("unknown fault 'melt'"), "{unknown}");
         assert!(inject("error@other", "a/b").is_ok());
+        let not_applicable = inject("not-applicable@a/b", "a/b").unwrap_err();
+        assert!(matches!(not_applicable, Error::NotApplicable(_)), "{not_applicable}");
+        assert_eq!(
+            not_applicable.to_string(),
+            "not applicable: TRICKBENCH_FAULT: cell a/b has no kernel here"
+        );
     }
 }

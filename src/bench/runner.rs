@@ -160,7 +160,13 @@ pub fn run(
                 cell.processes.sort_by_key(|p| p.round);
                 cell.status = CellStatus::Ok;
             }
-            Err(status) => cell.status = status,
+            Err(status) => {
+                // A cell found not applicable is so as a whole: rounds it measured before are dropped.
+                if matches!(status, CellStatus::NotApplicable { .. }) {
+                    cell.processes.clear();
+                }
+                cell.status = status;
+            }
         }
         summarise_cell(cell, &spec.system);
         observer.process_finished(cell);

@@ -18,8 +18,13 @@ pub const USAGE_STATUS: u8 = 2;
 /// timed out or ran out of memory ([`Error::CellsFailed`]).
 pub const CELLS_FAILED_STATUS: u8 = 3;
 
+/// Exit status of a `cell` process whose cell cannot run here, found only when it ran
+/// ([`Error::NotApplicable`]): its parent records the cell as not applicable with the reason on
+/// the last `error:` line of its stderr.
+pub const NOT_APPLICABLE_STATUS: u8 = trickbench::bench::cell_process::NOT_APPLICABLE_STATUS;
+
 /// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
-/// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`USAGE_STATUS`] for bad input
+/// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`NOT_APPLICABLE_STATUS`], [`USAGE_STATUS`] for bad input
 /// (invalid values, unknown names, malformed or missing data files, files that are not results or of a newer
 /// schema, shards that do not merge, a held output folder, results that make no history), 1 for other failures of the library; `None` for causes
 /// that leave it to the next one in the chain (a command takes the first decision, else exits
@@ -59,6 +64,7 @@ fn library_status(error: &Error) -> Option<u8> {
     match error {
         Error::Interrupted { signal, .. } => u8::try_from(128 + signal).ok(),
         Error::CellsFailed { .. } => Some(CELLS_FAILED_STATUS),
+        Error::NotApplicable(_) => Some(NOT_APPLICABLE_STATUS),
         Error::Invalid(_) => Some(USAGE_STATUS),
         // A module's error decides, next in the chain.
         Error::Module(_) | Error::Io { .. } | Error::Json { .. } | Error::Context { .. } => None,
@@ -107,6 +113,13 @@ mod tests {
             "a context leaves the status to what failed in it"
         );
         assert_eq!(status(std::io::Error::from(std::io::ErrorKind::PermissionDenied)), None);
+        let not_applicable =
+            Error::not_applicable("sdpa-flash: no kernel").context("cell gpt-mini/sdpa-flash");
+        assert_eq!(
+            chain(&not_applicable),
+            [None, Some(NOT_APPLICABLE_STATUS)],
+            "a cell that cannot run here"
+        );
         let unshared = ReportError::NothingShared { runs: "#1 a; #2 b".into() };
         assert_eq!(status(unshared), Some(USAGE_STATUS));
     }

@@ -187,12 +187,16 @@ pub fn sdpa_backend(
             .and_then(AttentionBackend::from_sdp_choice);
     choice.map_err(|e| {
         Error::Torch(format!(
-            "no attention kernel for these inputs with the scaled_dot_product_attention backends allowed \
-             ({}) on {device:?}: {e}",
+            "{NO_ATTENTION_KERNEL} with the scaled_dot_product_attention backends allowed ({}) on \
+             {device:?}: {e}",
             sdp_enabled().names()
         ))
     })
 }
+
+/// How the error of [`sdpa_backend`] begins when the dispatcher finds no kernel for the inputs
+/// among the backends allowed.
+pub const NO_ATTENTION_KERNEL: &str = "no attention kernel for these inputs";
 
 /// Options that change how the model computes, not what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

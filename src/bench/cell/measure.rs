@@ -18,7 +18,8 @@ use crate::results::schema::{CellKind, Memory, Phase, ProcessMeasurement};
 use crate::stats::{median_ci, relative_half_width};
 use crate::train::recipe::Recipe;
 use crate::train::Trainer;
-use crate::tricks::Trick;
+use crate::tricks::{Trick, TrickSet};
+use crate::workloads::gpt::NO_ATTENTION_KERNEL;
 use crate::workloads::Workload;
 
 /// Training steps of a memory probe (after the steps that reach the steady state).
@@ -98,10 +99,27 @@ pub(super) fn unmeasured<W: Workload>(
 ) -> Result<ProcessMeasurement, Error> {
     let flops_per_sample =
         timed_flops_per_sample(job.key.kind, trainer.workload().forward_flops_per_sample());
+    let attention_backend = trainer
+        .attention_backend(job.key.batch_size)
+        .map_err(|e| forced_backend_without_kernel(&job.key.tricks, e))?;
     Ok(ProcessMeasurement {
-        attention_backend: trainer.attention_backend(job.key.batch_size)?,
+        attention_backend,
         ..ProcessMeasurement::new(job.round, flops_per_sample, trainer.precision())
     })
+}
+
+/// `error` as [`Error::NotApplicable`] when `tricks` force an attention backend and `error` says
+/// that libtorch has no kernel for the inputs with it ([`NO_ATTENTION_KERNEL`]): the reason names
+/// the trick and gives the first line of libtorch's message. Any other error is kept as it is.
+fn forced_backend_without_kernel(tricks: &TrickSet, error: Error) -> Error {
+    let forcing = tricks.iter().find(|t| t.forced_attention_backend().is_some());
+    match (forcing, &error) {
+        (Some(trick), Error::Torch(message)) if message.starts_with(NO_ATTENTION_KERNEL) => {
+            let first_line = message.lines().next().unwrap_or_default();
+            Error::not_applicable(&format!("{trick}: {first_line}"))
+        }
+        _ => error,
+    }
 }
 
 /// FLOPs per sample of the work a cell of `kind` times, from its network's forward FLOPs:
@@ -337,9 +355,40 @@ pub(super) fn process_half_width(profile: &Profile) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use tch::{Device, Kind};
+
     use super::*;
     use crate::bench::profile::ProfileName;
+    use crate::test_support::with_sdp_switches;
+    use crate::workloads::gpt::{sdp_switches, sdpa_backend, AttentionBackend, GptConfig};
     use crate::workloads::Family;
+
+    #[test]
+    fn a_forced_backend_without_a_kernel_is_not_applicable_and_other_errors_stay() {
+        let no_kernel = || {
+            Error::Torch(format!(
+                "{NO_ATTENTION_KERNEL} with the scaled_dot_product_attention backends allowed (flash) on \
+                 Cuda(0): libtorch: No available kernel. Aborting execution.\nException raised from …"
+            ))
+        };
+        let forced = TrickSet::only(Trick::SdpaFlash);
+        let Error::NotApplicable(reason) = forced_backend_without_kernel(&forced, no_kernel()) else {
+            panic!("a forced backend without a kernel is not applicable")
+        };
+        assert!(reason.starts_with("sdpa-flash: no attention kernel"), "{reason}");
+        assert!(reason.ends_with("No available kernel. Aborting execution."), "{reason}");
+        // libtorch's own: its CPU flash kernel has no dropout.
+        let config = GptConfig { vocab_size: 11, context: 16, layers: 1, heads: 4, width: 32, dropout: 0.2 };
+        let switches = sdp_switches(Some(AttentionBackend::FlashAttention)).unwrap();
+        let cpu =
+            with_sdp_switches(switches, || sdpa_backend(&config, 2, Kind::Float, Device::Cpu)).unwrap_err();
+        let not_applicable = forced_backend_without_kernel(&forced, cpu);
+        assert!(matches!(not_applicable, Error::NotApplicable(_)), "{not_applicable}");
+        let chosen = TrickSet::only(Trick::FlashAttention);
+        assert!(matches!(forced_backend_without_kernel(&chosen, no_kernel()), Error::Torch(_)), "not forced");
+        let other = forced_backend_without_kernel(&forced, Error::Torch("out of memory".into()));
+        assert!(matches!(other, Error::Torch(_)), "another error of a forced cell");
+    }
 
     #[test]
     fn a_process_adds_windows_while_its_interval_is_wider_than_asked() {

@@ -12,6 +12,7 @@ use wait_timeout::ChildExt;
 use super::stderr::{StderrSummary, StderrTail};
 use super::{CellExecutor, Execution};
 use crate::bench::cell::CellJob;
+use crate::bench::cell_process::NOT_APPLICABLE_STATUS;
 use crate::bench::interrupt::Interrupt;
 use crate::error::signal_name;
 use crate::error::Error;
@@ -217,14 +218,21 @@ enum Waited {
 }
 
 /// What a process that exited by itself after `elapsed` measured: the measurement in `output`
-/// when it succeeded, else out of memory when its stderr said so, else how it ended.
+/// when it succeeded, else not applicable (with the reason its stderr gave) when it exited with
+/// [`NOT_APPLICABLE_STATUS`], else out of memory when its stderr said so, else how it ended.
 fn outcome(status: ExitStatus, elapsed: Duration, output: &Path, stderr: StderrSummary) -> Execution {
-    let StderrSummary { tail, out_of_memory } = stderr;
+    let StderrSummary { tail, out_of_memory, not_applicable } = stderr;
     if status.success() {
         return match read_measurement(output) {
             Ok(measurement) => Execution::Measured(Box::new(measurement)),
             Err(e) => Execution::Failed(CellStatus::Failed { error: e.to_string(), stderr_tail: tail }),
         };
+    }
+    if status.code() == Some(i32::from(NOT_APPLICABLE_STATUS)) {
+        let reason = not_applicable.unwrap_or_else(|| {
+            format!("the cell process exited with status {NOT_APPLICABLE_STATUS} (not applicable) without a reason")
+        });
+        return Execution::Failed(CellStatus::NotApplicable { reason });
     }
     Execution::Failed(match out_of_memory {
         Some(line) => CellStatus::OutOfMemory { error: line, stderr_tail: tail },
@@ -285,5 +293,43 @@ fn describe_exit(status: ExitStatus, after: Duration) -> String {
             after.as_secs_f64()
         ),
         (None, None) => "cell process ended without a status".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    /// The exit status of a process that exited with `code`.
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn a_process_exiting_as_not_applicable_makes_its_cell_not_applicable_with_its_reason() {
+        let output = Path::new("/nonexistent/cell.out.json");
+        let stderr = |reason: Option<&str>| StderrSummary {
+            tail: "error: cell x: not applicable: sdpa-flash: no kernel".to_owned(),
+            out_of_memory: None,
+            not_applicable: reason.map(str::to_owned),
+        };
+        let status =
+            |code, reason| match outcome(exited(code), Duration::from_secs(1), output, stderr(reason)) {
+                Execution::Failed(status) => status,
+                other => panic!("expected a status, got {other:?}"),
+            };
+        let reason = Some("sdpa-flash: no kernel");
+        let expected = CellStatus::NotApplicable { reason: "sdpa-flash: no kernel".to_owned() };
+        assert_eq!(status(i32::from(NOT_APPLICABLE_STATUS), reason), expected);
+        let CellStatus::NotApplicable { reason } = status(i32::from(NOT_APPLICABLE_STATUS), None) else {
+            panic!("status 4 without a reason line is still not applicable")
+        };
+        assert!(reason.contains("without a reason"), "{reason}");
+        assert!(
+            matches!(status(1, Some("ignored")), CellStatus::Failed { .. }),
+            "only its own status counts"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! What is kept of a cell process's stderr: every line forwarded as it arrives, the last
-//! [`STDERR_TAIL_BYTES`] without the frames of C++ backtraces, and the line that says an
-//! allocation failed.
+//! [`STDERR_TAIL_BYTES`] without the frames of C++ backtraces, the line that says an
+//! allocation failed, and the reason of a cell found not applicable.
 
 use std::io::Read;
 
@@ -23,6 +23,10 @@ const OUT_OF_MEMORY_MESSAGES: [&str; 5] = [
 /// the tail.
 const BACKTRACE_FRAME: &str = "frame #";
 
+/// What comes before the reason on the `error:` line of a cell process whose cell is not
+/// applicable (`Error::NotApplicable`'s message, after the causes that wrap it).
+const NOT_APPLICABLE: &str = "not applicable: ";
+
 /// A child's stderr read in chunks of any size, split into lines across chunk edges.
 pub struct StderrTail {
     /// Where every complete line goes as it arrives.
@@ -34,6 +38,8 @@ pub struct StderrTail {
     kept: Vec<u8>,
     /// The last line that said an allocation failed, trimmed.
     out_of_memory: Option<String>,
+    /// The reason on the last `error:` line that said the cell is not applicable.
+    not_applicable: Option<String>,
 }
 
 /// What a child's stderr said, once it is closed.
@@ -44,12 +50,15 @@ pub struct StderrSummary {
     /// The last line that said an allocation failed, trimmed (searched line by line: libtorch
     /// follows its allocator's message with a backtrace longer than the tail).
     pub out_of_memory: Option<String>,
+    /// The reason on the last `error: … not applicable: REASON` line, trimmed: why the cell
+    /// cannot run here, when the process found that out.
+    pub not_applicable: Option<String>,
 }
 
 impl StderrTail {
     /// An empty tail that forwards each line to `sink`, if given.
     pub fn new(sink: Option<LineSink>) -> Self {
-        Self { sink, line: Vec::new(), kept: Vec::new(), out_of_memory: None }
+        Self { sink, line: Vec::new(), kept: Vec::new(), out_of_memory: None, not_applicable: None }
     }
 
     /// Takes the next bytes the child wrote.
@@ -82,11 +91,11 @@ impl StderrTail {
         }
         let start = self.kept.len().saturating_sub(STDERR_TAIL_BYTES);
         let tail = String::from_utf8_lossy(&self.kept[start..]).trim().to_owned();
-        StderrSummary { tail, out_of_memory: self.out_of_memory }
+        StderrSummary { tail, out_of_memory: self.out_of_memory, not_applicable: self.not_applicable }
     }
 
-    /// Handles the line read so far: forwards it, notes an allocation failure, keeps it unless it
-    /// is a backtrace frame.
+    /// Handles the line read so far: forwards it, notes an allocation failure or a reason the cell
+    /// is not applicable, keeps it unless it is a backtrace frame.
     fn end_line(&mut self) {
         let text = String::from_utf8_lossy(&self.line);
         if let Some(sink) = &self.sink {
@@ -94,6 +103,9 @@ impl StderrTail {
         }
         if says_out_of_memory(&text) {
             self.out_of_memory = Some(text.trim().to_owned());
+        }
+        if let Some(reason) = not_applicable_reason(&text) {
+            self.not_applicable = Some(reason);
         }
         if !text.starts_with(BACKTRACE_FRAME) {
             self.kept.extend_from_slice(&self.line);
@@ -110,6 +122,13 @@ impl StderrTail {
 fn says_out_of_memory(line: &str) -> bool {
     let line = line.to_lowercase();
     OUT_OF_MEMORY_MESSAGES.iter().any(|message| line.contains(message))
+}
+
+/// The reason on an `error:` line that says the cell is not applicable (`error: cell ID: not
+/// applicable: REASON`), if the line is one.
+fn not_applicable_reason(line: &str) -> Option<String> {
+    let (_, reason) = line.strip_prefix("error: ")?.split_once(NOT_APPLICABLE)?;
+    Some(reason.trim().to_owned()).filter(|reason| !reason.is_empty())
 }
 
 #[cfg(test)]
@@ -172,6 +191,22 @@ mod tests {
             assert_eq!(summary.out_of_memory.as_deref(), Some(line));
         }
         assert_eq!(read(&[b"loss is nan\n"]).0.out_of_memory, None);
+    }
+
+    #[test]
+    fn the_reason_of_a_cell_not_applicable_is_read_from_its_last_error_line() {
+        let stderr: &[u8] = b"UserWarning: Flash attention kernel not used because: dropout\n\
+            error: cell gpt-mini/sdpa-flash/b8/s0/train: not applicable: sdpa-flash: no kernel (a: b)\n";
+        let (summary, _) = read(&[stderr]);
+        assert_eq!(summary.not_applicable.as_deref(), Some("sdpa-flash: no kernel (a: b)"));
+        assert_eq!(summary.out_of_memory, None);
+        let later: &[u8] = b"error: not applicable: first\nerror: cell x: not applicable: second  \n";
+        assert_eq!(read(&[later]).0.not_applicable.as_deref(), Some("second"));
+        for other in
+            ["error: cell x: libtorch: boom", "note: not applicable: hearsay", "error: not applicable: "]
+        {
+            assert_eq!(read(&[other.as_bytes()]).0.not_applicable, None, "{other}");
+        }
     }
 
     #[test]

@@ -196,15 +196,17 @@ impl EngineProcess {
         Ok(())
     }
 
-    /// Sends `request` and returns the reply; an `error` or `not_applicable` reply is an error.
+    /// Sends `request` and returns the reply; an `error` reply is an error, a `not_applicable` one
+    /// [`Error::NotApplicable`] with its reason.
     fn request(&mut self, request: Value) -> Result<Value, Error> {
         self.send(&request)?;
         let reply = self.reply()?;
-        for field in ["error", "not_applicable"] {
-            if let Some(Value::String(why)) = reply.get(field) {
-                let op = request.get("op").cloned().unwrap_or(Value::Null);
-                return Err(Error::Process(format!("the PyTorch engine's {op} ({}): {why}", self.program)));
-            }
+        if let Some(Value::String(why)) = reply.get("error") {
+            let op = request.get("op").cloned().unwrap_or(Value::Null);
+            return Err(Error::Process(format!("the PyTorch engine's {op} ({}): {why}", self.program)));
+        }
+        if let Some(Value::String(why)) = reply.get("not_applicable") {
+            return Err(Error::not_applicable(&format!("on the PyTorch engine: {why}")));
         }
         Ok(reply)
     }
