@@ -31,11 +31,19 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The checkout's tracked files, or `None` (saying the test is skipped) outside a git checkout.
+fn tracked_here() -> Option<Vec<PathBuf>> {
+    let files = tracked_files(root());
+    if files.is_none() {
+        eprintln!("skipped: {} is not the top of a git checkout, so no file is tracked", root().display());
+    }
+    files
+}
+
 #[test]
 fn the_tracked_files_leave_room_for_the_gpu_machine_s_pack() {
     let root = root();
-    let Some(files) = tracked_files(root) else {
-        eprintln!("skipped: {} is not the top of a git checkout, so no file is tracked", root.display());
+    let Some(files) = tracked_here() else {
         return;
     };
     // A tracked file deleted from the work tree does not travel; a link travels as a link.
@@ -77,8 +85,7 @@ fn device_pack_refuses_over_the_limit_this_test_counts_with() {
 #[test]
 fn rendered_report_files_are_neither_tracked_nor_left_unignored() {
     let root = root();
-    let Some(files) = tracked_files(root) else {
-        eprintln!("skipped: {} is not the top of a git checkout, so no file is tracked", root.display());
+    let Some(files) = tracked_here() else {
         return;
     };
     let tracked: Vec<String> =
