@@ -319,8 +319,8 @@ pub struct PlanArgs {
     /// profile's).
     #[arg(long)]
     pub max_rounds: Option<usize>,
-    /// Print the plan as one tab-separated line for scripts: rounds, tricks, processes, seconds,
-    /// tricks left out.
+    /// Print the plan as one tab-separated line on stdout for scripts: rounds, tricks, processes,
+    /// seconds, tricks left out (the readable plan goes to stderr).
     #[arg(long)]
     pub tsv: bool,
 }

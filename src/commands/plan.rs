@@ -43,12 +43,13 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         .collect();
     let max_rounds = args.max_rounds.unwrap_or(profile.settings(requests[0].workloads[0].family()).rounds);
     let plan = fit(&requests, &costs(args)?, args.budget_s, max_rounds)?;
+    let on = if args.assume_gpu { "an assumed Hopper GPU".to_owned() } else { hardware.device.to_string() };
+    let readable = format!("plan: {} profile on {on}: {plan}", profile.id());
     if args.tsv {
+        eprint!("{readable}");
         println!("{}", plan.tsv());
     } else {
-        let on =
-            if args.assume_gpu { "an assumed Hopper GPU".to_owned() } else { hardware.device.to_string() };
-        print!("plan: {} profile on {on}: {plan}", profile.id());
+        print!("{readable}");
     }
     Ok(())
 }
