@@ -183,8 +183,12 @@ pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<Noi
         let Some(c) = comparisons.iter().find(|c| c.cell == control.id()) else { continue };
         floors.push(floor_of(control, c));
         let baseline = cells.iter().find(|b| b.id() == c.baseline && b.status == CellStatus::Ok);
-        let apart =
-            baseline.filter(|_| c.design == MeasurementDesign::Paired).and_then(|b| compare(control, b));
+        // The floor of the process design compares the control's processes with the baseline's,
+        // which a multi-arm process holding both would not keep apart.
+        let own_processes = control.processes.iter().all(|p| p.process_cells == 1);
+        let apart = baseline
+            .filter(|_| c.design == MeasurementDesign::Paired && own_processes)
+            .and_then(|b| compare(control, b));
         floors.extend(apart.map(|apart| floor_of(control, &apart)));
     }
     floors

@@ -179,6 +179,11 @@ pub struct RunArgs {
     /// alternating, wherever the trick allows it (the default).
     #[arg(long)]
     pub unpaired: bool,
+    /// Measure each paired cell in a process of its own, beside its reference, instead of every
+    /// cell paired with the same reference in one process a round, as arms (the default): the
+    /// two-arm design, to check an effect measured among other arms.
+    #[arg(long, conflicts_with = "unpaired")]
+    pub single_arm: bool,
     /// The engine the throughput cells train on: libtorch (trickbench's own loop, no Python in
     /// the timed steps), pytorch (eager PyTorch driven from Python, each trick applied as PyTorch's
     /// documentation shows; what a Python training script gets), or both, in the same rounds.

@@ -85,11 +85,23 @@ pub struct PytorchInfo {
     pub torch_version: String,
 }
 
+/// Prints torch's version (`torch/version.py`, read without importing torch, which takes seconds
+/// and which the run's fork server does anyway) and Python's; fails where there is no torch.
+const VERSION_PROBE: &str = "import importlib.util, os, sys
+spec = importlib.util.find_spec('torch')
+if spec is None or not spec.submodule_search_locations:
+    sys.exit('No module named torch')
+names = {}
+exec(open(os.path.join(spec.submodule_search_locations[0], 'version.py')).read(), names)
+print(names['__version__'])
+print(sys.version.split()[0])";
+
 /// What `python` runs the PyTorch engine with, or why it cannot: it does not start, or it has no
-/// `torch` to import.
+/// `torch` package. A torch that is installed but broken is found when the run's fork server
+/// imports it, before any cell runs.
 pub fn probe_python(python: &std::path::Path) -> Result<PytorchInfo, String> {
     let output = std::process::Command::new(python)
-        .args(["-c", "import sys, torch; print(torch.__version__); print(sys.version.split()[0])"])
+        .args(["-c", VERSION_PROBE])
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("{} does not start: {e}", python.display()))?;

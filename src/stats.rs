@@ -89,6 +89,20 @@ pub fn paired_ratio_ci(treatment: &[Vec<f64>], control: &[Vec<f64>]) -> Option<E
 /// faster on one side) into the interval; with one process only pairs are drawn. `None` without
 /// a ratio.
 pub fn paired_median_ci(ratios: &[Vec<f64>]) -> Option<Estimate> {
+    paired_median_ci_at(ratios, CONFIDENCE_LEVEL)
+}
+
+/// [`paired_median_ci`] with an interval of confidence `level` (0.999: a 99.9% interval).
+///
+/// Drawing `n` processes with replacement spreads the resampled medians by about √((n−1)/n) of
+/// the spread between processes (the bootstrap's variance of a mean over `n` clusters is
+/// (n−1)/n of the unbiased one), which with the two or three processes of a run is an interval
+/// too narrow to hold the effect as often as its level says. Each end's distance from the
+/// estimate is therefore widened by √(n/(n−1)) where there are several processes: on the
+/// stand-in machine of `tests/multi_arm_design.rs` (two or three processes, their ratios
+/// differing by up to ±1.5%) the 95% intervals held the true effect in 80% of cells without this
+/// and in 89% with it.
+pub fn paired_median_ci_at(ratios: &[Vec<f64>], level: f64) -> Option<Estimate> {
     let measured: Vec<&Vec<f64>> = ratios.iter().filter(|r| !r.is_empty()).collect();
     let point = median(&measured.iter().flat_map(|r| r.iter().copied()).collect::<Vec<_>>())?;
     let mut rng = ChaCha8Rng::seed_from_u64(BOOTSTRAP_SEED);
@@ -106,8 +120,10 @@ pub fn paired_median_ci(ratios: &[Vec<f64>]) -> Option<Estimate> {
             median(&pooled).unwrap_or(point)
         })
         .collect();
-    let (low, high) = percentile_interval(stats);
-    Some(Estimate { point, low, high })
+    let (low, high) = percentile_interval_at(stats, level);
+    let n = measured.len() as f64;
+    let widen = if measured.len() > 1 { (n / (n - 1.0)).sqrt() } else { 1.0 };
+    Some(Estimate { point, low: point - (point - low) * widen, high: point + (high - point) * widen })
 }
 
 /// The coefficient of variation of `xs`: sample standard deviation ÷ mean; `None` for fewer than
@@ -150,13 +166,19 @@ pub fn relative_half_width(estimate: &Estimate) -> f64 {
 }
 
 /// The central [`CONFIDENCE_LEVEL`] interval of bootstrap statistics.
-fn percentile_interval(mut stats: Vec<f64>) -> (f64, f64) {
+fn percentile_interval(stats: Vec<f64>) -> (f64, f64) {
+    percentile_interval_at(stats, CONFIDENCE_LEVEL)
+}
+
+/// The central interval of confidence `level` of bootstrap `stats` (the non-finite ones
+/// dropped); NaNs when none is finite.
+fn percentile_interval_at(mut stats: Vec<f64>, level: f64) -> (f64, f64) {
     stats.retain(|s| s.is_finite());
     stats.sort_by(f64::total_cmp);
     if stats.is_empty() {
         return (f64::NAN, f64::NAN);
     }
-    let tail = (1.0 - CONFIDENCE_LEVEL) / 2.0;
+    let tail = (1.0 - level) / 2.0;
     let at = |q: f64| stats[((q * (stats.len() - 1) as f64).round() as usize).min(stats.len() - 1)];
     (at(tail), at(1.0 - tail))
 }

@@ -7,7 +7,9 @@ mod common;
 use std::path::Path;
 
 use trickbench::bench::profile::{ProfileName, ProfileRequest};
-use trickbench::results::schema::{CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results};
+use trickbench::results::schema::{
+    ArmsPerProcess, CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results,
+};
 use trickbench::results::store;
 use trickbench::vocabulary::Precision;
 use trickbench::vocabulary::QualityMetric;
@@ -35,19 +37,20 @@ fn list_shows_every_trick_with_guide_number_and_cpu_applicability() {
 fn plan_fits_the_tricks_into_the_budget_and_refuses_what_it_cannot_plan() {
     let dir = temp_dir();
     let gpu = ["plan", "--assume-gpu", "--workload", "resnet", "--profile", "standard", "--process-s", "8"];
-    // A warm-up, the baseline and the A/A control on each engine, and amp-bf16: 7 processes of
-    // 8 s; channels-last would take 2 more, and 2 rounds twice as many.
+    // A warm-up of 8 s, then on each engine one process of the baseline with the A/A control and
+    // amp-bf16 as its arms, each further arm adding half of 8 s: 8 + 2 × 16 s. channels-last
+    // would be another arm on each engine, and 2 rounds twice as many.
     let out = trickbench(
         dir.path(),
-        &[&gpu[..], &["--tricks", "amp-bf16,channels-last", "--budget-s", "60"]].concat(),
+        &[&gpu[..], &["--tricks", "amp-bf16,channels-last", "--budget-s", "44"]].concat(),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
-    assert!(plan.contains("1 round, 7 processes, about 56 s of the 60 s budget"), "{plan}");
-    assert!(plan.contains("left out for time: channels-last (+2 processes, +16 s)"), "{plan}");
+    assert!(plan.contains("1 round, 3 processes, about 40 s of the 44 s budget"), "{plan}");
+    assert!(plan.contains("left out for time: channels-last (+0 processes, +8 s)"), "{plan}");
     let out =
-        trickbench(dir.path(), &[&gpu[..], &["--tricks", "amp-bf16", "--budget-s", "120", "--tsv"]].concat());
-    assert_eq!(text(&out.stdout), "2\tamp-bf16\t14\t112\t\n");
+        trickbench(dir.path(), &[&gpu[..], &["--tricks", "amp-bf16", "--budget-s", "100", "--tsv"]].concat());
+    assert_eq!(text(&out.stdout), "2\tamp-bf16\t6\t80\t\n");
     let missing = dir.path().join("missing.json");
     let missing = missing.to_str().unwrap();
     let cases: [(&[&str], &str); 4] = [
@@ -93,6 +96,28 @@ fn bad_flags_name_the_value_and_the_valid_choices() {
 }
 
 #[test]
+fn single_arm_gives_each_paired_cell_a_process_of_its_own_pair() {
+    let dir = temp_dir();
+    let run = ["run", "--profile", "smoke", "--workload", "resnet8", "--device", "cpu", "--data", "synth"];
+    let rest =
+        ["--tricks", "avoid-sync,channels-last", "--no-time-to-accuracy", "--single-arm", "--out", "run"];
+    let out = trickbench(dir.path(), &[&run[..], &rest].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
+    assert_eq!(results.run.protocol.arms_per_process, ArmsPerProcess::One);
+    let processes = results.cells.iter().flat_map(|c| &c.processes);
+    assert!(processes.clone().all(|p| p.process_cells == 1));
+    let avoid_sync = cell(&results, "resnet8/avoid-sync/b32/s0/train");
+    assert!(avoid_sync.processes.iter().all(|p| p.paired.is_some()), "still paired with the baseline");
+    // The control has processes of its own, so it also gives the floor of the process design.
+    let designs: Vec<_> = results.noise_floors.iter().map(|f| f.design).collect();
+    assert_eq!(designs, [MeasurementDesign::Paired, MeasurementDesign::Processes]);
+    let refused = trickbench(dir.path(), &[&run[..], &["--single-arm", "--unpaired"]].concat());
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("--unpaired"), "{}", text(&refused.stderr));
+}
+
+#[test]
 fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_synthetic_data() {
     let dir = temp_dir();
     let out = trickbench(
@@ -133,7 +158,9 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     }
     let baseline = cell(&results, "resnet8/baseline/b32/s0/train");
     assert_eq!(baseline.processes.len(), 2, "one process per round");
-    assert_eq!(baseline.throughput.unwrap().windows, 4);
+    // The baseline is the reference of its arms' multi-arm process: a window beside every second
+    // arm's, at least as many as each arm's.
+    assert!(baseline.processes.iter().all(|p| p.process_cells > 1 && p.window_samples_per_s.len() >= 2));
     assert!(baseline.memory.unwrap().peak_rss_bytes.unwrap() > 50 << 20);
     // Peaks are reset after warm-up in throughput cells, the warm-up peak kept beside them.
     assert!(baseline.warmup_memory.is_some_and(|m| m.peak_rss_bytes.is_some()));
@@ -144,8 +171,9 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         .processes
         .iter()
         .all(|p| p.precision == Precision::Fp32 && p.attention_backend.is_none()));
-    // Baseline reads loss and accuracy every timed step; avoid-sync reads nothing inside the windows.
-    assert!(baseline.processes.iter().all(|p| p.host_metric_reads == 4));
+    // Baseline reads loss and accuracy every timed step (its windows are the reference's of its
+    // arms' process, steps of 32 images); avoid-sync reads nothing inside the windows.
+    assert!(baseline.processes.iter().all(|p| p.host_metric_reads as usize == 2 * p.timed_samples / 32));
     let avoid_sync = cell(&results, "resnet8/avoid-sync/b32/s0/train");
     assert!(avoid_sync.processes.iter().all(|p| p.host_metric_reads == 0));
     assert_eq!(
@@ -153,10 +181,13 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
         CellKind::Throughput { phase: Phase::Eval }
     );
     assert_eq!(results.comparisons.len(), 4, "3 tricks that ran and the A/A control");
-    // Paired by default: each trick's processes hold the baseline beside it, so does the control's,
-    // which also gives the floor of the process design from its own windows against the baseline's.
+    // Paired by default: each trick's processes hold the baseline beside it, so do the control's;
+    // one multi-arm process a round holds them all, so the control's windows and the baseline's
+    // are not in different processes and give no floor of the process design.
     let designs: Vec<_> = results.noise_floors.iter().map(|f| f.design).collect();
-    assert_eq!(designs, [MeasurementDesign::Paired, MeasurementDesign::Processes]);
+    assert_eq!(designs, [MeasurementDesign::Paired]);
+    assert_eq!(results.run.protocol.arms_per_process, ArmsPerProcess::Many);
+    assert!(avoid_sync.processes.iter().all(|p| p.process_cells >= 3), "avoid-sync shares its process");
     assert!(results.comparisons.iter().all(|c| c.design == MeasurementDesign::Paired));
     let paired = avoid_sync.processes.iter().map(|p| p.paired.as_ref().expect("paired windows"));
     assert!(paired.clone().all(|w| w.reference == baseline.id() && w.ratios().len() == 2));
@@ -317,7 +348,16 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
         // A window of 64 tokens is 64 samples: throughput counts tokens.
         assert!(gpt.processes.iter().all(|p| p.timed_samples.is_multiple_of(64) && p.timed_samples > 0));
         let windows: Vec<usize> = gpt.processes.iter().map(|p| p.window_samples_per_s.len()).collect();
-        assert_eq!(windows, [3], "{id}: one round of three windows, as the flags say");
+        if gpt.key.tricks.is_empty() {
+            // The baseline is the reference of its arms' process: it times a window beside every
+            // second arm's.
+            assert!(
+                windows.len() == 1 && windows[0] >= 3,
+                "{id}: one round of the reference's windows: {windows:?}"
+            );
+        } else {
+            assert_eq!(windows, [3], "{id}: one round of three windows, as the flags say");
+        }
     }
     // gpt-mini has no dropout, with which PyTorch's CPU SDPA runs its flash kernel.
     let attention = |id: &str| cell(&results, id).processes[0].attention_backend;
@@ -732,13 +772,13 @@ target = 0.3
     // Not on a terminal: a plain line as each process starts and ends, with the ETA.
     for line in [
         "trickbench run: smoke profile · ablation design · cpu · resnet8",
-        "[1/5] round 1 warm-up (resnet8/baseline/b32/s0/train, not measured)",
-        "round 1 started · ETA —",
-        "] resnet8/baseline/b32/s0/train round 1 started · ETA ",
-        "] resnet8/baseline/b32/s0/train round 1: ok, ",
-        "] resnet8/aa-control/b32/s0/train round 1: ok, ",
-        "[4/5] resnet8/baseline/b32/s0/tta started · ETA ",
-        "[4/5] resnet8/baseline/b32/s0/tta: ok, did not reach test accuracy ≥ 100.0%",
+        "plan: 4 cells in 4 cell processes",
+        "[1/4] round 1 warm-up (resnet8/baseline/b32/s0/train, not measured)",
+        "[2/4] round 1: 2 cells in one process started · ETA —",
+        "\n    resnet8/aa-control/b32/s0/train: ok, ",
+        "\n    resnet8/baseline/b32/s0/train: ok, ",
+        "[3/4] resnet8/baseline/b32/s0/tta started · ETA ",
+        "[3/4] resnet8/baseline/b32/s0/tta: ok, did not reach test accuracy ≥ 100.0%",
     ] {
         assert!(stderr.contains(line), "'{line}' not in:\n{stderr}");
     }

@@ -221,6 +221,8 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         family_settings: None,
         trace: None,
         paired_with: None,
+        arms: Vec::new(),
+        measures_reference: false,
         python: None,
         pytorch_server: None,
         model_dir: None,
@@ -230,8 +232,10 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         ["launch", "--nproc-per-node", "2", "--", "cell", "--job", "job.json", "--output", "out.json"];
     let out = trickbench(dir.path(), &launch, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let measured: ProcessMeasurement =
+    let measured: Vec<ProcessMeasurement> =
         serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).unwrap()).unwrap();
+    let [measured] = &measured[..] else { panic!("one cell, one measurement: {measured:?}") };
+    let measured = measured.clone();
     assert!(!measured.window_samples_per_s.is_empty());
     assert!(measured.last_loss.is_some_and(f64::is_finite));
     // Both ranks' samples count: each timed step took 8 images on each of the 2 ranks.

@@ -36,17 +36,23 @@ struct MockExecutor {
 }
 
 impl CellExecutor for MockExecutor {
+    /// Measures each cell of the job (a multi-arm process's every arm and its reference), or
+    /// fails the whole process when one of them is set to fail.
     fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
-        let id = job.key.id().to_string();
-        self.calls.push((id.clone(), job.round));
+        let members = job.members();
+        self.calls.extend(members.iter().map(|key| (key.id().to_string(), job.round)));
         self.jobs.push(job.clone());
-        if let Some(status) = self.failures.get(&id) {
+        if let Some(status) = members.iter().find_map(|key| self.failures.get(key.id().as_str())) {
             return Execution::Failed(status.clone());
         }
-        let factor = if job.key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
         let jitter = [1.0, 0.99, 1.01, 1.005];
-        let windows = jitter.iter().map(|j| 100.0 * factor * j).collect();
-        Execution::Measured(Box::new(measurement(job.round, windows)))
+        let measured = members.iter().map(|key| {
+            let factor = if key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
+            let mut process = measurement(job.round, jitter.iter().map(|j| 100.0 * factor * j).collect());
+            process.process_cells = members.len();
+            process
+        });
+        Execution::Measured(measured.collect())
     }
 }
 
@@ -357,6 +363,8 @@ fn job() -> CellJob {
         family_settings: None,
         trace: None,
         paired_with: None,
+        arms: Vec::new(),
+        measures_reference: false,
         python: None,
         pytorch_server: None,
         model_dir: None,
@@ -464,13 +472,13 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
         energy_unavailable: None,
         ..measurement(0, vec![10.0, 11.0])
     };
-    let json = serde_json::to_string(&measured).unwrap();
+    let json = serde_json::to_string(&[&measured]).unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = lines.clone();
     let mut executor =
         fake_program(dir.path(), &format!("echo 'step 1' >&2; echo 'step 2' >&2; echo '{json}' > \"$5\""))
             .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
-    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(Box::new(measured)));
+    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(vec![measured]));
     assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
 }
 
@@ -488,9 +496,11 @@ impl CellExecutor for SlowFirstOfRound {
         let first = self.last_round != Some(job.round);
         self.last_round = Some(job.round);
         let mut outcome = self.inner.execute(job, timeout);
-        if let (true, Execution::Measured(process)) = (first, &mut outcome) {
+        if let (true, Execution::Measured(processes)) = (first, &mut outcome) {
             self.slowed.push(job.key.id().to_string());
-            process.window_samples_per_s.iter_mut().for_each(|w| *w *= 0.7);
+            for process in processes {
+                process.window_samples_per_s.iter_mut().for_each(|w| *w *= 0.7);
+            }
         }
         outcome
     }
@@ -525,8 +535,10 @@ impl CellExecutor for Drifting {
     fn execute(&mut self, job: &CellJob, timeout: Duration) -> Execution {
         let slowdown = 0.97f64.powi(self.inner.calls.len() as i32);
         let mut outcome = self.inner.execute(job, timeout);
-        if let Execution::Measured(process) = &mut outcome {
-            process.window_samples_per_s.iter_mut().for_each(|w| *w *= slowdown);
+        if let Execution::Measured(processes) = &mut outcome {
+            for process in processes {
+                process.window_samples_per_s.iter_mut().for_each(|w| *w *= slowdown);
+            }
         }
         outcome
     }

@@ -36,9 +36,11 @@ const MERGE: &str = "sbatch --dependency=afterany:\"$jid\" --job-name=trickbench
 const RERUN: &str = "jid=$(sbatch --parsable --array=3,5 $RESOURCES scripts/slurm-sweep.sbatch)";
 
 /// The sweep: ResNet-8's throughput cells (baseline, A/A control, channels-last) and two
-/// time-to-accuracy cells (baseline, one-cycle), three units, one per shard.
+/// time-to-accuracy cells (baseline, one-cycle), three units, one per shard; each paired cell in a
+/// process of its own pair (`--single-arm`), so that shard 0 measures processes before the held
+/// one.
 const RUN_ARGS: &str =
-    "--profile smoke --device cpu --workload resnet8 --tricks channels-last,one-cycle --data data";
+    "--profile smoke --device cpu --workload resnet8 --tricks channels-last,one-cycle --data data --single-arm";
 
 /// Each task's resources on a node without GPUs; the limit only stops a broken test's jobs.
 const RESOURCES: &str = "--cpus-per-task=1 --time=00:10:00";

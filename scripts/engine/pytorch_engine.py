@@ -104,6 +104,11 @@ Then one reply per request, in order:
                                                "peak_rss_bytes": int}
         The peaks since the process started: the device's max_memory_allocated and
         max_memory_reserved (null on a CPU) and the peak resident set (VmHWM).
+    {"op": "held"}                         -> the fields of memory, held now rather than peaks:
+        the device's memory_allocated and memory_reserved (null on a CPU; on a CPU
+        peak_allocated_bytes is the bytes of every live CPU tensor, counted as probe counts
+        them) and the resident set (VmRSS). A process of several sides asks before building
+        each, to count a side's peaks without what the sides built before it hold.
     {"op": "probe", "side": S, "steps": N}     (N ≥ 2)
                                            -> the fields of memory over N untimed steps of S,
                                               and "samples": the samples they took
@@ -1356,17 +1361,18 @@ def quiet():
 PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 
 
-def live_cpu_tensor_bytes(side):
-    """Bytes of the CPU tensor storages torch allocated that are alive now: those the side holds
+def live_cpu_tensor_bytes(*sides):
+    """Bytes of the CPU tensor storages torch allocated that are alive now: those the sides hold
     (parameters, gradients, buffers, optimizer state) and every other plain tensor the
     interpreter can reach; storages torch did not allocate (numpy's, shared with
     torch.from_numpy) do not count, as the profiler does not follow them either. Objects are told
     apart by their exact type, which a weak proxy to a dead object also answers."""
     tensors = [o for o in gc.get_objects() if type(o) in PLAIN_TENSORS]
-    tensors += [t for p in side.params for t in (p, p.grad) if t is not None]
-    tensors += list(side.module.buffers())
-    if side.optimizer is not None:
-        tensors += [v for state in side.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+    for side in sides:
+        tensors += [t for p in side.params for t in (p, p.grad) if t is not None]
+        tensors += list(side.module.buffers())
+        if side.optimizer is not None:
+            tensors += [v for state in side.optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
     storages = {}
     for t in tensors:
         if type(t) not in PLAIN_TENSORS or t.device.type != "cpu" or t.layout != torch.strided:
@@ -1384,6 +1390,18 @@ def reset_rss_peak():
             f.write("5")
     except OSError:
         pass
+
+
+def current_rss_bytes():
+    """The process's resident set now (VmRSS), or None where the status file has no such line."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def peak_rss_bytes():
@@ -1517,6 +1535,7 @@ REQUEST_FIELDS = {
     "probe": ("side", "steps"),
     "breakdown": ("side", "steps"),
     "memory": (),
+    "held": (),
     "loss": ("side",),
     "inspect": ("side",),
     "profile": ("side", "steps"),
@@ -1570,6 +1589,8 @@ class Engine:
             return self.build(request["side"])
         if op == "memory":
             return self.memory()
+        if op == "held":
+            return self.held()
         if op == "quit":
             return {"ok": True}
         side = self.side(op, request["side"])
@@ -1643,6 +1664,18 @@ class Engine:
         if not math.isfinite(value):
             raise RequestError(f"loss: side {side.spec.name}'s last loss is {value}, which JSON cannot carry")
         return value
+
+    def held(self):
+        """The device's bytes held now (CUDA; on a CPU the live CPU tensors') and the resident set."""
+        rss = current_rss_bytes()
+        if self.case.device.type != "cuda":
+            live = live_cpu_tensor_bytes(*self.sides.values())
+            return {"peak_allocated_bytes": live, "peak_reserved_bytes": None, "peak_rss_bytes": rss}
+        return {
+            "peak_allocated_bytes": torch.cuda.memory_allocated(self.case.device),
+            "peak_reserved_bytes": torch.cuda.memory_reserved(self.case.device),
+            "peak_rss_bytes": rss,
+        }
 
     def memory(self):
         """The device's peak memory since start (CUDA) and the process's peak resident set."""

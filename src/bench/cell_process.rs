@@ -32,20 +32,22 @@ pub struct CellProcess {
     pub args: Vec<OsString>,
 }
 
-/// Reads the job, measures, writes the measurement. A `ddp` cell started without the torchrun
+/// Reads the job, measures, writes the measurements (one per cell of the job). A `ddp` cell started without the torchrun
 /// variables starts one copy of this process per CUDA device as the ranks of a world and waits
 /// for them; rank 0 writes the measurement.
 pub fn serve(process: &CellProcess) -> Result<(), Error> {
     let job = read_job(&process.job)?;
     let id = job.key.id();
-    faults::inject_from_env(id.as_str())?;
+    for member in job.members() {
+        faults::inject_from_env(member.id().as_str())?;
+    }
     let dist = DistEnv::from_env()?;
     if job.key.tricks.has(Trick::Ddp) && dist.is_none() {
         return launch_ranks(process, &job, id.as_str());
     }
-    let measurement = cell::run(&job, dist.as_ref()).map_err(|e| e.context(format!("cell {id}")))?;
+    let measurements = cell::run(&job, dist.as_ref()).map_err(|e| e.context(format!("cell {id}")))?;
     if dist.as_ref().is_none_or(|env| env.rank == 0) {
-        store::write_json_atomically(&measurement, &process.output)?;
+        store::write_json_atomically(&measurements, &process.output)?;
     }
     Ok(())
 }

@@ -16,7 +16,9 @@ use crate::engine::{default_python, probe_python, setup_python, Engine, EngineCh
 use crate::error::Error;
 use crate::hardware::Hardware;
 use crate::results::model::UserModel;
-use crate::results::schema::{DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo};
+use crate::results::schema::{
+    ArmsPerProcess, DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo,
+};
 use crate::results::system::git_commit;
 use crate::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
 use crate::tricks::{parse_trick_list, Trick};
@@ -122,6 +124,8 @@ pub struct RunRequest {
     /// How trick cells are measured against their references: in pairs where the trick allows
     /// it, or every one in processes of its own.
     pub pairing: MeasurementDesign,
+    /// How many paired cells share a process.
+    pub arms_per_process: ArmsPerProcess,
     /// The data.
     pub inputs: InputPaths,
     /// Output directory (`None`: `reports/runs/<run id>`).
@@ -305,7 +309,7 @@ impl RunConfig {
                 self.profiles.run_wide(),
                 self.memory_budget_bytes,
                 self.request.seed,
-                self.request.pairing,
+                (self.request.pairing, self.request.arms_per_process),
             ),
             shard: None,
             merged: None,
@@ -462,7 +466,7 @@ fn protocol(
     profile: &Profile,
     memory_budget_bytes: Option<u64>,
     order_seed: u64,
-    pairing: MeasurementDesign,
+    (pairing, arms_per_process): (MeasurementDesign, ArmsPerProcess),
 ) -> Protocol {
     Protocol {
         warmup_steps: profile.warmup_steps,
@@ -478,6 +482,7 @@ fn protocol(
         max_windows_per_process: Some(profile.max_windows_per_process),
         order_seed: Some(order_seed),
         pairing,
+        arms_per_process,
     }
 }
 
@@ -505,6 +510,7 @@ mod tests {
             memory_budget_mib: None,
             memory_limit_mib: None,
             pairing: MeasurementDesign::Paired,
+            arms_per_process: ArmsPerProcess::Many,
             inputs: InputPaths { data: "data/cifar10".into(), images: None, text: "text.txt".into() },
             out: None,
             resume: false,

@@ -1,7 +1,8 @@
 //! Benchmarks: a run's configuration and inputs, the designs and their phases, profiles and their
 //! overrides, plans, the engines a cell trains on behind one trait, the cell process, the
 //! measurement it makes and the faults tests inject into it, the runner that executes a plan cell
-//! by cell in isolated processes, the session that drives a whole run, what a run shows while it
+//! by cell in isolated processes (several arms of one reference sharing one) and stops a cell once
+//! its verdict is decided, the session that drives a whole run, what a run shows while it
 //! runs, the split of a plan into shards and their merge, the speedrun's choice of tricks, the lock
 //! that keeps one run per output folder, which cells are traced with the profiler, and the fit of an
 //! ablation into a time budget.
@@ -18,11 +19,13 @@ pub mod lock;
 pub mod merge;
 pub mod overrides;
 pub mod plan;
+pub mod processes;
 pub mod profile;
 pub mod progress;
 pub mod runner;
 pub mod session;
 pub mod shard;
 pub mod speedrun;
+pub mod stopping;
 pub mod trace;
 pub mod user_model;

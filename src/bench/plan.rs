@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::hardware::Hardware;
 use crate::results::model::UserModel;
 use crate::results::schema::{CellKey, CellKind, Phase};
-use crate::tricks::{Applicability, Metric, Pairing, Trick, TrickSet};
+use crate::tricks::{Applicability, Metric, Trick, TrickSet};
 use crate::workloads::{user, Family, WorkloadId};
 
 /// One process of a schedule.
@@ -349,7 +349,7 @@ impl Plan {
     /// The reference cell the processes of cell `index` are paired with under `design`: the cell
     /// it is compared with ([`reference_position`]) among the plan's applicable cells, where both
     /// time throughput of the same kind and batch size and every trick on either side can be
-    /// paired ([`Pairing`]); `None` where the cell keeps processes of its own.
+    /// paired ([`crate::tricks::Pairing`]); `None` where the cell keeps processes of its own.
     pub fn paired_reference(&self, index: usize, design: Design) -> Option<CellKey> {
         let cell = &self.cells[index];
         let key = &cell.key;
@@ -359,8 +359,7 @@ impl Plan {
         let candidates: Vec<&CellKey> =
             self.cells.iter().filter(|c| c.not_applicable.is_none()).map(|c| &c.key).collect();
         let reference = candidates[reference_position(key, design, candidates.iter().copied())?];
-        let pairable =
-            |k: &CellKey| k.tricks.iter().chain(k.reference_for).all(|t| t.pairing() == Pairing::Paired);
+        let pairable = |k: &CellKey| k.tricks.iter().chain(k.reference_for).all(Trick::pairs);
         let alike = (reference.kind, reference.batch_size) == (key.kind, key.batch_size);
         (alike && pairable(key) && pairable(reference)).then(|| reference.clone())
     }
@@ -1120,7 +1119,7 @@ mod tests {
             let channels_last = paired("channels-last", engine).map(|k| (k.tricks.label(), k.engine));
             assert_eq!(channels_last, Some(("baseline".to_owned(), engine)));
         }
-        let Pairing::Processes(why) = Trick::CudnnBenchmark.pairing() else {
+        let crate::tricks::Pairing::Processes(why) = Trick::CudnnBenchmark.pairing() else {
             panic!("cudnn-benchmark pairs")
         };
         assert!(why.contains("run_single_conv") && why.contains("keyed without it"), "{why}");

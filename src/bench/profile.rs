@@ -321,7 +321,7 @@ pub const QUICK_GPT_TARGET_LOSS: f64 = 1.85;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::schema::MeasurementDesign;
+    use crate::results::schema::{ArmsPerProcess, MeasurementDesign};
 
     #[test]
     fn both_families_share_the_profile_s_measurement_protocol() {
@@ -387,6 +387,7 @@ mod tests {
             max_windows_per_process: None,
             order_seed: Some(0),
             pairing: MeasurementDesign::Processes,
+            arms_per_process: ArmsPerProcess::One,
         };
         let p = standard.clone().following(&protocol);
         assert_eq!((p.warmup_steps, p.windows_per_process, p.max_windows_per_process), (4, 3, 3));

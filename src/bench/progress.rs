@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::bench::runner::{LineSink, RunObserver};
+use crate::bench::stopping::Decision;
 use crate::results::schema::{CellKey, CellResult, CellStatus};
 use crate::stats::median;
 
@@ -178,15 +179,14 @@ fn show(mode: ProgressMode, bar: &ProgressBar, line: &str) {
 }
 
 impl RunObserver for Progress {
-    fn process_started(&mut self, done: usize, total: usize, cell: &CellKey, round: usize) {
-        self.phase_total = total;
-        let number = self.earlier + done + 1;
-        let label = if cell.kind.runs_once() {
-            cell.id().to_string()
-        } else {
-            format!("{} round {}", cell.id(), round + 1)
-        };
-        let eta = self.eta.text(self.total() + 1 - number);
+    fn process_started(&mut self, done: usize, total: usize, cells: &[CellKey], round: usize) {
+        if total > 0 {
+            self.phase_total = total;
+        }
+        let number =
+            if total > 0 { self.earlier + done + 1 } else { self.running.as_ref().map_or(1, |r| r.number) };
+        let label = process_label(cells, round);
+        let eta = self.eta.text(self.total() + 1 - number.min(self.total() + 1));
         match self.mode {
             ProgressMode::Bar => {
                 self.bar.set_length(self.total() as u64);
@@ -197,6 +197,21 @@ impl RunObserver for Progress {
             ProgressMode::Quiet => {}
         }
         self.running = Some(Running { number, started: Instant::now(), label, round });
+    }
+
+    fn cell_decided(&mut self, cell: &CellResult, decision: Decision, round: usize) {
+        let verdict = match decision {
+            Decision::BeyondNoise => "beyond the noise",
+            Decision::WithinNoise => "within the noise",
+        };
+        let rounds = cell.processes.len();
+        let line = format!(
+            "  {}: decided after {rounds} round{} ({verdict}), from round {} on no more processes",
+            cell.id(),
+            if rounds == 1 { "" } else { "s" },
+            round + 1
+        );
+        show(self.mode, &self.bar, &line);
     }
 
     fn warmup_started(&mut self, done: usize, total: usize, cell: &CellKey, round: usize) {
@@ -215,15 +230,22 @@ impl RunObserver for Progress {
         self.running = None;
     }
 
-    fn process_finished(&mut self, cell: &CellResult) {
+    fn process_finished(&mut self, cells: &[&CellResult]) {
         let Some(running) = self.running.take() else {
             return;
         };
         let wall_s = running.started.elapsed().as_secs_f64();
         self.eta.record(wall_s);
-        let eta = self.eta.text(self.total() - running.number);
-        let outcome =
-            format!("{}: {} · {}", running.label, outcome_text(cell, running.round), duration_text(wall_s));
+        let eta = self.eta.text(self.total().saturating_sub(running.number));
+        let outcome = match cells {
+            [cell] => format!("{}: {}", running.label, outcome_text(cell, running.round)),
+            _ => {
+                let each =
+                    cells.iter().map(|c| format!("\n    {}: {}", c.id(), outcome_text(c, running.round)));
+                format!("{}:{}", running.label, each.collect::<String>())
+            }
+        };
+        let outcome = format!("{outcome} · {}", duration_text(wall_s));
         match self.mode {
             ProgressMode::Bar => {
                 self.bar.set_position(running.number as u64);
@@ -233,6 +255,16 @@ impl RunObserver for Progress {
             ProgressMode::Lines => eprintln!("[{}/{}] {outcome} · {eta}", running.number, self.total()),
             ProgressMode::Quiet => {}
         }
+    }
+}
+
+/// A process's cells and round in words: "resnet8/amp/b128/s0/train round 2", or for a multi-arm
+/// process "round 2: 9 cells in one process".
+fn process_label(cells: &[CellKey], round: usize) -> String {
+    match cells {
+        [cell] if cell.kind.runs_once() => cell.id().to_string(),
+        [cell] => format!("{} round {}", cell.id(), round + 1),
+        _ => format!("round {}: {} cells in one process", round + 1, cells.len()),
     }
 }
 

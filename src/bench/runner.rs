@@ -1,6 +1,8 @@
-//! Executes a plan: one child process per cell and round, with a timeout and optionally a memory
-//! cap, the results file rewritten atomically after every process, SIGINT/SIGTERM stopping the
-//! current process without recording it, and `--resume` skipping what is already measured.
+//! Executes a plan: one child process per cell and round, or per multi-arm group and round
+//! ([`processes`]), with a timeout and optionally a memory cap, the results file rewritten
+//! atomically after every process, SIGINT/SIGTERM stopping the current process without recording
+//! it, `--resume` skipping what is already measured, and a paired cell's later rounds skipped once
+//! the sequential rule has decided its verdict ([`stopping`]).
 
 mod process;
 mod stderr;
@@ -14,10 +16,13 @@ use crate::analysis::{refresh_derived, summarise_cell};
 use crate::bench::cell::CellJob;
 use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
+use crate::bench::processes::{self, ProcessSlots};
+use crate::bench::stopping::{self, Decision};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::schema::{
-    CellKey, CellResult, CellStatus, MeasurementDesign, ProcessMeasurement, Results, RunInfo, SpeedrunChoice,
+    ArmsPerProcess, CellKey, CellResult, CellStatus, MeasurementDesign, ProcessMeasurement, Results, RunInfo,
+    SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -29,8 +34,8 @@ pub const RESULTS_FILE: &str = "results.json";
 /// How one cell process ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Execution {
-    /// It measured.
-    Measured(Box<ProcessMeasurement>),
+    /// It measured: one measurement per cell of its job, in [`CellJob::members`] order.
+    Measured(Vec<ProcessMeasurement>),
     /// It did not; the status says how it ended.
     Failed(CellStatus),
     /// It was stopped because the run was interrupted by this signal; nothing is recorded.
@@ -46,14 +51,17 @@ pub trait CellExecutor {
 
 /// Hooks called as a run progresses (all optional).
 pub trait RunObserver {
-    /// A process of `cell` in `round` is about to start; `done` of `total` processes have
-    /// finished.
-    fn process_started(&mut self, _done: usize, _total: usize, _cell: &CellKey, _round: usize) {}
+    /// A process of `cells` (one, or the arms of a multi-arm process and their reference) in
+    /// `round` is about to start; `done` of `total` processes have finished (`total` 0: a cell
+    /// of a failed multi-arm process runs again on its own).
+    fn process_started(&mut self, _done: usize, _total: usize, _cells: &[CellKey], _round: usize) {}
+    /// `cell` needs no more processes from `round` on: the sequential rule decided its verdict.
+    fn cell_decided(&mut self, _cell: &CellResult, _decision: Decision, _round: usize) {}
     /// A round's warm-up process (of `cell`, its measurement discarded) is about to start; `done`
     /// of `total` processes have finished.
     fn warmup_started(&mut self, _done: usize, _total: usize, _cell: &CellKey, _round: usize) {}
-    /// A cell process has finished and its cell's results are updated.
-    fn process_finished(&mut self, _cell: &CellResult) {}
+    /// A cell process has finished and its cells' results are updated.
+    fn process_finished(&mut self, _cells: &[&CellResult]) {}
     /// The results file was rewritten.
     fn results_written(&mut self, _path: &Path) {}
 }
@@ -123,60 +131,179 @@ pub fn run(
         results.speedrun.retain(|c| c.workload != choice.workload);
         results.speedrun.push(choice.clone());
     }
-    let timeout = Duration::from_secs_f64(spec.info.protocol.cell_timeout_s);
     let pending = pending_slots(spec, &results);
+    let protocol = &spec.info.protocol;
+    let multi_arm =
+        protocol.pairing == MeasurementDesign::Paired && protocol.arms_per_process == ArmsPerProcess::Many;
+    let processes = processes::group(&spec.plan, &pending, spec.info.design, multi_arm, |s| traced(spec, s));
     store::save(&results, &path)?;
-    for (n, slot) in pending.iter().enumerate() {
-        let key = &spec.plan.cells[slot.cell].key;
-        if finished_unsuccessfully(&results.cells, key) {
-            continue;
-        }
+    let mut run = Running { spec, path: &path, results, executor, observer };
+    for (n, process) in processes.iter().enumerate() {
         if let Some(signal) = spec.interrupt.signal() {
             return Err(Error::Interrupted { signal, results: path });
         }
-        let job = job_for(spec, key, slot);
-        if slot.is_warmup() {
-            observer.warmup_started(n, pending.len(), key, slot.round);
-            // Only an interruption matters: the measurement is discarded, and a cell that cannot
-            // run fails again, recorded, in its own slot.
-            if let Execution::Interrupted(signal) = executor.execute(&job, timeout) {
-                return Err(Error::Interrupted { signal, results: path });
-            }
+        if process.is_warmup() {
+            run.warm_up(process.arms[0], n, processes.len())?;
             continue;
         }
-        observer.process_started(n, pending.len(), key, slot.round);
-        let outcome = match executor.execute(&job, timeout) {
-            Execution::Measured(process) => Ok(process),
-            Execution::Failed(status) => Err(status),
-            // The file on disk already holds every finished process; this one is not recorded.
-            Execution::Interrupted(signal) => return Err(Error::Interrupted { signal, results: path }),
-        };
-        let cell = cell_mut(&mut results.cells, &spec.plan, slot.cell);
-        match outcome {
-            Ok(mut process) => {
-                process.position = slot.position;
-                cell.processes.retain(|p| p.round != slot.round);
-                cell.processes.push(*process);
-                cell.processes.sort_by_key(|p| p.round);
-                cell.status = CellStatus::Ok;
-            }
-            Err(status) => {
-                // A cell found not applicable is so as a whole: rounds it measured before are dropped.
-                if matches!(status, CellStatus::NotApplicable { .. }) {
-                    cell.processes.clear();
-                }
-                cell.status = status;
-            }
-        }
-        summarise_cell(cell, &spec.system);
-        observer.process_finished(cell);
-        refresh_derived(&mut results);
-        store::save(&results, &path)?;
-        observer.results_written(&path);
+        let Some(process) = run.still_to_measure(process) else { continue };
+        run.observer.process_started(n, processes.len(), &run.keys(&process), process.arms[0].round);
+        run.measure(&process)?;
     }
+    let mut results = run.results;
     results.run.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     store::save(&results, &path)?;
     Ok(results)
+}
+
+/// A run in progress: what it runs, where its results go, what they hold so far, and who runs and
+/// watches its processes.
+struct Running<'a> {
+    spec: &'a RunSpec,
+    path: &'a Path,
+    results: Results,
+    executor: &'a mut dyn CellExecutor,
+    observer: &'a mut dyn RunObserver,
+}
+
+impl Running<'_> {
+    /// Runs the warm-up process of `slot` (the `n`th of `total` processes); only an interruption
+    /// matters: the measurement is discarded, and a cell that cannot run fails again, recorded,
+    /// in its own slot.
+    fn warm_up(&mut self, slot: Slot, n: usize, total: usize) -> Result<(), Error> {
+        let key = &self.spec.plan.cells[slot.cell].key;
+        self.observer.warmup_started(n, total, key, slot.round);
+        let job = job_for(self.spec, &[slot], None);
+        match self.executor.execute(&job, self.timeout(&job)) {
+            Execution::Interrupted(signal) => {
+                Err(Error::Interrupted { signal, results: self.path.to_owned() })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `process` without the cells that need no more processes: those that ended unsuccessfully,
+    /// and those whose verdict the sequential rule has decided ([`stopping::decision`], each
+    /// told to the observer); `None` when nothing is left to measure. A reference left without
+    /// arms is measured alone.
+    fn still_to_measure(&mut self, process: &ProcessSlots) -> Option<ProcessSlots> {
+        let mut arms = Vec::new();
+        for slot in &process.arms {
+            let key = &self.spec.plan.cells[slot.cell].key;
+            if finished_unsuccessfully(&self.results.cells, key) {
+                continue;
+            }
+            let cell = self.results.cells.iter().find(|c| c.key == *key);
+            match cell.and_then(|c| stopping::decision(c, &self.results.cells).map(|d| (c, d))) {
+                Some((cell, decision)) => self.observer.cell_decided(cell, decision, slot.round),
+                None => arms.push(*slot),
+            }
+        }
+        let reference = process
+            .reference
+            .filter(|s| !finished_unsuccessfully(&self.results.cells, &self.spec.plan.cells[s.cell].key));
+        match (arms.is_empty(), reference) {
+            (true, None) => None,
+            (true, Some(reference)) => Some(ProcessSlots { arms: vec![reference], reference: None }),
+            (false, reference) => Some(ProcessSlots { arms, reference }),
+        }
+    }
+
+    /// The keys of the cells `process` measures.
+    fn keys(&self, process: &ProcessSlots) -> Vec<CellKey> {
+        process.slots().map(|s| self.spec.plan.cells[s.cell].key.clone()).collect()
+    }
+
+    /// The cell timeout of `job`'s process: the protocol's for each cell it measures.
+    fn timeout(&self, job: &CellJob) -> Duration {
+        Duration::from_secs_f64(self.spec.info.protocol.cell_timeout_s * job.members().len() as f64)
+    }
+
+    /// Runs `process` and records what it measured of each cell. Where a process of several
+    /// cells fails, each of its cells runs again in a process of its own, so that the failure is
+    /// recorded against the cell that caused it.
+    fn measure(&mut self, process: &ProcessSlots) -> Result<(), Error> {
+        let job = job_for(self.spec, &process.arms, process.reference);
+        let slots: Vec<Slot> = process.slots().copied().collect();
+        let outcomes: Vec<Result<ProcessMeasurement, CellStatus>> =
+            match self.executor.execute(&job, self.timeout(&job)) {
+                Execution::Measured(measured) if measured.len() == slots.len() => {
+                    measured.into_iter().map(Ok).collect()
+                }
+                Execution::Measured(measured) => {
+                    let error = format!(
+                        "the cell process returned {} measurements for {} cells",
+                        measured.len(),
+                        slots.len()
+                    );
+                    vec![Err(CellStatus::Failed { error, stderr_tail: String::new() }); slots.len()]
+                }
+                Execution::Failed(_) if slots.len() > 1 => return self.measure_apart(&slots),
+                Execution::Failed(status) => vec![Err(status)],
+                // The file on disk already holds every finished process; this one is not recorded.
+                Execution::Interrupted(signal) => {
+                    return Err(Error::Interrupted { signal, results: self.path.to_owned() })
+                }
+            };
+        for (slot, outcome) in slots.iter().zip(outcomes) {
+            record(&mut self.results, self.spec, slot, outcome);
+        }
+        let cells: Vec<&CellResult> = slots
+            .iter()
+            .filter_map(|s| self.results.cells.iter().find(|c| c.key == self.spec.plan.cells[s.cell].key))
+            .collect();
+        self.observer.process_finished(&cells);
+        refresh_derived(&mut self.results);
+        store::save(&self.results, self.path)?;
+        self.observer.results_written(self.path);
+        Ok(())
+    }
+
+    /// Runs each of `slots` (a failed multi-arm process's: its arms, then its reference) in a
+    /// process of its own, the arms still paired with their reference.
+    fn measure_apart(&mut self, slots: &[Slot]) -> Result<(), Error> {
+        for slot in slots {
+            let process = ProcessSlots { arms: vec![*slot], reference: None };
+            let keys = self.keys(&process);
+            self.observer.process_started(0, 0, &keys, slot.round);
+            self.measure(&process)?;
+        }
+        Ok(())
+    }
+}
+
+/// Records `outcome`, the process of `slot`, in its cell of `results`, and summarises the cell.
+fn record(
+    results: &mut Results,
+    spec: &RunSpec,
+    slot: &Slot,
+    outcome: Result<ProcessMeasurement, CellStatus>,
+) {
+    let cell = cell_mut(&mut results.cells, &spec.plan, slot.cell);
+    match outcome {
+        Ok(mut process) => {
+            process.position = slot.position;
+            cell.processes.retain(|p| p.round != slot.round);
+            cell.processes.push(process);
+            cell.processes.sort_by_key(|p| p.round);
+            cell.status = CellStatus::Ok;
+        }
+        Err(status) => {
+            // A cell found not applicable is so as a whole: rounds it measured before are dropped.
+            if matches!(status, CellStatus::NotApplicable { .. }) {
+                cell.processes.clear();
+            }
+            cell.status = status;
+        }
+    }
+    summarise_cell(cell, &spec.system);
+}
+
+/// Whether the process of `slot` records a profiler trace: when the run traces its cell and this
+/// is its first measured process (round 0, not a warm-up).
+fn traced(spec: &RunSpec, slot: &Slot) -> bool {
+    let key = &spec.plan.cells[slot.cell].key;
+    spec.trace.as_ref().is_some_and(|glob| glob.traces(key)) && slot.round == 0 && !slot.is_warmup()
 }
 
 /// The schedule's processes still to run: measured ones not yet in `results`, and the warm-up of
@@ -194,11 +321,14 @@ fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
         .collect()
 }
 
-/// The job of the process of cell `key` in `slot`: with a trace to record when the run traces
-/// the cell and this is its first measured process (round 0, not a warm-up).
-fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
-    let traced =
-        spec.trace.as_ref().is_some_and(|glob| glob.traces(key)) && slot.round == 0 && !slot.is_warmup();
+/// The job of the process of `arms` (slots of one round; their cells paired with one reference
+/// when there are several) and of `reference`, the slot of that reference cell when the process
+/// measures it too: with a trace to record when the run traces the first arm's cell in this slot
+/// ([`traced`]).
+fn job_for(spec: &RunSpec, arms: &[Slot], reference: Option<Slot>) -> CellJob {
+    let slot = arms[0];
+    let key = &spec.plan.cells[slot.cell].key;
+    let paired = spec.info.protocol.pairing == MeasurementDesign::Paired && !slot.is_warmup();
     CellJob {
         key: key.clone(),
         device: spec.info.device,
@@ -217,10 +347,10 @@ fn job_for(spec: &RunSpec, key: &CellKey, slot: &Slot) -> CellJob {
             .iter()
             .find(|s| s.family == key.workload.family())
             .cloned(),
-        trace: traced.then(|| TraceTarget::new(spec.out_dir.clone(), &key.id())),
-        paired_with: (spec.info.protocol.pairing == MeasurementDesign::Paired && !slot.is_warmup())
-            .then(|| spec.plan.paired_reference(slot.cell, spec.info.design))
-            .flatten(),
+        trace: traced(spec, &slot).then(|| TraceTarget::new(spec.out_dir.clone(), &key.id())),
+        paired_with: paired.then(|| spec.plan.paired_reference(slot.cell, spec.info.design)).flatten(),
+        arms: arms[1..].iter().map(|s| spec.plan.cells[s.cell].key.clone()).collect(),
+        measures_reference: reference.is_some(),
         python: spec.python.clone(),
         pytorch_server: spec.pytorch_server.clone(),
         model_dir: (key.workload == WorkloadId::Model).then(|| spec.model_dir.clone()).flatten(),

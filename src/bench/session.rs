@@ -11,6 +11,7 @@ use crate::bench::inputs::resolve_inputs;
 use crate::bench::interrupt::Interrupt;
 use crate::bench::lock::{Locked, OutputLock};
 use crate::bench::plan::{Plan, PlanRequest};
+use crate::bench::processes;
 use crate::bench::progress::Progress;
 use crate::bench::runner::{self, ProcessExecutor, RunSpec, RESULTS_FILE};
 use crate::bench::shard::shard_record;
@@ -19,7 +20,7 @@ use crate::bench::user_model::{Preparation, PreparedModel, DEFAULT_IMAGE_SIZE};
 use crate::engine::probe_python;
 use crate::error::Error;
 use crate::results::model::UserModel;
-use crate::results::schema::{profile_text, Results, SpeedrunChoice};
+use crate::results::schema::{profile_text, ArmsPerProcess, MeasurementDesign, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
 use crate::summary::workload_table;
 use crate::workloads::{Family, WorkloadId};
@@ -118,6 +119,12 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
     let mut session = Session { spec, executor, progress, results: None, evidence, _servers: servers };
+    let (processes, cells) = session.planned(&requests, design);
+    session.progress.note(&format!(
+        "plan: {cells} cells in {processes} cell processes (multi-arm processes, rounds and warm-ups \
+         counted; phases that depend on earlier results not yet); the time left shows once the first \
+         processes have measured this machine's pace"
+    ));
     let shown = session.run_requests(&requests, design)?;
     session.progress.finish();
     let results = session.results.ok_or_else(no_results)?;
@@ -255,9 +262,7 @@ impl Session<'_> {
                 self.progress.table(&workload_table(results, workload));
                 shown.push(workload);
             }
-            let protocol = &self.spec.info.protocol;
-            let processes =
-                design.known_plan(rest).schedule(protocol.rounds, protocol.order_seed.unwrap_or(0)).len();
+            let (processes, _) = self.planned(rest, design);
             let names: Vec<String> = rest.iter().flat_map(|r| &r.workloads).map(|w| w.to_string()).collect();
             let estimate = self
                 .progress
@@ -266,6 +271,20 @@ impl Session<'_> {
             self.progress.note(&format!("next: {}, {processes} cell processes{estimate}", names.join(", ")));
         }
         Ok(shown)
+    }
+}
+
+impl Session<'_> {
+    /// The cell processes and the cells of the plan `design` knows for `requests` before it runs
+    /// ([`Design::known_plan`]), grouped as the runner groups them ([`processes::group`]).
+    fn planned(&self, requests: &[PlanRequest], design: Design) -> (usize, usize) {
+        let protocol = &self.spec.info.protocol;
+        let plan = design.known_plan(requests);
+        let slots = plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
+        let multi_arm = protocol.pairing == MeasurementDesign::Paired
+            && protocol.arms_per_process == ArmsPerProcess::Many;
+        let processes = processes::group(&plan, &slots, design, multi_arm, |_| false).len();
+        (processes, plan.cells.iter().filter(|c| c.not_applicable.is_none()).count())
     }
 }
 

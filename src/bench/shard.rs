@@ -194,7 +194,7 @@ mod tests {
     use crate::device::DeviceSpec;
     use crate::engine::Engine;
     use crate::hardware::Hardware;
-    use crate::results::schema::{DataInfo, MeasurementDesign, Phase, Protocol};
+    use crate::results::schema::{ArmsPerProcess, DataInfo, MeasurementDesign, Phase, Protocol};
     use crate::tricks::TrickSet;
     use crate::workloads::Family;
 
@@ -258,6 +258,7 @@ mod tests {
                 max_windows_per_process: Some(10),
                 order_seed: Some(0),
                 pairing: MeasurementDesign::Processes,
+                arms_per_process: ArmsPerProcess::One,
             },
             shard: None,
             merged: None,

@@ -7,7 +7,7 @@ use trickbench::bench::config::{InputPaths, RunConfig, RunRequest};
 use trickbench::bench::overrides::{ProfileOverrides, TtaOverrides};
 use trickbench::bench::progress::{Progress, ProgressMode};
 use trickbench::bench::session;
-use trickbench::results::schema::MeasurementDesign;
+use trickbench::results::schema::{ArmsPerProcess, MeasurementDesign};
 use trickbench::summary::closing_table;
 
 use crate::cli::RunArgs;
@@ -69,6 +69,7 @@ fn request(args: &RunArgs) -> RunRequest {
         memory_budget_mib: args.memory_budget_mib,
         memory_limit_mib: args.memory_limit_mib,
         pairing: if args.unpaired { MeasurementDesign::Processes } else { MeasurementDesign::Paired },
+        arms_per_process: if args.single_arm { ArmsPerProcess::One } else { ArmsPerProcess::Many },
         inputs: InputPaths {
             data: training.data.clone(),
             images: args.images.clone(),

@@ -58,6 +58,37 @@ pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
     })
 }
 
+/// What the process holds now (not its peaks): the bytes of live tensors (the device's on CUDA,
+/// the counted CPU tensors' otherwise), the caching allocator's reserved bytes (CUDA) and the
+/// resident set. A figure that cannot be read is `None`.
+pub fn held(device: DeviceSpec) -> Memory {
+    let rss = current_rss_bytes();
+    match device {
+        DeviceSpec::Cuda(i) => match ffi::device_memory_stats(i) {
+            Ok(stats) => Memory {
+                peak_allocated_bytes: Some(stats.allocated_bytes.max(0) as u64),
+                peak_reserved_bytes: Some(stats.reserved_bytes.max(0) as u64),
+                peak_rss_bytes: rss,
+            },
+            Err(_) => Memory { peak_rss_bytes: rss, ..Memory::default() },
+        },
+        DeviceSpec::Cpu | DeviceSpec::Auto => {
+            let live = ffi::cpu_memory_stats().0;
+            Memory {
+                peak_allocated_bytes: (live > 0).then_some(live),
+                peak_reserved_bytes: None,
+                peak_rss_bytes: rss,
+            }
+        }
+    }
+}
+
+/// The process's resident set now, bytes: `VmRSS` in /proc/self/status.
+fn current_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status_kib(&status, "VmRSS:").map(|kib| kib * 1024)
+}
+
 /// Counts the bytes of CPU tensors from now on (see [`ffi::install_cpu_memory_counter`]): call it
 /// at the start of a cell process, before any tensor is made.
 pub fn count_cpu_tensors() -> Result<(), Error> {
@@ -76,12 +107,16 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 /// The `VmHWM` line of a /proc/<pid>/status text, bytes.
 fn vm_hwm_bytes(status: &str) -> Option<u64> {
+    status_kib(status, "VmHWM:").map(|kib| kib * 1024)
+}
+
+/// The figure of the line starting with `field` in a /proc/<pid>/status text, KiB.
+fn status_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|v| v.trim().strip_suffix("kB"))
         .and_then(|kb| kb.trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
 }
 
 /// The process's peak resident set from `getrusage(RUSAGE_SELF)`, bytes (Linux reports KiB).

@@ -110,6 +110,8 @@ impl ExportRequest {
             family_settings: None,
             trace: None,
             paired_with: None,
+            arms: Vec::new(),
+            measures_reference: false,
             python: None,
             pytorch_server: None,
             model_dir: None,

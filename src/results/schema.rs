@@ -466,6 +466,30 @@ pub struct Protocol {
     /// it (both sides in each process, windows alternating; the rest in processes of their own),
     /// or `processes` for every cell (`run --unpaired`, and files that predate pairing).
     pub pairing: MeasurementDesign,
+    /// How many paired cells share a process: `many`, every cell paired with the same reference
+    /// in one process a round (the multi-arm design), or `one`, each in a process of its own pair
+    /// (`run --single-arm`, and files that predate multi-arm processes).
+    #[serde(default, skip_serializing_if = "ArmsPerProcess::is_one")]
+    pub arms_per_process: ArmsPerProcess,
+}
+
+/// How many paired cells share a cell process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArmsPerProcess {
+    /// Each paired cell in a process of its own, beside its reference.
+    #[default]
+    One,
+    /// Every cell paired with the same reference in one process, as arms.
+    Many,
+}
+
+impl ArmsPerProcess {
+    /// Whether each paired cell has a process of its own pair (what a file without the field
+    /// means).
+    pub fn is_one(&self) -> bool {
+        *self == ArmsPerProcess::One
+    }
 }
 
 /// Which phase a throughput cell times.
@@ -985,6 +1009,21 @@ pub struct ProcessMeasurement {
     /// files that predate pairing). The process's `window_samples_per_s` are the cell's own side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired: Option<PairedWindows>,
+    /// How many cells the process measured: more than 1 in a multi-arm process, whose arms share
+    /// its start-up, data and reference windows. `wall_s`, `setup_s` and `timed_s` are then this
+    /// cell's share of the process's (the process's own ÷ this count); 1 in files that predate it.
+    #[serde(default = "one_cell", skip_serializing_if = "is_one_cell")]
+    pub process_cells: usize,
+}
+
+/// A process that measured one cell (the default of [`ProcessMeasurement::process_cells`]).
+fn one_cell() -> usize {
+    1
+}
+
+/// Whether a process measured one cell only.
+fn is_one_cell(cells: &usize) -> bool {
+    *cells == 1
 }
 
 /// Which side of a paired process a window timed.
@@ -1071,6 +1110,7 @@ impl ProcessMeasurement {
             step_breakdown_unavailable: None,
             trace: None,
             paired: None,
+            process_cells: 1,
         }
     }
 }
@@ -1163,6 +1203,17 @@ impl Memory {
         match figure {
             MemoryFigure::Live => self.primary_bytes(),
             MemoryFigure::Reserved => self.peak_reserved_bytes,
+        }
+    }
+
+    /// These peaks less what `others` held throughout (element-wise, never below zero): the
+    /// share of one side of a process whose other sides sat idle, holding `others`.
+    pub fn without(self, others: Memory) -> Memory {
+        let less = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+        Memory {
+            peak_allocated_bytes: less(self.peak_allocated_bytes, others.peak_allocated_bytes),
+            peak_reserved_bytes: less(self.peak_reserved_bytes, others.peak_reserved_bytes),
+            peak_rss_bytes: less(self.peak_rss_bytes, others.peak_rss_bytes),
         }
     }
 

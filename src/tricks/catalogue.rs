@@ -32,7 +32,12 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
             writeln!(out, "    measured on {device} as {} against {}", measured.label(), reference.label())?;
         }
         match trick.pairing() {
-            Pairing::Paired => writeln!(out, "    design: paired with its reference in each process")?,
+            Pairing::Paired => {
+                writeln!(out, "    design: paired with its reference in each process, beside the other arms")?
+            }
+            Pairing::OwnPairs(why) => {
+                writeln!(out, "    design: paired with its reference in a process of their own: {why}")?
+            }
             Pairing::Processes(why) => writeln!(out, "    design: processes of its own, not paired: {why}")?,
         }
         match trick.info().pytorch {
@@ -97,11 +102,14 @@ mod tests {
         assert_eq!(cpu.matches("\n    design: ").count(), Trick::ALL.len(), "{cpu}");
         let entry =
             |id: &str| cpu.split("\n\n").find(|e| e.starts_with(&format!("{id} "))).unwrap().to_owned();
-        assert!(entry("channels-last").contains("design: paired with its reference in each process"));
+        assert!(entry("channels-last")
+            .contains("design: paired with its reference in each process, beside the other arms"));
         assert!(
             entry("loader-workers").contains("design: processes of its own, not paired: its worker threads")
         );
-        assert!(entry("checkpointing").contains("design: paired with its reference in each process"));
+        assert!(entry("checkpointing").contains(
+            "design: paired with its reference in a process of their own: judged by its peak memory"
+        ));
         assert!(entry("one-cycle")
             .contains("design: processes of its own, not paired: judged by time to accuracy"));
     }

@@ -107,8 +107,12 @@ pub enum Pairing {
     /// In pairs: one process holds both sides, built from the same initial weights and fed the same
     /// batches, and times their windows alternately (A B B A …); its switches flip between
     /// windows without leaking from one side to the other. The trick's side is built and measured
-    /// first, alone in its process, so its peak memory is its own.
+    /// first, alone in its process, so its peak memory is its own. The process holds the other
+    /// tricks paired with the same reference too, as further arms (a multi-arm process).
     Paired,
+    /// In pairs, as [`Pairing::Paired`], but in a process of its own pair, not among other arms;
+    /// the text says why.
+    OwnPairs(&'static str),
     /// One process per side, interleaved across rounds; the text says why it cannot be paired.
     Processes(&'static str),
 }

@@ -79,6 +79,18 @@ impl Trick {
         self.info().pairing
     }
 
+    /// Whether the trick's side can be built beside its reference in one process (its
+    /// [`Pairing`] is not [`Pairing::Processes`]).
+    pub fn pairs(self) -> bool {
+        !matches!(self.pairing(), Pairing::Processes(_))
+    }
+
+    /// Whether the trick's side can be one arm among several in a multi-arm process
+    /// ([`Pairing::Paired`]).
+    pub fn joins_arms(self) -> bool {
+        self.pairing() == Pairing::Paired
+    }
+
     /// Whether the trick's effect is measured against the plain recipe (the baseline), not against
     /// a reference of its own or another trick in its place.
     pub fn compared_with_baseline(self) -> bool {

@@ -50,6 +50,10 @@ const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C+
                                 with perf on the 2-core VM, libtorch's debug-off processes spent 44–67% of \
                                 their CPU time in dladdr's _dl_addr, the PyTorch engine's 0.02%";
 
+/// Why a trick judged by its peak memory keeps a process of its own pair.
+const PEAK_MEMORY_JUDGED: &str = "judged by its peak memory, which is measured best with no other arm's \
+                                  model, optimizer state and batches held beside it";
+
 /// The table entry of `trick`.
 pub(super) fn info(trick: Trick) -> &'static TrickInfo {
     match trick {
@@ -560,7 +564,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("every activation kept for backward"),
             on: Same("only each segment's input kept; segments recomputed in backward"),
             reference: Reference::Baseline,
-            pairing: Pairing::Paired,
+            pairing: Pairing::OwnPairs(PEAK_MEMORY_JUDGED),
             needs: &[],
             pytorch: InPytorch::Applies("torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False) around every segment of the forward but the last"),
             engine_gap: None,
@@ -576,7 +580,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             off: Same("the whole batch in one forward and backward"),
             on: Same("4 micro-batches per optimizer step, gradients accumulated"),
             reference: Reference::Baseline,
-            pairing: Pairing::Paired,
+            pairing: Pairing::OwnPairs(PEAK_MEMORY_JUDGED),
             needs: &[],
             pytorch: InPytorch::Applies("loss / 4 backpropagated for each of 4 micro-batches (tensor_split), then one optimizer.step()"),
             engine_gap: None,

@@ -8,7 +8,7 @@ use trickbench::bench::plan::Plan;
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::RunSpec;
 use trickbench::device::DeviceSpec;
-use trickbench::results::schema::{DataInfo, MeasurementDesign, Protocol, RunInfo};
+use trickbench::results::schema::{ArmsPerProcess, DataInfo, MeasurementDesign, Protocol, RunInfo};
 use trickbench::results::system::SystemInfo;
 
 /// A short protocol: 1 warm-up step, 4 timed windows of 1 step, 2 rounds, 10 s per cell process,
@@ -28,6 +28,7 @@ pub fn protocol() -> Protocol {
         max_windows_per_process: None,
         order_seed: Some(0),
         pairing: MeasurementDesign::Processes,
+        arms_per_process: ArmsPerProcess::One,
     }
 }
 

@@ -54,6 +54,15 @@ pub struct CellJob {
     /// (the paired design; `None`: the process measures this cell alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paired_with: Option<CellKey>,
+    /// More cells the process builds beside this one, each paired with `paired_with` as this one
+    /// is, their windows interleaved with this cell's and the reference's (a multi-arm process;
+    /// empty: this cell alone beside its reference).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<CellKey>,
+    /// Whether the reference's own windows, memory and energy are also the measurement of the
+    /// reference cell's round (a reference that has no process of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measures_reference: bool,
     /// The Python with torch that runs a cell of the PyTorch engine (`run --python`; `None`:
     /// [`crate::engine::default_python`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +103,29 @@ impl CellJob {
     /// reference cell, with no trace and no pairing of its own.
     pub(in crate::bench) fn reference_side(&self) -> Option<CellJob> {
         let key = self.paired_with.clone()?;
-        Some(CellJob { key, trace: None, paired_with: None, ..self.clone() })
+        Some(CellJob {
+            key,
+            trace: None,
+            paired_with: None,
+            arms: Vec::new(),
+            measures_reference: false,
+            ..self.clone()
+        })
+    }
+
+    /// The cells this job's process measures, in the order its measurements come back: this
+    /// cell, its further arms, then the reference where the job measures it.
+    pub fn members(&self) -> Vec<CellKey> {
+        let reference = self.paired_with.iter().filter(|_| self.measures_reference);
+        std::iter::once(&self.key).chain(&self.arms).chain(reference).cloned().collect()
+    }
+
+    /// The job of each arm of this job's process (this cell, then [`Self::arms`]), as a job of
+    /// that cell alone beside the reference; only this cell's keeps the trace.
+    pub(in crate::bench) fn arm_jobs(&self) -> Vec<CellJob> {
+        let one = CellJob { arms: Vec::new(), measures_reference: false, ..self.clone() };
+        let others = self.arms.iter().map(|key| CellJob { key: key.clone(), trace: None, ..one.clone() });
+        std::iter::once(one.clone()).chain(others).collect()
     }
 
     /// The seed of the batches of this job's process when it is DDP rank `rank` (0 without DDP):

@@ -1,14 +1,18 @@
-//! A paired cell process: the cell and its reference built in one process from the same initial
-//! weights, fed the same batches, their timed windows alternating A B, B A, A B, … (A the
-//! reference). What one process does not share with another (memory and thread placement, a
+//! A paired cell process: one or more cells (the arms) and their common reference built in one
+//! process from the same initial weights, fed the same batches, their timed windows interleaved
+//! ([`rotate`]). What one process does not share with another (memory and thread placement, a
 //! neighbour's load that minute, a GPU's clocks) then falls on both sides of every pair and
-//! cancels in their ratio, and the order of the pairs cancels a steady drift within the process.
+//! cancels in their ratio, and the balanced order of the windows cancels a steady drift within
+//! the process. A process of several arms (a multi-arm process) pays the start-up, the library
+//! loading and the data once for all of them, and each reference window serves the arm on either
+//! side of it.
 //!
-//! The cell's side is built first and measured alone, before the reference exists: its warm-up,
-//! its memory peaks and its GPU energy are its own. Then the reference is built and warmed up,
-//! and the pairs are timed, each side's switches (cuDNN autotuning, TF32, anomaly detection, the
-//! attention backends) set before each of its windows. The cell's step breakdown and profiler
-//! trace follow, as in a process of the process design.
+//! Each arm is built in turn and measured alone before the next one exists: its warm-up, its
+//! memory peaks (less what the arms built before it hold, [`memory::held`]) and its GPU energy
+//! are its own. Then the reference is built and warmed up, and the windows are timed, each side's
+//! switches (cuDNN autotuning, TF32, anomaly detection, the attention backends) set before each of
+//! its windows. Each arm's step breakdown and profiler trace follow, as in a process of the
+//! process design.
 
 use super::data::{planned_steps, BatchSource, CellData, InputOptions};
 use super::measure::{
@@ -25,7 +29,7 @@ use crate::measure::power::EnergySpan;
 use crate::measure::timer::SyncedTimer;
 use crate::results::machine::MachineState;
 use crate::results::schema::{
-    CellKey, CellKind, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
+    CellKey, CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
 use crate::train::recipe::Recipe;
 use crate::train::{apply_switches, Trainer};
@@ -97,142 +101,429 @@ impl<W: Workload> PairSide<W> {
     }
 }
 
-/// Measures the cell of `process` paired with the reference of `reference_job`, the cell trained
-/// by `trainer`; `build` makes a trainer for a cell and its recipe on the process's device (the
-/// reference's, after the process's seed is set again, so both start from the same weights).
+/// An arm of a paired process: its side and what is measured of it.
+struct Arm<W: Workload> {
+    side: PairSide<W>,
+    measurement: ProcessMeasurement,
+}
+
+/// Measures the arms of `process`'s job (its cell, then [`CellJob::arms`]) paired with the
+/// reference of `reference_job`; `build` makes a trainer for a cell and its recipe on the
+/// process's device, each after the process's seed is set again, so that every side starts from
+/// the same weights. Returns the arms' measurements in [`CellJob::members`] order, the
+/// reference's own last where the job measures it ([`CellJob::measures_reference`]).
 pub(in crate::bench) fn measure<W: Workload>(
     process: &CellContext,
     reference_job: &CellJob,
-    trainer: Trainer<W>,
-    build: impl FnOnce(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
-) -> Result<ProcessMeasurement, Error> {
+    build: impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
+) -> Result<Vec<ProcessMeasurement>, Error> {
     let device = process.device;
-    let mut measurement = unmeasured(process.job, &trainer)?;
-    measurement.machine_before = Some(MachineState::read(device));
-    let mut trick = PairSide::new(process, trainer)?;
-    measure_alone(process, &mut trick, &mut measurement)?;
-
-    let profile = reference_job.settings();
-    let data = CellData::load(reference_job, &profile)?;
-    let steps = planned_steps(&profile, &data, reference_job.key.batch_size);
-    let recipe = Recipe::for_cell(&reference_job.key, &profile.tta, steps, reference_job.super_convergence);
-    tch::manual_seed(reference_job.key.seed as i64);
-    let built = build(&reference_job.key, &recipe)?;
-    let reference_process =
-        CellContext { job: reference_job, profile: &profile, recipe: &recipe, data: &data, ..*process };
-    let mut reference = PairSide::new(&reference_process, built)?;
-    reference.warm_up(process.profile, device)?;
-
-    let windows = time_pairs(process.profile, device, &mut trick, &mut reference, &mut measurement)?;
-    measurement.paired = Some(PairedWindows { reference: reference_job.key.id(), windows });
-    drop(reference);
-    finish_trick_side(process, &mut trick, &mut measurement)?;
-    measurement.machine_after = Some(MachineState::read(device));
-    Ok(measurement)
+    let base = memory::held(device);
+    let mut arms = Vec::new();
+    for job in process.job.arm_jobs() {
+        arms.push(build_arm(process, &job, &build, base)?);
+    }
+    let Arm { side: mut reference, measurement: mut reference_measurement } =
+        build_arm(process, reference_job, &build, base)?;
+    let timed = time_windows(process.profile, device, &mut arms, &mut reference, &mut reference_measurement)?;
+    for (arm, windows) in arms.iter_mut().zip(timed.arms) {
+        arm.measurement.paired = Some(PairedWindows { reference: reference_job.key.id(), windows });
+    }
+    for (arm, job) in arms.iter_mut().zip(process.job.arm_jobs()) {
+        let (arm_process, arm_context) = context_for(process, &job)?;
+        finish_arm(&arm_process.with(&arm_context), &mut arm.side, &mut arm.measurement)?;
+        arm.measurement.machine_after = Some(MachineState::read(device));
+    }
+    let mut measurements: Vec<ProcessMeasurement> = arms.into_iter().map(|a| a.measurement).collect();
+    if process.job.measures_reference {
+        let (reference_process, reference_context) = context_for(process, reference_job)?;
+        let context = reference_process.with(&reference_context);
+        finish_arm(&context, &mut reference, &mut reference_measurement)?;
+        reference_measurement.machine_after = Some(MachineState::read(device));
+        measurements.push(reference_measurement);
+    }
+    let cells = measurements.len();
+    for m in &mut measurements {
+        m.process_cells = cells;
+        m.timed_s = Some(timed.timed_s / cells as f64);
+    }
+    Ok(measurements)
 }
 
-/// The cell's side alone, before the reference is built: its warm-up (whose peaks are kept
+/// The settings, data and recipe a side's cell trains with in `process`: the process's own for
+/// its first arm, else the job's, sharing the process's data where the job would load the same.
+struct SideContext {
+    profile: Profile,
+    data: Option<CellData>,
+    recipe: Recipe,
+}
+
+/// `process` for the side of `job`, and what that side's context owns.
+fn context_for<'a>(
+    process: &CellContext<'a>,
+    job: &'a CellJob,
+) -> Result<(SideProcess<'a>, SideContext), Error> {
+    let profile = job.settings();
+    let same_data =
+        job.key.tricks.has(Trick::PackedDataset) == process.job.key.tricks.has(Trick::PackedDataset);
+    let data = if same_data { None } else { Some(CellData::load(job, &profile)?) };
+    let data_ref = data.as_ref().unwrap_or(process.data);
+    let steps = planned_steps(&profile, data_ref, job.key.batch_size);
+    let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
+    Ok((
+        SideProcess { job, shared: process.data, device: process.device, rank: process.rank },
+        SideContext { profile, data, recipe },
+    ))
+}
+
+/// A side's process context before it borrows its own settings: the job, the process's data and
+/// where it runs.
+struct SideProcess<'a> {
+    job: &'a CellJob,
+    shared: &'a CellData,
+    device: DeviceSpec,
+    rank: usize,
+}
+
+impl<'a> SideProcess<'a> {
+    /// The context of this side, with `owned`'s settings, recipe and data (the process's where
+    /// the side shares it).
+    fn with<'b>(&'b self, owned: &'b SideContext) -> CellContext<'b>
+    where
+        'a: 'b,
+    {
+        CellContext {
+            job: self.job,
+            profile: &owned.profile,
+            recipe: &owned.recipe,
+            data: owned.data.as_ref().unwrap_or(self.shared),
+            device: self.device,
+            rank: self.rank,
+        }
+    }
+}
+
+/// Builds the arm of `job` in `process` and measures it alone; its memory peaks are its own: less
+/// what the process held beyond `base` (what was held before the first arm was built) when it
+/// was built, the arms built before it.
+fn build_arm<W: Workload>(
+    process: &CellContext,
+    job: &CellJob,
+    build: &impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
+    base: Memory,
+) -> Result<Arm<W>, Error> {
+    let device = process.device;
+    let others = memory::held(device).without(base);
+    // The warm-up peaks from here on are this side's (over what the sides before it hold).
+    memory::reset_peaks(device)?;
+    let (arm_process, arm_context) = context_for(process, job)?;
+    let context = arm_process.with(&arm_context);
+    tch::manual_seed(job.key.seed as i64);
+    let trainer = build(&job.key, &arm_context.recipe)?;
+    let mut measurement = unmeasured(job, &trainer)?;
+    measurement.machine_before = Some(MachineState::read(device));
+    let mut side = PairSide::new(&context, trainer)?;
+    measure_alone(&context, &mut side, &mut measurement, others)?;
+    Ok(Arm { side, measurement })
+}
+
+/// The arm's side alone, before the next side is built: its warm-up (whose peaks are kept
 /// apart), then at least a window's steps (and a memory probe's), and as many more as make the
-/// GPU's energy span a second long; its memory peaks and energy are recorded, and held to the job's memory budget.
+/// GPU's energy span a second long; its memory peaks, less `others` (what the sides built before
+/// it hold), and energy are recorded, and held to the job's memory budget.
 fn measure_alone<W: Workload>(
     process: &CellContext,
-    trick: &mut PairSide<W>,
+    arm: &mut PairSide<W>,
     measurement: &mut ProcessMeasurement,
+    others: Memory,
 ) -> Result<(), Error> {
     let device = process.device;
-    trick.warm_up(process.profile, device)?;
+    arm.warm_up(process.profile, device)?;
     end_warmup(measurement, device)?;
     let mut energy = begin_energy(device);
     let mut steps = 0;
     let alone = process.profile.steps_per_window.max(PROBE_STEPS);
     while steps < alone || energy.as_ref().is_ok_and(EnergySpan::wants_more_time) {
-        let samples = trick.step()?;
+        let samples = arm.step()?;
         if let Ok(span) = &mut energy {
             span.count(samples);
         }
         steps += 1;
     }
     record_energy(measurement, device, energy);
-    measurement.memory = memory::peaks(device)?;
+    measurement.memory = memory::peaks(device)?.without(others);
+    measurement.warmup_memory = measurement.warmup_memory.map(|w| w.without(others));
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     within_budget(&whole, process.job.memory_budget_bytes)
 }
 
-/// Times the pairs with this engine's sides ([`alternate`]). The cell's windows are also its
-/// process's windows, its samples and host reads of metrics counted.
-fn time_pairs<W: Workload>(
+/// What the windows of a paired process timed: each arm's windows with the reference's next to
+/// them, and the seconds in every window.
+struct Timed {
+    arms: Vec<Vec<PairedWindow>>,
+    timed_s: f64,
+}
+
+/// Times the windows with this engine's sides ([`rotate`]). Each arm's windows are also its
+/// process measurement's windows, its samples and host reads of metrics counted; the reference's
+/// are `reference`'s.
+fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
-    trick: &mut PairSide<W>,
+    arms: &mut [Arm<W>],
     reference: &mut PairSide<W>,
-    measurement: &mut ProcessMeasurement,
-) -> Result<Vec<PairedWindow>, Error> {
-    alternate(profile, |side| {
-        Ok(match side {
-            Side::Reference => timed(reference.window(profile.steps_per_window, device)?, measurement),
-            Side::Trick => {
-                let reads = trick.trainer.metrics_mut().host_reads();
-                let (samples, seconds) = trick.window(profile.steps_per_window, device)?;
-                measurement.host_metric_reads += trick.trainer.metrics_mut().host_reads() - reads;
-                measurement.timed_samples += samples;
-                let rate = timed((samples, seconds), measurement);
-                measurement.window_samples_per_s.push(rate);
-                rate
-            }
-        })
-    })
-}
-
-/// Times pairs of windows with `window` (which times one window of a side and returns its
-/// samples per second), the reference first in even pairs and the cell first in odd ones, so that
-/// a steady drift within the process cancels: the profile's `windows_per_process` pairs, then more
-/// while the interval of the pairs' median ratio is wider than a process needs
-/// ([`super::measure::process_half_width`]), up to `max_windows_per_process`. Returns every
-/// window in the order it ran. Both engines pair through it.
-pub(in crate::bench) fn alternate(
-    profile: &Profile,
-    mut window: impl FnMut(Side) -> Result<f64, Error>,
-) -> Result<Vec<PairedWindow>, Error> {
-    let mut windows = Vec::new();
-    let mut ratios: Vec<f64> = Vec::new();
-    while wants_another_window(profile, &ratios) {
-        let pair = ratios.len();
-        let order = if pair.is_multiple_of(2) {
-            [Side::Reference, Side::Trick]
-        } else {
-            [Side::Trick, Side::Reference]
+    reference_measurement: &mut ProcessMeasurement,
+) -> Result<Timed, Error> {
+    let mut timed_s = 0.0;
+    let windows = rotate(profile, arms.len(), |side| {
+        let (measurement, pair_side) = match side {
+            Some(i) => (&mut arms[i].measurement, &mut arms[i].side),
+            None => (&mut *reference_measurement, &mut *reference),
         };
-        let mut rates = [0.0; 2];
-        for side in order {
-            let rate = window(side)?;
-            rates[side as usize] = rate;
-            windows.push(PairedWindow { pair, side, samples_per_s: rate });
-        }
-        ratios.push(rates[Side::Trick as usize] / rates[Side::Reference as usize]);
-    }
-    Ok(windows)
+        let reads = pair_side.trainer.metrics_mut().host_reads();
+        let (samples, seconds) = pair_side.window(profile.steps_per_window, device)?;
+        measurement.host_metric_reads += pair_side.trainer.metrics_mut().host_reads() - reads;
+        timed_s += seconds;
+        Ok(record_window(measurement, samples, seconds))
+    })?;
+    Ok(Timed { arms: windows, timed_s })
 }
 
-/// Adds a window of `samples` over `seconds` to the process's timed seconds; returns its
+/// Adds a window of `samples` over `seconds` to `measurement`'s windows and samples; returns its
 /// throughput, samples per second.
-fn timed((samples, seconds): (usize, f64), measurement: &mut ProcessMeasurement) -> f64 {
-    *measurement.timed_s.get_or_insert(0.0) += seconds;
-    samples as f64 / seconds
+pub(in crate::bench) fn record_window(
+    measurement: &mut ProcessMeasurement,
+    samples: usize,
+    seconds: f64,
+) -> f64 {
+    let rate = samples as f64 / seconds;
+    measurement.window_samples_per_s.push(rate);
+    measurement.timed_samples += samples;
+    rate
 }
 
-/// The cell's side after the pairs, with its switches set again: where its training steps' time
+/// Times the windows of a paired process of `arms` arms and their reference with `window`
+/// (which times one window of arm `Some(i)`, or of the reference for `None`, and returns its
+/// samples per second); returns each arm's windows, paired with the reference's next to them.
+///
+/// One arm alternates with the reference, A B, B A, A B, … Several arms run in blocks, each
+/// block every arm still measuring once, in the order of a row of a Williams design over them
+/// ([`williams_rows`]: over its rows each arm follows each other arm equally often and takes each
+/// place in the block equally often), the reference after every second arm:
+/// R a₁ a₂ R a₃ a₄ R … The first arm of each two is paired with the reference window before it,
+/// the second with the one after it, so each reference window serves the two arms beside it and
+/// the reference takes a third of the windows, not half; over the rows each arm comes before its
+/// reference as often as after it, so a steady drift within the process cancels.
+///
+/// An arm takes the profile's `windows_per_process` pairs, then more while the interval of its
+/// pairs' median ratio is wider than a process needs ([`super::measure::process_half_width`]),
+/// up to `max_windows_per_process`; an arm that needs no more leaves the blocks. Both engines
+/// pair through it.
+pub fn rotate(
+    profile: &Profile,
+    arms: usize,
+    mut window: impl FnMut(Option<usize>) -> Result<f64, Error>,
+) -> Result<Vec<Vec<PairedWindow>>, Error> {
+    let mut windows: Vec<Vec<PairedWindow>> = vec![Vec::new(); arms];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); arms];
+    let mut block = 0;
+    // The last window's rate when it was the reference's (a window the next arm may pair with).
+    let mut last_reference: Option<f64> = None;
+    loop {
+        let active: Vec<usize> = (0..arms).filter(|&i| wants_another_window(profile, &ratios[i])).collect();
+        if active.is_empty() {
+            return Ok(windows);
+        }
+        let order = block_order(&active, block);
+        for chunk in order.chunks(2) {
+            if active.len() == 1 && block % 2 == 1 {
+                // One arm: A B, B A, … (the reference after the arm in odd blocks).
+                let arm = window(Some(chunk[0]))?;
+                let reference = window(None)?;
+                push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], reference, arm, false);
+                last_reference = None;
+                continue;
+            }
+            let before = match last_reference.take() {
+                Some(rate) if active.len() > 1 => rate,
+                _ => window(None)?,
+            };
+            let first = window(Some(chunk[0]))?;
+            push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], before, first, true);
+            if let Some(&second_arm) = chunk.get(1) {
+                let second = window(Some(second_arm))?;
+                let after = window(None)?;
+                push_pair(&mut windows[second_arm], &mut ratios[second_arm], after, second, false);
+                last_reference = Some(after);
+            }
+        }
+        block += 1;
+    }
+}
+
+/// Adds a pair of windows (the reference's `reference` and the arm's `arm`, samples per second,
+/// the reference first when `reference_first`) to an arm's `windows` and its `ratios`.
+fn push_pair(
+    windows: &mut Vec<PairedWindow>,
+    ratios: &mut Vec<f64>,
+    reference: f64,
+    arm: f64,
+    reference_first: bool,
+) {
+    let pair = ratios.len();
+    let reference = PairedWindow { pair, side: Side::Reference, samples_per_s: reference };
+    let arm_window = PairedWindow { pair, side: Side::Trick, samples_per_s: arm };
+    if reference_first {
+        windows.extend([reference, arm_window]);
+    } else {
+        windows.extend([arm_window, reference]);
+    }
+    ratios.push(arm / reference.samples_per_s);
+}
+
+/// The order of `active`'s arms in block `block`: row `block` of the Williams design over them.
+fn block_order(active: &[usize], block: usize) -> Vec<usize> {
+    let rows = williams_rows(active.len());
+    rows[block % rows.len()].iter().map(|&i| active[i]).collect()
+}
+
+/// The rows of a Williams design over `n` treatments: orders of `0..n` in which each treatment
+/// takes each place equally often and follows each other treatment equally often (first-order
+/// carry-over balance); `n` rows for an even `n`, `2n` (each row and its reverse) for an odd one.
+pub fn williams_rows(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    // 0, 1, n-1, 2, n-2, …: consecutive differences that cover every nonzero residue once.
+    let base: Vec<usize> = (0..n).map(|j| if j % 2 == 1 { j.div_ceil(2) } else { (n - j / 2) % n }).collect();
+    let rows: Vec<Vec<usize>> = (0..n).map(|r| base.iter().map(|&b| (b + r) % n).collect()).collect();
+    if n.is_multiple_of(2) {
+        return rows;
+    }
+    let reversed: Vec<Vec<usize>> = rows.iter().map(|row| row.iter().rev().copied().collect()).collect();
+    rows.into_iter().chain(reversed).collect()
+}
+
+/// The arm's side after the windows, with its switches set again: where its training steps' time
 /// goes, its last mean loss, and its profiler trace when the job asks for one.
-fn finish_trick_side<W: Workload>(
+fn finish_arm<W: Workload>(
     process: &CellContext,
-    trick: &mut PairSide<W>,
+    arm: &mut PairSide<W>,
     measurement: &mut ProcessMeasurement,
 ) -> Result<(), Error> {
-    apply_switches(&trick.key, process.device)?;
-    if trick.key.kind == (CellKind::Throughput { phase: Phase::Train }) {
-        let lr = trick.lr;
-        record_breakdown(process, &mut trick.trainer, trick.batches.as_mut(), lr, measurement)?;
-        trick.trainer.metrics_mut().flush();
-        measurement.last_loss = trick.trainer.metrics_mut().last_mean_loss();
+    apply_switches(&arm.key, process.device)?;
+    if arm.key.kind == (CellKind::Throughput { phase: Phase::Train }) {
+        let lr = arm.lr;
+        record_breakdown(process, &mut arm.trainer, arm.batches.as_mut(), lr, measurement)?;
+        arm.trainer.metrics_mut().flush();
+        measurement.last_loss = arm.trainer.metrics_mut().last_mean_loss();
     }
-    trace::record(process, measurement, || trick.step().map(drop))
+    trace::record(process, measurement, || arm.step().map(drop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::profile::ProfileName;
+    use crate::workloads::Family;
+
+    /// Checks the two balance properties of a Williams design over `n` treatments.
+    fn check_balance(n: usize) {
+        let rows = williams_rows(n);
+        for row in &rows {
+            let mut sorted = row.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{n}: {row:?} is an order of every treatment");
+        }
+        let mut places = vec![vec![0; n]; n];
+        let mut follows = vec![vec![0; n]; n];
+        for row in &rows {
+            for (place, &t) in row.iter().enumerate() {
+                places[t][place] += 1;
+            }
+            for pair in row.windows(2) {
+                follows[pair[0]][pair[1]] += 1;
+            }
+        }
+        let per_place = rows.len() / n;
+        assert!(places.iter().flatten().all(|&c| c == per_place), "{n}: places {places:?}");
+        let per_neighbour = if n.is_multiple_of(2) { 1 } else { 2 };
+        for (a, row) in follows.iter().enumerate() {
+            for (b, &count) in row.iter().enumerate() {
+                assert_eq!(count, if a == b { 0 } else { per_neighbour }, "{n}: {b} after {a}");
+            }
+        }
+    }
+
+    #[test]
+    fn williams_rows_balance_places_and_neighbours() {
+        for n in 1..=11 {
+            check_balance(n);
+        }
+    }
+
+    /// A profile of 24 pairs a process, no more.
+    fn profile() -> Profile {
+        let smoke = ProfileName::Smoke.settings(Family::CifarResnet);
+        Profile { windows_per_process: 24, max_windows_per_process: 24, ..smoke }
+    }
+
+    /// The windows `rotate` asks for, on a stand-in whose reference runs at 100 samples/s and
+    /// arm `i` at `100 × (1 + i/10)`.
+    fn rotated(arms: usize) -> (Vec<Option<usize>>, Vec<Vec<PairedWindow>>) {
+        let profile = profile();
+        let mut asked = Vec::new();
+        let windows = rotate(&profile, arms, |side| {
+            asked.push(side);
+            Ok(side.map_or(100.0, |i| 100.0 * (1.0 + i as f64 / 10.0)))
+        })
+        .unwrap();
+        (asked, windows)
+    }
+
+    #[test]
+    fn several_arms_share_each_reference_window_and_keep_their_own_ratios() {
+        let (asked, windows) = rotated(4);
+        let references = asked.iter().filter(|s| s.is_none()).count();
+        let profile = profile();
+        assert!(
+            references * 2 <= asked.len() * 2 / 3 + 2,
+            "a third of {} windows, not {references}",
+            asked.len()
+        );
+        for (i, arm) in windows.iter().enumerate() {
+            let ratios: Vec<f64> = arm
+                .chunks(2)
+                .map(|p| {
+                    let rate = |side| p.iter().find(|w| w.side == side).unwrap().samples_per_s;
+                    rate(Side::Trick) / rate(Side::Reference)
+                })
+                .collect();
+            assert!(ratios.len() >= profile.windows_per_process, "arm {i}: {} pairs", ratios.len());
+            assert!(
+                ratios.iter().all(|r| (r - (1.0 + i as f64 / 10.0)).abs() < 1e-12),
+                "arm {i}: {ratios:?}"
+            );
+            let first = arm.chunks(2).filter(|p| p[0].side == Side::Reference).count();
+            let pairs = arm.len() / 2;
+            assert!(
+                first.abs_diff(pairs - first) <= pairs / 4 + 1,
+                "arm {i}: reference first in {first} of {pairs}"
+            );
+        }
+        assert!(
+            asked.windows(2).all(|w| w[0].is_some() || w[1].is_some()),
+            "never two reference windows in a row"
+        );
+    }
+
+    #[test]
+    fn one_arm_alternates_with_its_reference() {
+        let (asked, windows) = rotated(1);
+        assert_eq!(asked.len(), windows[0].len());
+        for (pair, w) in windows[0].chunks(2).enumerate() {
+            let expected = if pair % 2 == 0 { Side::Reference } else { Side::Trick };
+            assert_eq!(w[0].side, expected, "pair {pair}");
+        }
+    }
 }

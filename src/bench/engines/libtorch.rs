@@ -44,7 +44,7 @@ impl CellEngine for Libtorch {
     /// A `ddp` cell runs as one rank of `dist` (its CUDA device is the local rank's), its
     /// throughput the sum over the ranks; the `ddp` reference cell (DataParallel) drives every
     /// CUDA device of the machine from this process.
-    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error> {
         memory::count_cpu_tensors()?;
         let profile = job.settings();
         let device = match (dist, job.device) {
@@ -66,7 +66,7 @@ impl CellEngine for Libtorch {
 
 /// Builds the cell's workload in `process` and measures it: paired with its reference side when
 /// the cell has one, else alone, spread over devices as `parallel` says.
-fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<ProcessMeasurement, Error> {
+fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec<ProcessMeasurement>, Error> {
     let CellContext { job, recipe, device, .. } = *process;
     let reference = job.reference_side();
     match process.data {
@@ -77,11 +77,14 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Pro
             let build = |key: &CellKey, recipe: &Recipe| {
                 Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, recipe)
             };
-            let trainer = build(&job.key, recipe)?;
             match &reference {
-                Some(reference) => paired::measure(process, reference, trainer, build),
+                Some(reference) => paired::measure(process, reference, build),
                 None => {
-                    measure(process, parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?)
+                    let trainer = build(&job.key, recipe)?;
+                    alone(measure(
+                        process,
+                        parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?,
+                    ))
                 }
             }
         }
@@ -89,10 +92,12 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Pro
             let build = |key: &CellKey, recipe: &Recipe| {
                 Trainer::new(resnet_for(key, recipe, device.tch())?, &key.tricks, device, recipe)
             };
-            let trainer = build(&job.key, recipe)?;
             match &reference {
-                Some(reference) => paired::measure(process, reference, trainer, build),
-                None => measure(process, parallel.apply(trainer, |d| resnet_for(&job.key, recipe, d))?),
+                Some(reference) => paired::measure(process, reference, build),
+                None => {
+                    let trainer = build(&job.key, recipe)?;
+                    alone(measure(process, parallel.apply(trainer, |d| resnet_for(&job.key, recipe, d))?))
+                }
             }
         }
         CellData::Text { corpus, .. } => {
@@ -101,14 +106,21 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Pro
             let build = |key: &CellKey, recipe: &Recipe| {
                 Trainer::new(gpt_for(key, vocab, device.tch())?, &key.tricks, device, recipe)
             };
-            let trainer = build(&job.key, recipe)?;
             match &reference {
-                Some(reference) => paired::measure(process, reference, trainer, build),
-                None => measure(process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?),
+                Some(reference) => paired::measure(process, reference, build),
+                None => {
+                    let trainer = build(&job.key, recipe)?;
+                    alone(measure(process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?))
+                }
             }
         }
         CellData::Prepared(_) | CellData::Samples(_) => {
             Err(Error::Invalid(format!("{}: that data is the user's model's", job.key.workload)))
         }
     }
+}
+
+/// The measurement of a process that measured its one cell alone, as a process's list.
+fn alone(measurement: Result<ProcessMeasurement, Error>) -> Result<Vec<ProcessMeasurement>, Error> {
+    measurement.map(|m| vec![m])
 }

@@ -32,9 +32,9 @@ pub trait CellEngine {
     /// before any cell runs; `None` where it keeps nothing. The run holds it until it ends.
     fn start_run(&self, python: &Path) -> Result<Option<Box<dyn RunServer>>, Error>;
 
-    /// Runs the cell of `job` in this process (as a rank of `dist`, when a `ddp` cell runs as
-    /// one) and returns what it measured.
-    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error>;
+    /// Runs the cells of `job` in this process (as a rank of `dist`, when a `ddp` cell runs as
+    /// one) and returns what it measured of each, in [`CellJob::members`] order.
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error>;
 }
 
 /// A process an engine keeps for a whole run, which its cell processes reach on a Unix socket

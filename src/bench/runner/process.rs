@@ -224,7 +224,7 @@ fn outcome(status: ExitStatus, elapsed: Duration, output: &Path, stderr: StderrS
     let StderrSummary { tail, out_of_memory, not_applicable } = stderr;
     if status.success() {
         return match read_measurement(output) {
-            Ok(measurement) => Execution::Measured(Box::new(measurement)),
+            Ok(measurements) => Execution::Measured(measurements),
             Err(e) => Execution::Failed(CellStatus::Failed { error: e.to_string(), stderr_tail: tail }),
         };
     }
@@ -240,8 +240,8 @@ fn outcome(status: ExitStatus, elapsed: Duration, output: &Path, stderr: StderrS
     })
 }
 
-/// The measurement a cell process wrote to `output`.
-fn read_measurement(output: &Path) -> Result<ProcessMeasurement, Error> {
+/// The measurements a cell process wrote to `output`, one per cell of its job.
+fn read_measurement(output: &Path) -> Result<Vec<ProcessMeasurement>, Error> {
     let bytes = std::fs::read(output).map_err(|e| Error::io(output, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output.to_path_buf(), source: e })
 }

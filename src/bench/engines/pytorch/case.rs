@@ -5,6 +5,7 @@
 //! [`write_scripts`] writes the scripts that read it, for a cell that starts its own Python and for
 //! the run's fork server.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -67,18 +68,22 @@ struct EngineCase {
     clip_max_norm: Option<f64>,
     /// Steps between host reads of the metrics under `avoid-sync`.
     log_interval: usize,
-    /// The sides.
-    sides: Sides,
+    /// The sides by name: the arms ([`arm_name`]) and, where the cells are paired, their
+    /// reference ([`REFERENCE_SIDE`]).
+    sides: BTreeMap<String, SideSpec>,
 }
 
-/// Both sides of the case.
-#[derive(Debug, Serialize)]
-struct Sides {
-    /// The cell's own side.
-    trick: SideSpec,
-    /// Its paired reference (absent where the cell is measured alone).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reference: Option<SideSpec>,
+/// The name of the reference's side in a case.
+pub(super) const REFERENCE_SIDE: &str = "reference";
+
+/// The name of arm `i`'s side in a case: `trick` for the job's own cell, `arm-1`, `arm-2`, … for
+/// the further arms of a multi-arm process.
+pub(super) fn arm_name(i: usize) -> String {
+    if i == 0 {
+        "trick".to_owned()
+    } else {
+        format!("arm-{i}")
+    }
 }
 
 /// One side: its network, weights file and tricks.
@@ -94,9 +99,10 @@ struct SideSpec {
     reference_for: Option<Trick>,
 }
 
-/// Writes the case of `job` (and of its paired reference, when it has one) into `dir`; returns the
-/// analytic FLOPs of one sample's forward pass through the cell's network.
-pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<f64, Error> {
+/// Writes the case of `job` (its arms, [`CellJob::arm_jobs`], and their paired reference, when
+/// they have one) into `dir`; returns the analytic FLOPs of one sample's forward pass through each
+/// arm's network, in arm order, then the reference's.
+pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<Vec<f64>, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let profile = job.settings();
     // The image files stay encoded: a side without packed-dataset decodes them every batch.
@@ -113,11 +119,20 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
             Network::User { dir, flops_per_sample }
         }
     };
-    let side = |job: &CellJob, name: &str| {
-        side_spec(&job.key, &recipe, &network, &dir.join(format!("{name}.safetensors"))).map(|(side, _)| side)
-    };
-    let (trick, forward_flops_per_sample) =
-        side_spec(&job.key, &recipe, &network, &dir.join("trick.safetensors"))?;
+    let mut sides = BTreeMap::new();
+    let mut forward_flops_per_sample = Vec::new();
+    for (i, arm) in job.arm_jobs().iter().enumerate() {
+        let name = arm_name(i);
+        let (side, flops) = side_spec(&arm.key, &recipe, &network, &dir.join(format!("{name}.safetensors")))?;
+        sides.insert(name, side);
+        forward_flops_per_sample.push(flops);
+    }
+    if let Some(reference) = reference {
+        let weights = dir.join(format!("{REFERENCE_SIDE}.safetensors"));
+        let (side, flops) = side_spec(&reference.key, &recipe, &network, &weights)?;
+        sides.insert(REFERENCE_SIDE.to_owned(), side);
+        forward_flops_per_sample.push(flops);
+    }
     let baseline = CellKey { tricks: TrickSet::baseline(), reference_for: None, ..job.key.clone() };
     let case = EngineCase {
         format: ENGINE_CASE_FORMAT,
@@ -133,7 +148,7 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
         optimizer: OptimizerSpec::of(Recipe::for_cell(&baseline, &profile.tta, steps, false).optimizer)?,
         clip_max_norm: recipe.clip_max_norm,
         log_interval: LOG_INTERVAL_STEPS,
-        sides: Sides { trick, reference: reference.map(|r| side(r, "reference")).transpose()? },
+        sides,
     };
     store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
     Ok(forward_flops_per_sample)

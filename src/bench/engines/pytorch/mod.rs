@@ -26,7 +26,7 @@ use super::{CellEngine, RunServer};
 use crate::bench::cell::measure::{
     end_energy, timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS,
 };
-use crate::bench::cell::paired::alternate;
+use crate::bench::cell::paired::{record_window, rotate};
 use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
 use crate::bench::cell::CellJob;
 use crate::bench::profile::Profile;
@@ -40,9 +40,7 @@ use crate::measure::flops::{Precision, StepArithmetic};
 use crate::measure::power::EnergyMeter;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
-use crate::results::schema::{
-    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
-};
+use crate::results::schema::{CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement};
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::{user, WorkloadId};
 use server::PytorchServer;
@@ -67,9 +65,9 @@ impl CellEngine for Pytorch {
         Ok(Some(Box::new(PytorchServer::start(python)?)))
     }
 
-    /// The cell runs in this one process: `ddp` does not apply on this engine, so `dist` is not
+    /// The cells run in this one process: `ddp` does not apply on this engine, so `dist` is not
     /// used.
-    fn run_cell(&self, job: &CellJob, _dist: Option<&DistEnv>) -> Result<ProcessMeasurement, Error> {
+    fn run_cell(&self, job: &CellJob, _dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error> {
         run(job, job.reference_side().as_ref())
     }
 }
@@ -256,13 +254,13 @@ impl EngineProcess {
     }
 
     /// Runs `steps` untimed steps of `side`.
-    fn warm_up(&mut self, side: Side, steps: usize) -> Result<(), Error> {
-        self.request(json!({"op": "warm_up", "side": side_name(side), "steps": steps})).map(drop)
+    fn warm_up(&mut self, side: &str, steps: usize) -> Result<(), Error> {
+        self.request(json!({"op": "warm_up", "side": side, "steps": steps})).map(drop)
     }
 
     /// Times a window of `steps` steps of `side`.
-    fn window(&mut self, side: Side, steps: usize) -> Result<WindowReply, Error> {
-        self.request_as(json!({"op": "window", "side": side_name(side), "steps": steps}))
+    fn window(&mut self, side: &str, steps: usize) -> Result<WindowReply, Error> {
+        self.request_as(json!({"op": "window", "side": side, "steps": steps}))
     }
 
     /// The memory peaks since the engine started.
@@ -270,18 +268,23 @@ impl EngineProcess {
         self.request_as::<MemoryReply>(json!({"op": "memory"})).map(Memory::from)
     }
 
+    /// The memory the engine holds now (in [`Memory`]'s fields, as [`crate::measure::memory::held`]).
+    fn held(&mut self) -> Result<Memory, Error> {
+        self.request_as::<MemoryReply>(json!({"op": "held"})).map(Memory::from)
+    }
+
     /// The memory peaks over `steps` untimed steps of `side` (the device's, or on a CPU those of
     /// the live CPU tensors' bytes) and the samples the steps took.
-    fn probe(&mut self, side: Side, steps: usize) -> Result<(Memory, usize), Error> {
-        let request = json!({"op": "probe", "side": side_name(side), "steps": steps});
+    fn probe(&mut self, side: &str, steps: usize) -> Result<(Memory, usize), Error> {
+        let request = json!({"op": "probe", "side": side, "steps": steps});
         let reply = self.request_as::<MemoryReply>(request)?;
         let samples = reply.samples;
         Ok((Memory::from(reply), samples))
     }
 
     /// Where the time of `steps` steps of `side` goes, phase by phase.
-    fn breakdown(&mut self, side: Side, steps: usize) -> Result<StepBreakdown, Error> {
-        self.request_as(json!({"op": "breakdown", "side": side_name(side), "steps": steps}))
+    fn breakdown(&mut self, side: &str, steps: usize) -> Result<StepBreakdown, Error> {
+        self.request_as(json!({"op": "breakdown", "side": side, "steps": steps}))
     }
 }
 
@@ -310,14 +313,6 @@ fn data_limit_bytes() -> Option<u64> {
     (got && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// The side's name in the engine's protocol.
-fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Reference => "reference",
-        Side::Trick => "trick",
-    }
-}
-
 /// A scratch folder, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -327,11 +322,12 @@ impl Drop for Scratch {
     }
 }
 
-/// Runs the cell of `job` on the PyTorch engine (paired with `reference`, the job of its reference
-/// side, when it has one) and returns what it measured.
-fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement, Error> {
+/// Runs the cells of `job` on the PyTorch engine (its arms paired with `reference`, the job of
+/// their reference side, when they have one) and returns what it measured of each, in
+/// [`CellJob::members`] order.
+fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurement>, Error> {
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
-    let forward_flops_per_sample = case::write(job, reference, &scratch.0)?;
+    let flops = case::write(job, reference, &scratch.0)?;
     let profile = job.settings();
     let mut engine = match &job.pytorch_server {
         Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
@@ -341,32 +337,115 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<ProcessMeasurement,
             EngineProcess::start(&python, &script, &scratch.0)?
         }
     };
-    let flops = timed_flops_per_sample(job.key.kind, forward_flops_per_sample);
-    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job)?);
-    measurement.machine_before = Some(MachineState::read(job.device));
-    measure_alone(&mut engine, &profile, job, &mut measurement)?;
+    let base = engine.held()?;
+    let mut arms = Vec::new();
+    for (i, arm_job) in job.arm_jobs().iter().enumerate() {
+        let side = Built { job: arm_job, name: case::arm_name(i), forward_flops_per_sample: flops[i] };
+        arms.push(measure_side(&mut engine, &profile, side, (i > 0).then_some(base))?);
+    }
+    let mut measured_reference = None;
     match reference {
         _ if job.key.kind == CellKind::MemoryProbe => {}
         Some(reference) => {
-            engine.request(json!({"op": "build", "side": "reference"}))?;
-            engine.warm_up(Side::Reference, profile.warmup_steps)?;
-            let windows = time_pairs(&mut engine, &profile, &mut measurement)?;
-            measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
+            let name = case::REFERENCE_SIDE.to_owned();
+            let side = Built { job: reference, name, forward_flops_per_sample: flops[arms.len()] };
+            let mut reference_side = measure_side(&mut engine, &profile, side, Some(base))?;
+            let timed_s = time_arms(&mut engine, &profile, &mut arms, &mut reference_side)?;
+            for (arm, windows) in arms.iter_mut().zip(timed_s.arms) {
+                arm.measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
+            }
+            let cells = arms.len() + usize::from(job.measures_reference);
+            measured_reference = job.measures_reference.then_some(reference_side);
+            for side in arms.iter_mut().chain(measured_reference.iter_mut()) {
+                side.measurement.process_cells = cells;
+                side.measurement.timed_s = Some(timed_s.seconds / cells as f64);
+            }
         }
-        None => time_alone(&mut engine, &profile, &mut measurement)?,
+        None => time_alone(&mut engine, &profile, &mut arms[0].measurement)?,
     }
-    if job.key.kind == (CellKind::Throughput { phase: Phase::Train }) {
-        let steps = profile.steps_per_window.max(BREAKDOWN_STEPS);
-        match engine.breakdown(Side::Trick, steps) {
-            Ok(breakdown) => measurement.step_breakdown = Some(breakdown),
-            Err(why) => measurement.step_breakdown_unavailable = Some(why.to_string()),
-        }
+    for side in arms.iter_mut().chain(measured_reference.iter_mut()) {
+        finish_arm(&mut engine, &profile, side)?;
+        side.measurement.machine_after = Some(MachineState::read(job.device));
     }
-    let loss = engine.request(json!({"op": "loss", "side": "trick"}))?;
-    measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
-    measurement.machine_after = Some(MachineState::read(job.device));
     engine.quit()?;
-    Ok(measurement)
+    Ok(arms.into_iter().chain(measured_reference).map(|side| side.measurement).collect())
+}
+
+/// A side the engine builds: the job of its cell, its name in the case and its network's forward
+/// FLOPs per sample.
+struct Built<'a> {
+    job: &'a CellJob,
+    name: String,
+    forward_flops_per_sample: f64,
+}
+
+/// A side the engine has built and measured alone, and what is measured of it.
+struct MeasuredSide {
+    name: String,
+    kind: CellKind,
+    measurement: ProcessMeasurement,
+}
+
+/// Builds `side` in `engine` and measures it alone ([`measure_alone`]), its peaks less what the
+/// engine held beyond `base` before it was built (the sides built before it; `base` is `None`
+/// for the process's first side).
+fn measure_side(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    side: Built,
+    base: Option<Memory>,
+) -> Result<MeasuredSide, Error> {
+    let job = side.job;
+    let others = match base {
+        Some(base) => Some(engine.held()?.without(base)),
+        None => None,
+    };
+    let flops = timed_flops_per_sample(job.key.kind, side.forward_flops_per_sample);
+    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job)?);
+    measurement.machine_before = Some(MachineState::read(job.device));
+    measure_alone(engine, profile, job, &side.name, &mut measurement, others)?;
+    Ok(MeasuredSide { name: side.name, kind: job.key.kind, measurement })
+}
+
+/// What the windows of the arms timed: each arm's windows with the reference's next to them, and
+/// the seconds in every window.
+struct TimedArms {
+    arms: Vec<Vec<PairedWindow>>,
+    seconds: f64,
+}
+
+/// Times the arms' windows and the reference's ([`rotate`]).
+fn time_arms(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    arms: &mut [MeasuredSide],
+    reference: &mut MeasuredSide,
+) -> Result<TimedArms, Error> {
+    let mut seconds = 0.0;
+    let windows = rotate(profile, arms.len(), |which| {
+        let side = match which {
+            Some(i) => &mut arms[i],
+            None => &mut *reference,
+        };
+        let window = engine.window(&side.name, profile.steps_per_window)?;
+        seconds += window.seconds;
+        Ok(timed(window, &mut side.measurement))
+    })?;
+    Ok(TimedArms { arms: windows, seconds })
+}
+
+/// A measured side after the windows: where its training steps' time goes and its last loss.
+fn finish_arm(engine: &mut EngineProcess, profile: &Profile, arm: &mut MeasuredSide) -> Result<(), Error> {
+    if arm.kind == (CellKind::Throughput { phase: Phase::Train }) {
+        let steps = profile.steps_per_window.max(BREAKDOWN_STEPS);
+        match engine.breakdown(&arm.name, steps) {
+            Ok(breakdown) => arm.measurement.step_breakdown = Some(breakdown),
+            Err(why) => arm.measurement.step_breakdown_unavailable = Some(why.to_string()),
+        }
+    }
+    let loss = engine.request(json!({"op": "loss", "side": arm.name}))?;
+    arm.measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
+    Ok(())
 }
 
 /// The arithmetic most of the engine's FLOPs run in for the cell of `job`, by the rule libtorch's
@@ -392,26 +471,33 @@ fn arithmetic(tricks: &TrickSet, device: DeviceSpec, mostly_convolutions: bool) 
     }
 }
 
-/// The cell's side alone: built, warmed up (its peaks kept apart), then a window's steps (and a
-/// memory probe's) whose peaks are the cell's (on a CPU those of its live tensors' bytes, as a
-/// libtorch process counts them), the device's held to the job's memory budget; on a GPU the
-/// energy of those steps, and of more untimed ones until the span is long enough to read.
+/// Side `name` (of `job`'s cell) alone: built, warmed up (its peaks kept apart), then a window's
+/// steps (and a memory probe's) whose peaks, less `others` (what the sides built before it hold),
+/// are the cell's (on a CPU those of its live tensors' bytes, as a libtorch process counts
+/// them), the device's held to the job's memory budget; on a GPU the energy of those steps, and
+/// of more untimed ones until the span is long enough to read. The first side's warm-up peaks are
+/// the engine's since it started; a later side's are not kept apart, since those peaks include
+/// the sides before it. `others` is `None` for the process's first side.
 fn measure_alone(
     engine: &mut EngineProcess,
     profile: &Profile,
     job: &CellJob,
+    name: &str,
     measurement: &mut ProcessMeasurement,
+    others: Option<Memory>,
 ) -> Result<(), Error> {
-    engine.request(json!({"op": "build", "side": "trick"}))?;
-    engine.warm_up(Side::Trick, profile.warmup_steps)?;
-    measurement.warmup_memory = Some(engine.memory()?);
+    let first = others.is_none();
+    let others = others.unwrap_or_default();
+    engine.request(json!({"op": "build", "side": name}))?;
+    engine.warm_up(name, profile.warmup_steps)?;
+    measurement.warmup_memory = if first { Some(engine.memory()?) } else { None };
     // The engine synchronised the device before replying, and this process runs nothing on the
     // GPU: the span starts with the device idle. A memory probe is not timed, so its energy is
     // not measured.
     let mut energy = (job.key.kind != CellKind::MemoryProbe)
         .then(|| EnergyMeter::open(job.device).and_then(EnergyMeter::begin));
-    let (memory, samples) = engine.probe(Side::Trick, profile.steps_per_window.max(PROBE_STEPS))?;
-    measurement.memory = memory;
+    let (memory, samples) = engine.probe(name, profile.steps_per_window.max(PROBE_STEPS))?;
+    measurement.memory = memory.without(others);
     if let Some(Ok(span)) = &mut energy {
         span.count(samples);
     }
@@ -419,7 +505,7 @@ fn measure_alone(
         if !span.wants_more_time() {
             break;
         }
-        let window = engine.window(Side::Trick, profile.steps_per_window)?;
+        let window = engine.window(name, profile.steps_per_window)?;
         span.count(window.samples);
     }
     if let Some(energy) = energy {
@@ -432,15 +518,6 @@ fn measure_alone(
     within_budget(&Memory { peak_rss_bytes: None, ..whole }, job.memory_budget_bytes)
 }
 
-/// Times the pairs ([`alternate`]) with the engine's two sides.
-fn time_pairs(
-    engine: &mut EngineProcess,
-    profile: &Profile,
-    measurement: &mut ProcessMeasurement,
-) -> Result<Vec<PairedWindow>, Error> {
-    alternate(profile, |side| Ok(timed(engine.window(side, profile.steps_per_window)?, side, measurement)))
-}
-
 /// Times windows of the cell's side alone while the profile wants another.
 fn time_alone(
     engine: &mut EngineProcess,
@@ -448,22 +525,18 @@ fn time_alone(
     measurement: &mut ProcessMeasurement,
 ) -> Result<(), Error> {
     while wants_another_window(profile, &measurement.window_samples_per_s) {
-        timed(engine.window(Side::Trick, profile.steps_per_window)?, Side::Trick, measurement);
+        let window = engine.window(&case::arm_name(0), profile.steps_per_window)?;
+        *measurement.timed_s.get_or_insert(0.0) += window.seconds;
+        timed(window, measurement);
     }
     Ok(())
 }
 
-/// Adds `window` of `side` to the process's timed seconds (and, for the cell's side, to its
-/// windows, samples and host reads); returns its throughput, samples per second.
-fn timed(window: WindowReply, side: Side, measurement: &mut ProcessMeasurement) -> f64 {
-    *measurement.timed_s.get_or_insert(0.0) += window.seconds;
-    let rate = window.samples as f64 / window.seconds;
-    if side == Side::Trick {
-        measurement.window_samples_per_s.push(rate);
-        measurement.timed_samples += window.samples;
-        measurement.host_metric_reads += window.host_reads;
-    }
-    rate
+/// Adds `window` to a side's windows, samples and host reads; returns its throughput, samples
+/// per second.
+fn timed(window: WindowReply, measurement: &mut ProcessMeasurement) -> f64 {
+    measurement.host_metric_reads += window.host_reads;
+    record_window(measurement, window.samples, window.seconds)
 }
 
 #[cfg(test)]
