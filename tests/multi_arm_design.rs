@@ -222,7 +222,11 @@ fn decided_cells_stop_early_and_the_control_and_baseline_never_do() {
                 assert_eq!(rounds, 3, "{} ran every round", cell.id());
             } else if rounds < 3 {
                 assert_eq!(rounds, 2, "{}: a cell stops after its second round at the earliest", cell.id());
+                let decided = cell.decided.expect("the decision is recorded in the cell");
+                assert_eq!(decided.after_rounds, 2);
                 stopped += 1;
+            } else {
+                assert!(cell.decided.is_none(), "{} ran every round", cell.id());
             }
         }
         let channels_last =

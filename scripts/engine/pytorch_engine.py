@@ -1392,28 +1392,28 @@ def reset_rss_peak():
         pass
 
 
-def current_rss_bytes():
-    """The process's resident set now (VmRSS), or None where the status file has no such line."""
+def status_bytes(field):
+    """The figure of /proc/self/status's line `field` (VmRSS:, VmHWM:), bytes, or None where the
+    file or the line is missing (gVisor's status file has no VmHWM)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return None
 
 
+def current_rss_bytes():
+    """The process's resident set now (VmRSS), or None."""
+    return status_bytes("VmRSS:")
+
+
 def peak_rss_bytes():
     """The process's peak resident set: VmHWM (since its last reset), else ru_maxrss."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = status_bytes("VmHWM:")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def layout(tensors):

@@ -21,8 +21,8 @@ use crate::bench::stopping::{self, Decision};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::schema::{
-    ArmsPerProcess, CellKey, CellResult, CellStatus, MeasurementDesign, ProcessMeasurement, Results, RunInfo,
-    SpeedrunChoice,
+    ArmsPerProcess, CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, ProcessMeasurement,
+    Results, RunInfo, SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -193,9 +193,14 @@ impl Running<'_> {
             if finished_unsuccessfully(&self.results.cells, key) {
                 continue;
             }
-            let cell = self.results.cells.iter().find(|c| c.key == *key);
-            match cell.and_then(|c| stopping::decision(c, &self.results.cells).map(|d| (c, d))) {
-                Some((cell, decision)) => self.observer.cell_decided(cell, decision, slot.round),
+            let cells = &self.results.cells;
+            let found = cells.iter().position(|c| c.key == *key);
+            match found.and_then(|i| stopping::decision(&cells[i], cells).map(|d| (i, d))) {
+                Some((i, decision)) => {
+                    let cell = &mut self.results.cells[i];
+                    cell.decided = Some(EarlyDecision { after_rounds: cell.processes.len(), decision });
+                    self.observer.cell_decided(cell, decision, slot.round);
+                }
                 None => arms.push(*slot),
             }
         }
@@ -429,10 +434,14 @@ fn differences(existing: &RunInfo, info: &RunInfo) -> Vec<&'static str> {
     .collect()
 }
 
-/// Whether round `round` of cell `key` is already measured (or the cell cannot run at all).
+/// Whether round `round` of cell `key` is already measured (or the cell cannot run at all, or
+/// the sequential rule has stopped it).
 fn is_done(cells: &[CellResult], key: &CellKey, round: usize) -> bool {
     cells.iter().any(|c| {
-        c.key == *key && (c.status != CellStatus::Ok || c.processes.iter().any(|p| p.round == round))
+        c.key == *key
+            && (c.status != CellStatus::Ok
+                || c.decided.is_some()
+                || c.processes.iter().any(|p| p.round == round))
     })
 }
 

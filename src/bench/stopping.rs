@@ -15,7 +15,10 @@
 //! Only paired cells stop: their processes carry their own reference, so two processes already
 //! give an interval over processes. The A/A controls and the references always run every round,
 //! since every verdict is read against them; a cell of the process design runs every round too.
+//! A decision is recorded in the cell (`CellResult::decided`) and holds for the rest of the run,
+//! its later phases and a `--resume` included.
 
+pub use crate::results::schema::Decision;
 use crate::results::schema::{CellKey, CellResult, CellStatus, PairedWindows};
 use crate::stats::{paired_median_ci, paired_median_ci_at, Estimate};
 
@@ -23,16 +26,6 @@ use crate::stats::{paired_median_ci, paired_median_ci_at, Estimate};
 pub const INTERIM_CONFIDENCE_LEVEL: f64 = 0.999;
 /// Processes a cell needs before its first look: the interval must reach over processes.
 pub const FIRST_LOOK_PROCESSES: usize = 2;
-
-/// How an interim look decided a cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// The strict interval lies wholly outside the noise band: the cell helps or hurts.
-    BeyondNoise,
-    /// The strict interval lies wholly inside the noise band: no effect measurable at the
-    /// precision of the floor.
-    WithinNoise,
-}
 
 /// Whether `cell`'s paired processes so far decide its verdict against its engine's and
 /// workload's paired A/A floor among `cells` ([`floor_half_width`]); `None` while undecided, for

@@ -690,6 +690,30 @@ pub struct CellResult {
     pub energy: Option<CellEnergy>,
     /// Achieved FLOP/s and model FLOPs utilisation (throughput cells).
     pub utilisation: Option<Utilisation>,
+    /// The sequential rule's decision, when it stopped the cell before the run's last round: the
+    /// cell runs no more processes (`None`: it ran, or runs, every round).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided: Option<EarlyDecision>,
+}
+
+/// How and when the sequential rule stopped a paired cell (`crate::bench::stopping`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlyDecision {
+    /// Its processes when it was decided (its rounds measured).
+    pub after_rounds: usize,
+    /// What the 99.9% interval of those rounds showed.
+    pub decision: Decision,
+}
+
+/// What an interim look found: the strict interval wholly outside the noise band, or inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// The strict interval lies wholly outside the noise band: the cell helps or hurts.
+    BeyondNoise,
+    /// The strict interval lies wholly inside the noise band: no effect measurable at the
+    /// precision of the floor.
+    WithinNoise,
 }
 
 impl CellResult {
@@ -705,6 +729,7 @@ impl CellResult {
             time_to_accuracy: None,
             energy: None,
             utilisation: None,
+            decided: None,
         }
     }
 

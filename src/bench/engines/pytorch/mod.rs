@@ -350,15 +350,15 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurem
             let name = case::REFERENCE_SIDE.to_owned();
             let side = Built { job: reference, name, forward_flops_per_sample: flops[arms.len()] };
             let mut reference_side = measure_side(&mut engine, &profile, side, Some(base))?;
-            let timed_s = time_arms(&mut engine, &profile, &mut arms, &mut reference_side)?;
-            for (arm, windows) in arms.iter_mut().zip(timed_s.arms) {
+            let timed = time_arms(&mut engine, &profile, &mut arms, &mut reference_side)?;
+            for (arm, windows) in arms.iter_mut().zip(timed.arms) {
                 arm.measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
             }
             let cells = arms.len() + usize::from(job.measures_reference);
             measured_reference = job.measures_reference.then_some(reference_side);
             for side in arms.iter_mut().chain(measured_reference.iter_mut()) {
                 side.measurement.process_cells = cells;
-                side.measurement.timed_s = Some(timed_s.seconds / cells as f64);
+                side.measurement.timed_s = Some(timed.seconds / cells as f64);
             }
         }
         None => time_alone(&mut engine, &profile, &mut arms[0].measurement)?,
