@@ -193,9 +193,9 @@ impl Running<'_> {
             if finished_unsuccessfully(&self.results.cells, key) {
                 continue;
             }
-            let cells = &self.results.cells;
-            let found = cells.iter().position(|c| c.key == *key);
-            match found.and_then(|i| stopping::decision(&cells[i], cells).map(|d| (i, d))) {
+            let results = &self.results;
+            let found = results.cells.iter().position(|c| c.key == *key);
+            match found.and_then(|i| stopping::decision(&results.cells[i], results).map(|d| (i, d))) {
                 Some((i, decision)) => {
                     let cell = &mut self.results.cells[i];
                     cell.decided = Some(EarlyDecision { after_rounds: cell.processes.len(), decision });

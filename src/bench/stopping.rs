@@ -19,8 +19,8 @@
 //! its later phases and a `--resume` included.
 
 pub use crate::results::schema::Decision;
-use crate::results::schema::{CellKey, CellResult, CellStatus, PairedWindows};
-use crate::stats::{paired_median_ci, paired_median_ci_at, Estimate};
+use crate::results::schema::{CellKey, CellResult, CellStatus, MeasurementDesign, PairedWindows, Results};
+use crate::stats::{paired_median_ci_at, Estimate};
 
 /// Confidence level of the interval at an interim look (before the last round).
 pub const INTERIM_CONFIDENCE_LEVEL: f64 = 0.999;
@@ -28,10 +28,10 @@ pub const INTERIM_CONFIDENCE_LEVEL: f64 = 0.999;
 pub const FIRST_LOOK_PROCESSES: usize = 2;
 
 /// Whether `cell`'s paired processes so far decide its verdict against its engine's and
-/// workload's paired A/A floor among `cells` ([`floor_half_width`]); `None` while undecided, for
+/// workload's paired A/A floor in `results` ([`floor_half_width`]); `None` while undecided, for
 /// an A/A control, a cell that is not paired, or one with fewer than [`FIRST_LOOK_PROCESSES`]
 /// processes.
-pub fn decision(cell: &CellResult, cells: &[CellResult]) -> Option<Decision> {
+pub fn decision(cell: &CellResult, results: &Results) -> Option<Decision> {
     if cell.key.aa_control || cell.status != CellStatus::Ok {
         return None;
     }
@@ -39,7 +39,7 @@ pub fn decision(cell: &CellResult, cells: &[CellResult]) -> Option<Decision> {
     if ratios.len() < FIRST_LOOK_PROCESSES {
         return None;
     }
-    let band = floor_half_width(cells, &cell.key)?;
+    let band = floor_half_width(results, &cell.key)?;
     decide(&paired_median_ci_at(&ratios, INTERIM_CONFIDENCE_LEVEL)?, band)
 }
 
@@ -58,24 +58,24 @@ pub fn decide(strict: &Estimate, band: f64) -> Option<Decision> {
     }
 }
 
-/// The half-width of the paired A/A floor of `key`'s engine, workload, kind and batch size among
-/// `cells` as measured so far (as the report's floor: the largest distance from 1 of the
-/// control's ratio and its 95% interval's ends); `None` without such a control or before it has
-/// [`FIRST_LOOK_PROCESSES`] paired processes.
-pub fn floor_half_width(cells: &[CellResult], key: &CellKey) -> Option<f64> {
-    let control = cells.iter().find(|c| {
-        let k = &c.key;
-        k.aa_control
-            && c.status == CellStatus::Ok
-            && (k.engine, k.workload, k.kind, k.batch_size)
-                == (key.engine, key.workload, key.kind, key.batch_size)
-    })?;
-    let ratios = paired_ratios(control)?;
-    if ratios.len() < FIRST_LOOK_PROCESSES {
-        return None;
-    }
-    let e = paired_median_ci(&ratios)?;
-    Some([e.point, e.low, e.high].into_iter().map(|r| (r - 1.0).abs()).fold(0.0, f64::max))
+/// The half-width of the paired A/A floor of `key`'s engine, workload, kind and batch size in
+/// `results` as measured so far (the floor the report reads verdicts against); `None` without
+/// such a control or before it has [`FIRST_LOOK_PROCESSES`] paired processes.
+pub fn floor_half_width(results: &Results, key: &CellKey) -> Option<f64> {
+    results
+        .noise_floors
+        .iter()
+        .filter(|f| {
+            f.design == MeasurementDesign::Paired && (f.engine, f.workload) == (key.engine, key.workload)
+        })
+        .find(|f| {
+            results.cells.iter().any(|c| {
+                c.id() == f.control
+                    && (c.key.kind, c.key.batch_size) == (key.kind, key.batch_size)
+                    && paired_ratios(c).is_some_and(|r| r.len() >= FIRST_LOOK_PROCESSES)
+            })
+        })
+        .map(|f| f.half_width)
 }
 
 /// Each paired process's pair ratios; `None` where a process of the cell was not paired.

@@ -101,10 +101,24 @@ impl<W: Workload> PairSide<W> {
     }
 }
 
-/// An arm of a paired process: its side and what is measured of it.
+/// A side of a paired process (an arm, or the reference): its job and what its context owns,
+/// the side itself and what is measured of it.
 struct Arm<W: Workload> {
+    job: CellJob,
+    owned: SideContext,
     side: PairSide<W>,
     measurement: ProcessMeasurement,
+}
+
+impl<W: Workload> Arm<W> {
+    /// After the windows, with its switches set again: where its training steps' time goes, its
+    /// last mean loss, its profiler trace when its job asks for one, and the machine.
+    fn finish(&mut self, process: &CellContext) -> Result<(), Error> {
+        let side_process = SideProcess::of(process, &self.job);
+        finish_arm(&side_process.with(&self.owned), &mut self.side, &mut self.measurement)?;
+        self.measurement.machine_after = Some(MachineState::read(process.device));
+        Ok(())
+    }
 }
 
 /// Measures the arms of `process`'s job (its cell, then [`CellJob::arms`]) paired with the
@@ -117,35 +131,28 @@ pub(in crate::bench) fn measure<W: Workload>(
     reference_job: &CellJob,
     build: impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
 ) -> Result<Vec<ProcessMeasurement>, Error> {
-    let device = process.device;
-    let base = memory::held(device);
+    let base = memory::held(process.device);
     let mut arms = Vec::new();
     for job in process.job.arm_jobs() {
-        arms.push(build_arm(process, &job, &build, base)?);
+        arms.push(build_arm(process, job, &build, Some(base))?);
     }
-    let Arm { side: mut reference, measurement: mut reference_measurement } =
-        build_arm(process, reference_job, &build, base)?;
-    let timed = time_windows(process.profile, device, &mut arms, &mut reference, &mut reference_measurement)?;
+    // The reference is measured alone, as an arm, only where its measurement is kept.
+    let measured = process.job.measures_reference.then_some(base);
+    let mut reference = build_arm(process, reference_job.clone(), &build, measured)?;
+    let timed = time_windows(process.profile, process.device, &mut arms, &mut reference)?;
     for (arm, windows) in arms.iter_mut().zip(timed.arms) {
         arm.measurement.paired = Some(PairedWindows { reference: reference_job.key.id(), windows });
     }
-    for (arm, job) in arms.iter_mut().zip(process.job.arm_jobs()) {
-        let (arm_process, arm_context) = context_for(process, &job)?;
-        finish_arm(&arm_process.with(&arm_context), &mut arm.side, &mut arm.measurement)?;
-        arm.measurement.machine_after = Some(MachineState::read(device));
-    }
-    let mut measurements: Vec<ProcessMeasurement> = arms.into_iter().map(|a| a.measurement).collect();
     if process.job.measures_reference {
-        let (reference_process, reference_context) = context_for(process, reference_job)?;
-        let context = reference_process.with(&reference_context);
-        finish_arm(&context, &mut reference, &mut reference_measurement)?;
-        reference_measurement.machine_after = Some(MachineState::read(device));
-        measurements.push(reference_measurement);
+        arms.push(reference);
     }
-    let cells = measurements.len();
-    for m in &mut measurements {
-        m.process_cells = cells;
-        m.timed_s = Some(timed.timed_s / cells as f64);
+    let cells = arms.len();
+    let mut measurements = Vec::with_capacity(cells);
+    for mut arm in arms {
+        arm.finish(process)?;
+        arm.measurement.process_cells = cells;
+        arm.measurement.timed_s = Some(timed.timed_s / cells as f64);
+        measurements.push(arm.measurement);
     }
     Ok(measurements)
 }
@@ -158,22 +165,16 @@ struct SideContext {
     recipe: Recipe,
 }
 
-/// `process` for the side of `job`, and what that side's context owns.
-fn context_for<'a>(
-    process: &CellContext<'a>,
-    job: &'a CellJob,
-) -> Result<(SideProcess<'a>, SideContext), Error> {
+/// What the side of `job` in `process` owns: its settings, its recipe, and its data where it
+/// cannot share the process's.
+fn owned_context(process: &CellContext, job: &CellJob) -> Result<SideContext, Error> {
     let profile = job.settings();
     let same_data =
         job.key.tricks.has(Trick::PackedDataset) == process.job.key.tricks.has(Trick::PackedDataset);
     let data = if same_data { None } else { Some(CellData::load(job, &profile)?) };
-    let data_ref = data.as_ref().unwrap_or(process.data);
-    let steps = planned_steps(&profile, data_ref, job.key.batch_size);
+    let steps = planned_steps(&profile, data.as_ref().unwrap_or(process.data), job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
-    Ok((
-        SideProcess { job, shared: process.data, device: process.device, rank: process.rank },
-        SideContext { profile, data, recipe },
-    ))
+    Ok(SideContext { profile, data, recipe })
 }
 
 /// A side's process context before it borrows its own settings: the job, the process's data and
@@ -186,6 +187,11 @@ struct SideProcess<'a> {
 }
 
 impl<'a> SideProcess<'a> {
+    /// The side of `job` in `process`.
+    fn of(process: &CellContext<'a>, job: &'a CellJob) -> Self {
+        SideProcess { job, shared: process.data, device: process.device, rank: process.rank }
+    }
+
     /// The context of this side, with `owned`'s settings, recipe and data (the process's where
     /// the side shares it).
     fn with<'b>(&'b self, owned: &'b SideContext) -> CellContext<'b>
@@ -203,28 +209,35 @@ impl<'a> SideProcess<'a> {
     }
 }
 
-/// Builds the arm of `job` in `process` and measures it alone; its memory peaks are its own: less
-/// what the process held beyond `base` (what was held before the first arm was built) when it
-/// was built, the arms built before it.
+/// Builds the side of `job` in `process` and, with a `base` (what was held before the first arm
+/// was built), measures it alone, its memory peaks its own: less what the process held beyond
+/// `base` when it was built, the sides built before it. Without a `base` the side is only warmed
+/// up (a reference whose measurement is not kept).
 fn build_arm<W: Workload>(
     process: &CellContext,
-    job: &CellJob,
+    job: CellJob,
     build: &impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
-    base: Memory,
+    base: Option<Memory>,
 ) -> Result<Arm<W>, Error> {
     let device = process.device;
-    let others = memory::held(device).without(base);
-    // The warm-up peaks from here on are this side's (over what the sides before it hold).
-    memory::reset_peaks(device)?;
-    let (arm_process, arm_context) = context_for(process, job)?;
-    let context = arm_process.with(&arm_context);
+    let others = base.map(|base| memory::held(device).without(base));
+    if others.is_some() {
+        // The warm-up peaks from here on are this side's (over what the sides before it hold).
+        memory::reset_peaks(device)?;
+    }
+    let owned = owned_context(process, &job)?;
+    let side_process = SideProcess::of(process, &job);
+    let context = side_process.with(&owned);
     tch::manual_seed(job.key.seed as i64);
-    let trainer = build(&job.key, &arm_context.recipe)?;
-    let mut measurement = unmeasured(job, &trainer)?;
+    let trainer = build(&job.key, &owned.recipe)?;
+    let mut measurement = unmeasured(&job, &trainer)?;
     measurement.machine_before = Some(MachineState::read(device));
     let mut side = PairSide::new(&context, trainer)?;
-    measure_alone(&context, &mut side, &mut measurement, others)?;
-    Ok(Arm { side, measurement })
+    match others {
+        Some(others) => measure_alone(&context, &mut side, &mut measurement, others)?,
+        None => side.warm_up(process.profile, device)?,
+    }
+    Ok(Arm { job, owned, side, measurement })
 }
 
 /// The arm's side alone, before the next side is built: its warm-up (whose peaks are kept
@@ -264,27 +277,25 @@ struct Timed {
     timed_s: f64,
 }
 
-/// Times the windows with this engine's sides ([`rotate`]). Each arm's windows are also its
-/// process measurement's windows, its samples and host reads of metrics counted; the reference's
-/// are `reference`'s.
+/// Times the windows with this engine's sides ([`rotate`]). Each side's windows are also its
+/// process measurement's windows, its samples and host reads of metrics counted.
 fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
     arms: &mut [Arm<W>],
-    reference: &mut PairSide<W>,
-    reference_measurement: &mut ProcessMeasurement,
+    reference: &mut Arm<W>,
 ) -> Result<Timed, Error> {
     let mut timed_s = 0.0;
     let windows = rotate(profile, arms.len(), |side| {
-        let (measurement, pair_side) = match side {
-            Some(i) => (&mut arms[i].measurement, &mut arms[i].side),
-            None => (&mut *reference_measurement, &mut *reference),
+        let arm = match side {
+            Some(i) => &mut arms[i],
+            None => &mut *reference,
         };
-        let reads = pair_side.trainer.metrics_mut().host_reads();
-        let (samples, seconds) = pair_side.window(profile.steps_per_window, device)?;
-        measurement.host_metric_reads += pair_side.trainer.metrics_mut().host_reads() - reads;
+        let reads = arm.side.trainer.metrics_mut().host_reads();
+        let (samples, seconds) = arm.side.window(profile.steps_per_window, device)?;
+        arm.measurement.host_metric_reads += arm.side.trainer.metrics_mut().host_reads() - reads;
         timed_s += seconds;
-        Ok(record_window(measurement, samples, seconds))
+        Ok(record_window(&mut arm.measurement, samples, seconds))
     })?;
     Ok(Timed { arms: windows, timed_s })
 }

@@ -349,7 +349,12 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurem
         Some(reference) => {
             let name = case::REFERENCE_SIDE.to_owned();
             let side = Built { job: reference, name, forward_flops_per_sample: flops[arms.len()] };
-            let mut reference_side = measure_side(&mut engine, &profile, side, Some(base))?;
+            // The reference is measured alone, as an arm, only where its measurement is kept.
+            let mut reference_side = if job.measures_reference {
+                measure_side(&mut engine, &profile, side, Some(base))?
+            } else {
+                warmed_side(&mut engine, &profile, side)?
+            };
             let timed = time_arms(&mut engine, &profile, &mut arms, &mut reference_side)?;
             for (arm, windows) in arms.iter_mut().zip(timed.arms) {
                 arm.measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
@@ -379,6 +384,16 @@ struct Built<'a> {
     forward_flops_per_sample: f64,
 }
 
+impl Built<'_> {
+    /// The side's measurement before it has measured anything: its work per sample and its
+    /// arithmetic.
+    fn unmeasured(&self) -> Result<ProcessMeasurement, Error> {
+        let job = self.job;
+        let flops = timed_flops_per_sample(job.key.kind, self.forward_flops_per_sample);
+        Ok(ProcessMeasurement::new(job.round, flops, precision(job)?))
+    }
+}
+
 /// A side the engine has built and measured alone, and what is measured of it.
 struct MeasuredSide {
     name: String,
@@ -400,11 +415,19 @@ fn measure_side(
         Some(base) => Some(engine.held()?.without(base)),
         None => None,
     };
-    let flops = timed_flops_per_sample(job.key.kind, side.forward_flops_per_sample);
-    let mut measurement = ProcessMeasurement::new(job.round, flops, precision(job)?);
+    let mut measurement = side.unmeasured()?;
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(engine, profile, job, &side.name, &mut measurement, others)?;
     Ok(MeasuredSide { name: side.name, kind: job.key.kind, measurement })
+}
+
+/// Builds `side` in `engine` and warms it up, measuring nothing of it alone (a reference whose
+/// measurement is not kept).
+fn warmed_side(engine: &mut EngineProcess, profile: &Profile, side: Built) -> Result<MeasuredSide, Error> {
+    engine.request(json!({"op": "build", "side": side.name}))?;
+    engine.warm_up(&side.name, profile.warmup_steps)?;
+    let measurement = side.unmeasured()?;
+    Ok(MeasuredSide { name: side.name, kind: side.job.key.kind, measurement })
 }
 
 /// What the windows of the arms timed: each arm's windows with the reference's next to them, and
