@@ -8,6 +8,7 @@
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/AllocatorConfig.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -16,6 +17,8 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/jit.h>
@@ -91,10 +94,19 @@ std::atomic<int64_t> cpu_peak_bytes{0};
 // Each allocation starts with a header holding its size; 64 bytes keep the data 64-byte aligned.
 constexpr size_t kCpuHeaderBytes = 64;
 
+// Tells a profiler recording memory (a trace: tb_trace_start) of an allocation (bytes > 0) or a
+// free (bytes < 0) at `data`, as libtorch's default CPU allocator does.
+void report_to_profiler(void* data, int64_t bytes, int64_t live) {
+  if (c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(data, bytes, static_cast<size_t>(live), 0, c10::Device(c10::DeviceType::CPU));
+  }
+}
+
 void counting_cpu_delete(void* data) {
   if (data == nullptr) return;
   auto* base = static_cast<char*>(data) - kCpuHeaderBytes;
-  cpu_live_bytes.fetch_sub(static_cast<int64_t>(*reinterpret_cast<size_t*>(base)));
+  const auto n = static_cast<int64_t>(*reinterpret_cast<size_t*>(base));
+  report_to_profiler(data, -n, cpu_live_bytes.fetch_sub(n) - n);
   c10::free_cpu(base);
 }
 
@@ -109,6 +121,7 @@ struct CountingCpuAllocator final : c10::Allocator {
     while (live > peak && !cpu_peak_bytes.compare_exchange_weak(peak, live)) {
     }
     void* data = base + kCpuHeaderBytes;
+    report_to_profiler(data, static_cast<int64_t>(n), live);
     return {data, data, &counting_cpu_delete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_cpu_delete; }
@@ -379,6 +392,38 @@ int tb_anomaly_mode_enabled() { return torch::autograd::AnomalyMode::is_enabled(
 
 // Sets the gradient of `t` to None (undefined), as `optimizer.zero_grad(set_to_none=True)` does.
 void tb_set_grad_none(at::Tensor* t) { t->mutable_grad().reset(); }
+
+// Drops the tensors of `held` once the node it hangs on has run: the gradient a backward pass
+// started from, which nothing needs after the graph's first node.
+struct ReleaseAfterRun final : torch::autograd::FunctionPostHook {
+  explicit ReleaseAfterRun(std::vector<at::Tensor>* held) : held(held) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    for (auto& t : *held) t = at::Tensor();
+    return outputs;
+  }
+  std::vector<at::Tensor>* held;
+};
+
+// Backpropagates from `output` with `grad` as the gradient of its elements, as
+// `output.backward(grad)` does, freeing the graph; both tensors are taken over (left undefined),
+// so that neither outlives its use: `output` is held by the graph only as far as its nodes saved
+// it, and `grad` is released once the output's node has run (torch.autograd.backward would hold
+// both to the end of the pass, an activation and a gradient more than torch.utils.checkpoint's
+// recomputation holds).
+int tb_backward_from(at::Tensor* output, at::Tensor* grad) {
+  return guarded([&] {
+    namespace ag = torch::autograd;
+    const ag::Edge root = ag::impl::gradient_edge(*output);
+    if (!root.function) throw std::runtime_error("the output does not require a gradient");
+    *output = at::Tensor();
+    std::vector<at::Tensor> grads{std::move(*grad)};
+    *grad = at::Tensor();
+    root.function->add_post_hook(std::make_unique<ReleaseAfterRun>(&grads));
+    ag::Engine::get_default_engine().execute({root}, grads, /*keep_graph=*/false, /*create_graph=*/false,
+                                             /*accumulate_grad=*/true);
+  });
+}
 
 // Unscales `n` gradients by `inv_scale` in one multi-tensor launch and sets `found_inf` to 1 when
 // any of them holds an inf or NaN (GradScaler.unscale_).
@@ -745,7 +790,8 @@ int tb_trace_start(int with_cuda) {
     if (trace_running.load() || profiler::ProfilerStateBase::get() != nullptr) {
       throw std::runtime_error("the profiler is already on in this process");
     }
-    const profiler::ProfilerConfig config(profiler::ProfilerState::KINETO, /*report_input_shapes=*/true);
+    const profiler::ProfilerConfig config(
+        profiler::ProfilerState::KINETO, /*report_input_shapes=*/true, /*profile_memory=*/true);
     std::set<profiler::ActivityType> activities{profiler::ActivityType::CPU};
     if (with_cuda != 0) activities.insert(profiler::ActivityType::CUDA);
     torch::autograd::profiler::prepareProfiler(config, activities);

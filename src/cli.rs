@@ -42,6 +42,10 @@ pub enum Command {
     Plan(Box<PlanArgs>),
     /// Show the libtorch, CUDA, cuDNN, GPU, CPU and memory a report would record.
     Env,
+    /// Compare traced cells with their references operator by operator (calls, self time, bytes
+    /// allocated per step): what a trick changed on each engine, where the two engines' changes
+    /// differ, and where their references differ. Trace both first: `run --trace`.
+    Ops(OpsArgs),
     /// Train the same network, weights and batches in trickbench and in eager PyTorch: do the
     /// losses agree, and how fast is each step.
     Parity(ParityArgs),
@@ -261,10 +265,12 @@ pub struct RunArgs {
     #[arg(long, requires = "out")]
     pub resume: bool,
     /// Record a profiler trace of the chosen cells: 3 steps after the timed windows of each one's
-    /// first process, under libtorch's Kineto profiler (operators with input shapes; CUDA kernels
-    /// on a GPU), written to <out>/traces/ as gzipped Chrome-trace JSON (.json.gz), which
-    /// https://ui.perfetto.dev and chrome://tracing open as it is, with a table of the longest
-    /// operators in the report. Without a value: every training and evaluation throughput cell;
+    /// first process, under the Kineto profiler of the cell's engine (libtorch's, or
+    /// torch.profiler's on the PyTorch engine: operators with input shapes and the memory they
+    /// allocate; CUDA kernels on a GPU), written to <out>/traces/ as gzipped Chrome-trace JSON
+    /// (.json.gz), which https://ui.perfetto.dev and chrome://tracing open as it is, with a table
+    /// of the longest operators in the report; `trickbench ops` compares them operator by
+    /// operator. Without a value: every training and evaluation throughput cell;
     /// with one, the cells whose id matches the glob (`*` also matches `/`). Ids are
     /// WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g. resnet8/baseline/b32/s0/train or
     /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace '*channels-last*'`.
@@ -343,6 +349,23 @@ pub struct ReportArgs {
     /// below DIR with its one-line conclusion.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["results", "out"])]
     pub index: Option<PathBuf>,
+}
+
+/// Options of `trickbench ops`.
+#[derive(Debug, Args)]
+pub struct OpsArgs {
+    /// A results.json whose cells and their references were traced (`run --trace`).
+    pub results: PathBuf,
+    /// Only the cells whose id matches this glob (`*` also matches `/`), e.g. --cell
+    /// 'gpt-mini/jit-fusion/*'.
+    #[arg(long, value_name = "CELL_GLOB")]
+    pub cell: Option<CellGlob>,
+    /// Operators shown in each table, the largest differences first.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// Also write the comparison to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `trickbench merge`.

@@ -57,6 +57,7 @@ mod raw {
         pub fn tb_expandable_segments_enabled() -> c_int;
         pub fn tb_anomaly_mode_enabled() -> c_int;
         pub fn tb_set_grad_none(t: *mut C_tensor);
+        pub fn tb_backward_from(output: *mut C_tensor, grad: *mut C_tensor) -> c_int;
         pub fn tb_amp_unscale(
             grads: *mut *mut C_tensor,
             n: c_int,
@@ -430,6 +431,17 @@ pub fn anomaly_mode_enabled() -> bool {
 pub fn set_grad_none(t: &mut Tensor) {
     // SAFETY: `t` is a live tensor owned by the caller.
     unsafe { raw::tb_set_grad_none(t.as_mut_ptr()) }
+}
+
+/// Backpropagates from `output` with `grad` as the gradient of its elements, as
+/// `output.backward(grad)` does in PyTorch (tch's `backward` takes no gradient), freeing the graph.
+/// Both are consumed: the output's memory is held only by the nodes that saved it, and the
+/// gradient's only until the output's own node has run, as in one backward pass through a
+/// `torch.utils.checkpoint` segment.
+pub fn backward_from(mut output: Tensor, mut grad: Tensor) -> Result<(), TorchError> {
+    // SAFETY: both are live tensors we own; the shim leaves them undefined (not freed), and they
+    // are freed when dropped here.
+    check(unsafe { raw::tb_backward_from(output.as_mut_ptr(), grad.as_mut_ptr()) }, "backpropagating a gradient")
 }
 
 /// Multiplies every gradient in `grads` by `inv_scale` in place, in one multi-tensor launch, and

@@ -2,8 +2,8 @@
 written as PyTorch's documentation and the guides show a user, on parity.py's models.
 
     jit-fusion           the pointwise chains as torch.jit.script functions (the guide's #18):
-                         the ResNet block's epilogue relu(x + shortcut); the GPT's exact GELU and
-                         its residual dropout-add
+                         the ResNet block's epilogue relu(x + shortcut); the GPT's exact GELU and,
+                         where it has dropout, its residual dropout-add
     checkpointing        torch.utils.checkpoint.checkpoint (non-reentrant, the generator's state
                          preserved) around every segment of the forward but the last: the stem and
                          each block of the ResNet, each block of the GPT
@@ -46,11 +46,16 @@ def fuse_pointwise(model):
         for block in (*model.layer1, *model.layer2, *model.layer3):
             block.epilogue = epilogue
         return [epilogue.name]
-    activation, add = torch.jit.script(gelu), torch.jit.script(residual_dropout)
+    # Without dropout the eager branch is a plain add, which leaves nothing to fuse; a scripted
+    # dropout-add would make it more work, as TorchScript's autodiff draws a mask even at p = 0
+    # (trickbench's own loop, likewise, scripts it only where there is dropout).
+    activation = torch.jit.script(gelu)
+    add = torch.jit.script(residual_dropout) if any(block.p > 0 for block in model.transformer.h) else None
     for block in model.transformer.h:
         block.mlp.activation = activation
-        block.residual_dropout = add
-    return [activation.name, add.name]
+        if add is not None and block.p > 0:
+            block.residual_dropout = add
+    return [activation.name] + ([add.name] if add is not None else [])
 
 
 # ---- checkpointing ----

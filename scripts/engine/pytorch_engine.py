@@ -158,6 +158,10 @@ Then one reply per request, in order:
     {"op": "profile", "side": S, "steps": N}   (N ≥ 1)
                                            -> {"ops": [sorted aten:: operator names]}
         A window of N steps run under torch.profiler, for checks of which kernels a side calls.
+    {"op": "trace", "side": S, "steps": N, "path": P}   (N ≥ 1, P absolute)
+                                           -> {"steps": N}
+        One untraced step, then N under torch.profiler (record_shapes, profile_memory), saved to
+        P as gzipped Chrome-trace JSON (written beside P, then renamed): `run --trace`.
     {"op": "quit"}                         -> {"ok": true}, then exit 0 (EOF on stdin: exit 0).
 A request that fails (not JSON, unknown op or field, unknown or unbuilt side, a torch error)
 gets {"error": message} and the engine keeps serving. Once a side is found not applicable (at
@@ -257,6 +261,7 @@ import atexit
 import contextlib
 import dataclasses
 import gc
+import gzip
 import io
 import json
 import math
@@ -264,9 +269,11 @@ import os
 import re
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -1290,6 +1297,35 @@ def profile(side, steps):
     return sorted({event.name for event in prof.events() if event.name.startswith("aten::")})
 
 
+def trace(side, steps, path):
+    """One untraced step, then `steps` steps under torch.profiler (operators with their input
+    shapes and the memory they allocate and free), written to `path` as gzipped Chrome-trace
+    JSON, atomically: the same kind of file, with the same events, as libtorch's Kineto
+    profiler writes for a cell of trickbench's own loop."""
+    warm_up(side, 1)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if side.case.device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with quiet(), torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
+        warm_up(side, steps)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, raw = tempfile.mkstemp(prefix=".tmp", suffix=".json", dir=directory)
+    os.close(fd)
+    fd, packed = tempfile.mkstemp(prefix=".tmp", suffix=".json.gz", dir=directory)
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as source, gzip.open(packed, "wb") as target:
+            shutil.copyfileobj(source, target)
+        os.replace(packed, path)
+    finally:
+        for leftover in (raw, packed):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    return {"steps": steps}
+
+
 # The profiler's name for the steps whose allocations a CPU memory probe follows.
 PROBE_MARK = "trickbench::memory_probe"
 
@@ -1539,9 +1575,10 @@ REQUEST_FIELDS = {
     "loss": ("side",),
     "inspect": ("side",),
     "profile": ("side", "steps"),
+    "trace": ("side", "steps", "path"),
     "quit": (),
 }
-MIN_STEPS = {"warm_up": 0, "window": 1, "probe": 2, "breakdown": 1, "profile": 1}
+MIN_STEPS = {"warm_up": 0, "window": 1, "probe": 2, "breakdown": 1, "profile": 1, "trace": 1}
 
 
 class Engine:
@@ -1600,6 +1637,11 @@ class Engine:
             return self.guarded(side, window, request["steps"])
         if op == "profile":
             return {"ops": self.guarded(side, profile, request["steps"])}
+        if op == "trace":
+            path = request["path"]
+            if not isinstance(path, str) or not os.path.isabs(path):
+                raise RequestError(f"trace: path: expected an absolute path, got {json.dumps(path)}")
+            return self.guarded(side, lambda s, n: trace(s, n, path), request["steps"])
         if op == "probe":
             return self.guarded(side, probe, request["steps"])
         if op == "breakdown":

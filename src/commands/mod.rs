@@ -58,6 +58,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::List(args) => catalogue::list(&args),
         Command::Plan(args) => plan::plan(&args),
         Command::Env => catalogue::env(),
+        Command::Ops(args) => report::ops(&args),
         Command::Data(DataCommand::Fetch(args)) => data::fetch(&args),
         Command::Data(DataCommand::Import(args)) => data::import(&args),
         Command::Data(DataCommand::Synth(args)) => data::synth(&args),

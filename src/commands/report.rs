@@ -1,15 +1,16 @@
-//! `trickbench report` and `trickbench compare`.
+//! `trickbench report`, `trickbench compare` and `trickbench ops`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use trickbench::analysis::time_to_accuracy_summaries;
+use trickbench::report::ops::{render_ops, traced_pairs};
 use trickbench::report::{render_comparison, write_index};
 use trickbench::results::schema::Results;
 use trickbench::results::store;
 
-use crate::cli::{CompareArgs, ReportArgs};
+use crate::cli::{CompareArgs, OpsArgs, ReportArgs};
 
 /// Re-renders the report of results files.
 pub fn report(args: &ReportArgs) -> Result<()> {
@@ -56,4 +57,29 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Results>> {
             Ok(results)
         })
         .collect()
+}
+
+/// Terminal columns the operator tables fit in when `COLUMNS` does not say: a width most
+/// terminals and CI logs show unwrapped.
+const DEFAULT_COLUMNS: usize = 100;
+
+/// Prints (and with --out writes) the operator comparison of a run's traced cells.
+pub fn ops(args: &OpsArgs) -> Result<()> {
+    let results = store::load(&args.results).with_context(|| format!("reading {}", args.results.display()))?;
+    let dir = folder_of(&args.results);
+    let pairs = traced_pairs(&results, &dir, args.cell.as_ref())?;
+    if pairs.is_empty() && results.cells.iter().all(|c| c.trace().is_none()) {
+        refuse!(
+            "{} has no traced cell: run with --trace (e.g. --trace 'resnet8/*/train') to record the traces \
+             this compares",
+            args.results.display()
+        );
+    }
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(DEFAULT_COLUMNS);
+    let text = render_ops(&pairs, args.top, columns);
+    print!("{text}");
+    if let Some(out) = &args.out {
+        std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
 }

@@ -1,11 +1,12 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
-//! machine's state around a cell and the system record, profiler traces, and the host allocator the measuring
-//! processes run with.
+//! machine's state around a cell and the system record, profiler traces and the operators they
+//! record, and the host allocator the measuring processes run with.
 pub mod energy;
 pub mod flops;
 pub mod host_allocator;
 pub mod machine;
 pub mod memory;
+pub mod ops;
 pub mod phases;
 pub mod power;
 pub mod system;

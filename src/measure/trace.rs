@@ -72,7 +72,7 @@ impl Drop for Profiling {
     }
 }
 
-/// A Chrome-trace file as far as the operator table reads it.
+/// A Chrome-trace file as far as the operator tables read it.
 #[derive(Debug, Deserialize)]
 struct ChromeTrace {
     #[serde(rename = "traceEvents")]
@@ -81,38 +81,59 @@ struct ChromeTrace {
 
 /// One event of a Chrome trace; timestamps and durations in microseconds.
 #[derive(Debug, Deserialize)]
-struct TraceEvent {
+pub(crate) struct TraceEvent {
+    /// The phase: "X" for a complete event (an operator, a kernel), "i" for an instant (a
+    /// memory event).
     #[serde(default)]
-    ph: String,
+    pub ph: String,
+    /// The category: "cpu_op", "kernel", "gpu_memcpy", "cpu_instant_event", …
     #[serde(default)]
-    cat: String,
+    pub cat: String,
+    /// The operator's, kernel's or event's name ("[memory]" for an allocation or a free).
     #[serde(default)]
-    name: String,
+    pub name: String,
     #[serde(default)]
-    pid: serde_json::Value,
+    pub pid: serde_json::Value,
     #[serde(default)]
-    tid: serde_json::Value,
+    pub tid: serde_json::Value,
+    /// Start, microseconds.
     #[serde(default)]
-    ts: f64,
+    pub ts: f64,
+    /// Duration, microseconds.
     #[serde(default)]
-    dur: f64,
+    pub dur: f64,
     #[serde(default)]
-    args: EventArgs,
+    pub args: EventArgs,
 }
 
-/// The arguments of an event the table uses.
+impl TraceEvent {
+    /// The thread it ran on, as one key (process and thread).
+    pub fn thread(&self) -> (String, String) {
+        (self.pid.to_string(), self.tid.to_string())
+    }
+}
+
+/// The arguments of an event the tables use.
 #[derive(Debug, Default, Deserialize)]
-struct EventArgs {
+pub(crate) struct EventArgs {
     /// One entry per input: a tensor's sizes, `[]` for a non-tensor, a list of sizes for a list of
     /// tensors.
     #[serde(rename = "Input Dims", default)]
     input_dims: Vec<serde_json::Value>,
+    /// A memory event's bytes: allocated (> 0) or freed (< 0).
+    #[serde(rename = "Bytes", default)]
+    pub bytes: Option<i64>,
 }
 
 /// The operator table of the Chrome trace in `path` (gzipped where its name ends in `.gz`, as
 /// [`Profiling::save`] writes it; plain JSON otherwise): per activity the [`TOP_OPERATORS`]
 /// operators with the longest total duration, longest first.
 pub fn read_operator_table(path: &Path) -> Result<Vec<TraceOperator>, Error> {
+    Ok(operator_table(&read_events(path)?, TOP_OPERATORS))
+}
+
+/// The events of the Chrome trace in `path` (gzipped where its name ends in `.gz`).
+pub(crate) fn read_events(path: &Path) -> Result<Vec<TraceEvent>, Error> {
     let mut bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     if path.extension().is_some_and(|e| e == "gz") {
         let mut json = Vec::new();
@@ -121,11 +142,11 @@ pub fn read_operator_table(path: &Path) -> Result<Vec<TraceOperator>, Error> {
     }
     let trace: ChromeTrace =
         serde_json::from_slice(&bytes).map_err(|source| Error::Json { path: path.into(), source })?;
-    Ok(operator_table(&trace.trace_events, TOP_OPERATORS))
+    Ok(trace.trace_events)
 }
 
 /// The activity of a complete event's category, for the categories the table counts.
-fn activity(category: &str) -> Option<TraceActivity> {
+pub(crate) fn activity(category: &str) -> Option<TraceActivity> {
     match category {
         "cpu_op" => Some(TraceActivity::CpuOp),
         "kernel" => Some(TraceActivity::GpuKernel),

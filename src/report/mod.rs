@@ -13,6 +13,7 @@ mod html;
 mod index;
 mod markdown;
 mod model;
+pub mod ops;
 mod overview;
 mod phases;
 mod plots;

@@ -578,6 +578,11 @@ impl CellKey {
         self.reference_for == Some(trick)
     }
 
+    /// The id of the same cell on `engine` (its twin where `engine` is not its own).
+    pub fn id_on(&self, engine: Engine) -> CellId {
+        CellKey { engine, ..self.clone() }.id()
+    }
+
     /// A stable, readable id: `resnet20/amp+channels-last/b128/s0/train`, with `@pytorch` after
     /// the kind for a cell of the PyTorch engine (`resnet20/amp/b128/s0/train@pytorch`).
     pub fn id(&self) -> CellId {

@@ -25,7 +25,7 @@
 use tch::{Kind, Tensor};
 
 use crate::error::Error;
-use crate::ffi::RngState;
+use crate::ffi::{self, RngState};
 use crate::measure::phases;
 use crate::results::phases::StepPhase;
 use crate::train::LossScale;
@@ -97,9 +97,7 @@ pub fn checkpointed_forward_backward<W: Workload>(
         }
         let xs = segment_input(inputs, &saved, k);
         let ys = workload.forward_segment(k, &xs, true);
-        // The gradient of Σ ys·g with respect to ys is g itself (1·g, exact in floating point):
-        // backpropagating this scalar pushes g back through the segment, as `ys.backward(g)`.
-        ys.f_mul(&upstream)?.f_sum(Kind::Float)?.f_backward()?;
+        ffi::backward_from(ys, upstream)?;
         upstream = xs.grad();
     }
     if let Some(state) = after_forward {

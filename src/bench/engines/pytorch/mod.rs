@@ -28,7 +28,8 @@ use crate::bench::cell::measure::{
 };
 use crate::bench::cell::paired::{record_window, rotate};
 use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
-use crate::bench::cell::CellJob;
+use crate::bench::cell::{CellJob, TRACED_STEPS};
+use crate::bench::trace::TraceTarget;
 use crate::bench::profile::Profile;
 use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
@@ -38,9 +39,12 @@ use crate::error::Error;
 use crate::ffi::Tf32;
 use crate::measure::flops::{Precision, StepArithmetic};
 use crate::measure::power::EnergyMeter;
+use crate::measure::trace::read_operator_table;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
-use crate::results::schema::{CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement};
+use crate::results::schema::{
+    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, TraceRecord,
+};
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::{user, WorkloadId};
 use server::PytorchServer;
@@ -398,6 +402,8 @@ impl Built<'_> {
 struct MeasuredSide {
     name: String,
     kind: CellKind,
+    /// Where its profiler trace goes, when its job asks for one (`run --trace`).
+    trace: Option<TraceTarget>,
     measurement: ProcessMeasurement,
 }
 
@@ -418,7 +424,7 @@ fn measure_side(
     let mut measurement = side.unmeasured()?;
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(engine, profile, job, &side.name, &mut measurement, others)?;
-    Ok(MeasuredSide { name: side.name, kind: job.key.kind, measurement })
+    Ok(MeasuredSide { name: side.name, kind: job.key.kind, trace: job.trace.clone(), measurement })
 }
 
 /// Builds `side` in `engine` and warms it up, measuring nothing of it alone (a reference whose
@@ -427,7 +433,7 @@ fn warmed_side(engine: &mut EngineProcess, profile: &Profile, side: Built) -> Re
     engine.request(json!({"op": "build", "side": side.name}))?;
     engine.warm_up(&side.name, profile.warmup_steps)?;
     let measurement = side.unmeasured()?;
-    Ok(MeasuredSide { name: side.name, kind: side.job.key.kind, measurement })
+    Ok(MeasuredSide { name: side.name, kind: side.job.key.kind, trace: None, measurement })
 }
 
 /// What the windows of the arms timed: each arm's windows with the reference's next to them, and
@@ -468,7 +474,18 @@ fn finish_arm(engine: &mut EngineProcess, profile: &Profile, arm: &mut MeasuredS
     }
     let loss = engine.request(json!({"op": "loss", "side": arm.name}))?;
     arm.measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
+    if let Some(target) = &arm.trace {
+        arm.measurement.trace = Some(traced(engine, &arm.name, target)?);
+    }
     Ok(())
+}
+
+/// Records side `name`'s profiler trace where `target` says: one step untraced, then
+/// [`TRACED_STEPS`] under torch.profiler, as libtorch's cells record theirs.
+fn traced(engine: &mut EngineProcess, name: &str, target: &TraceTarget) -> Result<TraceRecord, Error> {
+    let path = std::path::absolute(target.path()).map_err(|e| Error::io(target.path(), e))?;
+    engine.request(json!({"op": "trace", "side": name, "steps": TRACED_STEPS, "path": path}))?;
+    Ok(TraceRecord { path: target.file.clone(), steps: TRACED_STEPS, operators: read_operator_table(&path)? })
 }
 
 /// The arithmetic most of the engine's FLOPs run in for the cell of `job`, by the rule libtorch's
