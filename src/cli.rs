@@ -10,6 +10,7 @@ use trickbench::bench::profile::ProfileRequest;
 use trickbench::bench::trace::CellGlob;
 use trickbench::device::DeviceSpec;
 use trickbench::engine::EngineChoice;
+use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::parity::side::CompileMode;
 use trickbench::report::CompareBy;
 use trickbench::tricks::Trick;
@@ -188,6 +189,12 @@ pub struct RunArgs {
     /// two-arm design, to check an effect measured among other arms.
     #[arg(long, conflicts_with = "unpaired")]
     pub single_arm: bool,
+    /// The host allocator every measuring process starts with: tuned (glibc malloc keeps the
+    /// memory a step frees for the next, so paired models do not change each other's page
+    /// faults; docs/methodology.md) or system (glibc's defaults, what a plain Python training
+    /// script gets). Recorded in the results and shown on the first screen.
+    #[arg(long, value_enum, default_value_t = HostAllocator::Tuned)]
+    pub host_allocator: HostAllocator,
     /// The engine the throughput cells train on: libtorch (trickbench's own loop, no Python in
     /// the timed steps), pytorch (eager PyTorch driven from Python, each trick applied as PyTorch's
     /// documentation shows; what a Python training script gets), or both, in the same rounds.

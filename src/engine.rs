@@ -119,3 +119,26 @@ pub fn probe_python(python: &std::path::Path) -> Result<PytorchInfo, String> {
     let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("no message");
     Err(format!("{} cannot import torch ({}): {last}", python.display(), output.status))
 }
+
+/// The arithmetic ATen operators ([`crate::measure::ops::OpProfile::kernels`]) whose calls a step
+/// may differ in between the two engines' references, and why: each concerns how the harness
+/// around the model is written (the optimizer's update, the metrics, the batch made from host
+/// data, a no-op call), not the model's forward and backward, which call the same operators on
+/// both engines (`tests/engine_ops.rs` holds them to it, trick by trick).
+pub const HARNESS_OPS: [(&str, &str); 15] = [
+    ("aten::add_", "torch.optim.SGD adds −lr·d where trickbench's SGD subtracts lr·d (aten::sub_); PyTorch's BatchNorm2d also counts its batches (num_batches_tracked += 1), which trickbench's keeps no count of"),
+    ("aten::sub_", "trickbench's SGD and AdamW subtract their updates, torch.optim's add them with a negative factor"),
+    ("aten::copy_", "trickbench's optimizers cast their scalar factors to the parameters' dtype (aten::to, then a copy); a batch made from host data is an aten::copy_ in PyTorch, a memcpy the profiler does not see in tch"),
+    ("aten::fill_", "tch makes a tensor of host data with aten::zeros, then copies the bytes in; PyTorch fills its scalar tensors where tch does not"),
+    ("aten::zero_", "as aten::fill_: tch's zeros for a tensor of host data"),
+    ("aten::div", "trickbench's AdamW divides by its bias corrections; torch.optim.AdamW folds them into addcdiv_"),
+    ("aten::lerp_", "trickbench's AdamW moves both moments with lerp_, torch.optim.AdamW the second with mul_ and addcmul_"),
+    ("aten::addcdiv_", "torch.optim.AdamW's update (trickbench's divides, then subtracts)"),
+    ("aten::addcmul_", "torch.optim.AdamW's second moment (trickbench's lerps)"),
+    ("aten::result_type", "trickbench's AdamW asks the dtype of its step's factor"),
+    ("aten::_local_scalar_dense", "torch.optim.AdamW reads its step count on the host (.item()) for the bias corrections; trickbench keeps it on the host"),
+    ("aten::_fused_sgd_", "PyTorch's fused SGD takes its learning rate as a number; trickbench's passes a tensor, which the kernel reads (aten::_local_scalar_dense inside it)"),
+    ("aten::dropout", "nanoGPT's model calls F.dropout even at p = 0 (a call that returns its input at once); trickbench skips the call"),
+    ("aten::bitwise_not", "the causal mask is inverted with ~mask in Python"),
+    ("aten::logical_not", "and with logical_not in tch"),
+];

@@ -441,7 +441,10 @@ pub fn set_grad_none(t: &mut Tensor) {
 pub fn backward_from(mut output: Tensor, mut grad: Tensor) -> Result<(), TorchError> {
     // SAFETY: both are live tensors we own; the shim leaves them undefined (not freed), and they
     // are freed when dropped here.
-    check(unsafe { raw::tb_backward_from(output.as_mut_ptr(), grad.as_mut_ptr()) }, "backpropagating a gradient")
+    check(
+        unsafe { raw::tb_backward_from(output.as_mut_ptr(), grad.as_mut_ptr()) },
+        "backpropagating a gradient",
+    )
 }
 
 /// Multiplies every gradient in `grads` by `inv_scale` in place, in one multi-tensor launch, and

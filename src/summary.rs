@@ -148,12 +148,13 @@ fn header(results: &Results) -> String {
         })
         .collect();
     format!(
-        "{} · {} · {} · {} design · {}\n",
+        "{} · {} · {} · {} design · {}\n{}\n",
         results.run.id,
         results.run.device,
         results.run.profile_text(),
         results.run.design,
-        data.join(" · ")
+        data.join(" · "),
+        results.run.protocol.host_allocator.description()
     )
 }
 

@@ -26,6 +26,7 @@ use trickbench::bench::cell::{rotate, CellJob};
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, CellExecutor, Execution, Silent};
+use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::results::schema::*;
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
@@ -146,6 +147,7 @@ fn simulate(seed: u64) -> Outcome {
         target_ci_half_width: Some(0.03),
         pairing: MeasurementDesign::Paired,
         arms_per_process: ArmsPerProcess::Many,
+        host_allocator: HostAllocator::Tuned,
         ..protocol()
     };
     let info = RunInfoBuilder::new("stand-in").with_protocol(protocol).build();

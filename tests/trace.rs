@@ -1,6 +1,7 @@
 //! `run --trace` end to end: a real tiny benchmark on CPU records a profiler trace of the chosen
 //! cell after its timed windows, the results point at it, the report links it and shows its
-//! operators; a glob that matches no cell is refused before anything runs.
+//! operators; a glob that matches no cell is refused before anything runs; `trickbench ops` sets a
+//! traced trick beside its traced reference (and a run records its host allocator).
 
 #[allow(dead_code)]
 mod common;
@@ -9,6 +10,7 @@ use std::path::Path;
 
 use scraper::{Html, Selector};
 use trickbench::bench::cell::TRACED_STEPS;
+use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::measure::trace::read_operator_table;
 use trickbench::results::schema::TraceActivity;
 use trickbench::results::store;
@@ -116,4 +118,39 @@ fn a_glob_that_matches_no_cell_is_refused_before_any_cell_runs() {
     let out = run(dir.path(), "run", &["--trace", "resnet8/[baseline"]);
     let stderr = text(&out.stderr);
     assert!(!out.status.success() && stderr.contains("--trace") && stderr.contains("not a glob"), "{stderr}");
+}
+
+#[test]
+fn ops_sets_a_traced_trick_beside_its_traced_reference_operator_by_operator() {
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "synth", 2000, 500);
+    let untraced = run(dir.path(), "plain", &["--host-allocator", "system"]);
+    assert!(untraced.status.success(), "{}", text(&untraced.stderr));
+    assert!(text(&untraced.stderr).contains("note: host allocator system (glibc malloc's defaults"));
+    let plain = store::load(&dir.path().join("plain/results.json")).unwrap();
+    assert_eq!(plain.run.protocol.host_allocator, HostAllocator::System, "the run records its allocator");
+    let summary = std::fs::read_to_string(dir.path().join("plain/summary.md")).unwrap();
+    assert!(summary.contains("host allocator system"), "{summary}");
+    let refused = trickbench(dir.path(), &["ops", "plain/results.json"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(text(&refused.stderr).contains("plain/results.json has no traced cell: run with --trace"));
+
+    let out = run(dir.path(), "run", &["--trace", "resnet8/*/train"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ops = trickbench(dir.path(), &["ops", "run/results.json", "--top", "5", "--out", "ops.txt"]);
+    assert!(ops.status.success(), "{}", text(&ops.stderr));
+    let printed = text(&ops.stdout);
+    assert_eq!(printed, std::fs::read_to_string(dir.path().join("ops.txt")).unwrap());
+    assert!(
+        printed.contains(
+            "resnet8/channels-last/b32/s0/train against resnet8/baseline/b32/s0/train, on libtorch"
+        ),
+        "{printed}"
+    );
+    assert!(printed.contains("arithmetic operators:") && printed.contains("aten::"), "{printed}");
+    assert!(printed.lines().all(|l| l.chars().count() <= 100), "{printed}");
+
+    let none = trickbench(dir.path(), &["ops", "run/results.json", "--cell", "gpt*"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(text(&none.stderr).contains("--cell 'gpt*' matches no traced cell"), "{}", text(&none.stderr));
 }

@@ -15,6 +15,7 @@ use crate::device::DeviceSpec;
 use crate::engine::{default_python, probe_python, setup_python, Engine, EngineChoice, PytorchInfo};
 use crate::error::Error;
 use crate::hardware::Hardware;
+use crate::measure::host_allocator::HostAllocator;
 use crate::results::model::UserModel;
 use crate::results::schema::{
     ArmsPerProcess, DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo,
@@ -126,6 +127,8 @@ pub struct RunRequest {
     pub pairing: MeasurementDesign,
     /// How many paired cells share a process.
     pub arms_per_process: ArmsPerProcess,
+    /// The host allocator the measuring processes start with.
+    pub host_allocator: HostAllocator,
     /// The data.
     pub inputs: InputPaths,
     /// Output directory (`None`: `reports/runs/<run id>`).
@@ -310,6 +313,7 @@ impl RunConfig {
                 self.memory_budget_bytes,
                 self.request.seed,
                 (self.request.pairing, self.request.arms_per_process),
+                self.request.host_allocator,
             ),
             shard: None,
             merged: None,
@@ -467,6 +471,7 @@ fn protocol(
     memory_budget_bytes: Option<u64>,
     order_seed: u64,
     (pairing, arms_per_process): (MeasurementDesign, ArmsPerProcess),
+    host_allocator: HostAllocator,
 ) -> Protocol {
     Protocol {
         warmup_steps: profile.warmup_steps,
@@ -483,6 +488,7 @@ fn protocol(
         order_seed: Some(order_seed),
         pairing,
         arms_per_process,
+        host_allocator,
     }
 }
 
@@ -511,6 +517,7 @@ mod tests {
             memory_limit_mib: None,
             pairing: MeasurementDesign::Paired,
             arms_per_process: ArmsPerProcess::Many,
+            host_allocator: HostAllocator::Tuned,
             inputs: InputPaths { data: "data/cifar10".into(), images: None, text: "text.txt".into() },
             out: None,
             resume: false,

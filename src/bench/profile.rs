@@ -321,6 +321,7 @@ pub const QUICK_GPT_TARGET_LOSS: f64 = 1.85;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::host_allocator::HostAllocator;
     use crate::results::schema::{ArmsPerProcess, MeasurementDesign};
 
     #[test]
@@ -388,6 +389,7 @@ mod tests {
             order_seed: Some(0),
             pairing: MeasurementDesign::Processes,
             arms_per_process: ArmsPerProcess::One,
+            host_allocator: HostAllocator::Tuned,
         };
         let p = standard.clone().following(&protocol);
         assert_eq!((p.warmup_steps, p.windows_per_process, p.max_windows_per_process), (4, 3, 3));

@@ -64,6 +64,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         config.device,
         workload_ids.join(", ")
     ));
+    progress.note(&format!("note: {}", config.request.host_allocator.description()));
     if let Some(why) = &config.engine_reason {
         progress.note(&format!("note: {why}"));
     }
@@ -111,6 +112,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
         model_dir: prepared.as_ref().map(PreparedModel::dir),
     };
     let mut executor = ProcessExecutor::new(program, out_dir.join(SCRATCH_DIR))
+        .with_host_allocator(config.request.host_allocator)
         .with_stderr_lines(progress.child_lines())
         .with_interrupt(spec.interrupt.clone());
     if let Some(mib) = config.request.memory_limit_mib {
@@ -137,7 +139,7 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
 fn start_servers(config: &RunConfig) -> Result<Vec<Box<dyn RunServer>>, Error> {
     let mut servers = Vec::new();
     for &engine in &config.engines {
-        servers.extend(cell_engine(engine).start_run(&config.python)?);
+        servers.extend(cell_engine(engine).start_run(&config.python, config.request.host_allocator)?);
     }
     Ok(servers)
 }

@@ -194,6 +194,7 @@ mod tests {
     use crate::device::DeviceSpec;
     use crate::engine::Engine;
     use crate::hardware::Hardware;
+    use crate::measure::host_allocator::HostAllocator;
     use crate::results::schema::{ArmsPerProcess, DataInfo, MeasurementDesign, Phase, Protocol};
     use crate::tricks::TrickSet;
     use crate::workloads::Family;
@@ -259,6 +260,7 @@ mod tests {
                 order_seed: Some(0),
                 pairing: MeasurementDesign::Processes,
                 arms_per_process: ArmsPerProcess::One,
+                host_allocator: HostAllocator::Tuned,
             },
             shard: None,
             merged: None,

@@ -65,7 +65,8 @@ const DEFAULT_COLUMNS: usize = 100;
 
 /// Prints (and with --out writes) the operator comparison of a run's traced cells.
 pub fn ops(args: &OpsArgs) -> Result<()> {
-    let results = store::load(&args.results).with_context(|| format!("reading {}", args.results.display()))?;
+    let results =
+        store::load(&args.results).with_context(|| format!("reading {}", args.results.display()))?;
     let dir = folder_of(&args.results);
     let pairs = traced_pairs(&results, &dir, args.cell.as_ref())?;
     if pairs.is_empty() && results.cells.iter().all(|c| c.trace().is_none()) {
@@ -73,6 +74,16 @@ pub fn ops(args: &OpsArgs) -> Result<()> {
             "{} has no traced cell: run with --trace (e.g. --trace 'resnet8/*/train') to record the traces \
              this compares",
             args.results.display()
+        );
+    }
+    if let (true, Some(glob)) = (pairs.is_empty(), &args.cell) {
+        let traced: Vec<String> =
+            results.cells.iter().filter(|c| c.trace().is_some()).map(|c| c.id().to_string()).collect();
+        refuse!(
+            "--cell '{}' matches no traced cell of {} that has a traced reference; its traced cells: {}",
+            glob.as_str(),
+            args.results.display(),
+            traced.join(", ")
         );
     }
     let columns = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(DEFAULT_COLUMNS);

@@ -70,6 +70,7 @@ fn request(args: &RunArgs) -> RunRequest {
         memory_limit_mib: args.memory_limit_mib,
         pairing: if args.unpaired { MeasurementDesign::Processes } else { MeasurementDesign::Paired },
         arms_per_process: if args.single_arm { ArmsPerProcess::One } else { ArmsPerProcess::Many },
+        host_allocator: args.host_allocator,
         inputs: InputPaths {
             data: training.data.clone(),
             images: args.images.clone(),

@@ -1,5 +1,7 @@
-//! The host allocator of every process that measures: glibc's malloc told, through the
-//! environment it reads at start-up, to keep the memory a step frees for the next step.
+//! The host allocator of every process that measures: by default glibc's malloc told, through the
+//! environment it reads at start-up, to keep the memory a step frees for the next step
+//! ([`HostAllocator::Tuned`]); or malloc as a plain Python script gets it ([`HostAllocator::System`],
+//! `run --host-allocator system`).
 //!
 //! By default malloc serves a request over its mmap threshold with fresh pages and returns freed
 //! memory above its trim threshold to the kernel, so on a CPU each training step page-faults its
@@ -12,21 +14,73 @@
 
 use std::process::Command;
 
+use serde::{Deserialize, Serialize};
+
 /// glibc's tunables, as environment variables read when a process starts: requests up to 32 MiB
 /// (the largest threshold glibc allows on 64-bit) come from the heap, and the heap is trimmed only
 /// when 16 GiB lie free at its top.
 pub const KEEP_FREED_MEMORY: [(&str, &str); 2] =
     [("MALLOC_MMAP_THRESHOLD_", "33554432"), ("MALLOC_TRIM_THRESHOLD_", "17179869184")];
 
-/// Gives `command` [`KEEP_FREED_MEMORY`], except a variable the user's own environment sets,
-/// which the child inherits as it is.
-pub fn keep_freed_memory(command: &mut Command) -> &mut Command {
-    for (name, value) in KEEP_FREED_MEMORY {
-        if std::env::var_os(name).is_none() {
-            command.env(name, value);
+/// The host allocator the measuring processes of a run start with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostAllocator {
+    /// glibc's malloc keeping freed memory for the next step ([`KEEP_FREED_MEMORY`]), so that
+    /// paired models do not change each other's page faults (what results files without the
+    /// field were measured with).
+    #[default]
+    Tuned,
+    /// glibc's malloc with its defaults (or what the user's environment sets), as a plain Python
+    /// training script gets it.
+    System,
+}
+
+impl HostAllocator {
+    /// Its name on the command line and in results (`tuned`, `system`).
+    pub fn id(self) -> &'static str {
+        match self {
+            HostAllocator::Tuned => "tuned",
+            HostAllocator::System => "system",
         }
     }
-    command
+
+    /// What it is, in words, for the run's first lines and the report.
+    pub fn description(self) -> &'static str {
+        match self {
+            HostAllocator::Tuned => {
+                "host allocator tuned (glibc malloc keeps freed memory for the next step)"
+            }
+            HostAllocator::System => {
+                "host allocator system (glibc malloc's defaults, as a plain Python script)"
+            }
+        }
+    }
+
+    /// Sets up `command`'s environment for this allocator: [`KEEP_FREED_MEMORY`] under `tuned`
+    /// (except a variable the user's own environment sets, which the child inherits as it is);
+    /// nothing under `system`.
+    pub fn apply(self, command: &mut Command) -> &mut Command {
+        if self == HostAllocator::Tuned {
+            for (name, value) in KEEP_FREED_MEMORY {
+                if std::env::var_os(name).is_none() {
+                    command.env(name, value);
+                }
+            }
+        }
+        command
+    }
+
+    /// Whether it is [`HostAllocator::Tuned`] (what a results file without the field means).
+    pub fn is_tuned(&self) -> bool {
+        *self == HostAllocator::Tuned
+    }
+}
+
+impl std::fmt::Display for HostAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
 }
 
 #[cfg(test)]
@@ -37,7 +91,7 @@ mod tests {
     fn a_child_reads_the_tunables_it_is_given() {
         let mut command = Command::new("sh");
         command.args(["-c", "echo \"$MALLOC_MMAP_THRESHOLD_ $MALLOC_TRIM_THRESHOLD_\""]);
-        let out = keep_freed_memory(&mut command).output().unwrap();
+        let out = HostAllocator::Tuned.apply(&mut command).output().unwrap();
         let expected =
             match (std::env::var("MALLOC_MMAP_THRESHOLD_"), std::env::var("MALLOC_TRIM_THRESHOLD_")) {
                 (Ok(mmap), Ok(trim)) => format!("{mmap} {trim}\n"),
@@ -46,5 +100,14 @@ mod tests {
                 (Err(_), Err(_)) => "33554432 17179869184\n".to_owned(),
             };
         assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    }
+
+    #[test]
+    fn the_system_allocator_leaves_the_environment_as_it_is() {
+        let mut command = Command::new("sh");
+        HostAllocator::System.apply(&mut command);
+        assert_eq!(command.get_envs().count(), 0);
+        assert_eq!(serde_json::to_string(&HostAllocator::System).unwrap(), "\"system\"");
+        assert_eq!(HostAllocator::default(), HostAllocator::Tuned);
     }
 }

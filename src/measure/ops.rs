@@ -13,17 +13,22 @@ use crate::error::Error;
 use crate::measure::trace::{activity, read_events, TraceEvent};
 use crate::results::schema::TraceActivity;
 
-/// ATen operators that allocate, alias or reshape a tensor without arithmetic. Whether an engine
-/// calls them depends on how its code is written (tch's wrappers, Python's), not on the work the
-/// step does, so [`OpProfile::kernels`] leaves them out.
-pub const BOOKKEEPING: [&str; 20] = [
+/// ATen operators that allocate, alias, view, reshape or convert a tensor without arithmetic (where they
+/// call no other operator: `aten::to` and `aten::contiguous` that have nothing to do). Whether an
+/// engine calls them depends on how its code is written (tch's wrappers, Python's, a saved-tensor
+/// hook), not on the work the step does, so [`OpProfile::kernels`] leaves them out, and an
+/// operator that calls only these still counts as doing its own arithmetic.
+pub const BOOKKEEPING: [&str; 33] = [
     "aten::empty",
     "aten::empty_strided",
     "aten::empty_like",
     "aten::view",
+    "aten::reshape",
+    "aten::flatten",
     "aten::_reshape_alias",
     "aten::_unsafe_view",
     "aten::as_strided",
+    "aten::as_strided_",
     "aten::alias",
     "aten::detach",
     "aten::detach_",
@@ -35,8 +40,18 @@ pub const BOOKKEEPING: [&str; 20] = [
     "aten::unsqueeze",
     "aten::squeeze",
     "aten::slice",
+    "aten::narrow",
+    "aten::split",
+    "aten::split_with_sizes",
+    "aten::tensor_split",
+    "aten::chunk",
+    "aten::unbind",
     "aten::select",
     "aten::resize_",
+    "aten::to",
+    "aten::contiguous",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
 ];
 
 /// An operator of a trace: where it ran and its name (`aten::convolution_backward`, a kernel's).
@@ -94,7 +109,7 @@ pub struct OpProfile {
     /// Every CPU operator and GPU kernel or copy, with its work per step.
     pub ops: BTreeMap<OpName, OpWork>,
     /// The ATen operators that do the step's arithmetic: calls per step of each CPU operator
-    /// named `aten::…` that calls no other ATen operator, less [`BOOKKEEPING`].
+    /// named `aten::…`, less [`BOOKKEEPING`], that calls no other such operator.
     pub kernels: BTreeMap<String, f64>,
 }
 
@@ -121,7 +136,7 @@ pub fn read_op_profile(path: &Path, steps: usize) -> Result<OpProfile, Error> {
 struct Found {
     self_us: f64,
     allocated_bytes: f64,
-    /// Whether an ATen operator ran inside it.
+    /// Whether an ATen operator that may do arithmetic ran inside it.
     calls_aten: bool,
 }
 
@@ -136,8 +151,7 @@ fn op_profile(events: &[TraceEvent], steps: usize) -> OpProfile {
     for (&(event, activity), f) in complete.iter().zip(&found) {
         let op = OpName { activity, name: event.name.clone() };
         total.entry(op).or_default().add(1.0, f.self_us, f.allocated_bytes);
-        let arithmetic = is_aten(&event.name) && !BOOKKEEPING.contains(&event.name.as_str());
-        if activity == TraceActivity::CpuOp && arithmetic && !f.calls_aten {
+        if activity == TraceActivity::CpuOp && is_arithmetic(&event.name) && !f.calls_aten {
             *kernels.entry(event.name.clone()).or_default() += 1.0;
         }
     }
@@ -149,34 +163,58 @@ fn op_profile(events: &[TraceEvent], steps: usize) -> OpProfile {
     }
 }
 
-fn is_aten(name: &str) -> bool {
-    name.starts_with("aten::")
+/// Whether `name` is an ATen operator that may do arithmetic (not [`BOOKKEEPING`]).
+fn is_arithmetic(name: &str) -> bool {
+    name.starts_with("aten::") && !BOOKKEEPING.contains(&name)
+}
+
+/// An event on a thread's timeline: a complete event (`memory` false) or a memory event, the
+/// `i`-th of its kind, at `ts` for `dur` microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    ts: f64,
+    memory: bool,
+    dur: f64,
+    i: usize,
 }
 
 /// For each of `complete`'s events: its self time (less the events directly inside it on the same
 /// thread and of the same activity), the bytes allocated while it was the innermost event of its
-/// thread (from `memory`'s events), and whether an ATen operator ran inside it.
+/// thread (from `memory`'s events), and whether an ATen operator that may do arithmetic ran
+/// inside it.
 fn sweep(complete: &[(&TraceEvent, TraceActivity)], memory: &[&TraceEvent]) -> Vec<Found> {
     let mut found: Vec<Found> =
         complete.iter().map(|(e, _)| Found { self_us: e.dur, ..Found::default() }).collect();
-    // Per thread and activity, the timeline: complete events (0) before memory events (1) that
-    // start with them, outer events before the inner ones they start with.
-    let mut timelines: HashMap<(TraceActivity, (String, String)), Vec<(f64, u8, f64, usize)>> = HashMap::new();
+    // Per thread and activity, the timeline: complete events before memory events that start
+    // with them, outer events before the inner ones they start with.
+    let mut timelines: HashMap<(TraceActivity, (String, String)), Vec<Moment>> = HashMap::new();
     for (i, (e, a)) in complete.iter().enumerate() {
-        timelines.entry((*a, e.thread())).or_default().push((e.ts, 0, -e.dur, i));
+        timelines.entry((*a, e.thread())).or_default().push(Moment {
+            ts: e.ts,
+            memory: false,
+            dur: e.dur,
+            i,
+        });
     }
     for (i, e) in memory.iter().enumerate() {
-        timelines.entry((TraceActivity::CpuOp, e.thread())).or_default().push((e.ts, 1, 0.0, i));
+        timelines.entry((TraceActivity::CpuOp, e.thread())).or_default().push(Moment {
+            ts: e.ts,
+            memory: true,
+            dur: 0.0,
+            i,
+        });
     }
     for mut timeline in timelines.into_values() {
-        timeline.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.total_cmp(&b.2)));
+        timeline.sort_by(|a, b| {
+            a.ts.total_cmp(&b.ts).then(a.memory.cmp(&b.memory)).then(b.dur.total_cmp(&a.dur))
+        });
         let mut open: Vec<usize> = Vec::new();
-        for (ts, kind, _, i) in timeline {
+        for Moment { ts, memory: is_memory, i, .. } in timeline {
             let end = |j: usize| complete[j].0.ts + complete[j].0.dur;
-            while open.last().is_some_and(|&j| if kind == 0 { end(j) <= ts } else { end(j) < ts }) {
+            while open.last().is_some_and(|&j| if is_memory { end(j) < ts } else { end(j) <= ts }) {
                 open.pop();
             }
-            if kind == 1 {
+            if is_memory {
                 let bytes = memory[i].args.bytes.unwrap_or(0);
                 if let (Some(&j), true) = (open.last(), bytes > 0) {
                     found[j].allocated_bytes += bytes as f64;
@@ -187,8 +225,8 @@ fn sweep(complete: &[(&TraceEvent, TraceActivity)], memory: &[&TraceEvent]) -> V
             if let Some(&parent) = open.last() {
                 found[parent].self_us -= event.dur;
             }
-            if is_aten(&event.name) {
-                if let Some(&j) = open.iter().rev().find(|&&j| is_aten(&complete[j].0.name)) {
+            if is_arithmetic(&event.name) {
+                if let Some(&j) = open.iter().rev().find(|&&j| is_arithmetic(&complete[j].0.name)) {
                     found[j].calls_aten = true;
                 }
             }
@@ -260,10 +298,8 @@ pub fn change_differences(
     b_reference: &OpProfile,
     b_trick: &OpProfile,
 ) -> Vec<ChangePair> {
-    let names: std::collections::BTreeSet<&OpName> = [a_reference, a_trick, b_reference, b_trick]
-        .iter()
-        .flat_map(|p| p.ops.keys())
-        .collect();
+    let names: std::collections::BTreeSet<&OpName> =
+        [a_reference, a_trick, b_reference, b_trick].iter().flat_map(|p| p.ops.keys()).collect();
     let mut pairs: Vec<ChangePair> = names
         .into_iter()
         .map(|op| ChangePair {
@@ -294,8 +330,8 @@ mod tests {
     use super::*;
 
     /// Two steps on one thread: a convolution (10 µs) whose kernel (6 µs) allocates 400 bytes
-    /// and frees 100, an empty (bookkeeping) inside the kernel, a relu that allocates 64 bytes;
-    /// a GPU kernel; a memory event outside every operator.
+    /// and frees 100, an empty (bookkeeping) inside the kernel, a relu that allocates 64 bytes
+    /// and detaches (bookkeeping) once; a GPU kernel; a memory event outside every operator.
     fn events() -> Vec<TraceEvent> {
         let json = r#"[
           {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 100.0, "dur": 10.0},
@@ -306,6 +342,7 @@ mod tests {
           {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 104.0, "args": {"Bytes": -100}},
           {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 110.0, "dur": 2.0},
           {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 110.0, "args": {"Bytes": 64}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::detach", "pid": 1, "tid": 1, "ts": 111.0, "dur": 0.5},
           {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 150.0, "args": {"Bytes": 999}},
           {"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": "stream 7", "ts": 120.0, "dur": 4.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "pid": 1, "tid": 1, "ts": 200.0, "dur": 10.0},
@@ -324,17 +361,21 @@ mod tests {
         let p = op_profile(&events(), 2);
         assert_eq!(p.work(&op("aten::conv2d")), OpWork { calls: 1.0, self_ms: 0.004, allocated_bytes: 0.0 });
         let kernel = p.work(&op("aten::mkldnn_convolution"));
-        assert_eq!((kernel.calls, kernel.allocated_bytes), (1.0, 150.0), "300 bytes in 2 steps; frees do not count");
+        assert_eq!(
+            (kernel.calls, kernel.allocated_bytes),
+            (1.0, 150.0),
+            "300 bytes in 2 steps; frees do not count"
+        );
         assert!((kernel.self_ms - 0.0055).abs() < 1e-12, "6 + 6 µs less the empty's 1 µs, over 2 steps");
         assert_eq!(p.work(&op("aten::empty")).allocated_bytes, 200.0, "the innermost operator allocated it");
         assert_eq!(p.work(&op("aten::relu")).allocated_bytes, 32.0, "an allocation as it starts is its own");
         let gpu = OpName { activity: TraceActivity::GpuKernel, name: "sgemm".into() };
         assert_eq!(p.work(&gpu).self_ms, 0.002);
-        assert!((p.cpu_self_ms() - (0.004 + 0.0055 + 0.0005 + 0.002)).abs() < 1e-12);
+        assert!((p.cpu_self_ms() - (0.004 + 0.0055 + 0.0005 + 0.00175 + 0.00025)).abs() < 1e-12);
     }
 
     #[test]
-    fn the_kernels_are_the_aten_operators_that_call_no_other_less_bookkeeping() {
+    fn the_kernels_are_the_aten_operators_that_call_no_other_less_bookkeeping_which_does_not_count() {
         let p = op_profile(&events(), 2);
         let kernels: Vec<(&str, f64)> = p.kernels.iter().map(|(k, n)| (k.as_str(), *n)).collect();
         assert_eq!(kernels, [("aten::mkldnn_convolution", 1.0), ("aten::relu", 1.0)]);

@@ -10,7 +10,7 @@ use wait_timeout::ChildExt;
 
 use crate::error::Error;
 use crate::hardware::Hardware;
-use crate::measure::host_allocator::keep_freed_memory;
+use crate::measure::host_allocator::HostAllocator;
 use crate::parity::case::{self, ExportRequest};
 use crate::parity::compare::{
     CompiledLosses, CompiledParity, CompiledRound, CompiledSpeed, LossAgreement, ParityReport,
@@ -429,7 +429,7 @@ fn side_command(sides: &Sides, implementation: Implementation, stack: &[Trick]) 
     match implementation {
         Implementation::Trickbench | Implementation::Stack => {
             let mut c = Command::new(&sides.trickbench);
-            keep_freed_memory(&mut c).arg("parity-side");
+            HostAllocator::Tuned.apply(&mut c).arg("parity-side");
             if implementation == Implementation::Stack {
                 let ids: Vec<&str> = stack.iter().map(|t| t.id()).collect();
                 c.args(["--tricks", &ids.join(",")]);
@@ -438,7 +438,7 @@ fn side_command(sides: &Sides, implementation: Implementation, stack: &[Trick]) 
         }
         Implementation::PyTorch | Implementation::Compiled(_) => {
             let mut c = Command::new(&sides.python);
-            keep_freed_memory(&mut c).arg(&sides.script);
+            HostAllocator::Tuned.apply(&mut c).arg(&sides.script);
             if let Implementation::Compiled(mode) = implementation {
                 c.args(["--compile", mode.id()]);
             }

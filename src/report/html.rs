@@ -173,6 +173,8 @@ struct RunView<'a> {
     command: String,
     /// The profile, with why `auto` picked it.
     profile: String,
+    /// The host allocator the measuring processes started with, in words.
+    allocator: &'static str,
     /// Each family's name and its settings in words.
     families: Vec<(&'static str, String)>,
 }
@@ -190,6 +192,7 @@ fn runs(results: &[Results]) -> Vec<RunView<'_>> {
             cudnn: compare::version(r.system.cudnn_version),
             command: r.run.command.join(" "),
             profile: r.run.profile_text(),
+            allocator: r.run.protocol.host_allocator.description(),
             families: r.run.profile_settings.families.iter().map(|f| (f.family.name(), f.text())).collect(),
         })
         .collect()

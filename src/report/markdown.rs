@@ -31,6 +31,7 @@ pub(crate) fn summary(
                 started_at => Serde(&r.run.started_at),
                 git_commit => Serde(&r.run.git_commit),
                 data => Serde(&r.run.data.name),
+                allocator => Serde(r.run.protocol.host_allocator.description()),
             }
         })
         .collect();

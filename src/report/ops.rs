@@ -8,7 +8,9 @@ use std::path::Path;
 use crate::bench::trace::CellGlob;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::measure::ops::{change_differences, differences, kernel_differences, read_op_profile, OpProfile, OpWork};
+use crate::measure::ops::{
+    change_differences, differences, kernel_differences, read_op_profile, OpProfile, OpWork,
+};
 use crate::results::schema::{CellResult, Results};
 
 /// A traced cell and the traced reference it is compared with, with both traces read.
@@ -27,7 +29,11 @@ pub struct TracedPair<'r> {
 /// Every cell of `results` (read from the folder `dir`) that has a trace and a comparison whose
 /// reference has a trace too, with both traces read; only those whose id matches `glob`, where
 /// given.
-pub fn traced_pairs<'r>(results: &'r Results, dir: &Path, glob: Option<&CellGlob>) -> Result<Vec<TracedPair<'r>>, Error> {
+pub fn traced_pairs<'r>(
+    results: &'r Results,
+    dir: &Path,
+    glob: Option<&CellGlob>,
+) -> Result<Vec<TracedPair<'r>>, Error> {
     let by_id = |id: &crate::results::schema::CellId| results.cells.iter().find(|c| &c.id() == id);
     let read = |c: &CellResult| match c.trace() {
         Some(t) => read_op_profile(&dir.join(&t.path), t.steps).map(Some),
@@ -35,7 +41,9 @@ pub fn traced_pairs<'r>(results: &'r Results, dir: &Path, glob: Option<&CellGlob
     };
     let mut pairs = Vec::new();
     for comparison in &results.comparisons {
-        let (Some(cell), Some(reference)) = (by_id(&comparison.cell), by_id(&comparison.baseline)) else { continue };
+        let (Some(cell), Some(reference)) = (by_id(&comparison.cell), by_id(&comparison.baseline)) else {
+            continue;
+        };
         if glob.is_some_and(|g| !g.traces(&cell.key)) {
             continue;
         }
@@ -53,18 +61,19 @@ pub fn render_ops(pairs: &[TracedPair], top: usize, width: usize) -> String {
     let name_width = width.max(80) - 50;
     for (i, pair) in pairs.iter().enumerate() {
         let engine = pair.cell.key.engine;
-        let twin = pairs[i + 1..].iter().find(|p| {
-            p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine)
-        });
-        let earlier_twin = pairs[..i].iter().any(|p| {
-            p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine)
-        });
+        let twin = pairs[i + 1..]
+            .iter()
+            .find(|p| p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine));
+        let earlier_twin = pairs[..i]
+            .iter()
+            .any(|p| p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine));
         if earlier_twin {
             continue;
         }
         match twin {
             Some(other) => {
-                let (pytorch, libtorch) = if engine == Engine::Pytorch { (pair, other) } else { (other, pair) };
+                let (pytorch, libtorch) =
+                    if engine == Engine::Pytorch { (pair, other) } else { (other, pair) };
                 both_engines(&mut out, pytorch, libtorch, top, name_width);
             }
             None => one_engine(&mut out, pair, top, name_width),
@@ -81,15 +90,25 @@ pub fn render_ops(pairs: &[TracedPair], top: usize, width: usize) -> String {
 }
 
 /// How `pytorch`'s and `libtorch`'s trick changed each engine's step, and where they differ.
-fn both_engines(out: &mut String, pytorch: &TracedPair, libtorch: &TracedPair, top: usize, name_width: usize) {
+fn both_engines(
+    out: &mut String,
+    pytorch: &TracedPair,
+    libtorch: &TracedPair,
+    top: usize,
+    name_width: usize,
+) {
     let id = pytorch.cell.key.id_on(Engine::Libtorch);
     let heading = format!("{id} against {}, on both engines, per step", libtorch.reference.id());
     out.push_str(&indented(&heading, name_width + 50, 0, 4));
     for (label, p) in [("PyTorch", pytorch), ("libtorch", libtorch)] {
         out.push_str(&wrapped(&format!("{label}: {}", step_change(p)), name_width + 50, 4));
     }
-    let changes =
-        change_differences(&pytorch.reference_ops, &pytorch.cell_ops, &libtorch.reference_ops, &libtorch.cell_ops);
+    let changes = change_differences(
+        &pytorch.reference_ops,
+        &pytorch.cell_ops,
+        &libtorch.reference_ops,
+        &libtorch.cell_ops,
+    );
     if changes.is_empty() {
         out.push_str("  the trick changed every operator the same way on both engines\n\n");
         return;
@@ -140,7 +159,8 @@ fn references(out: &mut String, pairs: &[TracedPair], top: usize, name_width: us
             py.cpu_self_ms(),
             lt.cpu_self_ms()
         ));
-        let kernels = kernels_line("arithmetic operators, PyTorch against libtorch", &kernel_differences(lt, py));
+        let kernels =
+            kernels_line("arithmetic operators, PyTorch against libtorch", &kernel_differences(lt, py));
         out.push_str(&wrapped(&kernels, name_width + 50, 4));
         let rows = differences(lt, py);
         out.push_str(&format!(

@@ -302,7 +302,8 @@ fn side_by_side(g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
 /// if they do: one helps where the other hurts, or, for a trick judged by throughput, the
 /// intervals of their effects do not overlap (verdicts that differ only across the edge of
 /// significance, their intervals overlapping, are not a disagreement); with the trick's known
-/// cause of a gap between the engines, and where both engines broke their steps into phases, the
+/// cause of a gap between the engines (or else how the engines' work differs for it, where the
+/// catalogue says), and where both engines broke their steps into phases, the
 /// phase that changed most against each one's reference.
 fn disagreement(
     g: &Group,
@@ -331,10 +332,11 @@ fn disagreement(
     } else {
         return None;
     };
-    let cause = model::single_trick(&e.cell.key.tricks).and_then(|t| t.info().engine_gap);
-    let mut text = match cause {
-        Some(cause) => format!("{how}. Why: {cause}."),
-        None => format!("{how}."),
+    let info = model::single_trick(&e.cell.key.tricks).map(|t| t.info());
+    let mut text = match (info.and_then(|i| i.engine_gap), info.and_then(|i| i.ops_differ)) {
+        (Some(cause), _) => format!("{how}. Why: {cause}."),
+        (None, Some(ops)) => format!("{how}. The engines do different work here: {ops}."),
+        (None, None) => format!("{how}."),
     };
     if let (Some(pytorch), Some(libtorch)) = (phase_change(g, e), phase_change(g, other)) {
         text.push_str(&format!(

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
+use crate::measure::host_allocator::HostAllocator;
 use crate::results::energy::{Energy, EnergyMethod};
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
@@ -471,6 +472,11 @@ pub struct Protocol {
     /// (`run --single-arm`, and files that predate multi-arm processes).
     #[serde(default, skip_serializing_if = "ArmsPerProcess::is_one")]
     pub arms_per_process: ArmsPerProcess,
+    /// The host allocator the measuring processes started with: `tuned` (glibc malloc keeping
+    /// freed memory; what a file without the field was measured with) or `system` (glibc's
+    /// defaults, as a plain Python script).
+    #[serde(default)]
+    pub host_allocator: HostAllocator,
 }
 
 /// How many paired cells share a cell process.

@@ -1,5 +1,6 @@
 //! The trick catalogue as `trickbench list` prints it: each trick's guide number, metric, what
-//! off and on mean in each family's recipe, and where it does not apply on a device.
+//! off and on mean in each family's recipe, how each engine applies it and where they differ,
+//! and where it does not apply on a device.
 
 use std::io::{self, Write};
 
@@ -45,6 +46,12 @@ pub fn write_catalogue(out: &mut impl Write, device: DeviceSpec, hardware: &Hard
             InPytorch::NotApplied(why) => {
                 writeln!(out, "    in PyTorch (--engine pytorch): not applied: {why}")?
             }
+        }
+        if let Some(why) = trick.info().engine_gap {
+            writeln!(out, "    why the two engines' effects differ: {why}")?;
+        }
+        if let Some(how) = trick.info().ops_differ {
+            writeln!(out, "    the two engines' operators differ: {how}")?;
         }
         // One line per family: the first member's reason stands for the family.
         for family in [Family::CifarResnet, Family::CharGpt] {

@@ -33,6 +33,10 @@ pub struct TrickInfo {
     /// Why the trick's effect differs between libtorch and eager PyTorch, where the cause is
     /// known (`None`: none known); a report shows it where the two engines disagree.
     pub engine_gap: Option<&'static str>,
+    /// Why the trick changes different ATen operators on the two engines, where it does: what
+    /// `trickbench ops` shows and the engine-equivalence test allows (`None`: it changes the same
+    /// operators on both, beyond the harness's own [`crate::engine::HARNESS_OPS`]).
+    pub ops_differ: Option<&'static str>,
     /// The trick's colour in every plot, as sRGB red, green and blue.
     pub colour: [u8; 3],
     /// What the guides claim for the trick, in one sentence naming its source.

@@ -50,6 +50,21 @@ const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C+
                                 with perf on the 2-core VM, libtorch's debug-off processes spent 44–67% of \
                                 their CPU time in dladdr's _dl_addr, the PyTorch engine's 0.02%";
 
+const ANOMALY_MODE_OPS: &str = "anomaly mode checks the outputs of each backward function for NaN \
+                                (aten::ne and a host read each); in a ResNet-8 step PyTorch's checks one \
+                                output more than libtorch's (69 against 68 a step), the GPT's the same 134";
+
+const LOADER_WORKERS_OPS: &str = "PyTorch's DataLoader workers are processes that collate each batch and \
+                                  hand it over in shared memory (aten::set_ in the training process instead \
+                                  of the collating aten::copy_); trickbench's workers are threads of the \
+                                  training process, which copy the batch as its own loader does";
+
+const GPU_AUGMENT_OPS: &str = "both draw the same random numbers on the device (three aten::random_ a \
+                               step) and crop and flip the whole batch with one pad and one gather, but \
+                               the index is built with different operators: torch.where over aranges \
+                               and advanced indexing (aten::index) in PyTorch, a flipped ramp and a \
+                               multiplied mask (aten::eq, aten::mul) with aten::gather in trickbench";
+
 /// Why a trick judged by its peak memory keeps a process of its own pair.
 const PEAK_MEMORY_JUDGED: &str = "judged by its peak memory, which is measured best with no other arm's \
                                   model, optimizer state and batches held beside it";
@@ -68,6 +83,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cuda("fp16 autocast pays off on tensor cores; CPUs have no fast fp16 kernels")],
             pytorch: InPytorch::Applies("torch.autocast(\"cuda\", dtype=torch.float16) around the forward and the loss, with torch.amp.GradScaler scaling the loss"),
             engine_gap: None,
+            ops_differ: None,
             colour: [31, 119, 180],
             claim: "Guide #4 and NVIDIA's tuning guide: autocast to fp16 with a gradient scaler runs matrix \
                     multiplies and convolutions on tensor cores, giving up to about 3× overall speed-up on \
@@ -84,6 +100,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cuda("bf16 autocast pays off on tensor cores; on this CPU it is emulated")],
             pytorch: InPytorch::Applies("torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward and the loss"),
             engine_gap: None,
+            ops_differ: None,
             colour: [23, 190, 207],
             claim: "Modern addition to guide #4: bf16 has fp32's exponent range, so autocast needs no loss \
                     scaling, and on Ampere and newer it runs on tensor cores as fast as fp16.",
@@ -106,6 +123,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("torch.backends.cudnn.benchmark = True"),
             engine_gap: None,
+            ops_differ: None,
             colour: [255, 127, 14],
             claim: "Guide #6 and NVIDIA's tuning guide: with torch.backends.cudnn.benchmark = True cuDNN \
                     times several convolution algorithms and keeps the fastest, which speeds up CNNs whose \
@@ -122,6 +140,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("the loss and the count of correct predictions summed on the device and read with .item() once per log interval"),
             engine_gap: None,
+            ops_differ: None,
             colour: [44, 160, 44],
             claim: "Guide #7 and NVIDIA's tuning guide: host reads such as .item(), .cpu() or printing a \
                     tensor every step force a CPU-GPU synchronisation that stalls the pipeline; keep metrics \
@@ -140,6 +159,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::Applies("nn.Conv2d(..., bias=False) before every BatchNorm2d"),
             engine_gap: None,
+            ops_differ: None,
             colour: [148, 103, 189],
             claim: "Guide #15 and NVIDIA's tuning guide: a convolution bias directly before BatchNorm is \
                     cancelled by the normalisation, so dropping it saves parameters and work for free.",
@@ -155,6 +175,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("optimizer.zero_grad(set_to_none=True)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [140, 86, 75],
             claim: "Guide #11 and NVIDIA's tuning guide: setting gradients to None instead of zero-filling \
                     them skips one memset per parameter and lets backward write instead of accumulate.",
@@ -170,6 +191,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("evaluation under torch.no_grad()"),
             engine_gap: None,
+            ops_differ: None,
             colour: [227, 119, 194],
             claim: "Guide #16: evaluating under torch.no_grad() records no autograd graph, so evaluation is \
                     faster and needs less memory.",
@@ -187,6 +209,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::Applies("model.to(memory_format=torch.channels_last), and inputs .contiguous(memory_format=torch.channels_last)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [188, 189, 34],
             claim:
                 "Modern addition (NVIDIA's tuning guide, PyTorch channels_last tutorial): the NHWC memory \
@@ -218,6 +241,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("torch.utils.data.DataLoader(num_workers=N), N as many worker processes as libtorch's worker threads, against num_workers=0"),
             engine_gap: None,
+            ops_differ: Some(LOADER_WORKERS_OPS),
             colour: [57, 59, 121],
             claim: "Guide #2 and NVIDIA's tuning guide: DataLoader(num_workers > 0) loads and augments \
                     batches in worker processes while the GPU trains, so the training loop no longer waits \
@@ -234,6 +258,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cuda("pinned memory speeds host-to-GPU copies; there is no GPU")],
             pytorch: InPytorch::Applies("DataLoader(pin_memory=True) and .to(device, non_blocking=True)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [99, 121, 57],
             claim: "Guide #2 and NVIDIA's tuning guide: pin_memory=True stages batches in page-locked host \
                     memory, which makes host-to-GPU copies faster and lets them run asynchronously with \
@@ -258,6 +283,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("the host batch wrapped with torch.from_numpy instead of copied with torch.tensor; unaugmented batches gathered from the split held as one tensor (index_select)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [140, 109, 49],
             claim: "Guide #12: build tensors with torch.from_numpy or torch.as_tensor, which share the host \
                     memory, instead of torch.tensor, which copies it.",
@@ -273,6 +299,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn("{workload} reads text windows, which are not augmented")],
             pytorch: InPytorch::Applies("random crop and flip of the whole batch on the device (torch.randint offsets, one gather), against numpy crops image by image in the DataLoader"),
             engine_gap: None,
+            ops_differ: Some(GPU_AUGMENT_OPS),
             colour: [132, 60, 57],
             claim:
                 "Reader tip: augmenting whole batches on the GPU instead of image by image in CPU workers \
@@ -292,6 +319,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::Applies("the JPEG/PNG files decoded once with Pillow when the side is built, against decoding them (Pillow, as torchvision's ImageFolder does) each time a batch takes them"),
             engine_gap: None,
+            ops_differ: None,
             colour: [123, 65, 115],
             claim: "Reader tip: decoding thousands of small JPEG/PNG files every epoch costs more CPU time \
                     than the training step; pack the decoded dataset once into one binary file.",
@@ -308,6 +336,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("the torch.optim optimizer built with fused=True, against PyTorch's default implementation (foreach on CUDA)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [174, 199, 232],
             claim: "Guide #5 and NVIDIA's tuning guide: fused optimizers apply the update to all parameters \
                     in a few multi-tensor kernel launches instead of several launches per parameter, which \
@@ -330,6 +359,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cuda("TF32 is a tensor-core format of Ampere and newer NVIDIA GPUs")],
             pytorch: InPytorch::Applies("torch.backends.cuda.matmul.allow_tf32 = True (cuDNN's convolutions already may use TF32 by default)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [255, 187, 120],
             claim: "Modern addition (NVIDIA's tuning guide, PyTorch's TF32 notes): on Ampere and newer GPUs \
                     TF32 runs fp32 matrix multiplies and convolutions on tensor cores with a 10-bit \
@@ -355,6 +385,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("the pointwise chains as torch.jit.script functions: the block's relu(x + shortcut); the GPT's exact GELU and residual dropout-add"),
             engine_gap: None,
+            ops_differ: None,
             colour: [152, 223, 138],
             claim: "Bonus #18 and NVIDIA's tuning guide: scripting a chain of pointwise operations with \
                     TorchScript lets its fuser run them as one kernel, cutting kernel launches and memory \
@@ -371,6 +402,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("torch.autograd.set_detect_anomaly(False), against True in its reference"),
             engine_gap: Some(ANOMALY_MODE_GAP),
+            ops_differ: Some(ANOMALY_MODE_OPS),
             colour: [196, 156, 148],
             claim: "Guide #13: anomaly detection (torch.autograd.set_detect_anomaly) and the autograd \
                     profiler record extra information for every operation and slow training down; switch \
@@ -394,6 +426,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("three steps on a side stream, then the whole step captured with torch.cuda.graph(g) and replayed with g.replay(), the batch copied into static tensors (Adam and AdamW with capturable=True)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [247, 182, 210],
             claim: "Modern addition (PyTorch's CUDA Graphs blog post and NVIDIA's tuning guide): capturing \
                     the whole training step once and replaying it replaces thousands of kernel launches with \
@@ -418,6 +451,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::Applies("model = torch.compile(model); the loss, zero_grad and the optimizer step stay eager"),
             engine_gap: None,
+            ops_differ: None,
             colour: [121, 33, 143],
             claim: "Modern addition (the PyTorch 2 paper, Ansel et al., ASPLOS 2024; nanoGPT's README): \
                     compiling the model with TorchDynamo and inductor fuses its operations into generated \
@@ -449,6 +483,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [107, 110, 207],
             claim: "Guide #1 (Smith & Topin, Super-Convergence): the 1cycle policy (warm up to a large \
                     learning rate, anneal far below the start, momentum cycled inversely) reaches a given \
@@ -472,6 +507,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [181, 207, 107],
             claim: "Guide #3: use the largest batch that fits in GPU memory, with the learning rate scaled \
                     up accordingly (Goyal et al.: linearly, after a warm-up), to use the hardware fully and \
@@ -491,6 +527,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [231, 186, 82],
             claim: "Guide #5 (Loshchilov & Hutter): AdamW decouples weight decay from the adaptive update, \
                     which regularises as intended and generalises better than Adam with L2, reaching better \
@@ -507,6 +544,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [214, 97, 107],
             claim: "Guide #5 (You, Gitman & Ginsburg): LARS's layer-wise trust ratio keeps large-batch \
                     training stable where plain SGD with a linearly scaled learning rate diverges or loses \
@@ -523,6 +561,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [206, 109, 189],
             claim: "Guide #5 (You et al.): LAMB applies layer-wise trust ratios to Adam's updates, which \
                     made BERT pre-training at batch 32k–64k possible (76 minutes) without losing accuracy.",
@@ -550,6 +589,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [93, 58, 155],
             claim: "Modern addition (Jordan 2024, \"Muon: An optimizer for hidden layers in neural \
                     networks\"): orthogonalising each hidden weight matrix's momentum update by a \
@@ -568,6 +608,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False) around every segment of the forward but the last"),
             engine_gap: None,
+            ops_differ: None,
             colour: [49, 130, 189],
             claim: "Guide #8: gradient (activation) checkpointing stores only some activations and \
                     recomputes the rest in backward, trading about one extra forward pass (~20–30% time) for \
@@ -584,6 +625,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::Applies("loss / 4 backpropagated for each of 4 micro-batches (tensor_split), then one optimizer.step()"),
             engine_gap: None,
+            ops_differ: None,
             colour: [230, 85, 13],
             claim:
                 "Guide #9: accumulating gradients over several micro-batches gives the effective batch of a \
@@ -608,6 +650,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cuda("expandable segments are a mode of the CUDA caching allocator")],
             pytorch: InPytorch::Applies("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the process's first CUDA allocation"),
             engine_gap: None,
+            ops_differ: None,
             colour: [96, 186, 160],
             claim: "Modern addition (PyTorch's CUDA memory-management notes, torch.cuda docs): with \
                     expandable_segments:True the caching allocator maps physical pages into one growing \
@@ -632,6 +675,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [49, 163, 84],
             claim: "Guide #14: clipping gradients to a maximum global norm stabilises training and permits \
                     higher learning rates, which can shorten training (long used for RNNs and transformers).",
@@ -647,6 +691,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [117, 107, 177],
             claim: "Guide #17: standardising the inputs (zero mean, unit variance per channel) conditions \
                     the optimisation better, so training converges faster.",
@@ -667,6 +712,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [99, 99, 99],
             claim: "Guide #17 (Ioffe & Szegedy): BatchNorm allows much higher learning rates and less care \
                     with initialisation; it reached Inception's accuracy in 14 times fewer steps.",
@@ -689,6 +735,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [72, 201, 176],
             claim: "Modern addition (Szegedy et al. 2016, Rethinking the Inception Architecture; airbench, \
                     Jordan 2024, arXiv:2404.00498): cross-entropy against targets smoothed by ε keeps the \
@@ -714,6 +761,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             )],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [173, 73, 24],
             claim: "Modern addition (Polyak & Juditsky 1992 averaging, as an exponential average; airbench, \
                     Jordan 2024, arXiv:2404.00498): an average of the recent weights removes part of SGD's \
@@ -735,6 +783,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn("{workload} reads text, which has no mirror image to evaluate")],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [93, 46, 140],
             claim: "Modern addition (test-time augmentation, as in Krizhevsky et al. 2012; airbench, Jordan \
                     2024, arXiv:2404.00498): a network trained on randomly flipped images predicts each \
@@ -758,6 +807,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn("{workload} has no BatchNorm: LayerNorm keeps no running statistics")],
             pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
             engine_gap: None,
+            ops_differ: None,
             colour: [204, 171, 0],
             claim: "Modern addition (airbench, Jordan 2024, arXiv:2404.00498): airbench94's BatchNorm layers \
                     keep running statistics over only the last few batches (PyTorch momentum 0.4), so that \
@@ -779,6 +829,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Transformer("{workload} has no attention")],
             pytorch: InPytorch::Applies("F.scaled_dot_product_attention(q, k, v, is_causal=True), PyTorch choosing the backend"),
             engine_gap: None,
+            ops_differ: None,
             colour: [158, 1, 66],
             claim: "Modern addition (Dao et al. 2022, FlashAttention): computing attention in tiles inside \
                     one kernel, without writing the T×T attention matrix to GPU memory, gives 2–4× faster \
@@ -807,6 +858,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [92, 14, 140],
             claim: "Modern addition (Dao 2023, FlashAttention-2; Shah et al. 2024, FlashAttention-3 for \
                     Hopper): better work partitioning across thread blocks and warps doubles FlashAttention's \
@@ -834,6 +886,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [0, 153, 136],
             claim: "Modern addition (NVIDIA cuDNN 9 fused flash attention, exposed by PyTorch 2.5's SDPA): \
                     NVIDIA reports it up to 75% faster than FlashAttention-2 in bf16 on H100, the default \
@@ -856,6 +909,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [204, 187, 68],
             claim: "Modern addition (Rabe & Staats 2021, Self-attention Does Not Need O(n²) Memory; xFormers' \
                     CUTLASS kernel): attention by chunks with a running softmax needs memory linear in the \
@@ -875,6 +929,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Transformer("{workload} has no attention")],
             pytorch: InPytorch::Applies("scaled_dot_product_attention under torch.nn.attention.sdpa_kernel(SDPBackend.MATH)"),
             engine_gap: None,
+            ops_differ: None,
             colour: [238, 102, 119],
             claim: "Modern addition (PyTorch's scaled_dot_product_attention docs): the math backend is the \
                     reference implementation every fused backend must match, kept for inputs no fused kernel \
@@ -906,6 +961,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::Applies("the projections' nn.Linear replaced by a torch.autograd.Function calling torch._scaled_mm with per-tensor scales, e4m3 forward and e5m2 output gradients"),
             engine_gap: None,
+            ops_differ: None,
             colour: [121, 28, 248],
             claim: "Modern addition (Micikevicius et al. 2022, FP8 Formats for Deep Learning; NVIDIA \
                     Transformer Engine; the modded-nanogpt speedrun's FP8 matmuls): e4m3 for weights and \
@@ -936,6 +992,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             ],
             pytorch: InPytorch::NotApplied("the PyTorch engine runs in one process; DistributedDataParallel is measured on libtorch only"),
             engine_gap: None,
+            ops_differ: None,
             colour: [0, 104, 55],
             claim: "Guide #10: DistributedDataParallel (one process per GPU, gradients all-reduced in \
                     buckets while backward runs) scales better than DataParallel, whose single process \

@@ -8,6 +8,7 @@ use trickbench::bench::plan::Plan;
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::RunSpec;
 use trickbench::device::DeviceSpec;
+use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::results::schema::{ArmsPerProcess, DataInfo, MeasurementDesign, Protocol, RunInfo};
 use trickbench::results::system::SystemInfo;
 
@@ -29,6 +30,7 @@ pub fn protocol() -> Protocol {
         order_seed: Some(0),
         pairing: MeasurementDesign::Processes,
         arms_per_process: ArmsPerProcess::One,
+        host_allocator: HostAllocator::Tuned,
     }
 }
 

@@ -15,6 +15,7 @@ use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::measure::host_allocator::HostAllocator;
 use crate::measure::memory;
 use crate::results::schema::{CellKey, CellKind, ProcessMeasurement};
 use crate::train::parallel::ParallelPlan;
@@ -37,7 +38,11 @@ impl CellEngine for Libtorch {
     }
 
     /// Nothing: each cell process loads libtorch itself.
-    fn start_run(&self, _python: &Path) -> Result<Option<Box<dyn RunServer>>, Error> {
+    fn start_run(
+        &self,
+        _python: &Path,
+        _allocator: HostAllocator,
+    ) -> Result<Option<Box<dyn RunServer>>, Error> {
         Ok(None)
     }
 

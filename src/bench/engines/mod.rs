@@ -17,6 +17,7 @@ use crate::bench::cell::CellJob;
 use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::measure::host_allocator::HostAllocator;
 use crate::results::schema::{CellKind, ProcessMeasurement};
 
 /// What a run asks of an engine.
@@ -28,9 +29,11 @@ pub trait CellEngine {
     /// kind another engine runs is planned on that engine too.
     fn runs(&self, kind: CellKind) -> bool;
 
-    /// Starts what the engine keeps running for a whole run, with `python` the run's Python,
-    /// before any cell runs; `None` where it keeps nothing. The run holds it until it ends.
-    fn start_run(&self, python: &Path) -> Result<Option<Box<dyn RunServer>>, Error>;
+    /// Starts what the engine keeps running for a whole run, with `python` the run's Python and
+    /// `allocator` its host allocator, before any cell runs; `None` where it keeps nothing. The
+    /// run holds it until it ends.
+    fn start_run(&self, python: &Path, allocator: HostAllocator)
+        -> Result<Option<Box<dyn RunServer>>, Error>;
 
     /// Runs the cells of `job` in this process (as a rank of `dist`, when a `ddp` cell runs as
     /// one) and returns what it measured of each, in [`CellJob::members`] order.

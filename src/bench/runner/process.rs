@@ -16,7 +16,7 @@ use crate::bench::cell_process::NOT_APPLICABLE_STATUS;
 use crate::bench::interrupt::Interrupt;
 use crate::error::signal_name;
 use crate::error::Error;
-use crate::measure::host_allocator::keep_freed_memory;
+use crate::measure::host_allocator::HostAllocator;
 use crate::results::schema::{CellStatus, ProcessMeasurement};
 
 /// Where a child's stderr lines (progress of time-to-accuracy cells) are forwarded.
@@ -37,6 +37,7 @@ pub struct ProcessExecutor {
     scratch_dir: PathBuf,
     stderr_lines: Option<LineSink>,
     memory_limit_bytes: Option<u64>,
+    host_allocator: HostAllocator,
     interrupt: Interrupt,
 }
 
@@ -47,6 +48,7 @@ impl std::fmt::Debug for ProcessExecutor {
             .field("scratch_dir", &self.scratch_dir)
             .field("forwards_stderr", &self.stderr_lines.is_some())
             .field("memory_limit_bytes", &self.memory_limit_bytes)
+            .field("host_allocator", &self.host_allocator)
             .field("interrupt", &self.interrupt)
             .finish()
     }
@@ -60,8 +62,16 @@ impl ProcessExecutor {
             scratch_dir,
             stderr_lines: None,
             memory_limit_bytes: None,
+            host_allocator: HostAllocator::Tuned,
             interrupt: Interrupt::new(),
         }
+    }
+
+    /// Starts each cell process with `allocator`'s environment ([`HostAllocator::apply`]; by
+    /// default [`HostAllocator::Tuned`]).
+    pub fn with_host_allocator(mut self, allocator: HostAllocator) -> Self {
+        self.host_allocator = allocator;
+        self
     }
 
     /// Caps each cell process's data segment (`RLIMIT_DATA`: heap and private writable mappings,
@@ -133,7 +143,8 @@ impl ProcessExecutor {
     /// Starts `trickbench cell --job JOB --output OUTPUT`, stderr piped.
     fn spawn(&self, job: &Path, output: &Path) -> Result<Child, Error> {
         let mut command = Command::new(&self.program);
-        keep_freed_memory(&mut command)
+        self.host_allocator
+            .apply(&mut command)
             .arg("cell")
             .arg("--job")
             .arg(job)

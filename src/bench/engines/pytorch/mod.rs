@@ -29,8 +29,8 @@ use crate::bench::cell::measure::{
 use crate::bench::cell::paired::{record_window, rotate};
 use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
 use crate::bench::cell::{CellJob, TRACED_STEPS};
-use crate::bench::trace::TraceTarget;
 use crate::bench::profile::Profile;
+use crate::bench::trace::TraceTarget;
 use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
@@ -38,6 +38,7 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::ffi::Tf32;
 use crate::measure::flops::{Precision, StepArithmetic};
+use crate::measure::host_allocator::HostAllocator;
 use crate::measure::power::EnergyMeter;
 use crate::measure::trace::read_operator_table;
 use crate::results::machine::MachineState;
@@ -65,8 +66,12 @@ impl CellEngine for Pytorch {
 
     /// The fork server ([`PytorchServer`]), which hands each cell process an engine with torch
     /// already imported.
-    fn start_run(&self, python: &Path) -> Result<Option<Box<dyn RunServer>>, Error> {
-        Ok(Some(Box::new(PytorchServer::start(python)?)))
+    fn start_run(
+        &self,
+        python: &Path,
+        allocator: HostAllocator,
+    ) -> Result<Option<Box<dyn RunServer>>, Error> {
+        Ok(Some(Box::new(PytorchServer::start(python, allocator)?)))
     }
 
     /// The cells run in this one process: `ddp` does not apply on this engine, so `dist` is not

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::bench::engines::RunServer;
 use crate::error::Error;
-use crate::measure::host_allocator::keep_freed_memory;
+use crate::measure::host_allocator::HostAllocator;
 
 /// A running fork server; stopped, and its folder removed, when dropped.
 #[derive(Debug)]
@@ -29,14 +29,15 @@ pub struct PytorchServer {
 }
 
 impl PytorchServer {
-    /// Starts the server with `python` and waits until it listens.
-    pub fn start(python: &Path) -> Result<Self, Error> {
+    /// Starts the server with `python` and the host allocator `allocator` (which the engines
+    /// forked from it inherit) and waits until it listens.
+    pub fn start(python: &Path, allocator: HostAllocator) -> Result<Self, Error> {
         let dir = std::env::temp_dir().join(format!("trickbench-engine-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let script = super::case::write_scripts(&dir)?;
         let socket = dir.join("engine.sock");
         let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
-        let mut child = server_command(python, &script, &socket)
+        let mut child = server_command(python, &script, &socket, allocator)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -67,13 +68,13 @@ impl RunServer for PytorchServer {
     }
 }
 
-/// The command that starts the server: `python script --serve socket`, with glibc's malloc told to
-/// keep the memory a step frees, as every measuring process is; the engines forked from the
-/// server inherit it, since malloc reads the tunables when a process starts.
-fn server_command(python: &Path, script: &Path, socket: &Path) -> Command {
+/// The command that starts the server: `python script --serve socket`, with the run's host
+/// allocator, as every measuring process has it; the engines forked from the server inherit it,
+/// since malloc reads its tunables when a process starts.
+fn server_command(python: &Path, script: &Path, socket: &Path, allocator: HostAllocator) -> Command {
     let mut command = Command::new(python);
     command.arg(script).arg("--serve").arg(socket);
-    keep_freed_memory(&mut command);
+    allocator.apply(&mut command);
     command
 }
 
@@ -94,7 +95,12 @@ mod tests {
 
     #[test]
     fn the_server_and_so_every_engine_it_forks_keep_freed_memory() {
-        let command = server_command(Path::new("python3"), Path::new("engine.py"), Path::new("engine.sock"));
+        let command = server_command(
+            Path::new("python3"),
+            Path::new("engine.py"),
+            Path::new("engine.sock"),
+            HostAllocator::Tuned,
+        );
         let envs: Vec<(&OsStr, Option<&OsStr>)> = command.get_envs().collect();
         for (name, value) in KEEP_FREED_MEMORY {
             let expected = std::env::var_os(name).is_none().then_some(OsStr::new(value));
