@@ -111,6 +111,12 @@ pub struct OpProfile {
     /// The ATen operators that do the step's arithmetic: calls per step of each CPU operator
     /// named `aten::…`, less [`BOOKKEEPING`], that calls no other such operator.
     pub kernels: BTreeMap<String, f64>,
+    /// The training thread's time from its first operator's start to its last one's end,
+    /// milliseconds per step (the thread with the most CPU operators).
+    pub step_ms: f64,
+    /// The part of [`OpProfile::step_ms`] in which the training thread ran no operator: the
+    /// interpreter, the harness's own code and waits, milliseconds per step.
+    pub outside_ops_ms: f64,
 }
 
 impl OpProfile {
@@ -156,11 +162,42 @@ fn op_profile(events: &[TraceEvent], steps: usize) -> OpProfile {
         }
     }
     let n = steps.max(1) as f64;
+    let (span_us, covered_us) = training_thread_span(&complete);
     OpProfile {
         steps,
         ops: total.into_iter().map(|(op, w)| (op, w.per_step(n))).collect(),
         kernels: kernels.into_iter().map(|(k, calls)| (k, calls / n)).collect(),
+        step_ms: span_us / 1e3 / n,
+        outside_ops_ms: (span_us - covered_us) / 1e3 / n,
     }
+}
+
+/// On the thread with the most CPU operators among `complete`: the time from its first operator's
+/// start to its last one's end, and the part of it inside an operator, microseconds.
+fn training_thread_span(complete: &[(&TraceEvent, TraceActivity)]) -> (f64, f64) {
+    let mut threads: HashMap<(String, String), Vec<(f64, f64)>> = HashMap::new();
+    for (e, _) in complete.iter().filter(|(_, a)| *a == TraceActivity::CpuOp) {
+        threads.entry(e.thread()).or_default().push((e.ts, e.ts + e.dur));
+    }
+    let Some(mut spans) = threads.into_values().max_by_key(Vec::len) else {
+        return (0.0, 0.0);
+    };
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (first, mut last, mut covered) = (spans[0].0, spans[0].0, 0.0);
+    let mut open: Option<(f64, f64)> = None;
+    for (start, end) in spans {
+        last = last.max(end);
+        open = match open {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                covered += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    covered += open.map_or(0.0, |(s, e)| e - s);
+    (last - first, covered)
 }
 
 /// Whether `name` is an ATen operator that may do arithmetic (not [`BOOKKEEPING`]).
@@ -369,6 +406,12 @@ mod tests {
         assert!((kernel.self_ms - 0.0055).abs() < 1e-12, "6 + 6 µs less the empty's 1 µs, over 2 steps");
         assert_eq!(p.work(&op("aten::empty")).allocated_bytes, 200.0, "the innermost operator allocated it");
         assert_eq!(p.work(&op("aten::relu")).allocated_bytes, 32.0, "an allocation as it starts is its own");
+        assert_eq!(p.step_ms, (212.0 - 100.0) / 1e3 / 2.0, "first start to last end on the training thread");
+        assert!(
+            (p.outside_ops_ms - (212.0 - 100.0 - 24.0) / 1e3 / 2.0).abs() < 1e-12,
+            "{}",
+            p.outside_ops_ms
+        );
         let gpu = OpName { activity: TraceActivity::GpuKernel, name: "sgemm".into() };
         assert_eq!(p.work(&gpu).self_ms, 0.002);
         assert!((p.cpu_self_ms() - (0.004 + 0.0055 + 0.0005 + 0.00175 + 0.00025)).abs() < 1e-12);

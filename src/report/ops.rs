@@ -154,11 +154,15 @@ fn references(out: &mut String, pairs: &[TracedPair], top: usize, name_width: us
         seen.push(id.clone());
         let (lt, py) = (&l.reference_ops, &p.reference_ops);
         out.push_str(&format!("{id}: the references of the two engines, per step\n"));
-        out.push_str(&format!(
-            "  CPU operators' self time: {:.2} ms in PyTorch, {:.2} ms on libtorch\n",
+        let times = format!(
+            "CPU operators' self time: {:.2} ms in PyTorch, {:.2} ms on libtorch; outside operators (the \
+             interpreter, the harness): {:.2} ms in PyTorch, {:.2} ms on libtorch",
             py.cpu_self_ms(),
-            lt.cpu_self_ms()
-        ));
+            lt.cpu_self_ms(),
+            py.outside_ops_ms,
+            lt.outside_ops_ms
+        );
+        out.push_str(&wrapped(&times, name_width + 50, 4));
         let kernels =
             kernels_line("arithmetic operators, PyTorch against libtorch", &kernel_differences(lt, py));
         out.push_str(&wrapped(&kernels, name_width + 50, 4));
@@ -175,13 +179,19 @@ fn references(out: &mut String, pairs: &[TracedPair], top: usize, name_width: us
     }
 }
 
-/// The change of a pair's CPU self time, and the arithmetic operators it added or removed.
+/// The change of a pair's CPU self time and of its training thread's time outside operators,
+/// and the arithmetic operators it added or removed.
 fn step_change(p: &TracedPair) -> String {
-    let (before, after) = (p.reference_ops.cpu_self_ms(), p.cell_ops.cpu_self_ms());
-    let kernels = kernel_differences(&p.reference_ops, &p.cell_ops);
+    let (r, c) = (&p.reference_ops, &p.cell_ops);
+    let (before, after) = (r.cpu_self_ms(), c.cpu_self_ms());
+    let kernels = kernel_differences(r, c);
     format!(
-        "CPU operators' self time {:+.2} ms ({before:.2} → {after:.2} ms); {}",
+        "CPU operators' self time {:+.2} ms ({before:.2} → {after:.2} ms); outside operators {:+.2} ms \
+         ({:.2} → {:.2} ms); {}",
         after - before,
+        c.outside_ops_ms - r.outside_ops_ms,
+        r.outside_ops_ms,
+        c.outside_ops_ms,
         kernels_line("arithmetic operators", &kernels)
     )
 }

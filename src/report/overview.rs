@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::bench::design::Design;
 use crate::engine::Engine;
+use crate::measure::host_allocator::HostAllocator;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::report::phases;
 use crate::results::model::UserModel;
@@ -260,7 +261,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
         rows.push((row(g, e, metric, verdict), e));
     }
     if g.has_several_engines() {
-        side_by_side(g, rows)
+        side_by_side(results, g, rows)
     } else {
         rows.into_iter().map(|(row, _)| row).collect()
     }
@@ -270,7 +271,7 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
 /// of the same cell folded into it, beside its verdict, and flagged where the two disagree; a
 /// trick measured on one engine only keeps its row, its label saying which and its verdict in
 /// that engine's column.
-fn side_by_side(g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
+fn side_by_side(results: &[Results], g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
     let on_libtorch = |e: &Entry| CellKey { engine: Engine::Libtorch, ..e.cell.key.clone() };
     let mut out = Vec::new();
     for (row, e) in &rows {
@@ -283,7 +284,10 @@ fn side_by_side(g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
             (Engine::Libtorch, Some(_)) => continue,
             (Engine::Pytorch, Some((libtorch, other))) => {
                 row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
-                row.disagreement = disagreement(g, e, &row, other, libtorch);
+                let run = &results[e.file].run;
+                let plain_malloc =
+                    run.protocol.host_allocator == HostAllocator::System && !run.device.is_cuda();
+                row.disagreement = disagreement(g, (e, &row), (other, libtorch), plain_malloc);
             }
             (_, None) => {
                 row.trick.push_str(&format!(" ({engine} only)"));
@@ -303,14 +307,15 @@ fn side_by_side(g: &Group, rows: Vec<(VerdictRow, &Entry)>) -> Vec<VerdictRow> {
 /// intervals of their effects do not overlap (verdicts that differ only across the edge of
 /// significance, their intervals overlapping, are not a disagreement); with the trick's known
 /// cause of a gap between the engines (or else how the engines' work differs for it, where the
-/// catalogue says), and where both engines broke their steps into phases, the
+/// catalogue says, or else the host allocator where `plain_malloc`: a CPU run that left glibc's
+/// malloc as it is), and
+/// where both engines broke their steps into phases, the
 /// phase that changed most against each one's reference.
 fn disagreement(
     g: &Group,
-    e: &Entry,
-    row: &VerdictRow,
-    other: &Entry,
-    libtorch: &VerdictRow,
+    (e, row): (&Entry, &VerdictRow),
+    (other, libtorch): (&Entry, &VerdictRow),
+    plain_malloc: bool,
 ) -> Option<String> {
     let judged_by_throughput =
         model::single_trick(&e.cell.key.tricks).is_some_and(|t| t.metric() != Metric::Memory);
@@ -336,6 +341,9 @@ fn disagreement(
     let mut text = match (info.and_then(|i| i.engine_gap), info.and_then(|i| i.ops_differ)) {
         (Some(cause), _) => format!("{how}. Why: {cause}."),
         (None, Some(ops)) => format!("{how}. The engines do different work here: {ops}."),
+        (None, None) if plain_malloc => {
+            format!("{how}. {SYSTEM_ALLOCATOR_GAP}")
+        }
         (None, None) => format!("{how}."),
     };
     if let (Some(pytorch), Some(libtorch)) = (phase_change(g, e), phase_change(g, other)) {
@@ -346,6 +354,14 @@ fn disagreement(
     }
     Some(text)
 }
+
+/// Why two engines may disagree on a CPU in a run with glibc's default malloc.
+const SYSTEM_ALLOCATOR_GAP: &str = "This run left glibc's malloc as a plain script has it \
+    (--host-allocator system): each step page-faults the memory it freed in again, at a cost that \
+    depends on how each engine's process allocates. In make run on the 2-core VM the engines \
+    disagreed under it on no-grad-eval (ResNet-8 1.30× in PyTorch, 1.51× on libtorch) and \
+    loader-workers, and agreed on both in the same hour under the default --host-allocator tuned, \
+    which keeps freed memory (docs/methodology.md)";
 
 /// The phase of a training step that changed most from cell `e`'s reference to `e`, in words
 /// ([`phases::largest_change`]), where both have a step breakdown.
