@@ -14,7 +14,7 @@
 
 use std::process::Command;
 
-use serde::{Deserialize, Serialize};
+pub use crate::vocabulary::HostAllocator;
 
 /// glibc's tunables, as environment variables read when a process starts: requests up to 32 MiB
 /// (the largest threshold glibc allows on 64-bit) come from the heap, and the heap is trimmed only
@@ -22,41 +22,7 @@ use serde::{Deserialize, Serialize};
 pub const KEEP_FREED_MEMORY: [(&str, &str); 2] =
     [("MALLOC_MMAP_THRESHOLD_", "33554432"), ("MALLOC_TRIM_THRESHOLD_", "17179869184")];
 
-/// The host allocator the measuring processes of a run start with.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum HostAllocator {
-    /// glibc's malloc keeping freed memory for the next step ([`KEEP_FREED_MEMORY`]), so that
-    /// paired models do not change each other's page faults (what results files without the
-    /// field were measured with).
-    #[default]
-    Tuned,
-    /// glibc's malloc with its defaults (or what the user's environment sets), as a plain Python
-    /// training script gets it.
-    System,
-}
-
 impl HostAllocator {
-    /// Its name on the command line and in results (`tuned`, `system`).
-    pub fn id(self) -> &'static str {
-        match self {
-            HostAllocator::Tuned => "tuned",
-            HostAllocator::System => "system",
-        }
-    }
-
-    /// What it is, in words, for the run's first lines and the report.
-    pub fn description(self) -> &'static str {
-        match self {
-            HostAllocator::Tuned => {
-                "host allocator tuned (glibc malloc keeps freed memory for the next step)"
-            }
-            HostAllocator::System => {
-                "host allocator system (glibc malloc's defaults, as a plain Python script)"
-            }
-        }
-    }
-
     /// Sets up `command`'s environment for this allocator: [`KEEP_FREED_MEMORY`] under `tuned`
     /// (except a variable the user's own environment sets, which the child inherits as it is);
     /// nothing under `system`.
@@ -69,17 +35,6 @@ impl HostAllocator {
             }
         }
         command
-    }
-
-    /// Whether it is [`HostAllocator::Tuned`] (what a results file without the field means).
-    pub fn is_tuned(&self) -> bool {
-        *self == HostAllocator::Tuned
-    }
-}
-
-impl std::fmt::Display for HostAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
     }
 }
 

@@ -113,15 +113,9 @@ fn both_engines(
         out.push_str("  the trick changed every operator the same way on both engines\n\n");
         return;
     }
-    out.push_str(&format!(
-        "  {:<name_width$} {:>23} {:>23}\n",
-        "what changed (largest gap first)", "PyTorch: calls ms MiB", "libtorch: calls ms MiB"
-    ));
-    for c in changes.iter().take(top) {
-        let name = shortened(&c.op.name, name_width);
-        out.push_str(&format!("  {name:<name_width$} {} {}\n", work(c.a, true), work(c.b, true)));
-    }
-    more(out, changes.len(), top);
+    let headings = ["what changed (largest gap first)", "PyTorch: calls ms MiB", "libtorch: calls ms MiB"];
+    let rows = changes.iter().map(|c| (c.op.name.as_str(), work(c.a, true), work(c.b, true)));
+    table(out, headings, rows, top, name_width);
 }
 
 /// What `pair`'s trick changed on its engine alone.
@@ -130,16 +124,10 @@ fn one_engine(out: &mut String, pair: &TracedPair, top: usize, name_width: usize
     let heading = format!("{} against {}, on {engine}, per step", pair.cell.id(), pair.reference.id());
     out.push_str(&indented(&heading, name_width + 50, 0, 4));
     out.push_str(&wrapped(&step_change(pair), name_width + 50, 4));
-    let rows = differences(&pair.reference_ops, &pair.cell_ops);
-    out.push_str(&format!(
-        "  {:<name_width$} {:>23} {:>23}\n",
-        "what changed (largest first)", "reference: calls ms MiB", "change: calls ms MiB"
-    ));
-    for r in rows.iter().take(top) {
-        let name = shortened(&r.op.name, name_width);
-        out.push_str(&format!("  {name:<name_width$} {} {}\n", work(r.a, false), work(r.change(), true)));
-    }
-    more(out, rows.len(), top);
+    let pairs = differences(&pair.reference_ops, &pair.cell_ops);
+    let headings = ["what changed (largest first)", "reference: calls ms MiB", "change: calls ms MiB"];
+    let rows = pairs.iter().map(|r| (r.op.name.as_str(), work(r.a, false), work(r.change(), true)));
+    table(out, headings, rows, top, name_width);
 }
 
 /// Where the references traced on both engines differ, once per reference.
@@ -166,17 +154,28 @@ fn references(out: &mut String, pairs: &[TracedPair], top: usize, name_width: us
         let kernels =
             kernels_line("arithmetic operators, PyTorch against libtorch", &kernel_differences(lt, py));
         out.push_str(&wrapped(&kernels, name_width + 50, 4));
-        let rows = differences(lt, py);
-        out.push_str(&format!(
-            "  {:<name_width$} {:>23} {:>23}\n",
-            "operator (largest gap first)", "PyTorch: calls ms MiB", "libtorch: calls ms MiB"
-        ));
-        for r in rows.iter().take(top) {
-            let name = shortened(&r.op.name, name_width);
-            out.push_str(&format!("  {name:<name_width$} {} {}\n", work(r.b, false), work(r.a, false)));
-        }
-        more(out, rows.len(), top);
+        let pairs = differences(lt, py);
+        let headings = ["operator (largest gap first)", "PyTorch: calls ms MiB", "libtorch: calls ms MiB"];
+        let rows = pairs.iter().map(|r| (r.op.name.as_str(), work(r.b, false), work(r.a, false)));
+        table(out, headings, rows, top, name_width);
     }
+}
+
+/// A table of operators under `headings` (the name column's, then the two 23-column ones'): the
+/// first `top` of `rows` (name, left, right), then how many it left out.
+fn table<'a>(
+    out: &mut String,
+    [name, left, right]: [&str; 3],
+    rows: impl ExactSizeIterator<Item = (&'a str, String, String)>,
+    top: usize,
+    name_width: usize,
+) {
+    out.push_str(&format!("  {name:<name_width$} {left:>23} {right:>23}\n"));
+    let total = rows.len();
+    for (op, a, b) in rows.take(top) {
+        out.push_str(&format!("  {:<name_width$} {a} {b}\n", shortened(op, name_width)));
+    }
+    more(out, total, top);
 }
 
 /// The change of a pair's CPU self time and of its training thread's time outside operators,

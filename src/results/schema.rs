@@ -5,15 +5,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
-use crate::measure::host_allocator::HostAllocator;
 use crate::results::energy::{Energy, EnergyMethod};
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::system::SystemInfo;
 use crate::stats;
 use crate::vocabulary::{
-    AttentionBackend, Design, Family, MemoryFigure, Metric, Precision, ProfileName, ProfileRequest,
-    QualityMetric, Trick, TrickSet, TtaSettings, WorkloadId,
+    AttentionBackend, Design, Family, HostAllocator, MemoryFigure, Metric, Precision, ProfileName,
+    ProfileRequest, QualityMetric, Trick, TrickSet, TtaSettings, WorkloadId,
 };
 
 /// The version of this schema. Readers refuse files with a newer version and upgrade older ones
@@ -472,10 +471,10 @@ pub struct Protocol {
     /// (`run --single-arm`, and files that predate multi-arm processes).
     #[serde(default, skip_serializing_if = "ArmsPerProcess::is_one")]
     pub arms_per_process: ArmsPerProcess,
-    /// The host allocator the measuring processes started with: `tuned` (glibc malloc keeping
-    /// freed memory; what a file without the field was measured with) or `system` (glibc's
-    /// defaults, as a plain Python script).
-    #[serde(default)]
+    /// The host allocator the measuring processes started with: `system` (glibc's defaults, as a
+    /// plain Python script), or `tuned` (glibc malloc keeping freed memory), which a file without
+    /// the field was measured with and which is not written.
+    #[serde(default, skip_serializing_if = "HostAllocator::is_tuned")]
     pub host_allocator: HostAllocator,
 }
 

@@ -1,6 +1,6 @@
 //! The vocabulary a run's results are written in: the small value types that `results.json`
-//! records, with their names on the command line and in the file. The designs and profiles
-//! ([`run`]), the tricks and sets of them ([`trick`]), the workloads and their families
+//! records, with their names on the command line and in the file. The designs, profiles and host
+//! allocators ([`run`]), the tricks and sets of them ([`trick`]), the workloads and their families
 //! ([`workload`]), the held-out quality metrics ([`quality`]), and the precision and attention
 //! kernels a cell ran ([`numerics`]).
 //!
@@ -18,7 +18,7 @@ pub mod workload;
 
 pub use numerics::{AttentionBackend, Precision};
 pub use quality::QualityMetric;
-pub use run::{Design, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
+pub use run::{Design, HostAllocator, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
 pub use trick::{MemoryFigure, Metric, Trick, TrickSet};
 pub use workload::{Family, WorkloadId};
 
