@@ -396,13 +396,13 @@ void tb_set_grad_none(at::Tensor* t) { t->mutable_grad().reset(); }
 // Drops the tensors of `held` once the node it hangs on has run: the gradient a backward pass
 // started from, which nothing needs after the graph's first node.
 struct ReleaseAfterRun final : torch::autograd::FunctionPostHook {
-  explicit ReleaseAfterRun(std::vector<at::Tensor>* held) : held(held) {}
+  explicit ReleaseAfterRun(std::shared_ptr<std::vector<at::Tensor>> held) : held(std::move(held)) {}
   torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                             const torch::autograd::variable_list&) override {
     for (auto& t : *held) t = at::Tensor();
     return outputs;
   }
-  std::vector<at::Tensor>* held;
+  std::shared_ptr<std::vector<at::Tensor>> held;
 };
 
 // Backpropagates from `output` with `grad` as the gradient of its elements, as
@@ -417,10 +417,10 @@ int tb_backward_from(at::Tensor* output, at::Tensor* grad) {
     const ag::Edge root = ag::impl::gradient_edge(*output);
     if (!root.function) throw std::runtime_error("the output does not require a gradient");
     *output = at::Tensor();
-    std::vector<at::Tensor> grads{std::move(*grad)};
+    auto grads = std::make_shared<std::vector<at::Tensor>>(1, std::move(*grad));
     *grad = at::Tensor();
-    root.function->add_post_hook(std::make_unique<ReleaseAfterRun>(&grads));
-    ag::Engine::get_default_engine().execute({root}, grads, /*keep_graph=*/false, /*create_graph=*/false,
+    root.function->add_post_hook(std::make_unique<ReleaseAfterRun>(grads));
+    ag::Engine::get_default_engine().execute({root}, *grads, /*keep_graph=*/false, /*create_graph=*/false,
                                              /*accumulate_grad=*/true);
   });
 }
