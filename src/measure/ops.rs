@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::measure::trace::{activity, read_events, TraceEvent};
+use crate::measure::trace::{complete_events, read_events, TraceEvent};
 use crate::results::schema::TraceActivity;
 
 /// ATen operators that allocate, alias, view, reshape or convert a tensor without arithmetic (where they
@@ -137,10 +137,12 @@ pub fn read_op_profile(path: &Path, steps: usize) -> Result<OpProfile, Error> {
     Ok(op_profile(&read_events(path)?, steps))
 }
 
-/// What the sweep over one thread's events found for each complete event.
+/// What the sweep over one thread's events found for each complete event ([`sweep`]).
 #[derive(Debug, Clone, Copy, Default)]
-struct Found {
-    self_us: f64,
+pub(crate) struct Found {
+    /// Its duration less those of the events directly inside it, microseconds.
+    pub self_us: f64,
+    /// Bytes allocated while it was the innermost event of its thread.
     allocated_bytes: f64,
     /// Whether an ATen operator that may do arithmetic ran inside it.
     calls_aten: bool,
@@ -148,8 +150,7 @@ struct Found {
 
 /// The operators of `events`, which recorded `steps` steps.
 fn op_profile(events: &[TraceEvent], steps: usize) -> OpProfile {
-    let complete: Vec<(&TraceEvent, TraceActivity)> =
-        events.iter().filter(|e| e.ph == "X").filter_map(|e| activity(&e.cat).map(|a| (e, a))).collect();
+    let complete = complete_events(events);
     let memory: Vec<&TraceEvent> = events.iter().filter(|e| e.name == "[memory]").collect();
     let found = sweep(&complete, &memory);
     let mut total: BTreeMap<OpName, OpWork> = BTreeMap::new();
@@ -219,7 +220,7 @@ struct Moment {
 /// thread and of the same activity), the bytes allocated while it was the innermost event of its
 /// thread (from `memory`'s events), and whether an ATen operator that may do arithmetic ran
 /// inside it.
-fn sweep(complete: &[(&TraceEvent, TraceActivity)], memory: &[&TraceEvent]) -> Vec<Found> {
+pub(crate) fn sweep(complete: &[(&TraceEvent, TraceActivity)], memory: &[&TraceEvent]) -> Vec<Found> {
     let mut found: Vec<Found> =
         complete.iter().map(|(e, _)| Found { self_us: e.dur, ..Found::default() }).collect();
     // Per thread and activity, the timeline: complete events before memory events that start

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
+use crate::measure::ops::sweep;
 use crate::measure::timer::synchronize;
 use crate::results::schema::{TraceActivity, TraceOperator};
 use crate::results::store::{self, StoreError};
@@ -146,7 +147,7 @@ pub(crate) fn read_events(path: &Path) -> Result<Vec<TraceEvent>, Error> {
 }
 
 /// The activity of a complete event's category, for the categories the table counts.
-pub(crate) fn activity(category: &str) -> Option<TraceActivity> {
+fn activity(category: &str) -> Option<TraceActivity> {
     match category {
         "cpu_op" => Some(TraceActivity::CpuOp),
         "kernel" => Some(TraceActivity::GpuKernel),
@@ -155,12 +156,17 @@ pub(crate) fn activity(category: &str) -> Option<TraceActivity> {
     }
 }
 
+/// The complete events (`ph` "X") of `events` whose category an operator table counts, each with
+/// its activity.
+pub(crate) fn complete_events(events: &[TraceEvent]) -> Vec<(&TraceEvent, TraceActivity)> {
+    events.iter().filter(|e| e.ph == "X").filter_map(|e| activity(&e.cat).map(|a| (e, a))).collect()
+}
+
 /// Per activity, the `top` operators of `events` with the longest total duration, longest first
 /// (ties by name). Only complete events (`ph` "X") count.
 fn operator_table(events: &[TraceEvent], top: usize) -> Vec<TraceOperator> {
-    let counted: Vec<(&TraceEvent, TraceActivity)> =
-        events.iter().filter(|e| e.ph == "X").filter_map(|e| activity(&e.cat).map(|a| (e, a))).collect();
-    let self_us = self_durations(&counted);
+    let counted = complete_events(events);
+    let self_us = sweep(&counted, &[]).into_iter().map(|found| found.self_us);
     let mut rows: HashMap<(TraceActivity, &str), (TraceOperator, f64)> = HashMap::new();
     for (&(event, activity), own) in counted.iter().zip(self_us) {
         let (row, longest_us) = rows.entry((activity, event.name.as_str())).or_insert_with(|| {
@@ -206,34 +212,6 @@ fn operator_table(events: &[TraceEvent], top: usize) -> Vec<TraceOperator> {
 /// rounding noise.
 fn to_nanoseconds(us: f64) -> f64 {
     (us * 1e3).round() / 1e3
-}
-
-/// Each event's duration less the durations of the events directly inside it on the same thread
-/// and of the same activity, in the order of `events`.
-fn self_durations(events: &[(&TraceEvent, TraceActivity)]) -> Vec<f64> {
-    let mut own: Vec<f64> = events.iter().map(|(e, _)| e.dur).collect();
-    let mut by_thread: HashMap<(TraceActivity, String, String), Vec<usize>> = HashMap::new();
-    for (i, (e, activity)) in events.iter().enumerate() {
-        by_thread.entry((*activity, e.pid.to_string(), e.tid.to_string())).or_default().push(i);
-    }
-    for mut indices in by_thread.into_values() {
-        // Outer events first where two start together.
-        indices.sort_by(|&a, &b| {
-            events[a].0.ts.total_cmp(&events[b].0.ts).then(events[b].0.dur.total_cmp(&events[a].0.dur))
-        });
-        let mut open: Vec<usize> = Vec::new();
-        for i in indices {
-            let event = events[i].0;
-            while open.last().is_some_and(|&j| events[j].0.ts + events[j].0.dur <= event.ts) {
-                open.pop();
-            }
-            if let Some(&parent) = open.last() {
-                own[parent] -= event.dur;
-            }
-            open.push(i);
-        }
-    }
-    own.into_iter().map(|us| us.max(0.0)).collect()
 }
 
 /// The shapes of the tensor inputs among `dims` (one entry per input), space-separated in compact

@@ -3,6 +3,7 @@
 //! engines' changes differ, and where the two engines' references differ. Plain text, no wider
 //! than asked.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::bench::trace::CellGlob;
@@ -11,7 +12,7 @@ use crate::error::Error;
 use crate::measure::ops::{
     change_differences, differences, kernel_differences, read_op_profile, OpProfile, OpWork,
 };
-use crate::results::schema::{CellResult, Results};
+use crate::results::schema::{CellId, CellResult, Results};
 
 /// A traced cell and the traced reference it is compared with, with both traces read.
 #[derive(Debug)]
@@ -27,18 +28,20 @@ pub struct TracedPair<'r> {
 }
 
 /// Every cell of `results` (read from the folder `dir`) that has a trace and a comparison whose
-/// reference has a trace too, with both traces read; only those whose id matches `glob`, where
-/// given.
+/// reference has a trace too, with both traces read (each file once, however many cells it is the
+/// reference of); only those whose id matches `glob`, where given.
 pub fn traced_pairs<'r>(
     results: &'r Results,
     dir: &Path,
     glob: Option<&CellGlob>,
 ) -> Result<Vec<TracedPair<'r>>, Error> {
-    let by_id = |id: &crate::results::schema::CellId| results.cells.iter().find(|c| &c.id() == id);
-    let read = |c: &CellResult| match c.trace() {
-        Some(t) => read_op_profile(&dir.join(&t.path), t.steps).map(Some),
-        None => Ok(None),
-    };
+    let mut profiles: HashMap<CellId, OpProfile> = HashMap::new();
+    for cell in &results.cells {
+        if let Some(t) = cell.trace() {
+            profiles.insert(cell.id(), read_op_profile(&dir.join(&t.path), t.steps)?);
+        }
+    }
+    let by_id = |id: &CellId| results.cells.iter().find(|c| &c.id() == id);
     let mut pairs = Vec::new();
     for comparison in &results.comparisons {
         let (Some(cell), Some(reference)) = (by_id(&comparison.cell), by_id(&comparison.baseline)) else {
@@ -47,8 +50,15 @@ pub fn traced_pairs<'r>(
         if glob.is_some_and(|g| !g.traces(&cell.key)) {
             continue;
         }
-        if let (Some(cell_ops), Some(reference_ops)) = (read(cell)?, read(reference)?) {
-            pairs.push(TracedPair { cell, reference, cell_ops, reference_ops });
+        if let (Some(cell_ops), Some(reference_ops)) =
+            (profiles.get(&comparison.cell), profiles.get(&comparison.baseline))
+        {
+            pairs.push(TracedPair {
+                cell,
+                reference,
+                cell_ops: cell_ops.clone(),
+                reference_ops: reference_ops.clone(),
+            });
         }
     }
     Ok(pairs)
@@ -59,18 +69,17 @@ pub fn traced_pairs<'r>(
 pub fn render_ops(pairs: &[TracedPair], top: usize, width: usize) -> String {
     let mut out = String::new();
     let name_width = width.max(80) - 50;
+    // The same cell on the other engine.
+    let twins = |a: &TracedPair, b: &TracedPair| {
+        let engine = a.cell.key.engine;
+        b.cell.key.engine != engine && b.cell.key.id_on(engine) == a.cell.key.id_on(engine)
+    };
     for (i, pair) in pairs.iter().enumerate() {
-        let engine = pair.cell.key.engine;
-        let twin = pairs[i + 1..]
-            .iter()
-            .find(|p| p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine));
-        let earlier_twin = pairs[..i]
-            .iter()
-            .any(|p| p.cell.key.engine != engine && p.cell.key.id_on(engine) == pair.cell.key.id_on(engine));
-        if earlier_twin {
+        if pairs[..i].iter().any(|p| twins(pair, p)) {
             continue;
         }
-        match twin {
+        let engine = pair.cell.key.engine;
+        match pairs[i + 1..].iter().find(|p| twins(pair, p)) {
             Some(other) => {
                 let (pytorch, libtorch) =
                     if engine == Engine::Pytorch { (pair, other) } else { (other, pair) };

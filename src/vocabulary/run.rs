@@ -214,10 +214,9 @@ pub struct TtaSettings {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostAllocator {
-    /// glibc's malloc keeping freed memory for the next step (`MALLOC_MMAP_THRESHOLD_` and
-    /// `MALLOC_TRIM_THRESHOLD_`, which `crate::measure::host_allocator` sets), so that paired
-    /// models do not change each other's page faults (what results files without the field were
-    /// measured with).
+    /// glibc's malloc keeping freed memory for the next step (MALLOC_MMAP_THRESHOLD_ at 32 MiB,
+    /// MALLOC_TRIM_THRESHOLD_ at 16 GiB), so that paired models do not change each other's page
+    /// faults (what results files without the field were measured with).
     #[default]
     Tuned,
     /// glibc's malloc with its defaults (or what the user's environment sets), as a plain Python
@@ -226,14 +225,6 @@ pub enum HostAllocator {
 }
 
 impl HostAllocator {
-    /// Its name on the command line and in results (`tuned`, `system`).
-    pub fn id(self) -> &'static str {
-        match self {
-            HostAllocator::Tuned => "tuned",
-            HostAllocator::System => "system",
-        }
-    }
-
     /// Whether it is [`HostAllocator::Tuned`] (what a results file without the field means).
     pub fn is_tuned(&self) -> bool {
         *self == HostAllocator::Tuned
@@ -249,11 +240,5 @@ impl HostAllocator {
                 "host allocator system (glibc malloc's defaults, as a plain Python script)"
             }
         }
-    }
-}
-
-impl std::fmt::Display for HostAllocator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
     }
 }
