@@ -385,6 +385,7 @@ fn summarise_seeds(key: &CellKey, members: &[&CellResult]) -> TtaSummary {
         tricks: key.tricks.clone(),
         reference_for: key.reference_for,
         batch_size: key.batch_size,
+        engine: key.engine,
         cells: members.iter().map(|c| c.id().clone()).collect(),
         metric: first.map_or(key.workload.family().quality_metric(), |r| r.metric),
         target: first.map_or(0.0, |r| r.target),
@@ -701,6 +702,7 @@ mod tests {
             epochs_to_target: seconds.map(|s| s / 10.0),
             best_metric: if seconds.is_some() { 0.91 } else { 0.8 },
             curve: Vec::new(),
+            compile_s: None,
         });
         c
     }

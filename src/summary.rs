@@ -121,10 +121,8 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
             let versus = t.versus_text().map_or_else(String::new, |v| format!(" · {v}"));
             let _ = writeln!(
                 out,
-                "  {}/{}/b{}: {}/{} seeds reached {} · {median}{versus}",
-                t.workload,
-                t.configuration,
-                t.batch_size,
+                "  {}: {}/{} seeds reached {} · {median}{versus}",
+                t.id(),
                 t.reached,
                 t.seeds,
                 t.metric.target_text(t.target)
@@ -446,6 +444,7 @@ mod tests {
             epochs_to_target: None,
             best_metric: 0.4,
             curve: vec![point(0.0, 0.0), point(last_train_s, 1.0)],
+            compile_s: None,
         }
     }
 

@@ -258,6 +258,7 @@ fn add_trained_of(
             epochs_to_target: time.map(|t| t / 30.0),
             best_metric: if time.is_some() { 0.62 } else { 0.5 },
             curve: Vec::new(),
+            compile_s: None,
         });
         results.cells.push(cell);
     }

@@ -56,6 +56,7 @@ impl CellExecutor for Mock {
                     metric: 0.61,
                     train_loss: Some(1.2),
                 }],
+                compile_s: None,
             }
         });
         let windows = [1.0, 0.98, 1.02, 1.01].iter().map(|j| 100.0 * factor * j * (1.0 + round / 100.0));

@@ -7,14 +7,15 @@ JSON object per line each way; it runs the measurement protocol itself (which si
 many windows) and this process only builds, warms up, times and reports. It needs torch and
 numpy: the models and the safetensors reader are those of `scripts/parity/parity.py`, the data
 pipeline is `engine_loader.py`, the tricks that change the network or the process are
-`engine_tricks.py` and the user's model (its module, loss, optimizer and prepared batches) is
+`engine_tricks.py`, training to a target (the convergence tricks' recipe) is `engine_tta.py`
+and the user's model (its module, loss, optimizer and prepared batches) is
 `user_model.py`'s, all imported from beside it.
 Nothing but protocol replies reaches stdout (file descriptor 1 is pointed at stderr at start, so
 stray prints, C++ logs and compiler subprocesses land there too).
 
 The case: DIR/engine-case.json
 ------------------------------
-    format         2
+    format         3
     device         "cpu", "cuda" or "cuda:N"
     seed           integer; torch.manual_seed(seed) right after each side is built
     threads        integer ≥ 1: torch.set_num_threads before anything else; null: left as it is
@@ -45,11 +46,33 @@ The case: DIR/engine-case.json
                    own learning rate; learning_rate and optimizer are then not used)
     clip_max_norm  number > 0: clip_grad_norm_ to it after backward; null: no clipping
     log_interval   integer ≥ 1: steps between host reads of the metrics under avoid-sync
+    time_to_accuracy  null, or for a cell that trains to a target (a case of one side, kind
+                   "train", data holding every planned step's batch in order):
+                   {"optimizer": the optimizer of every parameter Muon does not take, as
+                     `optimizer` above or {"kind": "lars", "momentum", "weight_decay",
+                     "trust_coefficient", "exclude_1d"} or {"kind": "lamb", "beta1", "beta2",
+                     "eps", "weight_decay", "exclude_1d"} (replacing `optimizer` and
+                     `learning_rate`),
+                    "muon": null or {"lr_ratio", "momentum", "weight_decay", "ns_steps",
+                     "parameters": the state_dict names of the hidden weights it trains},
+                    "schedule": {"kind": "multi-step", "lr", "milestones", "gamma",
+                     "warmup_steps", "warmup_start_factor"} | {"kind": "one-cycle", "max_lr",
+                     "total_steps", "pct_start", "div_factor", "final_div_factor",
+                     "anneal_strategy", "base_momentum", "max_momentum"} | {"kind":
+                     "warmup-cosine", "peak_lr", "min_lr", "warmup_steps", "decay_steps"},
+                    "label_smoothing": the training loss's, "ema": null or {"every_steps",
+                     "decay_per_step"}, "flip_tta": bool,
+                    "total_steps", "eval_every_steps", "budget_s" (training seconds), "target",
+                    "metric": "test_accuracy" | "validation_loss", "epochs_per_step",
+                    "held_out_file": in DIR, holding "inputs.K" and "targets.K" for K in
+                     0..held_out_batches (the inputs as the model takes them), "held_out_batches"}
+                   (engine_tta.py says how each is applied)
     dtype          optional, "float32" (default) or "float64": the dtype of the models, the
                    floating-point inputs and the loss (float64 is for checks of arithmetic
                    agreement between two sides; the loss is otherwise computed in float32)
     sides          {name: side}; trickbench writes "reference" and "trick", any names are accepted
-      model          {"kind": "cifar-resnet", "blocks_per_stage", "conv_bias"} or
+      model          {"kind": "cifar-resnet", "blocks_per_stage", "conv_bias", "batch_norm",
+                     "bn_momentum"} or
                      {"kind": "gpt", "vocab_size", "context", "layers", "heads", "width", "dropout"}
                      or {"kind": "user", "dir"}: a user side, dir the absolute path of the folder
                      `user_model.py prepare` wrote (its model.json is read with the case); the
@@ -59,7 +82,9 @@ The case: DIR/engine-case.json
                      side's: a copy of the prepared weights.safetensors, loaded strictly)
       tricks         list of trick ids applied on this side
       reference_for  null, or the trick whose "off" side this is where that is not the plain
-                     baseline: only "debug-off" (anomaly detection on)
+                     baseline: "debug-off" (anomaly detection on), or in a case that trains to a
+                     target "adamw", "batch-norm" or "input-norm" (their "off" recipe, which the
+                     optimizer, the model spec and the data already say)
 
 Unknown fields, wrong types, out-of-range values and missing files are errors naming the file
 and the field; the engine prints them to stderr and exits with status 2 before replying anything.
@@ -129,6 +154,15 @@ Then one reply per request, in order:
         graph-replay (cuda-graphs: the copy into the static inputs and the replay); each phase's
         mean milliseconds per step, in that order, those entered only; samples_per_s over the
         window with the device synchronised at its edges.
+    {"op": "train_to_target", "side": S}   -> {"compile_s": seconds | null}, after progress lines
+        The case's time_to_accuracy: S trained from its initial weights with the recipe,
+        evaluated on the held-out batches first and after every eval_every_steps steps, until
+        the metric reaches the target, total_steps are done or the training seconds reach
+        budget_s (engine_tta.train_to_target). Each evaluation is written as soon as it is
+        made, before the reply, as {"progress": {"step", "epoch", "train_s", "wall_s",
+        "metric", "train_loss", "lr", "momentum"}} (lr and momentum: those of the segment's
+        last step, momentum only where the schedule cycles it). compile_s: under torch-compile,
+        the training seconds of steps that compiled a graph.
     {"op": "loss", "side": S}              -> {"loss": float | null}
         The side's last training step's loss, read to the host here (null before its first
         step, and for the eval kind; an error if it is not finite, which JSON cannot carry).
@@ -251,9 +285,11 @@ and the loader tricks are never applicable there: "the model trains on prepared 
 memory: there is no data loader". Every other trick applies as for the reference models.
 Cannot be combined here (not applicable, with the reason): cuda-graphs with amp, torch-compile or
 checkpointing; checkpointing or fp8-matmul with torch-compile.
-Not applied here (reported not applicable, "the PyTorch engine does not apply <id>"): ddp, and
-the time-to-accuracy tricks (one-cycle, max-batch, adamw, lars, lamb, muon, grad-clipping,
-input-norm, batch-norm, label-smoothing, ema-weights, flip-tta, bn-momentum).
+    one-cycle, max-batch, adamw, lars, lamb, muon, grad-clipping, input-norm, batch-norm,
+    label-smoothing, ema-weights, flip-tta, bn-momentum
+                        in a case that trains to a target only, as its time_to_accuracy and
+                        model spec say (engine_tta.py); muon where its parameters are all 2-D
+Not applied here (reported not applicable, "the PyTorch engine does not apply <id>"): ddp.
 """
 
 import argparse
@@ -292,12 +328,15 @@ import parity  # noqa: E402  (found through the path above)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
+import engine_tta  # noqa: E402
 import user_model  # noqa: E402
 
 CASE_FILE = "engine-case.json"
-CASE_FORMAT = 2
+CASE_FORMAT = 3
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-REFERENCE_FOR = ("debug-off",)
+REFERENCE_FOR = ("debug-off", "adamw", "batch-norm", "input-norm")
+# References whose "off" recipe only a case that trains to a target carries.
+TTA_REFERENCE_FOR = ("adamw", "batch-norm", "input-norm")
 
 
 class CaseError(Exception):
@@ -447,6 +486,8 @@ class Case:
     log_interval: int
     dtype: torch.dtype
     sides: dict
+    tta: dict | None = None  # time_to_accuracy, validated
+    held_out: list | None = None  # its held-out batches, (inputs, targets) on the host
 
 
 def read_case(directory):
@@ -476,11 +517,97 @@ def read_case(directory):
         dtype=DTYPES[fields.choice("dtype", tuple(DTYPES), optional=True) or "float32"],
         sides=read_sides(fields.object("sides"), directory),
     )
+    if fields.value.get("time_to_accuracy") is not None:
+        case.tta, case.held_out = read_tta(fields.object("time_to_accuracy"), directory, case)
+    else:
+        fields.get("time_to_accuracy", lambda v: v is None, "null or an object")
     fields.done()
     users = {side.user is not None for side in case.sides.values()}
-    if users != {isinstance(case.data, user_model.BatchData)}:
+    # A user model trains to a target on images; it times its prepared batches.
+    if case.tta is None and users != {isinstance(case.data, user_model.BatchData)}:
         raise CaseError(f'{file}: data.kind: "batches" is the data of user models, and every side must then be one')
     return case
+
+
+def read_tta(fields, directory, case):
+    """The `time_to_accuracy` object and its held-out batches."""
+    if len(case.sides) != 1 or case.kind != "train":
+        raise CaseError(f"{fields.file}: time_to_accuracy: a case that trains to a target has one side, kind train")
+    kind = fields.value.get("optimizer", {}).get("kind") if isinstance(fields.value.get("optimizer"), dict) else None
+    tta = {"optimizer": read_optimizer(fields.object("optimizer"), extended=kind in ("lars", "lamb"))}
+    tta["muon"] = read_muon(fields.object("muon")) if fields.value.get("muon") is not None else None
+    if tta["muon"] is None:
+        fields.get("muon", lambda v: v is None, "null or an object")
+    tta["schedule"] = read_schedule(fields.object("schedule"))
+    tta["label_smoothing"] = fields.number("label_smoothing", 0.0, 1.0)
+    if fields.value.get("ema") is not None:
+        ema = fields.object("ema")
+        tta["ema"] = {"every_steps": ema.integer("every_steps", 1), "decay_per_step": ema.number("decay_per_step", 0.0, 1.0)}
+        ema.done()
+    else:
+        tta["ema"] = fields.get("ema", lambda v: v is None, "null or an object")
+    tta["flip_tta"] = fields.boolean("flip_tta")
+    for key in ("total_steps", "eval_every_steps", "held_out_batches"):
+        tta[key] = fields.integer(key, 1)
+    tta["budget_s"] = fields.number("budget_s", 0.0, low_open=True)
+    tta["target"] = fields.number("target", -math.inf)
+    tta["metric"] = fields.choice("metric", ("test_accuracy", "validation_loss"))
+    tta["epochs_per_step"] = fields.number("epochs_per_step", 0.0, low_open=True)
+    path = fields.file_in("held_out_file", directory)
+    fields.done()
+    tensors = parity_call(CaseError, parity.read_safetensors, path)
+    held_out = []
+    for k in range(tta["held_out_batches"]):
+        names = (f"inputs.{k}", f"targets.{k}")
+        if any(name not in tensors for name in names):
+            raise CaseError(f"{path}: no {names[0]} and {names[1]} (time_to_accuracy.held_out_batches is {k + 1} or more)")
+        held_out.append((tensors[names[0]], tensors[names[1]]))
+    return tta, held_out
+
+
+def read_muon(fields):
+    """time_to_accuracy.muon."""
+    muon = {
+        "lr_ratio": fields.number("lr_ratio", 0.0, low_open=True),
+        "momentum": fields.number("momentum", 0.0, 1.0),
+        "weight_decay": fields.number("weight_decay", 0.0),
+        "ns_steps": fields.integer("ns_steps", 1),
+        "parameters": fields.get(
+            "parameters", lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of names"
+        ),
+    }
+    fields.done()
+    return muon
+
+
+def read_schedule(fields):
+    """time_to_accuracy.schedule, in torch.optim.lr_scheduler's terms."""
+    kind = fields.choice("kind", ("multi-step", "one-cycle", "warmup-cosine"))
+    schedule = {"kind": kind}
+    if kind == "multi-step":
+        schedule["lr"] = fields.number("lr", 0.0)
+        schedule["milestones"] = fields.get(
+            "milestones", lambda v: isinstance(v, list) and all(is_integer(m) and m >= 1 for m in v), "a list of steps"
+        )
+        schedule["gamma"] = fields.number("gamma", 0.0, low_open=True)
+        schedule["warmup_steps"] = fields.integer("warmup_steps", 0)
+        schedule["warmup_start_factor"] = float(
+            fields.get("warmup_start_factor", lambda v: is_number(v) and 0.0 < v <= 1.0, "a number in (0.0, 1.0]")
+        )
+        if any(m <= schedule["warmup_steps"] for m in schedule["milestones"]):
+            fields.fail("milestones", "steps after the warm-up's")
+    elif kind == "one-cycle":
+        for key in ("max_lr", "pct_start", "div_factor", "final_div_factor", "base_momentum", "max_momentum"):
+            schedule[key] = fields.number(key, 0.0, low_open=True)
+        schedule["total_steps"] = fields.integer("total_steps", 1)
+        schedule["anneal_strategy"] = fields.choice("anneal_strategy", ("cos", "linear"))
+    else:
+        for key in ("peak_lr", "min_lr"):
+            schedule[key] = fields.number(key, 0.0, low_open=True)
+        schedule["warmup_steps"] = fields.integer("warmup_steps", 0)
+        schedule["decay_steps"] = fields.integer("decay_steps", 1)
+    fields.done()
+    return schedule
 
 
 def read_device(fields):
@@ -496,10 +623,24 @@ def read_device(fields):
     return device
 
 
-def read_optimizer(fields):
-    """The `optimizer` object, in torch.optim terms."""
-    kind = fields.choice("kind", ("sgd", "adam", "adamw"))
-    if kind == "sgd":
+def read_optimizer(fields, extended=False):
+    """The `optimizer` object, in torch.optim terms (`extended`: LARS or LAMB, for a case that
+    trains to a target)."""
+    kind = fields.choice("kind", ("sgd", "adam", "adamw", "lars", "lamb") if extended else ("sgd", "adam", "adamw"))
+    if kind == "lars":
+        spec = {"kind": kind, "exclude_1d": fields.boolean("exclude_1d")}
+        for key in ("momentum", "weight_decay", "trust_coefficient"):
+            spec[key] = fields.number(key, 0.0)
+    elif kind == "lamb":
+        spec = {
+            "kind": kind,
+            "beta1": fields.number("beta1", 0.0, 1.0),
+            "beta2": fields.number("beta2", 0.0, 1.0),
+            "eps": fields.number("eps", 0.0, low_open=True),
+            "weight_decay": fields.number("weight_decay", 0.0),
+            "exclude_1d": fields.boolean("exclude_1d"),
+        }
+    elif kind == "sgd":
         spec = {
             "kind": kind,
             "momentum": fields.number("momentum", 0.0),
@@ -552,6 +693,8 @@ def read_model(fields):
             "kind": kind,
             "blocks_per_stage": fields.integer("blocks_per_stage", 1),
             "conv_bias": fields.boolean("conv_bias"),
+            "batch_norm": fields.boolean("batch_norm"),
+            "bn_momentum": fields.number("bn_momentum", 0.0, 1.0),
         }
     else:
         spec = {"kind": kind}
@@ -651,6 +794,7 @@ TRAINING = ("train", "it acts on training steps and this case evaluates")
 ATTENTION = ("gpt", "the ResNet has no attention")
 CUDA_GRAPH = ("cuda", "a CUDA graph records GPU kernel launches; a CPU step has none")
 LOADER = ("loader", "the model trains on prepared batches held in memory: there is no data loader")
+TO_TARGET = ("tta", "it changes how the model trains to a target, and this case times steps")
 TRICKS = {
     "debug-off": ((), {}),
     "channels-last": ((("resnet", "the GPT has no 4-d image activations"),), {"channels_last": True}),
@@ -714,6 +858,7 @@ TRICKS = {
     # Set for the whole process before anything is built (process_wide).
     "expandable-segments": ((("cuda", "expandable segments are a mode of the CUDA caching allocator"),), {}),
     "cuda-graphs": ((CUDA_GRAPH, TRAINING), {"cuda_graphs": True}),
+    **{trick: ((TO_TARGET,), {}) for trick in engine_tta.CONVERGENCE_TRICKS},
     "fp8-matmul": (
         (
             ("gpt", "the ResNet's work is convolutions; the fp8 linears replace the GPT's projections"),
@@ -825,6 +970,8 @@ def meets(condition, case, spec):
         return getattr(case.data, "encoded", None) is not None
     if condition in ("train", "eval"):
         return case.kind == condition
+    if condition == "tta":
+        return case.tta is not None
     return spec.model["kind"] == {"resnet": "cifar-resnet", "gpt": "gpt"}[condition]
 
 
@@ -834,6 +981,8 @@ def settings_for(case, spec):
     settings, set_by = Settings(), {}
     if spec.reference_for == "debug-off":
         settings.anomaly, set_by["anomaly"] = True, "reference_for debug-off"
+    if spec.reference_for in TTA_REFERENCE_FOR and case.tta is None:
+        raise RequestError(f"side {spec.name}: reference_for {spec.reference_for} needs a case with time_to_accuracy")
     for trick in spec.tricks:
         if trick not in TRICKS:
             raise NotApplicable(f"the PyTorch engine does not apply {trick}")
@@ -946,9 +1095,12 @@ class Side:
         self.params = list(module.parameters())
         self.loss_function = spec.user.loss() if spec.user is not None else None
         self.optimizer = None
+        self.optimizers = []
         self.scaler = None
+        self.label_smoothing = case.tta["label_smoothing"] if case.tta is not None else 0.0
         if case.kind == "train":
-            self.optimizer = self.build_optimizer()
+            self.optimizers = self.build_optimizers()
+            self.optimizer = self.optimizers[0]
             if settings.grad_scaler:
                 self.scaler = torch.amp.GradScaler("cuda")
         self.model = torch.compile(module) if settings.compiled else module
@@ -961,6 +1113,8 @@ class Side:
         self.eval_graph = None
         self.steps_done = 0
         self.marks = None
+        # A side training to a target: its schedulers, weight average and held-out evaluation.
+        self.recipe = engine_tta.Recipe(self, case.tta, case.held_out) if case.tta is not None else None
 
     def network(self):
         """The side's module on the CPU with its initial weights, and the biases that
@@ -992,6 +1146,23 @@ class Side:
                 file=sys.stderr,
             )
         return module, removed
+
+    def build_optimizers(self):
+        """The side's optimizers: in a case that trains to a target the recipe's
+        (engine_tta.build_optimizers: Muon's beside the rest where it has Muon), else the one of
+        build_optimizer."""
+        if self.case.tta is None:
+            return [self.build_optimizer()]
+        try:
+            return engine_tta.build_optimizers(self.case.tta, self.module, self.settings.fused)
+        except engine_tta.NotApplicable as e:
+            raise NotApplicable(str(e)) from None
+        except engine_tta.TtaError as e:
+            raise RequestError(f"side {self.spec.name}: {e}") from None
+        except RuntimeError as e:
+            if self.settings.fused:
+                raise NotApplicable(f"fused-optimizer: {parity.first_line(e)}") from None
+            raise
 
     def build_optimizer(self):
         """The case's optimizer, or on a user side whose file defines optimizer(parameters) that
@@ -1066,7 +1237,8 @@ class Side:
 
     def clear_grads(self):
         """The step's zero_grad: in place, or to None under zero-grad-none."""
-        self.optimizer.zero_grad(set_to_none=self.settings.set_to_none)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=self.settings.set_to_none)
 
     def enter(self, phase):
         """Marks the start of `phase` of the step, while a breakdown is recorded."""
@@ -1123,7 +1295,8 @@ class Side:
         if self.loss_function is not None:
             return self.loss_function(logits, y)
         loss_dtype = torch.float64 if self.case.dtype == torch.float64 else torch.float32
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)).to(loss_dtype), y.reshape(-1))
+        flat = logits.reshape(-1, logits.size(-1)).to(loss_dtype)
+        return F.cross_entropy(flat, y.reshape(-1), label_smoothing=self.label_smoothing)
 
     def count_correct(self, logits, y):
         """The batch's correct predictions, on the device (a user side: user_model.correct)."""
@@ -1143,17 +1316,20 @@ class Side:
         return loss_sum / k, correct
 
     def update(self):
-        """Clips the gradients where the case asks, then the optimizer's step (through the
+        """Clips the gradients where the case asks, then each optimizer's step (through the
         GradScaler under amp)."""
         if self.case.clip_max_norm is not None:
             if self.scaler is not None:
-                self.scaler.unscale_(self.optimizer)
+                for optimizer in self.optimizers:
+                    self.scaler.unscale_(optimizer)
             nn.utils.clip_grad_norm_(self.params, self.case.clip_max_norm)
         if self.scaler is not None:
-            self.scaler.step(self.optimizer)
+            for optimizer in self.optimizers:
+                self.scaler.step(optimizer)
             self.scaler.update()
         else:
-            self.optimizer.step()
+            for optimizer in self.optimizers:
+                optimizer.step()
 
     def replay(self, x, y):
         """cuda-graphs: the batch copied into the graph's static inputs and the captured step
@@ -1576,6 +1752,7 @@ REQUEST_FIELDS = {
     "inspect": ("side",),
     "profile": ("side", "steps"),
     "trace": ("side", "steps", "path"),
+    "train_to_target": ("side",),
     "quit": (),
 }
 MIN_STEPS = {"warm_up": 0, "window": 1, "probe": 2, "breakdown": 1, "profile": 1, "trace": 1}
@@ -1588,6 +1765,8 @@ class Engine:
         self.case = case
         self.sides = {}
         self.not_applicable = {}
+        self.progress = lambda point: None  # where train_to_target's points go as they come
+
 
     def handle(self, line):
         """The reply to one request line, and whether to stop after it."""
@@ -1648,7 +1827,18 @@ class Engine:
             return self.guarded(side, breakdown, request["steps"])
         if op == "loss":
             return {"loss": self.loss(side)}
+        if op == "train_to_target":
+            return self.train_to_target(side)
         return inspect(side)
+
+    def train_to_target(self, side):
+        """Trains `side` to the case's target (engine_tta.train_to_target), each point sent as a
+        progress line as it is measured."""
+        if self.case.tta is None:
+            raise RequestError("train_to_target: the case has no time_to_accuracy")
+        with side.switched():
+            run = lambda s, n: engine_tta.train_to_target(s, s.recipe, parity.graphs_compiled, self.progress)
+            return {"compile_s": self.guarded(side, run, None)}
 
     def build(self, name):
         """Builds side `name` (once)."""
@@ -1742,12 +1932,19 @@ def protocol_stream():
     return out
 
 
+def send(out, message):
+    """Writes `message` as a protocol line."""
+    out.write(json.dumps(message, allow_nan=False) + "\n")
+    out.flush()
+
+
 def serve(engine, requests, out):
     """Answers request lines until quit or EOF, then stops the sides' DataLoader workers."""
     try:
         for line in requests:
             if not line.strip():
                 continue
+            engine.progress = lambda point: send(out, {"progress": point})
             reply, stop = engine.handle(line)
             out.write(json.dumps(reply, allow_nan=False) + "\n")
             out.flush()

@@ -114,17 +114,23 @@ def chain(*functions):
     return chained
 
 
+def norm(channels, batch_norm, momentum):
+    """A BatchNorm over `channels` at `momentum`, or nothing (nn.Identity) without batch_norm."""
+    return nn.BatchNorm2d(channels, momentum=momentum) if batch_norm else nn.Identity()
+
+
 class BasicBlock(nn.Module):
     # The epilogue as eager ops; trickbench's PyTorch engine swaps in a TorchScript function
     # (jit-fusion) on an instance.
     epilogue = staticmethod(residual_relu)
 
-    def __init__(self, c_in, c_out, stride, conv_bias):
+    def __init__(self, c_in, c_out, stride, conv_bias, batch_norm=True, bn_momentum=0.1):
         super().__init__()
-        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=conv_bias)
-        self.bn1 = nn.BatchNorm2d(c_out)
-        self.conv2 = nn.Conv2d(c_out, c_out, 3, stride=1, padding=1, bias=conv_bias)
-        self.bn2 = nn.BatchNorm2d(c_out)
+        bias = conv_bias or not batch_norm
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=bias)
+        self.bn1 = norm(c_out, batch_norm, bn_momentum)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, stride=1, padding=1, bias=bias)
+        self.bn2 = norm(c_out, batch_norm, bn_momentum)
         self.stride = stride
         self.pad = (c_out - c_in) // 2
 
@@ -140,17 +146,20 @@ class BasicBlock(nn.Module):
 
 
 class CifarResNet(nn.Module):
-    def __init__(self, blocks_per_stage, conv_bias, classes=10):
+    """He et al.'s CIFAR ResNet; without batch_norm every convolution has a bias and nothing
+    normalises (the `batch-norm` trick's reference), and bn_momentum is BatchNorm's momentum."""
+
+    def __init__(self, blocks_per_stage, conv_bias, classes=10, batch_norm=True, bn_momentum=0.1):
         super().__init__()
         widths = [16, 32, 64]
-        self.conv1 = nn.Conv2d(3, widths[0], 3, padding=1, bias=conv_bias)
-        self.bn1 = nn.BatchNorm2d(widths[0])
+        self.conv1 = nn.Conv2d(3, widths[0], 3, padding=1, bias=conv_bias or not batch_norm)
+        self.bn1 = norm(widths[0], batch_norm, bn_momentum)
         c_in = widths[0]
         for stage, c_out in enumerate(widths):
             blocks = []
             for b in range(blocks_per_stage):
                 stride = 2 if stage > 0 and b == 0 else 1
-                blocks.append(BasicBlock(c_in, c_out, stride, conv_bias))
+                blocks.append(BasicBlock(c_in, c_out, stride, conv_bias, batch_norm, bn_momentum))
                 c_in = c_out
             setattr(self, f"layer{stage + 1}", nn.Sequential(*blocks))
         self.linear = nn.Linear(widths[-1], classes)
@@ -286,7 +295,12 @@ class Gpt(nn.Module):
 def build_model(spec):
     kind = spec["kind"]
     if kind == "cifar-resnet":
-        return CifarResNet(spec["blocks_per_stage"], spec["conv_bias"])
+        return CifarResNet(
+            spec["blocks_per_stage"],
+            spec["conv_bias"],
+            batch_norm=spec.get("batch_norm", True),
+            bn_momentum=spec.get("bn_momentum", 0.1),
+        )
     if kind == "gpt":
         return Gpt(spec["vocab_size"], spec["context"], spec["layers"], spec["heads"], spec["width"], spec["dropout"])
     fail(f"case.json: unknown model kind {kind!r}")

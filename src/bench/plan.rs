@@ -406,6 +406,13 @@ fn own_model_refusal(request: &PlanRequest, key: &CellKey, tricks: &TrickSet) ->
             model.name
         ));
     }
+    if key.kind == CellKind::TimeToAccuracy && key.engine == Engine::Pytorch && model.dataset.is_some() {
+        return Some(format!(
+            "{}: the PyTorch engine trains your model to a target on CIFAR-10's images; its own dataset() \
+             is trained on libtorch",
+            model.name
+        ));
+    }
     user::engine_refusal(model, key.engine)
         .or_else(|| tricks.iter().find_map(|t| user::not_applicable(model, t, key.engine)))
 }
@@ -668,8 +675,10 @@ mod tests {
             .map(|c| (c.key.id().to_string(), c.not_applicable.is_none()))
             .collect();
         let expected = [("baseline", true), ("one-cycle", true), ("label-smoothing", false)]
-            .map(|(set, runs)| (format!("model/{set}/b64/s0/tta"), runs));
-        assert_eq!(tta, expected, "trained to the target on libtorch alone, label smoothing not on its loss");
+            .into_iter()
+            .flat_map(|(set, runs)| ["", "@pytorch"].map(|on| (format!("model/{set}/b64/s0/tta{on}"), runs)))
+            .collect::<Vec<_>>();
+        assert_eq!(tta, expected, "trained to the target on both engines, label smoothing not on its loss");
         model.export =
             crate::results::model::Export { method: None, loss_float64: None, reason: Some("x".into()) };
         request.model = Some(model);
@@ -1175,16 +1184,44 @@ mod tests {
     }
 
     #[test]
-    fn the_pytorch_engine_alone_keeps_the_cells_that_train_to_a_target_on_libtorch() {
+    fn the_pytorch_engine_alone_trains_every_cell_the_design_plans() {
         let plan = Plan::ablation(&PlanRequest {
             engines: vec![Engine::Pytorch],
             ..request(vec![Trick::ZeroGradNone, Trick::OneCycle])
         });
-        for cell in &plan.cells {
-            let throughput = matches!(cell.key.kind, CellKind::Throughput { .. });
-            let expected = if throughput { Engine::Pytorch } else { Engine::Libtorch };
-            assert_eq!(cell.key.engine, expected, "{}", cell.key.id());
-        }
-        assert!(plan.cells.iter().any(|c| c.key.kind == CellKind::TimeToAccuracy));
+        assert!(plan.cells.iter().all(|c| c.key.engine == Engine::Pytorch));
+        let trained = |id: &str| plan.cells.iter().any(|c| c.key.id().to_string() == id);
+        assert!(trained("resnet20/baseline/b64/s0/tta@pytorch"), "{:?}", plan.cells);
+        assert!(trained("resnet20/one-cycle/b64/s0/tta@pytorch"));
+    }
+
+    #[test]
+    fn a_users_model_with_its_own_dataset_trains_to_a_target_on_libtorch_only() {
+        let mut model = crate::results::model::fixtures::cnn();
+        let tensor =
+            |shape: Vec<i64>, dtype: &str| crate::results::model::TensorInfo { shape, dtype: dtype.into() };
+        model.dataset = Some(crate::results::model::ModelDataset {
+            train_samples: 100,
+            test_samples: 20,
+            inputs: tensor(vec![100, 3, 32, 32], "float32"),
+            targets: tensor(vec![100], "int64"),
+        });
+        let quick = ProfileName::Quick.settings(Family::UserModel);
+        let mut request = PlanRequest::new(
+            vec![WorkloadId::Model],
+            vec![Trick::OneCycle],
+            Hardware::probe(DeviceSpec::Cpu),
+            &quick,
+        );
+        request.engines = vec![Engine::Libtorch, Engine::Pytorch];
+        request.time_to_accuracy_batch_size = Some(64);
+        request.model = Some(model);
+        let plan = Plan::ablation(&request);
+        let reason = |id: &str| {
+            plan.cells.iter().find(|c| c.key.id().to_string() == id).unwrap().not_applicable.clone()
+        };
+        assert_eq!(reason("model/one-cycle/b64/s0/tta"), None);
+        let why = reason("model/one-cycle/b64/s0/tta@pytorch").unwrap();
+        assert!(why.contains("its own dataset() is trained on libtorch"), "{why}");
     }
 }

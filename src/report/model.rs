@@ -130,7 +130,10 @@ impl<'a> Report<'a> {
                     };
                     TtaRow {
                         group: format!("{} · {device} · {}", t.workload, r.run.profile),
-                        configuration: format!("{} · b{}", t.configuration, t.batch_size),
+                        configuration: match t.engine {
+                            Engine::Libtorch => format!("{} · b{}", t.configuration, t.batch_size),
+                            engine => format!("{} · b{} · {engine}", t.configuration, t.batch_size),
+                        },
                         target: t.metric.target_text(t.target),
                         reached: format!("{}/{}", t.reached, t.seeds),
                         median_time: median(t.median_time_to_target_s, " s", 1),

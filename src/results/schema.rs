@@ -128,6 +128,13 @@ impl TtaSummary {
         format!("{} b{}", self.configuration, self.batch_size)
     }
 
+    /// The configuration as a cell id names it, without the seed: `resnet8/one-cycle/b64`, with
+    /// `@pytorch` on the PyTorch engine.
+    pub fn id(&self) -> String {
+        let on = if self.engine.is_libtorch() { String::new() } else { format!("@{}", self.engine) };
+        format!("{}/{}/b{}{on}", self.workload, self.configuration, self.batch_size)
+    }
+
     /// The comparison with the reference in words: "1.25× sooner (1.20× fewer epochs) than
     /// baseline b64", "1.43× slower (1.50× more epochs) than baseline b64", or which side did not
     /// reach the target; `None` without a reference.
@@ -196,6 +203,9 @@ pub struct TtaSummary {
     pub reference_for: Option<Trick>,
     /// Samples per optimizer step.
     pub batch_size: usize,
+    /// The engine its cells trained on (absent: libtorch).
+    #[serde(default, skip_serializing_if = "Engine::is_libtorch")]
+    pub engine: Engine,
     /// The ids of the cells, one per seed, that finished.
     pub cells: Vec<CellId>,
     /// The metric of its target (`test_accuracy`, a fraction, or `validation_loss`).
@@ -1334,6 +1344,11 @@ pub struct TimeToAccuracy {
     pub best_metric: f64,
     /// The curve, one point per evaluation.
     pub curve: Vec<CurvePoint>,
+    /// Seconds of the training time spent in steps that compiled a graph (`torch-compile` on the
+    /// PyTorch engine), counted in `time_to_target_s` too, since a user pays them; `None` where
+    /// nothing was compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_s: Option<f64>,
 }
 
 /// One evaluation during a time-to-accuracy run.

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::error::Error;
-use crate::train::recipe::OptimizerChoice;
+use crate::optim::lamb::LambConfig;
+use crate::optim::lars::LarsConfig;
+use crate::train::recipe::{MuonRest, OptimizerChoice};
 use crate::workloads::gpt::GptConfig;
 use crate::workloads::resnet::ResnetOptions;
 use crate::workloads::Workload;
@@ -20,6 +22,12 @@ pub enum ModelSpec {
         blocks_per_stage: i64,
         /// Whether the convolutions carry a bias.
         conv_bias: bool,
+        /// Whether a BatchNorm follows every convolution (without, every convolution has a bias).
+        #[serde(default = "batch_norm_on")]
+        batch_norm: bool,
+        /// BatchNorm's momentum in PyTorch's convention (`nn.BatchNorm2d(momentum=…)`).
+        #[serde(default = "pytorch_bn_momentum")]
+        bn_momentum: f64,
     },
     /// A nanoGPT-style character GPT without biases.
     Gpt {
@@ -46,7 +54,12 @@ pub enum ModelSpec {
 impl ModelSpec {
     /// The spec of a CIFAR ResNet built with `options`.
     pub fn of_resnet(options: &ResnetOptions) -> Self {
-        ModelSpec::CifarResnet { blocks_per_stage: options.blocks_per_stage, conv_bias: options.conv_bias }
+        ModelSpec::CifarResnet {
+            blocks_per_stage: options.blocks_per_stage,
+            conv_bias: options.conv_bias,
+            batch_norm: options.batch_norm,
+            bn_momentum: options.bn_momentum,
+        }
     }
 
     /// The spec of a GPT of shape `c`.
@@ -62,7 +75,18 @@ impl ModelSpec {
     }
 }
 
-/// The optimizer, in the terms of `torch.optim`.
+/// A ResNet spec written before `batch_norm` was: BatchNorm on.
+fn batch_norm_on() -> bool {
+    true
+}
+
+/// A ResNet spec written before `bn_momentum` was: PyTorch's default.
+fn pytorch_bn_momentum() -> f64 {
+    crate::train::recipe::BN_MOMENTUM
+}
+
+/// The optimizer, in the terms of `torch.optim` (LARS and LAMB, which it does not have, as the
+/// optimizer classes a PyTorch user writes for them).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum OptimizerSpec {
@@ -95,6 +119,44 @@ pub enum OptimizerSpec {
         /// Decoupled decay per unit of learning rate.
         weight_decay: f64,
     },
+    /// LARS (You, Gitman & Ginsburg 2017), as [`crate::optim::lars`] defines it.
+    Lars {
+        /// Momentum factor.
+        momentum: f64,
+        /// Weight decay, added to the gradient and to the trust ratio's denominator.
+        weight_decay: f64,
+        /// How far one step may move a layer, relative to its weight norm.
+        trust_coefficient: f64,
+        /// Whether parameters of dimension ≤ 1 follow plain momentum SGD.
+        exclude_1d: bool,
+    },
+    /// LAMB (You et al. 2020), as [`crate::optim::lamb`] defines it.
+    Lamb {
+        /// First-moment decay.
+        beta1: f64,
+        /// Second-moment decay.
+        beta2: f64,
+        /// Added to the root of the second moment.
+        eps: f64,
+        /// Weight decay, added to Adam's direction.
+        weight_decay: f64,
+        /// Whether parameters of dimension ≤ 1 follow plain Adam.
+        exclude_1d: bool,
+    },
+}
+
+/// `torch.optim.Muon` over the hidden weights, in the terms of its constructor (Nesterov on,
+/// the learning rate adjusted by `√max(1, rows/cols)`, its default).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MuonSpec {
+    /// Muon's learning rate as a multiple of the schedule's (which the other optimizer takes).
+    pub lr_ratio: f64,
+    /// Nesterov momentum.
+    pub momentum: f64,
+    /// Decoupled decay per unit of Muon's learning rate.
+    pub weight_decay: f64,
+    /// Newton–Schulz steps.
+    pub ns_steps: usize,
 }
 
 impl OptimizerSpec {
@@ -119,6 +181,44 @@ impl OptimizerSpec {
             ))),
         }
     }
+
+    /// The optimizers of a recipe that trains to a target, whatever its choice: the optimizer of
+    /// every parameter Muon does not take, and Muon's, where the recipe has it. `fused` is left
+    /// out: `fused-optimizer` is a trick the PyTorch engine applies itself.
+    pub fn of_recipe(choice: OptimizerChoice) -> (Self, Option<MuonSpec>) {
+        let plain = |choice| Self::of(choice).expect("an unfused SGD or Adam has a counterpart");
+        match choice {
+            OptimizerChoice::Sgd { config, .. } => {
+                (plain(OptimizerChoice::Sgd { config, fused: false }), None)
+            }
+            OptimizerChoice::Adam { config, decoupled, .. } => {
+                (plain(OptimizerChoice::Adam { config, decoupled, fused: false }), None)
+            }
+            OptimizerChoice::Lars(c) => {
+                let LarsConfig { momentum, weight_decay, trust_coefficient, exclude_1d } = c;
+                (OptimizerSpec::Lars { momentum, weight_decay, trust_coefficient, exclude_1d }, None)
+            }
+            OptimizerChoice::Lamb(c) => {
+                let LambConfig { beta1, beta2, eps, weight_decay, exclude_1d } = c;
+                (OptimizerSpec::Lamb { beta1, beta2, eps, weight_decay, exclude_1d }, None)
+            }
+            OptimizerChoice::Muon { config, rest, .. } => {
+                let rest = match rest {
+                    MuonRest::Sgd(config) => OptimizerChoice::Sgd { config, fused: false },
+                    MuonRest::Adamw(config) => {
+                        OptimizerChoice::Adam { config, decoupled: true, fused: false }
+                    }
+                };
+                let muon = MuonSpec {
+                    lr_ratio: config.lr_ratio,
+                    momentum: config.momentum,
+                    weight_decay: config.weight_decay,
+                    ns_steps: config.newton_schulz_steps,
+                };
+                (plain(rest), Some(muon))
+            }
+        }
+    }
 }
 
 /// Every variable of `model` by name, as contiguous CPU tensors.
@@ -138,7 +238,6 @@ pub(crate) fn cpu(t: &Tensor) -> Tensor {
 mod tests {
     use super::*;
     use crate::optim::adam::AdamConfig;
-    use crate::optim::lars::LarsConfig;
     use crate::train::recipe::RECIPE_SGD;
 
     #[test]

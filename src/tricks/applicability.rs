@@ -53,6 +53,10 @@ pub enum Need {
     /// workload that trains with attention dropout, not cuDNN 9.11.1 to 9.13.x. Nothing on the CPU,
     /// where [`Need::Cuda`] gives the reason.
     CudnnAttention,
+    /// A transformer workload (a GPT) on the PyTorch engine, whose counterpart of the trick takes
+    /// what only the GPT has; the text says why the CNN cannot run it there. libtorch runs it on
+    /// every workload.
+    TransformerInPytorch(&'static str),
     /// Half precision on a CUDA GPU: a set holding the trick runs there only with `amp` or
     /// `amp-bf16` on too; the text says why. A need of the whole set, checked by
     /// [`Need::unmet_in_set`]: the trick alone applies, as its ablation cell adds `amp-bf16` there.
@@ -65,14 +69,17 @@ impl Need {
     /// features ([`crate::workloads::user::not_applicable`]).
     pub fn unmet_reason(self, workload: WorkloadId, hardware: &Hardware) -> Option<String> {
         let about = |text: &str| text.replace("{workload}", workload.id());
-        let of_the_network = matches!(self, Need::Cnn(_) | Need::Transformer(_) | Need::CudaForDropout(_));
+        let of_the_network = matches!(
+            self,
+            Need::Cnn(_) | Need::Transformer(_) | Need::TransformerInPytorch(_) | Need::CudaForDropout(_)
+        );
         if of_the_network && workload == WorkloadId::Model {
             return None;
         }
         match self {
             Need::Cuda(why) => (!hardware.device.is_cuda()).then(|| format!("needs a CUDA GPU: {why}")),
             Need::Cnn(why) => (!workload.is_cnn()).then(|| about(why)),
-            Need::Transformer(why) => workload.is_cnn().then(|| about(why)),
+            Need::Transformer(why) | Need::TransformerInPytorch(why) => workload.is_cnn().then(|| about(why)),
             Need::CudaCapability { major, minor, why } => {
                 capability_missing(hardware, (major, minor)).map(|has| {
                     format!("needs a CUDA GPU of compute capability ≥ {major}.{minor} ({has}): {why}")
@@ -100,16 +107,20 @@ impl Need {
         }
     }
 
-    /// Whether the need holds on the PyTorch engine too: those of the workload and the device do,
-    /// those of this binary's build and of measuring through PyTorch do not.
-    fn concerns_pytorch(self) -> bool {
-        !matches!(
-            self,
-            Need::CudaGraphsCompiled
-                | Need::DataParallelCompiled
-                | Need::NcclCompiled
-                | Need::ThroughPytorch(_)
-        )
+    /// Whether the need holds on `engine`: on libtorch every need but the PyTorch engine's own;
+    /// on the PyTorch engine those of the workload and the device and its own, not those of this
+    /// binary's build and of measuring through PyTorch.
+    fn concerns(self, engine: Engine) -> bool {
+        match engine {
+            Engine::Libtorch => !matches!(self, Need::TransformerInPytorch(_)),
+            Engine::Pytorch => !matches!(
+                self,
+                Need::CudaGraphsCompiled
+                    | Need::DataParallelCompiled
+                    | Need::NcclCompiled
+                    | Need::ThroughPytorch(_)
+            ),
+        }
     }
 
     /// Why this need of a trick of `set` is not met by the set on `hardware`, if it is not: the
@@ -220,7 +231,7 @@ impl Trick {
         }
         info.needs
             .iter()
-            .filter(|need| engine == Engine::Libtorch || need.concerns_pytorch())
+            .filter(|need| need.concerns(engine))
             .find_map(|need| need.unmet_reason(workload, hardware))
             .map_or(Applicability::Applies, Applicability::NotApplicable)
     }

@@ -38,9 +38,6 @@ const TRAINED_TO_TARGET: Pairing =
     Pairing::Processes("judged by time to accuracy: each seed trains to the target in a process of its own");
 
 /// Why the PyTorch engine does not apply a trick judged by time to accuracy.
-const TRAINED_ON_LIBTORCH: &str = "judged by time to accuracy, which is trained on libtorch only: the \
-                                   PyTorch engine measures throughput";
-
 /// Why anomaly detection costs libtorch far more than it costs eager PyTorch.
 const ANOMALY_MODE_GAP: &str = "in libtorch, anomaly mode stores a symbolised C++ backtrace with every \
                                 operation autograd records (torch::autograd::AnomalyMetadata::store_stack \
@@ -487,7 +484,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr, total_steps) stepped after every optimizer step, momentum (Adam's beta1) cycled"),
             engine_gap: None,
             ops_differ: None,
             colour: [107, 110, 207],
@@ -511,7 +508,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe keeps nanoGPT's fixed batch of windows; the batch-size study is the \
                  CIFAR ResNet's (--design batch-sweep)",
             )],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("the probed batch size in the DataLoader, the rate scaled linearly and warmed up with LinearLR before MultiStepLR (SequentialLR)"),
             engine_gap: None,
             ops_differ: None,
             colour: [181, 207, 107],
@@ -531,7 +528,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe trains with AdamW in every cell, so there is no Adam-with-L2 side to \
                  compare",
             )],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("torch.optim.AdamW(params, lr=1e-3, weight_decay=0.05) against torch.optim.Adam(params, weight_decay=5e-4)"),
             engine_gap: None,
             ops_differ: None,
             colour: [231, 186, 82],
@@ -548,7 +545,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("a LARS torch.optim.Optimizer subclass (torch.optim has none) with trickbench's arithmetic, at batch 512"),
             engine_gap: None,
             ops_differ: None,
             colour: [214, 97, 107],
@@ -565,7 +562,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn(LARGE_BATCH_ONLY)],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("a LAMB torch.optim.Optimizer subclass (torch.optim has none) with trickbench's arithmetic, at batch 512"),
             engine_gap: None,
             ops_differ: None,
             colour: [206, 109, 189],
@@ -592,8 +589,11 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             },
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
-            needs: &[],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            needs: &[Need::TransformerInPytorch(
+                "{workload}'s hidden weights are 4-d convolution kernels, and torch.optim.Muon takes 2-d \
+                 matrices only (airbench's own Muon flattens them; libtorch's does too)",
+            )],
+            pytorch: InPytorch::Applies("torch.optim.Muon(hidden 2-D weights, nesterov=True) beside torch.optim.AdamW for the rest, both scheduled"),
             engine_gap: None,
             ops_differ: None,
             colour: [93, 58, 155],
@@ -679,7 +679,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) between backward and the optimizer step"),
             engine_gap: None,
             ops_differ: None,
             colour: [49, 163, 84],
@@ -695,7 +695,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Own,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads token ids, which are embedded, not standardised")],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("transforms.Normalize(CIFAR-10 mean, std) against raw pixels in [0, 1] (torchvision's ToTensor alone)"),
             engine_gap: None,
             ops_differ: None,
             colour: [117, 107, 177],
@@ -716,7 +716,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             needs: &[Need::Cnn(
                 "{workload} normalises with LayerNorm, as transformers do; BatchNorm is the CNN's",
             )],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("nn.BatchNorm2d after every convolution against none (every nn.Conv2d with bias=True)"),
             engine_gap: None,
             ops_differ: None,
             colour: [99, 99, 99],
@@ -739,7 +739,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe is nanoGPT's, which trains on plain cross-entropy; label smoothing is \
                  measured where airbench uses it, on the CIFAR ResNets",
             )],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("F.cross_entropy(logits, targets, label_smoothing=0.2) on the training loss; evaluation on plain cross-entropy"),
             engine_gap: None,
             ops_differ: None,
             colour: [72, 201, 176],
@@ -765,7 +765,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
                 "{workload}'s recipe is nanoGPT's, evaluated on its raw weights; weight averaging is \
                  measured where airbench uses it, on the CIFAR ResNets",
             )],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("torch.optim.swa_utils.AveragedModel(model, avg_fn, use_buffers=True), updated every 5 steps and evaluated in place of the model"),
             engine_gap: None,
             ops_differ: None,
             colour: [173, 73, 24],
@@ -787,7 +787,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} reads text, which has no mirror image to evaluate")],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("model(x) and model(x.flip(3)) averaged at evaluation, under torch.no_grad()"),
             engine_gap: None,
             ops_differ: None,
             colour: [93, 46, 140],
@@ -811,7 +811,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             reference: Reference::Baseline,
             pairing: TRAINED_TO_TARGET,
             needs: &[Need::Cnn("{workload} has no BatchNorm: LayerNorm keeps no running statistics")],
-            pytorch: InPytorch::NotApplied(TRAINED_ON_LIBTORCH),
+            pytorch: InPytorch::Applies("nn.BatchNorm2d(channels, momentum=0.4)"),
             engine_gap: None,
             ops_differ: None,
             colour: [204, 171, 0],

@@ -133,8 +133,8 @@ pub fn split_hidden_weights<W: Workload + ?Sized>(workload: &W) -> (Vec<Tensor>,
 }
 
 /// The var-store names of `tensors` (variables of `workload`), sorted: how the tests of
-/// [`split_hidden_weights`] see the split.
-#[cfg(test)]
+/// [`split_hidden_weights`] see the split, and how the PyTorch engine's case names Muon's
+/// parameters.
 pub(crate) fn variable_names<W: Workload + ?Sized>(workload: &W, tensors: &[Tensor]) -> Vec<String> {
     let variables = workload.var_store().variables();
     let mut names: Vec<String> = tensors

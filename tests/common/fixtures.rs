@@ -159,6 +159,7 @@ fn tta(target: f64, plateau: f64, seconds: f64) -> TimeToAccuracy {
         epochs_to_target: hit.map(|p| p.epoch),
         best_metric: curve.iter().map(|p| p.metric).fold(0.0, f64::max),
         curve,
+        compile_s: None,
     }
 }
 

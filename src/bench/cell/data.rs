@@ -61,7 +61,7 @@ pub(in crate::bench) fn planned_steps(profile: &Profile, data: &CellData, batch_
 }
 
 /// Endless batches from a loader, whatever the workload reads.
-pub(super) trait BatchSource {
+pub(in crate::bench) trait BatchSource {
     /// The next batch.
     fn next_batch(&mut self) -> Result<Batch, Error>;
     /// Passes over the training split so far (fractional).
@@ -239,7 +239,7 @@ impl CellData {
     }
 
     /// Endless training batches: augmented images, or random windows of the training split.
-    pub(super) fn training(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+    pub(in crate::bench) fn training(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
         Ok(match self {
             CellData::Images { train, .. } => {
                 Box::new(CifarLoader::new(train.clone(), Self::image_options(inputs, true))?)
@@ -286,7 +286,7 @@ impl CellData {
 
     /// Every held-out sample once, in batches: the test images, or the profile's number of
     /// validation windows.
-    pub(super) fn held_out<'a>(
+    pub(in crate::bench) fn held_out<'a>(
         &'a self,
         inputs: &InputOptions,
         profile: &Profile,

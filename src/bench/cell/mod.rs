@@ -16,7 +16,7 @@ pub(super) mod phases;
 mod prepared;
 mod samples;
 mod trace;
-mod tta;
+pub(super) mod tta;
 
 use std::time::Instant;
 

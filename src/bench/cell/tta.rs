@@ -37,6 +37,7 @@ pub(super) fn train_to_target<W: Workload>(
         epochs_to_target: None,
         best_metric: metric.worst(),
         curve: Vec::new(),
+        compile_s: None,
     };
     let mut train_s = 0.0;
     let mut step = 0;
@@ -104,7 +105,7 @@ fn held_out_metric<W: Workload>(
 }
 
 /// Reports an evaluation of the curve on stderr, as the cell trains.
-fn log_point(metric: QualityMetric, point: &CurvePoint) {
+pub(in crate::bench) fn log_point(metric: QualityMetric, point: &CurvePoint) {
     eprintln!(
         "step {:>6}  epoch {:>5.2}  train {:>7.1} s  loss {:.3}  {} {}",
         point.step,
@@ -117,7 +118,7 @@ fn log_point(metric: QualityMetric, point: &CurvePoint) {
 }
 
 /// Adds an evaluation to the curve and marks the first time the target is reached.
-fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
+pub(in crate::bench) fn record_point(result: &mut TimeToAccuracy, point: CurvePoint) {
     result.curve.push(point);
     result.best_metric = result.metric.better(result.best_metric, point.metric);
     if result.metric.reaches(point.metric, result.target) && result.time_to_target_s.is_none() {

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::Engine;
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, LineChart, Rgb, Scale, Series};
 use crate::results::schema::{CellId, CellStatus, TimeToAccuracy};
@@ -200,14 +201,35 @@ fn unreached(metric: QualityMetric, cells: &[&Entry], curves: &[&TimeToAccuracy]
     }
 }
 
-/// The curves figure and the times-to-target figure of a group.
+/// The curves figure and the times-to-target figure of a group: one pair per engine where the
+/// group trained on several (each engine's configurations against its own references).
 pub(super) fn figures(g: &Group) -> Vec<Figure> {
     let entries = g.time_to_accuracy();
+    let engines: BTreeSet<Engine> = entries.iter().map(|e| e.cell.key.engine).collect();
+    if engines.len() < 2 {
+        return engine_figures(g, &entries);
+    }
+    engines
+        .into_iter()
+        .flat_map(|engine| {
+            let own: Vec<&Entry> = entries.iter().copied().filter(|e| e.cell.key.engine == engine).collect();
+            engine_figures(g, &own).into_iter().map(move |f| Figure {
+                slug: format!("{}-{}", f.slug, engine.id()),
+                title: format!("{} ({})", f.title, model::engine_words(engine)),
+                ..f
+            })
+        })
+        .collect()
+}
+
+/// The curves figure and the times-to-target figure of `entries`, the time-to-accuracy cells of
+/// `g` on one engine.
+fn engine_figures(g: &Group, entries: &[&Entry]) -> Vec<Figure> {
     let Some(first) = entries.iter().find_map(|e| e.cell.time_to_accuracy.as_ref()) else {
         return Vec::new();
     };
     let metric = first.metric;
-    let configs = configurations(&entries);
+    let configs = configurations(entries);
     let styles = styles(&configs);
     let batches = configs.keys().map(|k| k.2).collect::<BTreeSet<_>>().len();
     let (mut series, mut rows, mut missing, mut all_curves) =

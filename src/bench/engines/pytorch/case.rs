@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tch::Tensor;
 
-use super::data::{self, DataSpec};
+use super::data::{self, DataSpec, CASE_BATCHES};
+use super::tta::{self, TtaCase};
 use crate::bench::cell::data::{planned_steps, CellData, InputOptions};
 use crate::bench::cell::CellJob;
 use crate::bench::user_model;
@@ -22,10 +23,10 @@ use crate::results::store;
 use crate::train::pytorch_terms::{named_cpu_tensors, ModelSpec, OptimizerSpec};
 use crate::train::recipe::Recipe;
 use crate::tricks::{Trick, TrickSet};
-use crate::workloads::{build, Workload};
+use crate::workloads::{build, split_hidden_weights, variable_names, Workload, WorkloadId};
 
 /// The version of the case format the engine script reads (`CASE_FORMAT` in it).
-const ENGINE_CASE_FORMAT: u32 = 2;
+const ENGINE_CASE_FORMAT: u32 = 3;
 /// The case description inside the scratch folder.
 const CASE_FILE: &str = "engine-case.json";
 /// Steps between host reads of the metrics under `avoid-sync`, as trickbench's loop reads them.
@@ -37,6 +38,9 @@ const ENGINE_SCRIPT: &str = include_str!("../../../../scripts/engine/pytorch_eng
 const LOADER_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_loader.py");
 /// The engine's tricks that change the network or the process, imported by the engine script.
 const TRICKS_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_tricks.py");
+/// The engine's training to a target (the convergence tricks' recipe), imported by the engine
+/// script.
+const TTA_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_tta.py");
 /// The user's own network: its preparation (`prepare`) and how the engine script builds it.
 const USER_MODEL_SCRIPT: &str = include_str!("../../../../scripts/engine/user_model.py");
 
@@ -71,6 +75,9 @@ struct EngineCase {
     /// The sides by name: the arms ([`arm_name`]) and, where the cells are paired, their
     /// reference ([`REFERENCE_SIDE`]).
     sides: BTreeMap<String, SideSpec>,
+    /// How the case's one side trains to a target, for a time-to-accuracy cell (`None` for a
+    /// throughput or memory cell).
+    time_to_accuracy: Option<TtaCase>,
 }
 
 /// The name of the reference's side in a case.
@@ -99,21 +106,33 @@ struct SideSpec {
     reference_for: Option<Trick>,
 }
 
+/// What [`write`] wrote that the cell process measures with.
+pub(super) struct Written {
+    /// The analytic FLOPs of one sample's forward pass through each arm's network, in arm order,
+    /// then the reference's.
+    pub(super) forward_flops_per_sample: Vec<f64>,
+    /// The recipe the cell trains with.
+    pub(super) recipe: Recipe,
+}
+
 /// Writes the case of `job` (its arms, [`CellJob::arm_jobs`], and their paired reference, when
-/// they have one) into `dir`; returns the analytic FLOPs of one sample's forward pass through each
-/// arm's network, in arm order, then the reference's.
-pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<Vec<f64>, Error> {
+/// they have one; for a time-to-accuracy cell how it trains to its target) into `dir`.
+pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> Result<Written, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let profile = job.settings();
     // The image files stay encoded: a side without packed-dataset decodes them every batch.
     let data = CellData::load_packing(job, &profile, false)?;
     let steps = planned_steps(&profile, &data, job.key.batch_size);
     let recipe = Recipe::for_cell(&job.key, &profile.tta, steps, job.super_convergence);
-    let data_spec = data::write(job.key.kind, &data, &InputOptions::first_rank(job, &recipe), dir)?;
+    let inputs = InputOptions::first_rank(job, &recipe);
+    let trains_to_target = job.key.kind == CellKind::TimeToAccuracy;
+    // A cell that trains to a target takes every planned step's batch; a timed one cycles a few.
+    let batches = if trains_to_target { steps } else { CASE_BATCHES };
+    let data_spec = data::write(job.key.kind, &data, &inputs, batches, dir)?;
     let network = match &data {
         CellData::Text { corpus, .. } => Network::Gpt { vocab: corpus.vocab_size() },
-        CellData::Images { .. } => Network::Resnet,
-        CellData::Prepared(_) | CellData::Samples(_) => {
+        CellData::Images { .. } if job.key.workload != WorkloadId::Model => Network::Resnet,
+        CellData::Images { .. } | CellData::Prepared(_) | CellData::Samples(_) => {
             let dir = job.model_dir()?;
             let flops_per_sample = user_model::read_description(dir)?.flops_per_sample.unwrap_or(0.0);
             Network::User { dir, flops_per_sample }
@@ -121,18 +140,25 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     };
     let mut sides = BTreeMap::new();
     let mut forward_flops_per_sample = Vec::new();
+    let mut hidden_weights = Vec::new();
     for (i, arm) in job.arm_jobs().iter().enumerate() {
         let name = arm_name(i);
-        let (side, flops) = side_spec(&arm.key, &recipe, &network, &dir.join(format!("{name}.safetensors")))?;
-        sides.insert(name, side);
-        forward_flops_per_sample.push(flops);
+        let built = side_spec(&arm.key, &recipe, &network, &dir.join(format!("{name}.safetensors")))?;
+        sides.insert(name, built.side);
+        forward_flops_per_sample.push(built.forward_flops);
+        hidden_weights = built.hidden_weights;
     }
     if let Some(reference) = reference {
         let weights = dir.join(format!("{REFERENCE_SIDE}.safetensors"));
-        let (side, flops) = side_spec(&reference.key, &recipe, &network, &weights)?;
-        sides.insert(REFERENCE_SIDE.to_owned(), side);
-        forward_flops_per_sample.push(flops);
+        let built = side_spec(&reference.key, &recipe, &network, &weights)?;
+        sides.insert(REFERENCE_SIDE.to_owned(), built.side);
+        forward_flops_per_sample.push(built.forward_flops);
     }
+    let time_to_accuracy = if trains_to_target {
+        Some(tta::write(&recipe, steps, hidden_weights, &data, &inputs, &profile, dir)?)
+    } else {
+        None
+    };
     let baseline = CellKey { tricks: TrickSet::baseline(), reference_for: None, ..job.key.clone() };
     let case = EngineCase {
         format: ENGINE_CASE_FORMAT,
@@ -149,9 +175,10 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
         clip_max_norm: recipe.clip_max_norm,
         log_interval: LOG_INTERVAL_STEPS,
         sides,
+        time_to_accuracy,
     };
     store::write_json_atomically(&case, &dir.join(CASE_FILE))?;
-    Ok(forward_flops_per_sample)
+    Ok(Written { forward_flops_per_sample, recipe })
 }
 
 /// The network a case's sides train.
@@ -165,31 +192,39 @@ enum Network<'a> {
     User { dir: &'a Path, flops_per_sample: f64 },
 }
 
+/// A side of the case as [`side_spec`] built it.
+struct BuiltSide {
+    /// What the case says of it.
+    side: SideSpec,
+    /// Its network's forward FLOPs per sample.
+    forward_flops: f64,
+    /// The `state_dict` names of the hidden weights Muon would train (none for the user's
+    /// model).
+    hidden_weights: Vec<String>,
+}
+
 /// The side of cell `key`: its network built from the cell's seed (as its libtorch process builds
-/// it; the user's model from its prepared weights), its weights written to `weights`; and the
-/// network's forward FLOPs per sample.
-fn side_spec(
-    key: &CellKey,
-    recipe: &Recipe,
-    network: &Network,
-    weights: &Path,
-) -> Result<(SideSpec, f64), Error> {
+/// it; the user's model from its prepared weights), its weights written to `weights`.
+fn side_spec(key: &CellKey, recipe: &Recipe, network: &Network, weights: &Path) -> Result<BuiltSide, Error> {
     tch::manual_seed(key.seed as i64);
     let cpu_device = tch::Device::Cpu;
-    let (model, named, forward_flops) = match network {
+    let (model, named, forward_flops, hidden_weights) = match network {
         Network::Resnet => {
             let options = build::resnet_options(key, recipe)?;
             let model = build::resnet_for(key, recipe, cpu_device)?;
             let spec = ModelSpec::of_resnet(&options);
-            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
+            let hidden = hidden_weight_names(&model);
+            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample(), hidden)
         }
         Network::Gpt { vocab } => {
             let model = build::gpt_for(key, *vocab, cpu_device)?;
             let spec = ModelSpec::of_gpt(model.config());
-            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample())
+            let hidden = hidden_weight_names(&model);
+            (spec, named_cpu_tensors(&model), model.forward_flops_per_sample(), hidden)
         }
         Network::User { dir, flops_per_sample } => {
-            return Ok((user_side(key, dir, weights)?, *flops_per_sample))
+            let side = user_side(key, dir, weights)?;
+            return Ok(BuiltSide { side, forward_flops: *flops_per_sample, hidden_weights: Vec::new() });
         }
     };
     Tensor::write_safetensors(&named, weights)
@@ -200,7 +235,14 @@ fn side_spec(
         tricks: key.tricks.iter().collect(),
         reference_for: key.reference_for,
     };
-    Ok((side, forward_flops))
+    Ok(BuiltSide { side, forward_flops, hidden_weights })
+}
+
+/// The names of `model`'s hidden weights ([`Workload::hidden_weights`]), as its weights file
+/// names them.
+fn hidden_weight_names(model: &impl Workload) -> Vec<String> {
+    let (hidden, _) = split_hidden_weights(model);
+    variable_names(model, &hidden)
 }
 
 /// The side of cell `key` of the user's model prepared in `dir`, its prepared weights copied to
@@ -235,6 +277,7 @@ pub fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
     write("parity/parity.py", crate::parity::PYTORCH_SCRIPT)?;
     write("engine/engine_loader.py", LOADER_SCRIPT)?;
     write("engine/engine_tricks.py", TRICKS_SCRIPT)?;
+    write("engine/engine_tta.py", TTA_SCRIPT)?;
     write("engine/user_model.py", USER_MODEL_SCRIPT)?;
     write("engine/pytorch_engine.py", ENGINE_SCRIPT)
 }

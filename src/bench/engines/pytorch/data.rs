@@ -22,7 +22,7 @@ use crate::results::schema::{CellKind, Phase};
 const DATA_FILE: &str = "data.safetensors";
 /// Batches scheduled, which the engine's loader cycles through: enough that a window does not
 /// train on one batch again and again, few enough to write in a moment.
-const CASE_BATCHES: usize = 8;
+pub(super) const CASE_BATCHES: usize = 8;
 
 /// What the engine script reads from the case's `data` field (its module documentation
 /// describes each field).
@@ -60,13 +60,14 @@ pub(super) enum DataSpec {
     },
 }
 
-/// Writes the data of the batches a cell of `kind` times into `dir` (training batches, or
-/// held-out batches for evaluation), drawn as `inputs` draws them; `data` must hold the image
-/// files where the run reads them ([`CellData::load_packing`] without packing).
+/// Writes the data of the first `count` batches a cell of `kind` trains on into `dir` (training
+/// batches, or held-out batches for evaluation), drawn as `inputs` draws them; `data` must hold
+/// the image files where the run reads them ([`CellData::load_packing`] without packing).
 pub(super) fn write(
     kind: CellKind,
     data: &CellData,
     inputs: &InputOptions,
+    count: usize,
     dir: &Path,
 ) -> Result<DataSpec, Error> {
     let path = dir.join(DATA_FILE);
@@ -84,11 +85,11 @@ pub(super) fn write(
                 standardise: inputs.recipe.standardise_inputs,
             };
             let encoded = matches!(source, ImageSource::Encoded(_));
-            let batches = loader::schedule(source.count(), &options, CASE_BATCHES)?;
+            let batches = loader::schedule(source.count(), &options, count)?;
             write_images(&source, &batches, &path)?;
             DataSpec::Images {
                 file: DATA_FILE,
-                batches: CASE_BATCHES,
+                batches: count,
                 augment: !eval,
                 standardise: options.standardise,
                 encoded,
@@ -96,8 +97,8 @@ pub(super) fn write(
         }
         CellData::Text { corpus, context } => {
             let split = if eval { &corpus.validation } else { &corpus.train };
-            write_text(split, inputs, *context, &path)?;
-            DataSpec::Text { file: DATA_FILE, batches: CASE_BATCHES, context: *context }
+            write_text(split, inputs, *context, count, &path)?;
+            DataSpec::Text { file: DATA_FILE, batches: count, context: *context }
         }
         CellData::Prepared(prepared) => {
             let batches = prepared.at_batch_size(inputs.batch_size)?;
@@ -162,8 +163,15 @@ fn write_images(source: &ImageSource, batches: &[ScheduledBatch], path: &Path) -
     save(&tensors, path)
 }
 
-/// The token split as `tokens` (int32) and each batch's window starts as `starts.K`.
-fn write_text(split: &[u16], inputs: &InputOptions, context: usize, path: &Path) -> Result<(), Error> {
+/// The token split as `tokens` (int32) and the first `count` batches' window starts as
+/// `starts.K`.
+fn write_text(
+    split: &[u16],
+    inputs: &InputOptions,
+    context: usize,
+    count: usize,
+    path: &Path,
+) -> Result<(), Error> {
     if split.len() <= context {
         return Err(Error::Invalid(format!(
             "context {context} needs a split of at least {} tokens; the split has {}",
@@ -173,7 +181,7 @@ fn write_text(split: &[u16], inputs: &InputOptions, context: usize, path: &Path)
     }
     let tokens: Vec<i32> = split.iter().map(|&t| i32::from(t)).collect();
     let mut tensors = vec![("tokens".to_owned(), Tensor::from_slice(&tokens))];
-    for k in 0..CASE_BATCHES {
+    for k in 0..count {
         let starts = window_starts(split.len(), inputs.batch_size, context, inputs.seed, k as u64);
         let starts: Vec<i64> = starts.into_iter().map(|s| s as i64).collect();
         tensors.push((format!("starts.{k}"), Tensor::from_slice(&starts)));

@@ -13,6 +13,7 @@
 pub mod case;
 mod data;
 mod server;
+mod tta;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -46,6 +47,7 @@ use crate::results::phases::StepBreakdown;
 use crate::results::schema::{
     CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, TraceRecord,
 };
+use crate::train::recipe::Recipe;
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::{user, WorkloadId};
 use server::PytorchServer;
@@ -59,9 +61,9 @@ impl CellEngine for Pytorch {
         Engine::Pytorch
     }
 
-    /// Throughput and memory probes; a cell that trains to a target stays on libtorch.
-    fn runs(&self, kind: CellKind) -> bool {
-        matches!(kind, CellKind::Throughput { .. } | CellKind::MemoryProbe)
+    /// Every kind: throughput, memory probes and training to a target.
+    fn runs(&self, _kind: CellKind) -> bool {
+        true
     }
 
     /// The fork server ([`PytorchServer`]), which hands each cell process an engine with torch
@@ -208,6 +210,12 @@ impl EngineProcess {
     fn request(&mut self, request: Value) -> Result<Value, Error> {
         self.send(&request)?;
         let reply = self.reply()?;
+        self.replied(&request, reply)
+    }
+
+    /// `reply` to `request`: an `error` reply is an error, a `not_applicable` one
+    /// [`Error::NotApplicable`] with its reason.
+    fn replied(&self, request: &Value, reply: Value) -> Result<Value, Error> {
         if let Some(Value::String(why)) = reply.get("error") {
             let op = request.get("op").cloned().unwrap_or(Value::Null);
             return Err(Error::Process(format!("the PyTorch engine's {op} ({}): {why}", self.program)));
@@ -216,6 +224,23 @@ impl EngineProcess {
             return Err(Error::not_applicable(&format!("on the PyTorch engine: {why}")));
         }
         Ok(reply)
+    }
+
+    /// Sends `request`, hands each `progress` line the engine writes before its reply to
+    /// `progress`, and returns the reply (as [`Self::request`]).
+    fn request_streaming(
+        &mut self,
+        request: Value,
+        mut progress: impl FnMut(&Value) -> Result<(), Error>,
+    ) -> Result<Value, Error> {
+        self.send(&request)?;
+        loop {
+            let line = self.reply()?;
+            match line.get("progress") {
+                Some(point) => progress(point)?,
+                None => return self.replied(&request, line),
+            }
+        }
     }
 
     /// Sends `request` and reads the reply as a `T`.
@@ -336,7 +361,8 @@ impl Drop for Scratch {
 /// [`CellJob::members`] order.
 fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurement>, Error> {
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
-    let flops = case::write(job, reference, &scratch.0)?;
+    let written = case::write(job, reference, &scratch.0)?;
+    let flops = &written.forward_flops_per_sample;
     let profile = job.settings();
     let mut engine = match &job.pytorch_server {
         Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
@@ -346,6 +372,12 @@ fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurem
             EngineProcess::start(&python, &script, &scratch.0)?
         }
     };
+    if job.key.kind == CellKind::TimeToAccuracy {
+        let side = Built { job, name: case::arm_name(0), forward_flops_per_sample: flops[0] };
+        let measurement = trained_to_target(&mut engine, side, &written.recipe)?;
+        engine.quit()?;
+        return Ok(vec![measurement]);
+    }
     let base = engine.held()?;
     let mut arms = Vec::new();
     for (i, arm_job) in job.arm_jobs().iter().enumerate() {
@@ -430,6 +462,28 @@ fn measure_side(
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(engine, profile, job, &side.name, &mut measurement, others)?;
     Ok(MeasuredSide { name: side.name, kind: job.key.kind, trace: job.trace.clone(), measurement })
+}
+
+/// Builds `side` in `engine` and trains it from scratch to its target with `recipe`
+/// ([`tta::train_to_target`]): its time to accuracy, its last training loss and the engine's
+/// memory peaks.
+fn trained_to_target(
+    engine: &mut EngineProcess,
+    side: Built,
+    recipe: &Recipe,
+) -> Result<ProcessMeasurement, Error> {
+    let job = side.job;
+    let profile = job.settings();
+    let mut measurement = side.unmeasured()?;
+    measurement.machine_before = Some(MachineState::read(job.device));
+    engine.request(json!({"op": "build", "side": side.name}))?;
+    let metric = job.key.workload.family().quality_metric();
+    let tta = tta::train_to_target(engine, &side.name, recipe, &profile, metric)?;
+    measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
+    measurement.time_to_accuracy = Some(tta);
+    measurement.memory = engine.memory()?;
+    measurement.machine_after = Some(MachineState::read(job.device));
+    Ok(measurement)
 }
 
 /// Builds `side` in `engine` and warms it up, measuring nothing of it alone (a reference whose
