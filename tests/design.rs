@@ -120,7 +120,10 @@ fn batch_sweep_probes_until_a_batch_does_not_fit_then_sweeps_the_ones_that_did()
     let r = request(vec![]);
     Design::BatchSweep.run_phases(&mut phases, &r, 50_000).unwrap();
     assert_eq!(phases.probed(), [64, 128, 256, 512]);
-    assert_eq!(phases.plans.last(), Some(&Plan::batch_sweep(&r, WorkloadId::Resnet20, &[64, 128, 256])));
+    assert_eq!(
+        phases.plans.last(),
+        Some(&Plan::batch_sweep(&r, WorkloadId::Resnet20, &[64, 128, 256], Engine::Libtorch))
+    );
     assert!(phases.noted("resnet20 baseline: batch 512 does not fit"), "{:?}", phases.notes);
     assert!(phases.noted("resnet20 baseline: largest batch that fits 256"), "{:?}", phases.notes);
 }
@@ -337,7 +340,11 @@ fn the_speedrun_combines_the_significant_tricks_largest_effect_first_and_refuses
     // lars 2.4× sooner, lamb 2.14× (refused: a second optimizer), one-cycle 2×, avoid-sync 1.3×.
     let combination = [Trick::Lars, Trick::OneCycle, Trick::AvoidSync];
     assert_eq!(choice.combination, combination);
-    assert_eq!(phases.plans, [Plan::speedrun(&r, WorkloadId::Resnet20, &combination)], "no ablation");
+    assert_eq!(
+        phases.plans,
+        [Plan::speedrun(&r, WorkloadId::Resnet20, &combination, Engine::Libtorch)],
+        "no ablation"
+    );
     assert_eq!((choice.batch_size, choice.evidence.as_slice()), (64, &["effects.json".to_owned()][..]));
     let (refused, why) = decision(choice, Trick::Lamb);
     assert_eq!(refused, SpeedrunDecision::Refused);
@@ -356,6 +363,26 @@ fn the_speedrun_combines_the_significant_tricks_largest_effect_first_and_refuses
     }
     let ids: Vec<String> = phases.plans[0].cells.iter().map(|c| c.key.id().to_string()).collect();
     assert_eq!(ids, ["resnet20/baseline/b64/s0/tta", "resnet20/avoid-sync+one-cycle+lars/b64/s0/tta"]);
+}
+
+#[test]
+fn on_both_engines_each_speedrun_combines_what_was_measured_on_its_own_engine() {
+    let mut phases = FakePhases::new(empty_results(), 512);
+    phases.evidence = vec![Evidence { source: "effects.json".into(), results: measured_effects() }];
+    let r = PlanRequest { engines: vec![Engine::Libtorch, Engine::Pytorch], ..speedrun_request() };
+    Design::Speedrun.run_phases(&mut phases, &r, 50_000).unwrap();
+    let engines: Vec<Engine> = phases.recorded.iter().map(|c| c.engine).collect();
+    assert_eq!(engines, [Engine::Libtorch, Engine::Pytorch]);
+    let combination = [Trick::Lars, Trick::OneCycle, Trick::AvoidSync];
+    assert_eq!(phases.recorded[0].combination, combination);
+    assert!(phases.recorded[1].combination.is_empty(), "the effects file measured nothing in PyTorch");
+    assert!(
+        phases.noted("speedrun resnet20 on pytorch: no trick helped significantly"),
+        "{:?}",
+        phases.notes
+    );
+    let ids: Vec<String> = phases.plans[1].cells.iter().map(|c| c.key.id().to_string()).collect();
+    assert_eq!(ids, ["resnet20/baseline/b64/s0/tta@pytorch"]);
 }
 
 #[test]
@@ -397,7 +424,10 @@ fn without_results_to_take_the_effects_from_the_speedrun_runs_the_ablation_first
     let mut phases = FakePhases::new(empty_results(), 512);
     let r = request(vec![Trick::AvoidSync, Trick::OneCycle]);
     Design::Speedrun.run_phases(&mut phases, &r, 50_000).unwrap();
-    assert_eq!(phases.plans, [Plan::ablation(&r), Plan::speedrun(&r, WorkloadId::Resnet20, &[])]);
+    assert_eq!(
+        phases.plans,
+        [Plan::ablation(&r), Plan::speedrun(&r, WorkloadId::Resnet20, &[], Engine::Libtorch)]
+    );
     assert_eq!(phases.recorded[0].evidence, [THIS_RUN]);
     assert!(phases.noted("no trick helped significantly"), "{:?}", phases.notes);
 }

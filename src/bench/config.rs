@@ -350,15 +350,11 @@ fn invalid(message: &str) -> Error {
     Error::Invalid(message.to_owned())
 }
 
-/// The engines of a run without `--engine`: both where the design is the ablation and the
-/// set-up's Python (`--python`, else the checkout's `.venv/bin/python`; never a `python3` found
+/// The engines of a run without `--engine`: both where the set-up's Python (`--python`, else the checkout's `.venv/bin/python`; never a `python3` found
 /// on the PATH) imports torch; libtorch alone otherwise. Returns that Python's torch where both
 /// run, and a line saying which and why.
 fn automatic_engines(request: &RunRequest) -> (Vec<Engine>, Option<PytorchInfo>, String) {
     let libtorch = |why: String| (vec![Engine::Libtorch], None, format!("engines: libtorch only, {why}"));
-    if !request.design.measures_on_engines() {
-        return libtorch(format!("as the {} design measures only there", request.design));
-    }
     let Some(python) = request.python.clone().or_else(setup_python) else {
         return libtorch(
             "as there is no .venv/bin/python here (`make setup` makes it; --python PATH names another Python \
@@ -397,16 +393,6 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
         )));
     }
     check_speedrun_flags(request)?;
-    if matches!(request.engine, Some(EngineChoice::Pytorch | EngineChoice::Both))
-        && !request.design.measures_on_engines()
-    {
-        return Err(Error::Invalid(format!(
-            "--engine pytorch and --engine both run the ablation and stack designs only, not --design {} \
-             (which trains to a target or probes batches, on libtorch); drop --engine or choose --design \
-             ablation or stack",
-            request.design
-        )));
-    }
     if request.design.probes_every_batch() && request.batch_size.is_some() {
         return Err(Error::Invalid(format!(
             "--batch-size contradicts --design {}, which measures every batch size from 64 up to the \

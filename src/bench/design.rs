@@ -42,16 +42,10 @@ impl Design {
         (self == Design::SuperConvergence).then(|| vec![WorkloadId::Resnet56])
     }
 
-    /// Whether the design can measure on the PyTorch engine as well as on libtorch: the ablation,
-    /// and the stack built from each engine's own ablation.
-    pub fn measures_on_engines(self) -> bool {
-        matches!(self, Design::Ablation | Design::Stack)
-    }
-
-    /// Whether the design can measure the user's own model (`run --model`): those that measure on
-    /// both engines, as the model is.
+    /// Whether the design can measure the user's own model (`run --model`): the ablation, and the
+    /// stack built from it.
     pub fn measures_own_model(self) -> bool {
-        self.measures_on_engines()
+        matches!(self, Design::Ablation | Design::Stack)
     }
 
     /// Whether every batch size of a cell comes from a probe (so its cells must share the probe's
@@ -113,8 +107,11 @@ impl Design {
         match self {
             Design::BatchSweep => {
                 for &workload in &request.workloads {
-                    let fitting = probe(phases, request, workload, Probed::baseline(), probe_cap)?;
-                    phases.run(Plan::batch_sweep(request, workload, &fitting))?;
+                    for &engine in &request.engines {
+                        let probed = Probed { tricks: TrickSet::baseline(), engine };
+                        let fitting = probe(phases, request, workload, probed, probe_cap)?;
+                        phases.run(Plan::batch_sweep(request, workload, &fitting, engine))?;
+                    }
                 }
                 Ok(())
             }
@@ -251,11 +248,26 @@ fn stack(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
     phases.run(Plan::stack(request, &rankings))
 }
 
-/// The speedrun's second half: for each workload, the tricks whose effect was significant (in the
-/// ablation just measured, or in the `--from` files) combined, then the baseline and the
-/// combination trained to the target, per seed.
+/// The speedrun's second half: for each workload and engine, the tricks whose effect was
+/// significant on that engine (in the ablation just measured, or in the `--from` files) combined,
+/// then the baseline and the combination trained to the target there, per seed.
 fn speedrun(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
     for &workload in &request.workloads {
+        for &engine in &request.engines {
+            speedrun_on(phases, request, workload, engine)?;
+        }
+    }
+    Ok(())
+}
+
+/// The speedrun's second half for `workload` on `engine`.
+fn speedrun_on(
+    phases: &mut dyn Phases,
+    request: &PlanRequest,
+    workload: WorkloadId,
+    engine: Engine,
+) -> Result<(), Error> {
+    {
         let choice = {
             let own;
             let evidence: Vec<(&str, &Results)> = if phases.evidence().is_empty() {
@@ -269,18 +281,21 @@ fn speedrun(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error>
                     phases.note(&format!("note: {source} holds no {workload} cells; ignored for {workload}"));
                 }
             }
-            choose(&evidence, request, workload)
+            choose(&evidence, request, workload, engine)
         };
         let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
+        let on = if request.engines.len() > 1 { format!(" on {engine}") } else { String::new() };
         phases.note(&match added.as_slice() {
-            [] => format!("speedrun {workload}: no trick helped significantly; training the baseline alone"),
-            _ => format!("speedrun {workload}: combining, largest effect first: {}", added.join(", ")),
+            [] => {
+                format!("speedrun {workload}{on}: no trick helped significantly; training the baseline alone")
+            }
+            _ => format!("speedrun {workload}{on}: combining, largest effect first: {}", added.join(", ")),
         });
         for refused in choice.tricks.iter().filter(|t| t.decision == SpeedrunDecision::Refused) {
             let reason = refused.reason.as_deref().unwrap_or_default();
             phases.note(&format!("  refused {}: {reason}", refused.trick));
         }
-        let plan = Plan::speedrun(request, workload, &choice.combination);
+        let plan = Plan::speedrun(request, workload, &choice.combination, engine);
         phases.record(choice);
         phases.run(plan)?;
     }

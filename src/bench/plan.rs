@@ -158,51 +158,71 @@ impl Plan {
         Plan { cells }
     }
 
-    /// The leave-one-out design: every applicable training trick on together, and that set minus
-    /// each one (what each trick still adds when all the others are on). Evaluation tricks and
-    /// tricks that cannot apply are measured as in the ablation, so none is silently dropped.
+    /// The leave-one-out design: every training trick that applies on an engine on together, and
+    /// that set minus each one (what each trick still adds when all the others are on), on each
+    /// engine. Evaluation tricks and tricks that cannot apply are measured as in the ablation, so
+    /// none is silently dropped.
     pub fn leave_one_out(request: &PlanRequest) -> Plan {
         let mut plan = Plan { cells: Vec::new() };
         for &workload in &request.workloads {
-            plan.extend(baselines(request, workload));
-            // A trick that conflicts with one already together (a second attention backend) is
-            // measured alone instead.
-            let mut together: Vec<Trick> = Vec::new();
-            let mut alone: Vec<Trick> = Vec::new();
-            for &t in &request.tricks {
-                let fits = t.metric() == Metric::Throughput
-                    && planned(request, workload, TrickSet::only(t), throughput(Phase::Train))
-                        .not_applicable
-                        .is_none()
-                    && together.iter().chain([&t]).copied().collect::<TrickSet>().conflict_reason().is_none();
-                if fits {
-                    together.push(t)
-                } else {
-                    alone.push(t)
-                }
+            for &engine in &request.engines {
+                let cells = Self::leave_one_out_cells(request, workload, engine);
+                plan.extend(cells.into_iter().map(|cell| match engine {
+                    Engine::Libtorch => cell,
+                    _ => on_engine(request, &cell, engine),
+                }));
             }
-            for trick in alone {
-                plan.extend(trick_cells(request, workload, trick));
-            }
-            let mut cells = Vec::new();
-            let all: TrickSet = together.iter().copied().collect();
-            if all.has(Trick::DebugOff) {
-                cells.push(reference_cell(request, workload, Trick::DebugOff, throughput(Phase::Train)));
-            }
-            if !all.is_baseline() {
-                cells.push(planned(request, workload, all.clone(), throughput(Phase::Train)));
-            }
-            if together.len() > 1 {
-                for &trick in &together {
-                    let without: TrickSet = all.iter().filter(|&t| t != trick).collect();
-                    let cell = planned(request, workload, without, throughput(Phase::Train));
-                    // Without `debug-off`, debugging stays on: that is what leaving it out means.
-                    cells.push(if trick == Trick::DebugOff { with_reference(cell, trick) } else { cell });
-                }
-            }
-            plan.extend(cells);
         }
         plan
+    }
+
+    /// The leave-one-out design's cells of `workload` (planned on libtorch) with the set of tricks
+    /// that apply on `engine`.
+    fn leave_one_out_cells(request: &PlanRequest, workload: WorkloadId, engine: Engine) -> Vec<PlannedCell> {
+        let mut plan = Plan { cells: Vec::new() };
+        plan.extend(baselines(request, workload));
+        // A trick that conflicts with one already together (a second attention backend) is
+        // measured alone instead.
+        let mut together: Vec<Trick> = Vec::new();
+        let mut alone: Vec<Trick> = Vec::new();
+        for &t in &request.tricks {
+            let cell = planned(request, workload, TrickSet::only(t), throughput(Phase::Train));
+            let fits = t.metric() == Metric::Throughput
+                && on_engine(request, &cell, engine).not_applicable.is_none()
+                && together
+                    .iter()
+                    .chain([&t])
+                    .copied()
+                    .collect::<TrickSet>()
+                    .conflict_reason_on(engine)
+                    .is_none();
+            if fits {
+                together.push(t)
+            } else {
+                alone.push(t)
+            }
+        }
+        for trick in alone {
+            plan.extend(trick_cells(request, workload, trick));
+        }
+        let mut cells = Vec::new();
+        let all: TrickSet = together.iter().copied().collect();
+        if all.has(Trick::DebugOff) {
+            cells.push(reference_cell(request, workload, Trick::DebugOff, throughput(Phase::Train)));
+        }
+        if !all.is_baseline() {
+            cells.push(planned(request, workload, all.clone(), throughput(Phase::Train)));
+        }
+        if together.len() > 1 {
+            for &trick in &together {
+                let without: TrickSet = all.iter().filter(|&t| t != trick).collect();
+                let cell = planned(request, workload, without, throughput(Phase::Train));
+                // Without `debug-off`, debugging stays on: that is what leaving it out means.
+                cells.push(if trick == Trick::DebugOff { with_reference(cell, trick) } else { cell });
+            }
+        }
+        plan.extend(cells);
+        plan.cells
     }
 
     /// The stack design's second half: the ablation's cells, then on each engine of `rankings`
@@ -233,10 +253,15 @@ impl Plan {
         plan
     }
 
-    /// The speedrun design's second half for `workload`: the baseline and `combination` trained
-    /// to the target, one time-to-accuracy cell per seed each, both at the time-to-accuracy batch
-    /// (the baseline alone when the combination is empty).
-    pub fn speedrun(request: &PlanRequest, workload: WorkloadId, combination: &[Trick]) -> Plan {
+    /// The speedrun design's second half for `workload` on `engine`: the baseline and
+    /// `combination` trained to the target, one time-to-accuracy cell per seed each, both at the
+    /// time-to-accuracy batch (the baseline alone when the combination is empty).
+    pub fn speedrun(
+        request: &PlanRequest,
+        workload: WorkloadId,
+        combination: &[Trick],
+        engine: Engine,
+    ) -> Plan {
         let mut plan = Plan { cells: Vec::new() };
         let Some(batch) = request.time_to_accuracy_batch_size else {
             return plan;
@@ -244,24 +269,31 @@ impl Plan {
         let together: TrickSet = combination.iter().copied().collect();
         for tricks in [TrickSet::baseline(), together] {
             if plan.cells.is_empty() || !tricks.is_baseline() {
-                plan.extend(time_to_accuracy_seeds(request, workload, tricks, batch, None));
+                let cells = time_to_accuracy_seeds(request, workload, tricks, batch, None);
+                plan.extend(cells.iter().map(|cell| on_engine(request, cell, engine)));
             }
         }
         plan
     }
 
-    /// The batch-sweep design's cells for one probed workload: the baseline's training throughput
-    /// and time-to-accuracy (per seed, learning rate scaled linearly with the batch and warmed
-    /// up) at every batch size that fit.
-    pub fn batch_sweep(request: &PlanRequest, workload: WorkloadId, fitting: &[usize]) -> Plan {
+    /// The batch-sweep design's cells for one workload probed on `engine`: the baseline's training
+    /// throughput and time-to-accuracy (per seed, learning rate scaled linearly with the batch and
+    /// warmed up) at every batch size that fit, on that engine.
+    pub fn batch_sweep(
+        request: &PlanRequest,
+        workload: WorkloadId,
+        fitting: &[usize],
+        engine: Engine,
+    ) -> Plan {
         let mut plan = Plan { cells: Vec::new() };
         for &batch_size in fitting {
             let at =
                 PlanRequest { batch_size, time_to_accuracy_batch_size: Some(batch_size), ..request.clone() };
-            plan.extend([planned(&at, workload, TrickSet::baseline(), throughput(Phase::Train))]);
+            let mut cells = vec![planned(&at, workload, TrickSet::baseline(), throughput(Phase::Train))];
             if request.time_to_accuracy_batch_size.is_some() {
-                plan.extend(time_to_accuracy_seeds(&at, workload, TrickSet::baseline(), batch_size, None));
+                cells.extend(time_to_accuracy_seeds(&at, workload, TrickSet::baseline(), batch_size, None));
             }
+            plan.extend(cells.iter().map(|cell| on_engine(&at, cell, engine)));
         }
         plan
     }
@@ -280,7 +312,7 @@ impl Plan {
     }
 
     /// Smith & Topin's super-convergence comparison: time-to-accuracy of the step schedule and of
-    /// 1cycle, per seed (the cell process applies the experiment's own settings).
+    /// 1cycle, per seed (the cell process applies the experiment's own settings), on each engine.
     pub fn super_convergence(request: &PlanRequest) -> Plan {
         let mut plan = Plan { cells: Vec::new() };
         let Some(batch) = request.time_to_accuracy_batch_size else {
@@ -291,7 +323,7 @@ impl Plan {
                 plan.extend(time_to_accuracy_seeds(request, workload, tricks, batch, None));
             }
         }
-        plan
+        plan.on_engines(request)
     }
 
     /// Adds `cells` not already planned (the same cell can be asked for by two tricks).
@@ -948,7 +980,7 @@ mod tests {
 
     #[test]
     fn batch_sweep_measures_every_fitting_batch_and_probes_are_single_processes() {
-        let plan = Plan::batch_sweep(&request(vec![]), WorkloadId::Resnet20, &[64, 128]);
+        let plan = Plan::batch_sweep(&request(vec![]), WorkloadId::Resnet20, &[64, 128], Engine::Libtorch);
         let ids: Vec<String> = plan.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert_eq!(
             ids,
@@ -1181,6 +1213,24 @@ mod tests {
             paired.contains(&("channels-last train@pytorch".to_owned(), "baseline train@pytorch".to_owned()))
         );
         assert!(paired.contains(&("baseline train@pytorch".to_owned(), "—".to_owned())));
+    }
+
+    #[test]
+    fn leave_one_out_and_super_convergence_plan_each_engine_with_the_tricks_that_apply_there() {
+        let both = vec![Engine::Libtorch, Engine::Pytorch];
+        let tricks = vec![Trick::ZeroGradNone, Trick::ChannelsLast, Trick::Ddp];
+        let r = PlanRequest { engines: both.clone(), ..request(tricks) };
+        let ids: Vec<String> = Plan::leave_one_out(&r).cells.iter().map(|c| c.key.id().to_string()).collect();
+        for id in
+            ["resnet20/zero-grad-none+channels-last/b128/s0/train", "resnet20/channels-last/b128/s0/train"]
+        {
+            assert!(ids.contains(&id.to_owned()), "{id}: {ids:?}");
+            assert!(ids.contains(&format!("{id}@pytorch")), "{id}@pytorch: {ids:?}");
+        }
+        let sc = Plan::super_convergence(&PlanRequest { engines: both, ..request(vec![]) });
+        let ids: Vec<String> = sc.cells.iter().map(|c| c.key.id().to_string()).collect();
+        assert!(ids.contains(&"resnet20/one-cycle/b64/s0/tta@pytorch".to_owned()), "{ids:?}");
+        assert_eq!(ids.len(), 4, "{ids:?}");
     }
 
     #[test]

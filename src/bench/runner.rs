@@ -128,7 +128,7 @@ pub fn run(
     };
     let mut results = initial_results(spec, &path)?;
     for choice in &spec.speedrun {
-        results.speedrun.retain(|c| c.workload != choice.workload);
+        results.speedrun.retain(|c| (c.workload, c.engine) != (choice.workload, choice.engine));
         results.speedrun.push(choice.clone());
     }
     let pending = pending_slots(spec, &results);

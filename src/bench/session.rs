@@ -314,7 +314,7 @@ impl Phases for Session<'_> {
     }
 
     fn record(&mut self, choice: SpeedrunChoice) {
-        self.spec.speedrun.retain(|c| c.workload != choice.workload);
+        self.spec.speedrun.retain(|c| (c.workload, c.engine) != (choice.workload, choice.engine));
         self.spec.speedrun.push(choice);
     }
 }

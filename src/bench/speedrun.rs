@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use crate::analysis::{noise_floor_half_width, time_to_target_verdict};
 use crate::bench::plan::PlanRequest;
 use crate::device::DeviceSpec;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::results::schema::{
     CellKind, CellResult, Phase, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary,
@@ -71,26 +72,32 @@ struct Candidate {
     effect: String,
 }
 
-/// The speedrun's choice for `workload` from `evidence` (each file's source and results): every
-/// trick of `request` that they measured, judged by the rules of this module, the significant
-/// ones added largest effect first unless the set they would join cannot run. A trick measured in
-/// several files is taken from the first.
-pub fn choose(evidence: &[(&str, &Results)], request: &PlanRequest, workload: WorkloadId) -> SpeedrunChoice {
+/// The speedrun's choice for `workload` on `engine` from `evidence` (each file's source and
+/// results): every trick of `request` that they measured on that engine, judged by the rules of
+/// this module, the significant ones added largest effect first unless the set they would join
+/// cannot run there. A trick measured in several files is taken from the first.
+pub fn choose(
+    evidence: &[(&str, &Results)],
+    request: &PlanRequest,
+    workload: WorkloadId,
+    engine: Engine,
+) -> SpeedrunChoice {
     let batch_size = request.time_to_accuracy_batch_size.unwrap_or(request.batch_size);
     let floor = noise_floor(evidence, workload);
     let judged = judge_each_once(evidence, |results| {
-        throughput_judgements(results, workload)
-            .chain(time_to_accuracy_judgements(results, workload, batch_size, floor))
+        throughput_judgements(results, workload, engine)
+            .chain(time_to_accuracy_judgements(results, workload, engine, batch_size, floor))
             .filter(|(judgement, _)| request.tricks.contains(&judgement.trick))
             .collect()
     });
     let (combination, tricks) = combine(judged, |with| {
-        with.not_applicable_reason(workload, &request.hardware)
+        with.not_applicable_reason_on(engine, workload, &request.hardware)
             .or_else(|| with.missing_source_reason(request.has_images))
     });
     let sources = evidence.iter().map(|(s, _)| (*s).to_owned()).collect();
     SpeedrunChoice {
         workload,
+        engine,
         evidence: sources,
         batch_size,
         combination,
@@ -99,9 +106,9 @@ pub fn choose(evidence: &[(&str, &Results)], request: &PlanRequest, workload: Wo
     }
 }
 
-/// The fastest training step `evidence` shows for `workload`: the tricks whose training throughput
-/// was significantly faster than the baseline's (by the rule of this module), combined largest
-/// effect first, each refused where `refusal` refuses the set it would join; a trick for which
+/// The fastest training step `evidence` shows for `workload` on libtorch: the tricks whose training
+/// throughput was significantly faster than the baseline's (by the rule of this module), combined
+/// largest effect first, each refused where `refusal` refuses the set it would join; a trick for which
 /// `leave_out` gives a reason is left out whatever its effect. Returns the combination and the
 /// decision on every trick measured.
 pub fn fastest_step(
@@ -111,7 +118,7 @@ pub fn fastest_step(
     refusal: impl Fn(&TrickSet) -> Option<String>,
 ) -> (Vec<Trick>, Vec<SpeedrunTrick>) {
     let judged = judge_each_once(evidence, |results| {
-        throughput_judgements(results, workload)
+        throughput_judgements(results, workload, Engine::Libtorch)
             .map(|(judgement, candidate)| match leave_out(judgement.trick) {
                 Some(why) => left_out(judgement.trick, judgement.effect, why),
                 None => (judgement, candidate),
@@ -182,11 +189,18 @@ fn single_trick(cell: &CellResult) -> Option<Trick> {
     cell.key.tricks.ablated_trick().filter(|_| plain)
 }
 
-/// The judgements of `workload`'s single-trick throughput comparisons in `results` (tricks judged
-/// by time to accuracy are judged from their time-to-accuracy cells instead).
-fn throughput_judgements(results: &Results, workload: WorkloadId) -> impl Iterator<Item = Judgement> + '_ {
+/// The judgements of `workload`'s single-trick throughput comparisons on `engine` in `results`
+/// (tricks judged by time to accuracy are judged from their time-to-accuracy cells instead).
+fn throughput_judgements(
+    results: &Results,
+    workload: WorkloadId,
+    engine: Engine,
+) -> impl Iterator<Item = Judgement> + '_ {
     results.comparisons.iter().filter_map(move |c| {
-        let cell = results.cells.iter().find(|cell| cell.id() == c.cell && cell.key.workload == workload)?;
+        let cell = results
+            .cells
+            .iter()
+            .find(|cell| cell.id() == c.cell && cell.key.workload == workload && cell.key.engine == engine)?;
         let trick = single_trick(cell).filter(|t| t.metric() != Metric::TimeToAccuracy)?;
         let effect = format!(
             "{:.2}× [{:.2}, {:.2}] {}",
@@ -248,18 +262,21 @@ fn own_reference_reason(trick: Trick) -> String {
     )
 }
 
-/// The judgements of `workload`'s single-trick time-to-accuracy configurations in `results`, for
-/// a combination trained at `batch_size`, with `floor` the A/A noise floor's half-width.
+/// The judgements of `workload`'s single-trick time-to-accuracy configurations on `engine` in
+/// `results`, for a combination trained at `batch_size`, with `floor` the A/A noise floor's
+/// half-width.
 fn time_to_accuracy_judgements<'r>(
     results: &'r Results,
     workload: WorkloadId,
+    engine: Engine,
     batch_size: usize,
     floor: Option<f64>,
 ) -> impl Iterator<Item = Judgement> + 'r {
+    let on = move |s: &TtaSummary| s.workload == workload && s.engine == engine;
     results.time_to_accuracy.iter().filter_map(move |s| {
         let mut tricks = s.tricks.iter();
         let trick = match (tricks.next(), tricks.next(), s.reference_for) {
-            (Some(t), None, None) if s.workload == workload && t.metric() == Metric::TimeToAccuracy => t,
+            (Some(t), None, None) if on(s) && t.metric() == Metric::TimeToAccuracy => t,
             _ => return None,
         };
         let seeds = format!("{}/{} seeds reached it", s.reached, s.seeds);
@@ -278,10 +295,7 @@ fn time_to_accuracy_judgements<'r>(
             return Some(left_out(trick, effect, why));
         }
         let reference = results.time_to_accuracy.iter().find(|r| {
-            r.workload == workload
-                && r.tricks.is_baseline()
-                && r.reference_for.is_none()
-                && r.batch_size == batch_size
+            on(r) && r.tricks.is_baseline() && r.reference_for.is_none() && r.batch_size == batch_size
         });
         Some(match reference.and_then(|r| sooner_ratio(results, s, r, floor.unwrap_or(0.0))) {
             Some(ratio) => added(trick, effect, ratio),

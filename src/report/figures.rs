@@ -44,12 +44,13 @@ pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
         figures.extend(chains.iter().filter_map(|(engine, chain)| stack::figure(g, *engine, chain)));
         figures.extend(sweep::figures(g));
         let file = &report.results[g.entries[0].file];
-        if let Some(choice) = file.speedrun.iter().find(|c| c.workload == g.workload) {
+        for choice in file.speedrun.iter().filter(|c| c.workload == g.workload) {
             let combination: TrickSet = choice.combination.iter().copied().collect();
             let best = super::speedrun::best_single(file, choice)
                 .map(|s| s.tricks.clone())
                 .filter(|_| combination.len() > 1);
-            figures.extend(tta::speedrun(g, &combination, best.as_ref(), choice.batch_size));
+            let slug = super::speedrun::speedrun_slug(g, file, choice);
+            figures.extend(tta::speedrun(g, choice, &combination, best.as_ref(), slug));
         }
     }
     figures

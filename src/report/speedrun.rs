@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::analysis::time_to_target_verdict;
-use crate::report::model::Report;
+use crate::report::model::{engine_words, Group, Report};
 use crate::report::FigureFile;
 use crate::results::schema::{
     time_ratio_text, CellKind, Results, SpeedrunChoice, SpeedrunDecision, SpeedrunTrick, TtaSummary, Verdict,
@@ -67,18 +67,30 @@ pub fn headlines(results: &Results) -> Vec<String> {
     lines
 }
 
-/// The time-to-accuracy summary of `tricks` at the choice's workload and batch size.
+/// The time-to-accuracy summary of `tricks` at the choice's workload, engine and batch size.
 fn summary<'r>(results: &'r Results, choice: &SpeedrunChoice, tricks: &TrickSet) -> Option<&'r TtaSummary> {
     results.time_to_accuracy.iter().find(|s| {
         s.workload == choice.workload
+            && s.engine == choice.engine
             && s.tricks == *tricks
             && s.reference_for.is_none()
             && s.batch_size == choice.batch_size
     })
 }
 
+/// The workload of `choice`, with its engine where the run trained on several: "resnet8 in
+/// PyTorch".
+fn trained(results: &Results, choice: &SpeedrunChoice) -> String {
+    if several_engines(results) {
+        format!("{} {}", choice.workload, engine_words(choice.engine))
+    } else {
+        choice.workload.to_string()
+    }
+}
+
 /// "resnet8 to test accuracy ≥ 60.0%: 95.1 s → 40.2 s (2.37× sooner); reached by 2/2 baseline and
-/// 2/2 combination seeds", or what did not happen.
+/// 2/2 combination seeds", or what did not happen; the combination's compile time where it was
+/// compiled.
 pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
     let combination: TrickSet = choice.combination.iter().copied().collect();
     let baseline = summary(results, choice, &TrickSet::baseline());
@@ -86,11 +98,11 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
     let Some(base) = baseline else {
         return format!(
             "{}: no seed of the baseline finished training{}",
-            choice.workload,
+            trained(results, choice),
             failed(results, choice)
         );
     };
-    let goal = format!("{} to {}", choice.workload, base.metric.target_text(base.target));
+    let goal = format!("{} to {}", trained(results, choice), base.metric.target_text(base.target));
     let time = |s: &TtaSummary| {
         s.median_time_to_target_s.map_or_else(
             || format!("not reached (best {})", s.metric.value_text(s.median_best_metric)),
@@ -117,12 +129,31 @@ pub(crate) fn headline(results: &Results, choice: &SpeedrunChoice) -> String {
         (None, None) => " (neither reached it)".to_owned(),
     };
     format!(
-        "{goal}: {} → {}{ratio}; seeds that reached it: baseline {}, combination {}",
+        "{goal}: {} → {}{ratio}; seeds that reached it: baseline {}, combination {}{}",
         time(base),
         time(comb),
         seeds(base),
-        seeds(comb)
+        seeds(comb),
+        compiled(results, comb)
     )
+}
+
+/// "; torch.compile took 41.2 s of the combination's training time (median over seeds), counted
+/// in its time to the target" where the configuration `s` compiled, else nothing.
+fn compiled(results: &Results, s: &TtaSummary) -> String {
+    let seconds: Vec<f64> = results
+        .cells
+        .iter()
+        .filter(|c| s.cells.contains(&c.id()))
+        .filter_map(|c| c.time_to_accuracy.as_ref()?.compile_s)
+        .collect();
+    match crate::stats::median(&seconds) {
+        Some(median) => format!(
+            "; torch.compile took {median:.1} s of the combination's training time (median over seeds), \
+             counted in its time to the target"
+        ),
+        None => String::new(),
+    }
 }
 
 /// The quickest time-to-accuracy trick of the combination trained alone at its batch size (the
@@ -178,7 +209,12 @@ fn failed(results: &Results, choice: &SpeedrunChoice) -> String {
     let failed = results
         .cells
         .iter()
-        .filter(|c| c.key.workload == choice.workload && c.key.kind == CellKind::TimeToAccuracy && c.failed())
+        .filter(|c| {
+            c.key.workload == choice.workload
+                && c.key.engine == choice.engine
+                && c.key.kind == CellKind::TimeToAccuracy
+                && c.failed()
+        })
         .count();
     match failed {
         0 => " yet".to_owned(),
@@ -188,39 +224,60 @@ fn failed(results: &Results, choice: &SpeedrunChoice) -> String {
     }
 }
 
-/// Every speedrun of the report, one per group that has one, with its curves figure from
-/// `figures`.
+/// Every speedrun of the report, one per group and engine that has one, with its curves figure
+/// from `figures`.
 pub(crate) fn views(report: &Report, figures: &[FigureFile]) -> Vec<SpeedrunView> {
-    report
-        .groups
-        .iter()
-        .filter_map(|g| {
-            let r = &report.results[g.entries.first()?.file];
-            let choice = r.speedrun.iter().find(|c| c.workload == g.workload)?;
-            let with =
-                |decision: SpeedrunDecision| choice.tricks.iter().filter(move |t| t.decision == decision);
-            let reason = |t: &SpeedrunTrick| t.reason.clone().unwrap_or_default();
-            let png = format!("plots/speedrun-{}.png", g.slug());
-            Some(SpeedrunView {
-                headline: headline(r, choice),
-                versus_best_single: versus_best_single(r, choice),
-                combination: with(SpeedrunDecision::Added)
-                    .map(|t| (t.trick.to_string(), t.effect.clone()))
-                    .collect(),
-                refused: with(SpeedrunDecision::Refused).map(|t| (t.trick.to_string(), reason(t))).collect(),
-                others: with(SpeedrunDecision::NotSignificant)
-                    .chain(with(SpeedrunDecision::LeftOut))
-                    .map(|t| (t.trick.to_string(), format!("{}: {}", reason(t), t.effect)))
-                    .collect(),
-                evidence: choice.evidence.join(", "),
-                noise_floor: choice.noise_floor_half_width.map_or_else(
-                    || "no A/A control was measured, so any margin counted".to_owned(),
-                    |h| format!("±{:.1}%", h * 100.0),
-                ),
-                figure: figures.iter().find(|f| f.png == png).cloned(),
-                slug: g.slug(),
-                group: g.title(),
-            })
-        })
-        .collect()
+    let mut views = Vec::new();
+    for g in &report.groups {
+        let Some(first) = g.entries.first() else { continue };
+        let r = &report.results[first.file];
+        for choice in r.speedrun.iter().filter(|c| c.workload == g.workload) {
+            views.push(view(g, r, choice, figures));
+        }
+    }
+    views
+}
+
+/// The speedrun of `choice` in group `g` of results `r`.
+fn view(g: &Group, r: &Results, choice: &SpeedrunChoice, figures: &[FigureFile]) -> SpeedrunView {
+    let with = |decision: SpeedrunDecision| choice.tricks.iter().filter(move |t| t.decision == decision);
+    let reason = |t: &SpeedrunTrick| t.reason.clone().unwrap_or_default();
+    let png = format!("plots/{}.png", speedrun_slug(g, r, choice));
+    SpeedrunView {
+        headline: headline(r, choice),
+        versus_best_single: versus_best_single(r, choice),
+        combination: with(SpeedrunDecision::Added).map(|t| (t.trick.to_string(), t.effect.clone())).collect(),
+        refused: with(SpeedrunDecision::Refused).map(|t| (t.trick.to_string(), reason(t))).collect(),
+        others: with(SpeedrunDecision::NotSignificant)
+            .chain(with(SpeedrunDecision::LeftOut))
+            .map(|t| (t.trick.to_string(), format!("{}: {}", reason(t), t.effect)))
+            .collect(),
+        evidence: choice.evidence.join(", "),
+        noise_floor: choice.noise_floor_half_width.map_or_else(
+            || "no A/A control was measured, so any margin counted".to_owned(),
+            |h| format!("±{:.1}%", h * 100.0),
+        ),
+        figure: figures.iter().find(|f| f.png == png).cloned(),
+        slug: speedrun_slug(g, r, choice),
+        group: if several_engines(r) {
+            format!("{} · {}", g.title(), engine_words(choice.engine))
+        } else {
+            g.title()
+        },
+    }
+}
+
+/// The slug of the speedrun figure of `choice` in group `g` of results `r`: `speedrun-GROUP`, with
+/// the engine's id where the run made a speedrun on several.
+pub(crate) fn speedrun_slug(g: &Group, r: &Results, choice: &SpeedrunChoice) -> String {
+    if several_engines(r) {
+        format!("speedrun-{}-{}", g.slug(), choice.engine.id())
+    } else {
+        format!("speedrun-{}", g.slug())
+    }
+}
+
+/// Whether `r` made speedruns on more than one engine.
+fn several_engines(r: &Results) -> bool {
+    r.speedrun.iter().any(|c| c.engine != r.speedrun[0].engine)
 }

@@ -48,6 +48,9 @@ pub struct Results {
 pub struct SpeedrunChoice {
     /// The workload.
     pub workload: WorkloadId,
+    /// The engine whose effects chose the combination and which trains it (absent: libtorch).
+    #[serde(default, skip_serializing_if = "Engine::is_libtorch")]
+    pub engine: Engine,
     /// Where the effects were measured: `this run` (its own ablation), or the `--from` files.
     pub evidence: Vec<String>,
     /// Samples per optimizer step of both the baseline's and the combination's time-to-accuracy

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::engine::Engine;
 use crate::report::model::{self, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, LineChart, Rgb, Scale, Series};
-use crate::results::schema::{CellId, CellStatus, TimeToAccuracy};
+use crate::results::schema::{CellId, CellStatus, SpeedrunChoice, TimeToAccuracy};
 use crate::tricks::{Trick, TrickSet};
 use crate::vocabulary::QualityMetric;
 
@@ -268,14 +268,16 @@ fn engine_figures(g: &Group, entries: &[&Entry]) -> Vec<Figure> {
     vec![curves_figure(g, first, series, &all_curves, lines), bars_figure(g, first, rows, &missing)]
 }
 
-/// The speedrun's curves figure: the baseline's and `combination`'s time-to-accuracy cells at
-/// `batch_size`, every seed, and those of `best_single` (the quickest of the combination's tricks
-/// trained alone) when given; `None` before any has a curve.
+/// The speedrun's curves figure of `choice`, named `slug`: the baseline's and `combination`'s
+/// time-to-accuracy cells at its batch size on its engine, every seed, and those of `best_single`
+/// (the quickest of the combination's tricks trained alone) when given; `None` before any has a
+/// curve.
 pub(super) fn speedrun(
     g: &Group,
+    choice: &SpeedrunChoice,
     combination: &TrickSet,
     best_single: Option<&TrickSet>,
-    batch_size: usize,
+    slug: String,
 ) -> Option<Figure> {
     let mut sides = vec![(TrickSet::baseline(), "baseline".to_owned(), BASELINES[0], true)];
     if !combination.is_baseline() {
@@ -289,7 +291,10 @@ pub(super) fn speedrun(
         .into_iter()
         .filter(|e| {
             let k = &e.cell.key;
-            k.reference_for.is_none() && k.batch_size == batch_size && sides.iter().any(|s| s.0 == k.tricks)
+            k.reference_for.is_none()
+                && k.batch_size == choice.batch_size
+                && k.engine == choice.engine
+                && sides.iter().any(|s| s.0 == k.tricks)
         })
         .collect();
     let first = entries.iter().find_map(|e| e.cell.time_to_accuracy.as_ref())?;
@@ -319,8 +324,8 @@ pub(super) fn speedrun(
     let figure = curves_figure(g, first, series, &curves, &lines);
     Some(Figure {
         section: "speedrun",
-        slug: format!("speedrun-{}", g.slug()),
-        title: format!("Baseline and combination — {}", g.title()),
+        slug,
+        title: format!("Baseline and combination — {} ({})", g.title(), model::engine_words(choice.engine)),
         ..figure
     })
 }
