@@ -102,11 +102,13 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
         }
     }
     for configuration in ["baseline", "one-cycle"] {
-        let c = cell(&format!("model/{configuration}/b32/s0/tta"));
-        assert_eq!(c.status, CellStatus::Ok, "{}: {:?}", c.id(), c.processes);
-        let tta = c.time_to_accuracy.as_ref().expect("a time-to-accuracy cell records its training");
-        assert_eq!(tta.metric, QualityMetric::TestAccuracy);
-        assert!(tta.curve.len() >= 2, "the untrained network and at least one evaluation");
+        for suffix in ["", "@pytorch"] {
+            let c = cell(&format!("model/{configuration}/b32/s0/tta{suffix}"));
+            assert_eq!(c.status, CellStatus::Ok, "{}: {:?}", c.id(), c.processes);
+            let tta = c.time_to_accuracy.as_ref().expect("a time-to-accuracy cell records its training");
+            assert_eq!(tta.metric, QualityMetric::TestAccuracy);
+            assert!(tta.curve.len() >= 2, "the untrained network and at least one evaluation");
+        }
     }
     let CellStatus::NotApplicable { reason } = &cell("model/label-smoothing/b32/s0/tta").status else {
         panic!("label smoothing cannot change the model's own loss")
@@ -152,6 +154,10 @@ fn a_model_with_a_dataset_trains_to_its_target_on_it() {
         panic!("a dataset's inputs are not mirrored")
     };
     assert!(reason.contains("dataset()"), "{reason}");
+    let CellStatus::NotApplicable { reason } = &cell("model/one-cycle/b32/s0/tta@pytorch").status else {
+        panic!("the PyTorch engine trains a user's model to a target on CIFAR-10's images only")
+    };
+    assert!(reason.contains("its own dataset() is trained on libtorch"), "{reason}");
 }
 
 #[test]

@@ -980,6 +980,17 @@ fn the_terminal_table_of_a_two_engine_run_answers_in_pytorch_terms_with_libtorch
 }
 
 #[test]
+fn a_trick_faster_per_step_but_slower_to_the_target_is_called_so() {
+    let table = trickbench::summary::summary_table(&fixtures::compiled_but_slower_to_target());
+    let (_, answer) = table.split_once("in PyTorch's terms").unwrap_or_else(|| panic!("{table}"));
+    let line = answer.lines().find(|l| l.trim_start().starts_with("torch-compile")).unwrap();
+    assert!(line.contains("hurts: faster per step (1.30× throughput"), "{line}");
+    assert!(line.contains("but slower to the target: 1.40× slower to test accuracy ≥ 50.0%"), "{line}");
+    let cells = table.split_once("in PyTorch's terms").unwrap().0;
+    assert!(cells.contains("resnet20/torch-compile/b128/s0/tta@pytorch"), "{cells}");
+}
+
+#[test]
 fn a_comparison_of_two_engine_runs_keeps_each_engine_s_cells_apart() {
     let here = fixtures::two_engine_run();
     let mut there = fixtures::two_engine_run();

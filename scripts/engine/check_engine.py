@@ -31,6 +31,12 @@ starts the engine on each as trickbench does and drives its protocol, checking:
   same losses), and without Pillow they are refused;
 - fp8-matmul's autograd function (on the CPU's torch._scaled_mm, though the trick applies only
   on GPUs with fp8 tensor cores): its products are those of the dequantised operands;
+- the convergence tricks' pieces (engine_tta.py): LARS's and LAMB's steps against the formulas,
+  the schedulers' rates step by step (MultiStepLR after LinearLR's warm-up, OneCycleLR with
+  Adam's beta1 cycled, nanoGPT's cosine through LambdaLR), the weight average's warm-up decay,
+  torch.optim.Muon over 2-D weights beside the recipe's optimizer and refused for a
+  convolution's; the convergence tricks are not applicable in a case that times steps (that they
+  train as libtorch does is tests/engine_tta.rs's check);
 - the fork server (--serve): its children are processes of their own that train the same loss as
   a fresh engine on the same case, two at a time; a child whose client has gone ends; the server
   ends at EOF on its stdin;
@@ -65,11 +71,18 @@ sys.path.insert(0, str(HERE.parent / "parity"))
 sys.path.insert(0, str(HERE))
 import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
+import engine_tta  # noqa: E402
 import parity  # noqa: E402  (found through the paths above)
 import pytorch_engine  # noqa: E402
 from user_model import write_safetensors  # noqa: E402
 
-RESNET = {"kind": "cifar-resnet", "blocks_per_stage": 1, "conv_bias": True}
+RESNET = {
+    "kind": "cifar-resnet",
+    "blocks_per_stage": 1,
+    "conv_bias": True,
+    "batch_norm": True,
+    "bn_momentum": 0.1,
+}
 GPT = {"kind": "gpt", "vocab_size": 16, "context": 8, "layers": 1, "heads": 2, "width": 16, "dropout": 0.0}
 BATCH = 4
 # Batches scheduled in a case, images in an image case, tokens in a text case.
@@ -166,7 +179,7 @@ def write_case(directory, model_spec, sides, kind="train", dtype=None, log_inter
             weights = "weights.safetensors"
         case_sides[name] = {"model": model, "weights": weights, "tricks": [], "reference_for": None, **side}
     case = {
-        "format": 2,
+        "format": 3,
         "device": "cpu",
         "seed": 0,
         "threads": 1,
@@ -393,6 +406,7 @@ def check_resnet_train(root):
         "no-grad-eval": "this case trains",
         "turbo": "the PyTorch engine does not apply turbo",
         "ddp": "the PyTorch engine does not apply ddp",
+        "one-cycle": "one-cycle: it changes how the model trains to a target, and this case times steps",
         "cuda-graphs": "cuda-graphs: a CUDA graph records GPU kernel launches",
         "pin-memory": "pin-memory: pinned memory speeds host-to-GPU copies",
         "packed-dataset": "packed already",
@@ -868,6 +882,87 @@ def check_fp8(root):
     check(all(p.grad is not None for p in model.parameters()), "fp8: a GPT parameter got no gradient")
 
 
+def check_convergence_tricks(root):
+    """engine_tta's pieces against the arithmetic they stand for: LARS's and LAMB's steps computed
+    by hand, the schedules' learning rates (MultiStepLR after LinearLR's warm-up, OneCycleLR's
+    momentum cycled, nanoGPT's cosine) step by step, the weight average's warm-up decay, and
+    torch.optim.Muon taken for 2-D weights and refused for a convolution's."""
+    torch.manual_seed(0)
+    w0, g = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    b0, gb = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    w, b = w0.clone().requires_grad_(), b0.clone().requires_grad_()
+    w.grad, b.grad = g.clone(), gb.clone()
+    lars = engine_tta.Lars([w, b], lr=0.5, momentum=0.9, weight_decay=1e-3, trust_coefficient=0.01, exclude_1d=True)
+    lars.step()
+    ratio = 0.01 * w0.norm() / (g.norm() + 1e-3 * w0.norm())
+    check(torch.allclose(w.detach(), w0 - 0.5 * ratio * (g + 1e-3 * w0), rtol=1e-12), "lars: the layer's step")
+    check(torch.allclose(b.detach(), b0 - 0.5 * gb, rtol=1e-12), "lars: a 1-d parameter's plain step")
+    w, b = w0.clone().requires_grad_(), b0.clone().requires_grad_()
+    w.grad, b.grad = g.clone(), gb.clone()
+    lamb = engine_tta.Lamb([w, b], lr=0.1, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, exclude_1d=False)
+    lamb.step()
+    adam = (0.1 * g / 0.1) / ((0.001 * g * g / 0.001).sqrt() + 1e-6)
+    update = adam + 0.01 * w0
+    check(torch.allclose(w.detach(), w0 - 0.1 * w0.norm() / update.norm() * update, rtol=1e-12), "lamb: step")
+    check_schedules()
+    module = torch.nn.Linear(2, 2)
+    average = engine_tta.WeightAverage(module, every_steps=2, decay_per_step=0.5)
+    start = module.weight.detach().clone()
+    with torch.no_grad():
+        module.weight.add_(1.0)
+    average.after_step(module)
+    check(torch.equal(average.model.module.weight, start), "ema-weights: updated before every_steps steps")
+    average.after_step(module)
+    # Update 0 decays by min(0.5², 1/10) = 0.1: 0.1·start + 0.9·(start + 1).
+    check(torch.allclose(average.model.module.weight, start + 0.9), "ema-weights: the first update's decay")
+    tta = {"schedule": {"kind": "warmup-cosine", "peak_lr": 1e-3}, "optimizer": {"kind": "sgd", "momentum": 0.9,
+           "weight_decay": 0.0}, "muon": {"lr_ratio": 2.0, "momentum": 0.95, "weight_decay": 0.1, "ns_steps": 5,
+           "parameters": ["0.weight"]}}
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    muon, rest = engine_tta.build_optimizers(tta, net, fused=False)[::-1]
+    check(isinstance(muon, torch.optim.Muon) and muon.param_groups[0]["lr"] == 2e-3, f"muon: {muon}")
+    check(len(rest.param_groups[0]["params"]) == 3, "muon: the rest on the recipe's optimizer")
+    conv = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3))
+    try:
+        engine_tta.build_optimizers({**tta, "muon": {**tta["muon"], "parameters": ["0.weight"]}}, conv, fused=False)
+        raise CheckFailed("muon: a 4-d convolution kernel was accepted")
+    except engine_tta.NotApplicable as e:
+        check("takes 2-D weight matrices only" in str(e), f"muon on a convolution: {e}")
+
+
+def check_schedules():
+    """The schedulers' learning rates (and 1cycle's momentum) over every step."""
+    def rates(schedule, steps, kind="sgd"):
+        params = [torch.zeros(1, requires_grad=True)]
+        spec = {"kind": "sgd", "momentum": 0.9, "weight_decay": 0.0}
+        if kind == "adam":
+            spec = {"kind": "adam", "beta1": 0.9, "beta2": 0.99, "eps": 1e-8, "weight_decay": 0.0}
+        optimizer = engine_tta.build_optimizer(spec, params, schedule[engine_tta.initial_lr(schedule)], False)
+        scheduler = engine_tta.build_scheduler(optimizer, schedule, cycle_momentum=True)
+        seen = []
+        for _ in range(steps):
+            seen.append((optimizer.param_groups[0]["lr"], engine_tta.momentum_of(optimizer)))
+            optimizer.step()
+            scheduler.step()
+        return seen
+
+    steps = {"kind": "multi-step", "lr": 0.4, "milestones": [10, 15], "gamma": 0.1, "warmup_steps": 4,
+             "warmup_start_factor": 0.25}
+    expected = [0.1 + 0.3 * s / 4 for s in range(4)] + [0.4] * 6 + [0.04] * 5 + [0.004] * 5
+    got = [lr for lr, _ in rates(steps, 20)]
+    check(all(abs(a - b) < 1e-12 for a, b in zip(got, expected)), f"multi-step with warm-up: {got}")
+    cycle = {"kind": "one-cycle", "max_lr": 1.0, "total_steps": 10, "pct_start": 0.3, "div_factor": 25.0,
+             "final_div_factor": 1e4, "anneal_strategy": "cos", "base_momentum": 0.85, "max_momentum": 0.95}
+    seen = rates(cycle, 10, kind="adam")
+    check(abs(seen[0][0] - 0.04) < 1e-12 and abs(seen[2][0] - 1.0) < 1e-12, f"one-cycle's rates: {seen}")
+    check(abs(seen[0][1] - 0.95) < 1e-12 and abs(seen[2][1] - 0.85) < 1e-12, f"one-cycle's beta1: {seen}")
+    cosine = {"kind": "warmup-cosine", "peak_lr": 1e-3, "min_lr": 1e-4, "warmup_steps": 3, "decay_steps": 9}
+    got = [lr for lr, _ in rates(cosine, 12)]
+    expected = [engine_tta.nanogpt_lr(cosine, s) for s in range(12)]
+    check(all(abs(a - b) < 1e-15 for a, b in zip(got, expected)), f"warm-up and cosine: {got}")
+    check(abs(got[0] - 2.5e-4) < 1e-15 and abs(got[-1] - 1e-4) < 1e-15, f"nanoGPT's first and last rates: {got}")
+
+
 def check_allocator_conf(root):
     """The allocator's mode is explicit on both sides, the user's other keys kept (the cases of
     allocator_settings's test in src/train/mod.rs), and set_expandable_segments writes it into
@@ -976,7 +1071,7 @@ def check_errors(root):
     d = error_variant(root, base, "no-case", remove="engine-case.json")
     cases = [(d, f"{d}/engine-case.json: No such file")]
     d = error_variant(root, base, "bad-format", edit=lambda c: c.update(format=1))
-    cases.append((d, f"{d}/engine-case.json: format: expected 2 (the case format this engine reads), got 1"))
+    cases.append((d, f"{d}/engine-case.json: format: expected 3 (the case format this engine reads), got 1"))
     d = error_variant(root, base, "no-weights", remove="weights.safetensors")
     cases.append(
         (d, f"{d}/weights.safetensors: no such file (named by {d}/engine-case.json field sides.reference.weights)")
@@ -1095,6 +1190,7 @@ def main():
                 ("jit-fusion scripts the dropout-add only where there is dropout", check_fusion_follows_dropout),
                 ("the loader: crops, scheduled batches, image files", check_loader),
                 ("fp8-matmul's function on the CPU's _scaled_mm", check_fp8),
+                ("the convergence tricks' optimizers, schedules and weight average", check_convergence_tricks),
                 ("the allocator's mode explicit on both sides, the user's other keys kept", check_allocator_conf),
                 ("malformed cases exit 2 naming file and field", check_errors),
                 ("the fork server's engines train as fresh ones, and end with their client", check_fork_server),

@@ -567,7 +567,7 @@ def write_user_case(directory, prepared, sides, dtype=None):
         model = {"kind": "user", "dir": folder}
         case_sides[name] = {"model": model, "weights": weights, "tricks": side["tricks"], "reference_for": None}
     case = {
-        "format": 2, "device": "cpu", "seed": SEED, "threads": 1, "kind": "train",
+        "format": 3, "device": "cpu", "seed": SEED, "threads": 1, "kind": "train",
         "data": {"kind": "batches", "file": "batches.safetensors", "batches": BATCHES},
         "loader_workers": 2, "accumulation_micro_batches": 2, "learning_rate": 0.05,
         "optimizer": {"kind": "sgd", "momentum": 0.9, "weight_decay": 0.0005},

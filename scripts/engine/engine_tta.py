@@ -36,10 +36,10 @@ from torch.optim.lr_scheduler import LambdaLR, LinearLR, MultiStepLR, OneCycleLR
 from torch.optim.swa_utils import AveragedModel
 
 
-# The tricks whose effect is the recipe of a case that trains to a target.
+# The tricks whose effect is the recipe of a case that trains to a target (max-batch, a batch
+# size, applies to any case).
 CONVERGENCE_TRICKS = (
     "one-cycle",
-    "max-batch",
     "adamw",
     "lars",
     "lamb",

@@ -46,7 +46,7 @@ The case: DIR/engine-case.json
                    own learning rate; learning_rate and optimizer are then not used)
     clip_max_norm  number > 0: clip_grad_norm_ to it after backward; null: no clipping
     log_interval   integer ≥ 1: steps between host reads of the metrics under avoid-sync
-    time_to_accuracy  null, or for a cell that trains to a target (a case of one side, kind
+    time_to_accuracy  optional: null (or absent), or for a cell that trains to a target (a case of one side, kind
                    "train", data holding every planned step's batch in order):
                    {"optimizer": the optimizer of every parameter Muon does not take, as
                      `optimizer` above or {"kind": "lars", "momentum", "weight_decay",
@@ -520,7 +520,7 @@ def read_case(directory):
     if fields.value.get("time_to_accuracy") is not None:
         case.tta, case.held_out = read_tta(fields.object("time_to_accuracy"), directory, case)
     else:
-        fields.get("time_to_accuracy", lambda v: v is None, "null or an object")
+        fields.get("time_to_accuracy", lambda v: v is None, "null or an object", optional=True)
     fields.done()
     users = {side.user is not None for side in case.sides.values()}
     # A user model trains to a target on images; it times its prepared batches.
@@ -859,6 +859,8 @@ TRICKS = {
     "expandable-segments": ((("cuda", "expandable segments are a mode of the CUDA caching allocator"),), {}),
     "cuda-graphs": ((CUDA_GRAPH, TRAINING), {"cuda_graphs": True}),
     **{trick: ((TO_TARGET,), {}) for trick in engine_tta.CONVERGENCE_TRICKS},
+    # The probed batch: the case's batches are of its size, in a throughput case too.
+    "max-batch": ((), {}),
     "fp8-matmul": (
         (
             ("gpt", "the ResNet's work is convolutions; the fp8 linears replace the GPT's projections"),

@@ -136,7 +136,7 @@ impl Plan {
     /// engine of `request` that runs its kind ([`CellEngine::runs`]), right after it, not
     /// applicable where that engine does not apply a trick of the cell. With libtorch not asked
     /// for, a cell leaves the plan where another engine runs it, and stays on libtorch where none
-    /// does (a cell that trains to a target, with the PyTorch engine alone).
+    /// does.
     ///
     /// [`CellEngine::runs`]: crate::bench::engines::CellEngine::runs
     pub fn on_engines(self, request: &PlanRequest) -> Plan {
@@ -529,13 +529,26 @@ fn baselines(request: &PlanRequest, workload: WorkloadId) -> Vec<PlannedCell> {
     cells
 }
 
-/// Whether a trick of `request` that applies to `workload` is trained to the target there, and so
-/// compared with the baseline's time to accuracy.
+/// Whether a trick of `request` that applies to `workload` on one of its engines is trained to
+/// the target there, and so compared with the baseline's time to accuracy.
 fn trains_to_target(request: &PlanRequest, workload: WorkloadId) -> bool {
     request.tricks.iter().any(|&t| {
-        (t.metric() == Metric::TimeToAccuracy || t.also_time_to_accuracy())
-            && !matches!(t.applicability(workload, &request.hardware), Applicability::NotApplicable(_))
+        let applies = request.engines.iter().any(|&engine| {
+            !matches!(
+                t.applicability_on(engine, workload, &request.hardware),
+                Applicability::NotApplicable(_)
+            )
+        });
+        (t.metric() == Metric::TimeToAccuracy || also_trained(request, t)) && applies
     })
+}
+
+/// Whether `trick`, judged by throughput, is trained to the target beside its throughput cell in
+/// `request` ([`Trick::ALSO_TIME_TO_ACCURACY`]): `fp8-matmul` always; `amp`, `amp-bf16`, `tf32`
+/// and `torch-compile` where `request` trains a convergence trick to the target too.
+fn also_trained(request: &PlanRequest, trick: Trick) -> bool {
+    let convergence = request.tricks.iter().any(|t| t.metric() == Metric::TimeToAccuracy);
+    trick.also_time_to_accuracy() && (convergence || !Trick::QUALITY_CHECKED.contains(&trick))
 }
 
 /// Time-to-accuracy cells of `tricks` at `batch_size`, one per seed (as the reference cell of
@@ -576,7 +589,17 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
             Metric::TimeToAccuracy => CellKind::TimeToAccuracy,
             Metric::Throughput | Metric::EvalThroughput | Metric::Memory => throughput(phase_of(trick)),
         };
-        return vec![planned(request, workload, TrickSet::only(trick), kind)];
+        let mut cells = vec![planned(request, workload, TrickSet::only(trick), kind)];
+        // A trick only another engine runs (torch-compile) is trained to the target there too.
+        let elsewhere = request.engines.iter().any(|&engine| {
+            trick.applicability_on(engine, workload, &request.hardware) == Applicability::Applies
+        });
+        if let Some(batch) =
+            request.time_to_accuracy_batch_size.filter(|_| elsewhere && also_trained(request, trick))
+        {
+            cells.extend(time_to_accuracy_seeds(request, workload, TrickSet::only(trick), batch, None));
+        }
+        return cells;
     }
     let only = trick.ablation_set(&request.hardware);
     let mut cells = Vec::new();
@@ -590,7 +613,7 @@ fn trick_cells(request: &PlanRequest, workload: WorkloadId, trick: Trick) -> Vec
                 cells.push(planned(request, workload, swapped, kind));
             }
             cells.push(planned(request, workload, only.clone(), kind));
-            if let Some(batch) = request.time_to_accuracy_batch_size.filter(|_| trick.also_time_to_accuracy())
+            if let Some(batch) = request.time_to_accuracy_batch_size.filter(|_| also_trained(request, trick))
             {
                 cells.extend(time_to_accuracy_seeds(request, workload, only, batch, None));
             }
@@ -1231,6 +1254,29 @@ mod tests {
         let ids: Vec<String> = sc.cells.iter().map(|c| c.key.id().to_string()).collect();
         assert!(ids.contains(&"resnet20/one-cycle/b64/s0/tta@pytorch".to_owned()), "{ids:?}");
         assert_eq!(ids.len(), 4, "{ids:?}");
+    }
+
+    #[test]
+    fn tricks_that_change_the_arithmetic_are_trained_to_the_target_beside_a_convergence_trick() {
+        let both = vec![Engine::Libtorch, Engine::Pytorch];
+        let ids = |tricks: Vec<Trick>| -> Vec<(String, Option<String>)> {
+            let r = PlanRequest { engines: both.clone(), ..request(tricks) };
+            Plan::ablation(&r).cells.into_iter().map(|c| (c.key.id().to_string(), c.not_applicable)).collect()
+        };
+        let alone = ids(vec![Trick::TorchCompile]);
+        assert!(!alone.iter().any(|(id, _)| id.ends_with("tta") || id.ends_with("tta@pytorch")), "{alone:?}");
+        let with = ids(vec![Trick::TorchCompile, Trick::OneCycle]);
+        let reason = |id: &str| {
+            with.iter().find(|(i, _)| i == id).unwrap_or_else(|| panic!("{id}: {with:?}")).1.clone()
+        };
+        assert_eq!(
+            reason("resnet20/torch-compile/b64/s0/tta@pytorch"),
+            None,
+            "trained to the target in PyTorch"
+        );
+        assert!(reason("resnet20/torch-compile/b64/s0/tta").unwrap().contains("measured through PyTorch"));
+        let on_cpu = ids(vec![Trick::AmpBf16, Trick::OneCycle]);
+        assert!(!on_cpu.iter().any(|(id, _)| id.contains("amp-bf16") && id.contains("tta")), "{on_cpu:?}");
     }
 
     #[test]

@@ -463,10 +463,10 @@ pub(crate) fn tta_verdict(results: &Results, summary: &TtaSummary) -> TrickVerdi
                 return TrickVerdict { effect: Effect::NotMeasured, text };
             }
         };
-    let reference_summary = results
-        .time_to_accuracy
-        .iter()
-        .find(|r| r.workload == summary.workload && summary.reference.as_ref() == Some(&r.label()));
+    let reference_summary = results.time_to_accuracy.iter().find(|r| {
+        (r.workload, r.engine) == (summary.workload, summary.engine)
+            && summary.reference.as_ref() == Some(&r.label())
+    });
     let significant = reference_summary.map(|r| {
         let floor = noise_floor_half_width(results, summary.workload).unwrap_or(0.0);
         time_to_target_verdict(&results.cells, summary, r, floor) != Verdict::NoSignificantEffect

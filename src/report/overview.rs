@@ -254,6 +254,9 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
             Metric::EvalThroughput if !is_throughput(e, Phase::Eval) => continue,
             Metric::Throughput | Metric::Memory if !is_throughput(e, Phase::Train) => continue,
             _ => match e.comparison {
+                Some(c) if trick.also_time_to_accuracy() => {
+                    with_quality(results, e, g.verdict_of(e, metric, c))
+                }
                 Some(c) => g.verdict_of(e, metric, c),
                 None => not_measured(e),
             },
@@ -368,6 +371,27 @@ const SYSTEM_ALLOCATOR_GAP: &str = "This run left glibc's malloc as a plain scri
 fn phase_change(g: &Group, e: &Entry) -> Option<String> {
     let reference = g.entries.iter().find(|x| e.comparison.is_some_and(|c| x.cell.id() == c.baseline))?;
     phases::largest_change(&e.cell.step_breakdown()?, &reference.cell.step_breakdown()?)
+}
+
+/// The throughput `verdict` of cell `e`, whose trick changes the arithmetic and was trained to the
+/// target too, with what that showed: a trick faster per step but slower to the target is called
+/// so (and hurts); otherwise its time to the target follows its throughput verdict.
+fn with_quality(results: &[Results], e: &Entry, verdict: TrickVerdict) -> TrickVerdict {
+    let key = &e.cell.key;
+    let trained = results[e.file].time_to_accuracy.iter().find(|s| {
+        (s.workload, s.engine) == (key.workload, key.engine)
+            && s.reference_for.is_none()
+            && s.tricks == key.tricks
+    });
+    let Some(summary) = trained else { return verdict };
+    let quality = model::tta_verdict(&results[e.file], summary);
+    if (verdict.effect, quality.effect) == (Effect::Helps, Effect::Hurts) {
+        return TrickVerdict {
+            effect: Effect::Hurts,
+            text: format!("faster per step ({}), but slower to the target: {}", verdict.text, quality.text),
+        };
+    }
+    TrickVerdict { text: format!("{}; to the target: {}", verdict.text, quality.text), ..verdict }
 }
 
 /// The time-to-accuracy summary a cell belongs to.

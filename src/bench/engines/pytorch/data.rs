@@ -108,9 +108,9 @@ pub(super) fn write(
         }
         CellData::Samples(_) => {
             return Err(Error::Invalid(format!(
-                "{}: the PyTorch engine measures throughput and memory, not time to accuracy on dataset()",
-                inputs.job.key.workload
-            )))
+            "{}: the PyTorch engine trains your model to a target on CIFAR-10's images, not on its dataset()",
+            inputs.job.key.workload
+        )))
         }
     };
     Ok(spec)

@@ -465,8 +465,9 @@ fn measure_side(
 }
 
 /// Builds `side` in `engine` and trains it from scratch to its target with `recipe`
-/// ([`tta::train_to_target`]): its time to accuracy, its last training loss and the engine's
-/// memory peaks.
+/// ([`tta::train_to_target`]): its time to accuracy, its last training loss and, on a GPU, the
+/// device's memory peaks (on a CPU the engine has no peak of its tensors' bytes over a whole
+/// training, and a Python process's resident set is not one: none is recorded).
 fn trained_to_target(
     engine: &mut EngineProcess,
     side: Built,
@@ -481,7 +482,9 @@ fn trained_to_target(
     let tta = tta::train_to_target(engine, &side.name, recipe, &profile, metric)?;
     measurement.last_loss = tta.curve.last().and_then(|p| p.train_loss);
     measurement.time_to_accuracy = Some(tta);
-    measurement.memory = engine.memory()?;
+    if job.device.is_cuda() {
+        measurement.memory = engine.memory()?;
+    }
     measurement.machine_after = Some(MachineState::read(job.device));
     Ok(measurement)
 }
