@@ -8,6 +8,7 @@
 //!   then to 1e-3 as float32 rounding grows;
 //! - the same held-out metric after every step (accuracy to within a test image over the first
 //!   two steps, then 1%);
+//!
 //! and every trick must change the training loss or the held-out metric against its reference on
 //! both engines, so that a trick the engine ignored cannot pass. The learning rate and momentum of
 //! every step are held to the recipe's by the run itself (a cell whose schedule differs fails).

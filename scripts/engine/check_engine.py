@@ -1098,8 +1098,8 @@ def check_errors(root):
             "sides.reference.tricks: expected a list of distinct",
         ),
         (
-            lambda c: c["sides"]["reference"].update(reference_for="adamw"),
-            'sides.reference.reference_for: expected null or "debug-off"',
+            lambda c: c["sides"]["reference"].update(reference_for="lars"),
+            'sides.reference.reference_for: expected null or one of "debug-off", "adamw", "batch-norm", "input-norm"',
         ),
         (lambda c: c["data"].update(batches=BATCHES + 1), f"data.safetensors: no tensor index.{BATCHES}"),
         (lambda c: c["data"].update(kind="video"), 'data.kind: expected one of "images", "text", got "video"'),

@@ -89,7 +89,11 @@ class Lars(torch.optim.Optimizer):
 
     def __init__(self, params, lr, momentum, weight_decay, trust_coefficient, exclude_1d):
         defaults = dict(
-            lr=lr, momentum=momentum, weight_decay=weight_decay, trust_coefficient=trust_coefficient, exclude_1d=exclude_1d
+            lr=lr,
+            momentum=momentum,
+            weight_decay=weight_decay,
+            trust_coefficient=trust_coefficient,
+            exclude_1d=exclude_1d,
         )
         super().__init__(params, defaults)
 

@@ -335,6 +335,7 @@ CASE_FILE = "engine-case.json"
 CASE_FORMAT = 3
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 REFERENCE_FOR = ("debug-off", "adamw", "batch-norm", "input-norm")
+REFERENCE_FOR_EXPECTED = "null or one of " + ", ".join(f'"{r}"' for r in REFERENCE_FOR)
 # References whose "off" recipe only a case that trains to a target carries.
 TTA_REFERENCE_FOR = ("adamw", "batch-norm", "input-norm")
 
@@ -533,8 +534,7 @@ def read_tta(fields, directory, case):
     """The `time_to_accuracy` object and its held-out batches."""
     if len(case.sides) != 1 or case.kind != "train":
         raise CaseError(f"{fields.file}: time_to_accuracy: a case that trains to a target has one side, kind train")
-    kind = fields.value.get("optimizer", {}).get("kind") if isinstance(fields.value.get("optimizer"), dict) else None
-    tta = {"optimizer": read_optimizer(fields.object("optimizer"), extended=kind in ("lars", "lamb"))}
+    tta = {"optimizer": read_optimizer(fields.object("optimizer"), extended=True)}
     tta["muon"] = read_muon(fields.object("muon")) if fields.value.get("muon") is not None else None
     if tta["muon"] is None:
         fields.get("muon", lambda v: v is None, "null or an object")
@@ -542,7 +542,10 @@ def read_tta(fields, directory, case):
     tta["label_smoothing"] = fields.number("label_smoothing", 0.0, 1.0)
     if fields.value.get("ema") is not None:
         ema = fields.object("ema")
-        tta["ema"] = {"every_steps": ema.integer("every_steps", 1), "decay_per_step": ema.number("decay_per_step", 0.0, 1.0)}
+        tta["ema"] = {
+            "every_steps": ema.integer("every_steps", 1),
+            "decay_per_step": ema.number("decay_per_step", 0.0, 1.0),
+        }
         ema.done()
     else:
         tta["ema"] = fields.get("ema", lambda v: v is None, "null or an object")
@@ -555,12 +558,19 @@ def read_tta(fields, directory, case):
     tta["epochs_per_step"] = fields.number("epochs_per_step", 0.0, low_open=True)
     path = fields.file_in("held_out_file", directory)
     fields.done()
+    scheduled = getattr(case.data, "index", None) or getattr(case.data, "starts", None) or ()
+    if len(scheduled) < tta["total_steps"]:
+        raise CaseError(
+            f"{fields.file}: data.batches: {len(scheduled)}, fewer than time_to_accuracy.total_steps "
+            f"({tta['total_steps']}): every step trains on a batch of its own"
+        )
     tensors = parity_call(CaseError, parity.read_safetensors, path)
     held_out = []
     for k in range(tta["held_out_batches"]):
         names = (f"inputs.{k}", f"targets.{k}")
         if any(name not in tensors for name in names):
-            raise CaseError(f"{path}: no {names[0]} and {names[1]} (time_to_accuracy.held_out_batches is {k + 1} or more)")
+            count = tta["held_out_batches"]
+            raise CaseError(f"{path}: no {names[0]} and {names[1]} (time_to_accuracy.held_out_batches is {count})")
         held_out.append((tensors[names[0]], tensors[names[1]]))
     return tta, held_out
 
@@ -671,7 +681,7 @@ def read_sides(fields, directory):
             model=model,
             weights=side.file_in("weights", directory),
             tricks=read_tricks(side),
-            reference_for=side.get("reference_for", lambda v: v is None or v in REFERENCE_FOR, 'null or "debug-off"'),
+            reference_for=side.get("reference_for", lambda v: v is None or v in REFERENCE_FOR, REFERENCE_FOR_EXPECTED),
             user=read_prepared(fields.file, side.path("model"), model),
         )
         side.done()

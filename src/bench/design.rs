@@ -267,38 +267,36 @@ fn speedrun_on(
     workload: WorkloadId,
     engine: Engine,
 ) -> Result<(), Error> {
-    {
-        let choice = {
-            let own;
-            let evidence: Vec<(&str, &Results)> = if phases.evidence().is_empty() {
-                own = phases.results()?;
-                vec![(THIS_RUN, own)]
-            } else {
-                phases.evidence().iter().map(|e| (e.source.as_str(), &e.results)).collect()
-            };
-            for (source, results) in &evidence {
-                if !results.cells.iter().any(|c| c.key.workload == workload) {
-                    phases.note(&format!("note: {source} holds no {workload} cells; ignored for {workload}"));
-                }
-            }
-            choose(&evidence, request, workload, engine)
+    let choice = {
+        let own;
+        let evidence: Vec<(&str, &Results)> = if phases.evidence().is_empty() {
+            own = phases.results()?;
+            vec![(THIS_RUN, own)]
+        } else {
+            phases.evidence().iter().map(|e| (e.source.as_str(), &e.results)).collect()
         };
-        let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
-        let on = if request.engines.len() > 1 { format!(" on {engine}") } else { String::new() };
-        phases.note(&match added.as_slice() {
-            [] => {
-                format!("speedrun {workload}{on}: no trick helped significantly; training the baseline alone")
+        for (source, results) in &evidence {
+            if !results.cells.iter().any(|c| c.key.workload == workload) {
+                phases.note(&format!("note: {source} holds no {workload} cells; ignored for {workload}"));
             }
-            _ => format!("speedrun {workload}{on}: combining, largest effect first: {}", added.join(", ")),
-        });
-        for refused in choice.tricks.iter().filter(|t| t.decision == SpeedrunDecision::Refused) {
-            let reason = refused.reason.as_deref().unwrap_or_default();
-            phases.note(&format!("  refused {}: {reason}", refused.trick));
         }
-        let plan = Plan::speedrun(request, workload, &choice.combination, engine);
-        phases.record(choice);
-        phases.run(plan)?;
+        choose(&evidence, request, workload, engine)
+    };
+    let added: Vec<&str> = choice.combination.iter().map(|t| t.id()).collect();
+    let on = if request.engines.len() > 1 { format!(" on {engine}") } else { String::new() };
+    phases.note(&match added.as_slice() {
+        [] => {
+            format!("speedrun {workload}{on}: no trick helped significantly; training the baseline alone")
+        }
+        _ => format!("speedrun {workload}{on}: combining, largest effect first: {}", added.join(", ")),
+    });
+    for refused in choice.tricks.iter().filter(|t| t.decision == SpeedrunDecision::Refused) {
+        let reason = refused.reason.as_deref().unwrap_or_default();
+        phases.note(&format!("  refused {}: {reason}", refused.trick));
     }
+    let plan = Plan::speedrun(request, workload, &choice.combination, engine);
+    phases.record(choice);
+    phases.run(plan)?;
     Ok(())
 }
 

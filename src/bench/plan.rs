@@ -1286,7 +1286,7 @@ mod tests {
             ..request(vec![Trick::ZeroGradNone, Trick::OneCycle])
         });
         assert!(plan.cells.iter().all(|c| c.key.engine == Engine::Pytorch));
-        let trained = |id: &str| plan.cells.iter().any(|c| c.key.id().to_string() == id);
+        let trained = |id: &str| plan.cells.iter().any(|c| c.key.id() == id);
         assert!(trained("resnet20/baseline/b64/s0/tta@pytorch"), "{:?}", plan.cells);
         assert!(trained("resnet20/one-cycle/b64/s0/tta@pytorch"));
     }
@@ -1313,9 +1313,7 @@ mod tests {
         request.time_to_accuracy_batch_size = Some(64);
         request.model = Some(model);
         let plan = Plan::ablation(&request);
-        let reason = |id: &str| {
-            plan.cells.iter().find(|c| c.key.id().to_string() == id).unwrap().not_applicable.clone()
-        };
+        let reason = |id: &str| plan.cells.iter().find(|c| c.key.id() == id).unwrap().not_applicable.clone();
         assert_eq!(reason("model/one-cycle/b64/s0/tta"), None);
         let why = reason("model/one-cycle/b64/s0/tta@pytorch").unwrap();
         assert!(why.contains("its own dataset() is trained on libtorch"), "{why}");

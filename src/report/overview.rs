@@ -340,8 +340,12 @@ fn disagreement(
     } else {
         return None;
     };
-    let info = model::single_trick(&e.cell.key.tricks).map(|t| t.info());
+    let trick = model::single_trick(&e.cell.key.tricks);
+    let info = trick.map(|t| t.info());
     let mut text = match (info.and_then(|i| i.engine_gap), info.and_then(|i| i.ops_differ)) {
+        _ if trick.is_some_and(|t| t.metric() == Metric::TimeToAccuracy) => {
+            format!("{how}. {ROUNDING_PARTS_CURVES}")
+        }
         (Some(cause), _) => format!("{how}. Why: {cause}."),
         (None, Some(ops)) => format!("{how}. The engines do different work here: {ops}."),
         (None, None) if plain_malloc => {
@@ -357,6 +361,12 @@ fn disagreement(
     }
     Some(text)
 }
+
+/// Why two engines' times to the target may disagree though they train the same arithmetic.
+const ROUNDING_PARTS_CURVES: &str = "Both engines train the same recipe on the same batches from \
+    the same weights (their first steps' losses agree to 1e-5, tests/engine_tta.rs), but float32 \
+    rounding, which the two round differently, grows until their curves part as two seeds' do: \
+    this gap is the spread between seeds, which more seeds (--seeds) measure";
 
 /// Why two engines may disagree on a CPU in a run with glibc's default malloc.
 const SYSTEM_ALLOCATOR_GAP: &str = "This run left glibc's malloc as a plain script has it \
