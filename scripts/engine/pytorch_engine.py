@@ -641,15 +641,6 @@ def read_optimizer(fields, extended=False):
         spec = {"kind": kind, "exclude_1d": fields.boolean("exclude_1d")}
         for key in ("momentum", "weight_decay", "trust_coefficient"):
             spec[key] = fields.number(key, 0.0)
-    elif kind == "lamb":
-        spec = {
-            "kind": kind,
-            "beta1": fields.number("beta1", 0.0, 1.0),
-            "beta2": fields.number("beta2", 0.0, 1.0),
-            "eps": fields.number("eps", 0.0, low_open=True),
-            "weight_decay": fields.number("weight_decay", 0.0),
-            "exclude_1d": fields.boolean("exclude_1d"),
-        }
     elif kind == "sgd":
         spec = {
             "kind": kind,
@@ -664,6 +655,8 @@ def read_optimizer(fields, extended=False):
             "eps": fields.number("eps", 0.0, low_open=True),
             "weight_decay": fields.number("weight_decay", 0.0),
         }
+        if kind == "lamb":
+            spec["exclude_1d"] = fields.boolean("exclude_1d")
     fields.done()
     return spec
 

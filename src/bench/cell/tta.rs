@@ -10,6 +10,7 @@ use crate::measure::timer::SyncedTimer;
 use crate::results::schema::{CurvePoint, TimeToAccuracy};
 use crate::train::recipe::Schedule;
 use crate::train::Trainer;
+use crate::vocabulary::TtaSettings;
 use crate::workloads::{QualityMetric, Workload};
 
 /// Trains from scratch with the recipe's schedule, evaluating on the held-out set every
@@ -28,17 +29,7 @@ pub(super) fn train_to_target<W: Workload>(
     let eval_every_steps =
         (settings.eval_every_steps * settings.batch_size / inputs.batch_size.max(1)).max(1);
     let wall = Instant::now();
-    let mut result = TimeToAccuracy {
-        metric,
-        target: settings.target,
-        budget_s: settings.budget_s,
-        time_to_target_s: None,
-        wall_time_to_target_s: None,
-        epochs_to_target: None,
-        best_metric: metric.worst(),
-        curve: Vec::new(),
-        compile_s: None,
-    };
+    let mut result = untrained(metric, &settings);
     let mut train_s = 0.0;
     let mut step = 0;
     // The curve starts with the untrained network (time 0), then one point per segment.
@@ -102,6 +93,22 @@ fn held_out_metric<W: Workload>(
         QualityMetric::TestAccuracy => evaluation.accuracy,
         QualityMetric::ValidationLoss => evaluation.mean_loss,
     })
+}
+
+/// A time to accuracy before any evaluation: `metric` towards `settings`' target within its
+/// budget, nothing reached, no curve.
+pub(in crate::bench) fn untrained(metric: QualityMetric, settings: &TtaSettings) -> TimeToAccuracy {
+    TimeToAccuracy {
+        metric,
+        target: settings.target,
+        budget_s: settings.budget_s,
+        time_to_target_s: None,
+        wall_time_to_target_s: None,
+        epochs_to_target: None,
+        best_metric: metric.worst(),
+        curve: Vec::new(),
+        compile_s: None,
+    }
 }
 
 /// Reports an evaluation of the curve on stderr, as the cell trains.

@@ -9,7 +9,7 @@ use tch::Tensor;
 
 use super::EngineProcess;
 use crate::bench::cell::data::{CellData, InputOptions};
-use crate::bench::cell::tta::{log_point, record_point};
+use crate::bench::cell::tta::{log_point, record_point, untrained};
 use crate::bench::profile::Profile;
 use crate::error::Error;
 use crate::optim::schedule::Anneal;
@@ -233,18 +233,7 @@ pub(super) fn train_to_target(
     profile: &Profile,
     metric: QualityMetric,
 ) -> Result<TimeToAccuracy, Error> {
-    let settings = profile.tta;
-    let mut result = TimeToAccuracy {
-        metric,
-        target: settings.target,
-        budget_s: settings.budget_s,
-        time_to_target_s: None,
-        wall_time_to_target_s: None,
-        epochs_to_target: None,
-        best_metric: metric.worst(),
-        curve: Vec::new(),
-        compile_s: None,
-    };
+    let mut result = untrained(metric, &profile.tta);
     let mut failure = None;
     let done = engine.request_streaming(json!({"op": "train_to_target", "side": side}), |line| {
         let reply: PointReply = serde_json::from_value(line.clone())
