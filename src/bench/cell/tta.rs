@@ -26,8 +26,7 @@ pub(super) fn train_to_target<W: Workload>(
     let metric = process.job.key.workload.family().quality_metric();
     let mut loader = process.data.training(inputs)?;
     let total_steps = schedule.total_steps();
-    let eval_every_steps =
-        (settings.eval_every_steps * settings.batch_size / inputs.batch_size.max(1)).max(1);
+    let eval_every_steps = eval_every_steps(&settings, inputs.batch_size);
     let wall = Instant::now();
     let mut result = untrained(metric, &settings);
     let mut train_s = 0.0;
@@ -93,6 +92,12 @@ fn held_out_metric<W: Workload>(
         QualityMetric::TestAccuracy => evaluation.accuracy,
         QualityMetric::ValidationLoss => evaluation.mean_loss,
     })
+}
+
+/// Optimizer steps between evaluations at `batch_size`: `settings`' interval at its batch, as
+/// many samples apart at any batch (at least one step).
+pub(in crate::bench) fn eval_every_steps(settings: &TtaSettings, batch_size: usize) -> usize {
+    (settings.eval_every_steps * settings.batch_size / batch_size.max(1)).max(1)
 }
 
 /// A time to accuracy before any evaluation: `metric` towards `settings`' target within its

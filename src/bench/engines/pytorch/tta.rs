@@ -9,7 +9,7 @@ use tch::Tensor;
 
 use super::EngineProcess;
 use crate::bench::cell::data::{CellData, InputOptions};
-use crate::bench::cell::tta::{log_point, record_point, untrained};
+use crate::bench::cell::tta::{eval_every_steps, log_point, record_point, untrained};
 use crate::bench::profile::Profile;
 use crate::error::Error;
 use crate::optim::schedule::Anneal;
@@ -166,7 +166,7 @@ pub(super) fn write(
             .map(|EmaConfig { every_steps, decay_per_step }| EmaSpec { every_steps, decay_per_step }),
         flip_tta: recipe.flip_tta,
         total_steps,
-        eval_every_steps: (settings.eval_every_steps * settings.batch_size / inputs.batch_size.max(1)).max(1),
+        eval_every_steps: eval_every_steps(&settings, inputs.batch_size),
         budget_s: settings.budget_s,
         target: settings.target,
         metric: inputs.job.key.workload.family().quality_metric(),
