@@ -292,6 +292,10 @@ pub struct RunArgs {
     /// Show no progress and no summary: only errors and, at the end, where the results are.
     #[arg(long)]
     pub quiet: bool,
+    /// Print the table of every cell (throughput, interval, design, memory, status) beside the
+    /// verdicts; cells.csv and the report have it either way.
+    #[arg(long, short, conflicts_with = "quiet")]
+    pub verbose: bool,
 }
 
 /// Options of `trickbench plan`.

@@ -16,6 +16,7 @@ pub mod report;
 pub mod results;
 pub mod stats;
 pub mod summary;
+pub mod terminal;
 pub mod train;
 pub mod tricks;
 pub mod vocabulary;

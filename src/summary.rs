@@ -1,8 +1,12 @@
-//! The terminal summary of a run: one line per cell, printed per workload as each is measured
-//! and for the whole run at its end.
+//! The terminal summary of a run: per workload, as each is measured, the verdicts grouped as the
+//! report's first screen gives them, fitted to the terminal; at the end, where the run's time
+//! went, its times to accuracy and its failures. `--verbose` adds the table of every cell.
+
+mod glance;
 
 use std::fmt::Write;
 
+use crate::bench::design::Design;
 use crate::bench::progress::duration_text;
 use crate::engine::Engine;
 use crate::report;
@@ -10,87 +14,41 @@ use crate::results::schema::{
     CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Results, TimeToAccuracy,
     Verdict,
 };
+use crate::terminal::{wrap, Terminal};
 use crate::workloads::WorkloadId;
 
-/// A plain-text table of every cell: status, throughput with its interval, speed-up against the
-/// baseline with its interval, peak memory, the trick's verdict on its own metric (as the report
-/// gives it), and time-to-accuracy; then where the run's
-/// time went, the noise floors and the failures.
-pub fn summary_table(results: &Results) -> String {
-    closing_table(results, &[])
-}
-
-/// The table of `workload`'s cells alone, with its noise floor: what a run prints as soon as that
-/// workload is measured, before the next one starts.
-pub fn workload_table(results: &Results, workload: WorkloadId) -> String {
-    let mut out = header(results);
-    let this_workload = |c: &CellResult| c.key.workload == workload;
-    out.push_str(&cell_rows(results, this_workload));
-    for floor in results.noise_floors.iter().filter(|f| f.workload == workload) {
-        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
-    }
-    for warning in
-        [noise_warning(results, this_workload), machine_warning(results, this_workload)].into_iter().flatten()
-    {
-        let _ = writeln!(out, "\n{warning}");
-    }
-    out.push_str(&pytorch_answer(results, workload));
-    out
-}
-
-/// Where `workload` ran on both engines: each trick's verdict and effect in eager PyTorch, what a
-/// Python training script gets, with libtorch's beside it and the disagreements under their rows.
-fn pytorch_answer(results: &Results, workload: WorkloadId) -> String {
-    let answers = report::pytorch_answers(results, workload);
+/// What `workload` answered, as soon as it is measured: its verdicts grouped and fitted to the
+/// terminal, and under `--verbose` the table of its cells and its noise floors in full.
+pub fn workload_summary(results: &Results, workload: WorkloadId, terminal: Terminal) -> String {
     let mut out = String::new();
-    if answers.is_empty() {
-        return out;
+    for (_, o) in report::first_screens(results).iter().filter(|(w, _)| *w == workload) {
+        out.push('\n');
+        out.push_str(&glance::first_screen(o, terminal.columns));
     }
-    let width = |f: fn(&report::EngineAnswer) -> usize, title: &str| {
-        answers.iter().map(f).max().unwrap_or(0).max(title.chars().count())
-    };
-    let trick = width(|a| a.trick.chars().count(), "trick");
-    let metric = width(|a| a.metric.chars().count(), "judged by");
-    let pytorch = width(|a| a.pytorch.chars().count(), "in PyTorch");
-    let _ = writeln!(
-        out,
-        "\n{} in PyTorch's terms (what a Python training script gets), libtorch's beside it:",
-        results.run.workload_name(workload)
-    );
-    let _ = writeln!(
-        out,
-        "  {:<trick$}  {:<metric$}  {:<pytorch$}  on libtorch",
-        "trick", "judged by", "in PyTorch"
-    );
-    for a in &answers {
-        let libtorch = a.libtorch.as_deref().unwrap_or("-");
-        let _ = writeln!(
-            out,
-            "  {:<trick$}  {:<metric$}  {:<pytorch$}  {libtorch}",
-            a.trick, a.metric, a.pytorch
+    let unit = workload.family().sample_unit();
+    for data in results.run.datasets().filter(|d| d.synthetic && d.sample_unit == unit) {
+        let warning = format!(
+            "  warning: SYNTHETIC data ({} is not present): throughput and memory still describe the machine, \
+             but accuracies and times to accuracy say nothing about real data",
+            data.name
         );
-        for note in [&a.disagreement, &a.kernels].into_iter().flatten() {
-            let _ = writeln!(out, "      {note}");
-        }
+        let _ = writeln!(out, "{}", wrap(&warning, terminal.columns, 4));
+    }
+    if results.run.design == Design::BatchSweep {
+        out.push_str(&batches(results, workload, terminal.columns));
+    }
+    if terminal.verbose {
+        out.push('\n');
+        out.push_str(&verbose_table(results, |c| c.key.workload == workload));
     }
     out
 }
 
-/// The end of a run's summary: the cells of the workloads not in `shown` (whose tables were
-/// printed as they finished), then the whole run's time, noise floors, time to accuracy and
-/// failures.
-pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
-    let mut out = header(results);
-    if !shown.is_empty() {
-        let names: Vec<String> = shown.iter().map(|w| w.to_string()).collect();
-        let _ = writeln!(
-            out,
-            "({}: see the table{} above)",
-            names.join(", "),
-            if shown.len() > 1 { "s" } else { "" }
-        );
-    }
-    out.push_str(&cell_rows(results, |c| !shown.contains(&c.key.workload)));
+/// The end of a run's summary: the workloads not in `shown` (whose summaries were printed as
+/// they finished), then the whole run's time, times to accuracy and failures, and where every
+/// cell's numbers are.
+pub fn closing_summary(results: &Results, shown: &[WorkloadId], terminal: Terminal) -> String {
+    let mut out = String::new();
     let mut unshown: Vec<WorkloadId> = Vec::new();
     for workload in results.cells.iter().map(|c| c.key.workload) {
         if !shown.contains(&workload) && !unshown.contains(&workload) {
@@ -98,39 +56,78 @@ pub fn closing_table(results: &Results, shown: &[WorkloadId]) -> String {
         }
     }
     for workload in unshown {
-        out.push_str(&pytorch_answer(results, workload));
+        out.push_str(&workload_summary(results, workload, terminal));
     }
-    if let Some(time) = time_breakdown(results) {
-        let _ = writeln!(out, "\n{time}");
-    }
-    for floor in &results.noise_floors {
-        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
-    }
-    for warning in
-        [noise_warning(results, |_| true), machine_warning(results, |_| true)].into_iter().flatten()
-    {
-        let _ = writeln!(out, "\n{warning}");
-    }
+    let mut lines: Vec<String> = time_breakdown(results).into_iter().collect();
     if !results.time_to_accuracy.is_empty() {
-        let _ = writeln!(out, "\ntime to accuracy, per configuration over its seeds:");
-        for t in &results.time_to_accuracy {
-            let median = t.median_time_to_target_s.map_or_else(
-                || "median: not reached by most seeds".to_owned(),
-                |s| format!("median {s:.1} s ({:.2} epochs)", t.median_epochs_to_target.unwrap_or(f64::NAN)),
-            );
-            let versus = t.versus_text().map_or_else(String::new, |v| format!(" · {v}"));
-            let _ = writeln!(
-                out,
-                "  {}: {}/{} seeds reached {} · {median}{versus}",
-                t.id(),
-                t.reached,
-                t.seeds,
-                t.metric.target_text(t.target)
-            );
-        }
+        lines.push(tta_lines(results));
     }
-    if let Some(line) = failures_line(results) {
-        let _ = writeln!(out, "\n{line}");
+    lines.extend(failures_line(results));
+    if !terminal.verbose {
+        lines.push(
+            "every cell, with its throughput, interval, design and memory: cells.csv and index.html beside \
+             results.json (or --verbose)"
+                .to_owned(),
+        );
+    }
+    for line in lines {
+        let _ = write!(out, "\n{}\n", wrap(&line, terminal.columns, 2));
+    }
+    out
+}
+
+/// A batch sweep's answer for `workload`: each batch probed, whether it fit, and the throughput
+/// and peak memory of each batch that did, a line each.
+fn batches(results: &Results, workload: WorkloadId, columns: usize) -> String {
+    let mut out = String::from("\n  batch sizes\n");
+    let unit = workload.family().sample_unit();
+    let cells = results.cells.iter().filter(|c| c.key.workload == workload && c.key.tricks.is_baseline());
+    for cell in cells.filter(|c| !c.key.aa_control && c.key.reference_for.is_none()) {
+        let what = match (cell.key.kind, &cell.throughput, status_detail(cell)) {
+            (CellKind::MemoryProbe, _, Some(detail)) => format!("probe: {detail}"),
+            (CellKind::MemoryProbe, _, None) => "probe: fits".to_owned(),
+            (_, Some(_), _) => {
+                let memory = cell.memory.and_then(|m| m.primary_bytes()).map_or("-".to_owned(), mebibytes);
+                format!("{} {unit}/s, peak {memory}", throughput_text(cell))
+            }
+            (_, None, detail) => detail.unwrap_or_else(|| status_word(&cell.status).to_owned()),
+        };
+        let line = format!("    b{:<6} {what}", cell.key.batch_size);
+        let _ = writeln!(out, "{}", wrap(&line, columns, 4));
+    }
+    out
+}
+
+/// The time to accuracy of each configuration over its seeds, a line each.
+fn tta_lines(results: &Results) -> String {
+    let mut out = String::from("time to accuracy, per configuration over its seeds:");
+    for t in &results.time_to_accuracy {
+        let median = t.median_time_to_target_s.map_or_else(
+            || "median: not reached by most seeds".to_owned(),
+            |s| format!("median {s:.1} s ({:.2} epochs)", t.median_epochs_to_target.unwrap_or(f64::NAN)),
+        );
+        let versus = t.versus_text().map_or_else(String::new, |v| format!(" · {v}"));
+        let _ = write!(
+            out,
+            "\n  {}: {}/{} seeds reached {} · {median}{versus}",
+            t.id(),
+            t.reached,
+            t.seeds,
+            t.metric.target_text(t.target)
+        );
+    }
+    out
+}
+
+/// The table of every cell `include` picks, with the run's header above and the noise floors
+/// of their workloads in full under it: what `--verbose` adds.
+fn verbose_table(results: &Results, include: impl Fn(&CellResult) -> bool) -> String {
+    let mut out = header(results);
+    out.push_str(&cell_rows(results, &include));
+    let workloads: Vec<WorkloadId> =
+        results.cells.iter().filter(|c| include(c)).map(|c| c.key.workload).collect();
+    for floor in results.noise_floors.iter().filter(|f| workloads.contains(&f.workload)) {
+        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
     }
     out
 }
@@ -156,43 +153,9 @@ fn header(results: &Results) -> String {
     )
 }
 
-/// The warning that some of the cells `include` picks were too noisy for the precision asked,
-/// with how many of those that measured throughput, if any were.
-fn noise_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Option<String> {
-    let target = results.run.protocol.target_ci_half_width;
-    let measured: Vec<&CellResult> =
-        results.cells.iter().filter(|c| include(c) && c.throughput.is_some()).collect();
-    let comparison = |c: &CellResult| results.comparisons.iter().find(|x| x.cell == c.id());
-    let noisy = measured.iter().filter(|c| c.noise_warning(comparison(c), target).is_some()).count();
-    (noisy > 0).then(|| {
-        format!(
-            "warning: {noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine is too \
-             busy or too variable for that precision (close other work, or use more rounds); treat their \
-             verdicts with care",
-            measured.len(),
-            target.unwrap_or(0.0) * 100.0
-        )
-    })
-}
-
-/// The warning that some of the cells `include` picks ran on a throttled or shared machine, if
-/// any did.
-fn machine_warning(results: &Results, include: impl Fn(&CellResult) -> bool) -> Option<String> {
-    let cells: Vec<&CellResult> =
-        results.cells.iter().filter(|c| include(c)).filter(|c| !c.processes.is_empty()).collect();
-    let unfair = cells.iter().filter(|c| c.machine_warning().is_some()).count();
-    (unfair > 0).then(|| {
-        format!(
-            "warning: {unfair} of {} cells ran on a throttled or shared machine (see the cells' lines): \
-             their numbers may not be what this machine does when it is cool and free",
-            cells.len()
-        )
-    })
-}
-
 /// The column headings and one row per cell that `include` picks, each followed by the lines
 /// that explain its status and its noise.
-fn cell_rows(results: &Results, include: impl Fn(&CellResult) -> bool) -> String {
+fn cell_rows(results: &Results, include: &impl Fn(&CellResult) -> bool) -> String {
     let target = results.run.protocol.target_ci_half_width;
     let cells: Vec<&CellResult> = results.cells.iter().filter(|c| include(c)).collect();
     let width = cells.iter().map(|c| c.id().as_str().len()).max().unwrap_or(4).max(4);
@@ -316,8 +279,8 @@ fn failures_line(results: &Results) -> Option<String> {
     .flatten()
     .collect();
     Some(format!(
-        "error: {} of {} cells did not measure ({}); the line under each says why, and results.json and the \
-         report hold their stderr",
+        "error: {} of {} cells did not measure ({}); the report (and --verbose) says why, and results.json \
+         holds their stderr",
         failed.len(),
         results.cells.len(),
         how.join(", ")

@@ -17,7 +17,7 @@ use trickbench::workloads::gpt::AttentionBackend;
 use trickbench::workloads::Family;
 
 use common::cells::cell;
-use common::cli::{synthetic_cifar, text, trickbench};
+use common::cli::{command, synthetic_cifar, text, trickbench};
 use common::dirs::temp_dir;
 
 #[test]
@@ -120,24 +120,23 @@ fn single_arm_gives_each_paired_cell_a_process_of_its_own_pair() {
 #[test]
 fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_synthetic_data() {
     let dir = temp_dir();
-    let out = trickbench(
-        dir.path(),
-        &[
-            "run",
-            "--profile",
-            "smoke",
-            "--workload",
-            "resnet",
-            "--device",
-            "cpu",
-            "--tricks",
-            "avoid-sync,channels-last,no-grad-eval,amp,one-cycle",
-            "--data",
-            "no-such-dir",
-            "--out",
-            "run",
-        ],
-    );
+    let args = [
+        "run",
+        "--profile",
+        "smoke",
+        "--workload",
+        "resnet",
+        "--device",
+        "cpu",
+        "--tricks",
+        "avoid-sync,channels-last,no-grad-eval,amp,one-cycle",
+        "--data",
+        "no-such-dir",
+        "--out",
+        "run",
+    ];
+    // An 80-column terminal's width, as a shell exports it for a program whose output is piped.
+    let out = command(dir.path(), &args).env("COLUMNS", "80").output().expect("trickbench runs");
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "run failed: {stderr}");
     assert!(stderr.contains("no CIFAR-10 in no-such-dir") && stderr.contains("SYNTHETIC"), "{stderr}");
@@ -192,7 +191,11 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     let paired = avoid_sync.processes.iter().map(|p| p.paired.as_ref().expect("paired windows"));
     assert!(paired.clone().all(|w| w.reference == baseline.id() && w.ratios().len() == 2));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("noise floor of resnet8 (A/A control"), "{stdout}");
+    assert!(stdout.contains("Noise floor (A/A control): paired ±"), "{stdout}");
+    for (stream, printed) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let wide = printed.lines().find(|l| l.chars().count() > 80);
+        assert!(wide.is_none(), "a line of {stream} wider than 80 columns: {wide:?}");
+    }
     assert!(stdout.contains("time: ") && stdout.contains("in timed windows"), "{stdout}");
 
     let tta_cell = cell(&results, "resnet8/baseline/b32/s0/tta");
@@ -202,17 +205,23 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     assert!(tta.time_to_target_s.is_some(), "synthetic data is learnable: {tta:?}");
 
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("SYNTHETIC data") && stdout.contains("speed-up [95% CI]"), "{stdout}");
-    assert!(stdout.contains("not applicable: amp: needs a CUDA GPU"));
-    // Every compared cell's row ends with the trick's verdict on its own metric, as in the report.
-    let verdicts = ["helps", "hurts", "no measurable effect", "inside the A/A noise floor", "inconclusive"];
-    for c in &results.comparisons {
-        let row = stdout
-            .lines()
-            .find(|l| l.starts_with(c.cell.as_str()))
-            .unwrap_or_else(|| panic!("no row {}", c.cell));
-        assert!(verdicts.iter().any(|v| row.trim_end().ends_with(v)), "{row}");
+    assert!(stdout.contains("SYNTHETIC data"), "{stdout}");
+    assert!(stdout.contains("not applicable (1)") && stdout.contains("needs a CUDA GPU: amp"), "{stdout}");
+    // Every compared trick stands under its verdict on its own metric, as in the report.
+    let verdicts = ["helps", "hurts", "no measurable effect", "inconclusive"];
+    let mut under: Option<&str> = None;
+    let mut placed = Vec::new();
+    for line in stdout.lines() {
+        let words = line.trim();
+        if let Some(v) = verdicts.iter().find(|v| line.starts_with("  ") && words.starts_with(**v)) {
+            under = Some(v);
+        } else if let Some(trick) =
+            ["avoid-sync", "channels-last", "no-grad-eval (eval)"].iter().find(|t| words.starts_with(**t))
+        {
+            placed.push((*trick, under.unwrap_or_else(|| panic!("{trick} under no verdict: {stdout}"))));
+        }
     }
+    assert_eq!(placed.len(), 3, "{placed:?}: {stdout}");
     for file in ["index.html", "summary.md", "cells.csv"] {
         assert!(dir.path().join("run").join(file).is_file(), "{file} missing");
     }
@@ -319,10 +328,9 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     assert!(out.status.success(), "run failed: {stderr}");
     // The ResNet's table comes as soon as it is measured, with what the GPT will take, and once.
     let stdout = text(&out.stdout);
-    let resnet_row = stdout.find("resnet8/baseline/b32/s0/train ").expect("the ResNet's table");
-    assert!(resnet_row < stdout.find("gpt-mini/baseline/b8/s0/train ").expect("the GPT's table"), "{stdout}");
-    assert_eq!(stdout.matches("resnet8/baseline/b32/s0/train ").count(), 1, "{stdout}");
-    assert!(stdout.contains("(resnet8: see the table above)"), "{stdout}");
+    let resnet = stdout.find("\nresnet8 · ").expect("the ResNet's answer");
+    assert!(resnet < stdout.find("\ngpt-mini · ").expect("the GPT's answer"), "{stdout}");
+    assert_eq!(stdout.matches("\nresnet8 · ").count(), 1, "printed once, as it finished: {stdout}");
     assert!(stderr.contains("next: gpt-mini, ") && stderr.contains(" at this run's pace"), "{stderr}");
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
     let protocol = &results.run.protocol;
@@ -506,7 +514,7 @@ fn batch_sweep_probes_up_to_the_memory_budget_and_measures_every_batch_that_fits
     swept.sort_unstable();
     assert_eq!(swept, fitting.iter().map(|p| p.key.batch_size).collect::<Vec<_>>());
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("OOM") && stdout.contains("memory budget"), "{stdout}");
+    assert!(stdout.contains("probe: out of memory") && stdout.contains("memory budget"), "{stdout}");
 }
 
 #[test]
@@ -585,7 +593,8 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
         "channels-last and the A/A control on the ResNet (no text: no GPT)"
     );
     assert_eq!(results.run.merged.as_ref().unwrap().shards, [0, 1, 2]);
-    assert!(text(&merged.stdout).contains("speed-up [95% CI]"));
+    let summary = text(&merged.stdout);
+    assert!(summary.contains("channels-last") && summary.contains("Noise floor (A/A control)"), "{summary}");
     assert!(dir.path().join("merged/index.html").is_file());
     // Each shard's traces are copied beside the merged results, whose report links them.
     let traced: Vec<&str> = results.cells.iter().filter_map(|c| c.trace()).map(|t| t.path.as_str()).collect();

@@ -16,6 +16,7 @@ use trickbench::report::{
     render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
 };
 use trickbench::results::schema::{CellKey, MeasurementDesign, NoiseFloor, Results};
+use trickbench::terminal::Terminal;
 use trickbench::workloads::WorkloadId;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
@@ -82,12 +83,28 @@ fn report_renders_every_cell_plot_and_table() {
         assert!(page.contains(cell.id().as_str()), "index.html lacks cell {}", cell.id());
     }
     let slug = "resnet20-cpu-on-fixture-cpu-host-quick";
-    let expected: BTreeSet<String> =
+    let mut expected: BTreeSet<String> =
         ["speedup", "memory", "tta-curves", "tta-bars", "stack", "batch-throughput", "batch-memory"]
             .iter()
             .flat_map(|kind| [".png", ".svg", "-narrow.svg"].map(|end| format!("{kind}-{slug}{end}")))
             .collect();
+    expected.extend([".png", ".svg", "-narrow.svg"].map(|end| format!("{slug}-at-a-glance{end}")));
     assert_eq!(file_names(&files), expected);
+    // The first screen opens with the figure of every trick's effect, then the floors, then the table.
+    let overview = Selector::parse(&format!("#overview-{slug}")).unwrap();
+    let first = doc.select(&overview).next().expect("the group's first screen");
+    let order: Vec<&str> = first
+        .children()
+        .filter_map(scraper::ElementRef::wrap)
+        .map(|e| e.value().attr("class").unwrap_or(e.value().name()))
+        .collect();
+    let at = |class: &str| {
+        order.iter().position(|c| *c == class).unwrap_or_else(|| panic!("no {class}: {order:?}"))
+    };
+    assert!(
+        at("conclusion") < at("glance") && at("glance") < at("floors") && at("floors") < at("wrap"),
+        "{order:?}"
+    );
     // Noise: every measured cell shows its spread, and the one wider than asked is flagged.
     assert!(page.contains("CV 2.0%, 0 of 10 windows outliers"));
     assert!(page.contains(
@@ -849,7 +866,7 @@ fn a_cell_measured_on_a_busy_or_throttled_machine_is_flagged_in_the_summary_and_
 
     let warning = "unfair machine: CPU busy with other work (load 9.5 on 2 cores); GPU throttled \
                    (hw-thermal-slowdown) at 88 °C";
-    let table = trickbench::summary::closing_table(&results, &[]);
+    let table = trickbench::summary::closing_summary(&results, &[], Terminal { columns: 400, verbose: true });
     let line = table.lines().position(|l| l.starts_with(flagged.as_str())).expect("the cell's row");
     assert_eq!(table.lines().nth(line + 1).map(str::trim), Some(warning), "{table}");
     assert!(table.contains("warning: 1 of 2 cells ran on a throttled or shared machine"), "{table}");
@@ -953,41 +970,76 @@ fn a_run_on_both_engines_answers_in_pytorch_terms_with_libtorch_beside() {
     assert!(!needs.contains("zero-copy"), "zero-copy's row says which engine ran it: {needs}");
 }
 
+/// The terminal summary of `results` at 100 columns, its words one space apart (lines wrapped
+/// to the width rejoined).
+fn terminal_words(results: &Results, verbose: bool) -> String {
+    let summary = trickbench::summary::closing_summary(results, &[], Terminal { columns: 100, verbose });
+    summary.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
-fn the_terminal_table_of_a_two_engine_run_answers_in_pytorch_terms_with_libtorch_beside() {
+fn the_terminal_summary_of_a_two_engine_run_gives_both_engines_effects_grouped_by_verdict() {
     let results = fixtures::two_engine_run();
-    let table = trickbench::summary::summary_table(&results);
-    let (_, answer) =
-        table.split_once("in PyTorch's terms").unwrap_or_else(|| panic!("no PyTorch answer: {table}"));
+    let summary = trickbench::summary::closing_summary(&results, &[], Terminal::of_width(100));
     let line = |trick: &str| {
-        answer
+        summary
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{trick} ")))
-            .unwrap_or_else(|| panic!("no {trick} line: {answer}"))
+            .unwrap_or_else(|| panic!("no {trick} line: {summary}"))
     };
     let debug_off = line("debug-off");
-    let (pytorch, libtorch) =
-        (debug_off.find("helps: 1.50×").unwrap(), debug_off.find("helps: 5.80×").unwrap());
+    let (pytorch, libtorch) = (debug_off.find("1.50×").unwrap(), debug_off.find("5.80×").unwrap());
     assert!(pytorch < libtorch, "PyTorch's effect comes first: {debug_off}");
-    assert!(
-        answer.contains("the engines disagree") && answer.contains("AnomalyMetadata::store_stack"),
-        "{answer}"
-    );
+    let helps = summary.lines().position(|l| l.trim_start().starts_with("helps")).expect("a helps group");
+    let at = summary.lines().position(|l| l == debug_off).unwrap();
+    assert!(helps < at, "debug-off is under helps: {summary}");
+    assert!(summary.contains("in PyTorch") && summary.contains("on libtorch"), "{summary}");
+    let words = terminal_words(&results, false);
+    assert!(words.contains("! the engines disagree"), "{words}");
     let zero_copy = line("zero-copy (libtorch only)");
-    assert!(zero_copy.contains("not in PyTorch") && zero_copy.contains("1.01×"), "{answer}");
-    let single = trickbench::summary::summary_table(&fixtures::cpu_run());
-    assert!(!single.contains("in PyTorch's terms"), "{single}");
+    assert!(zero_copy.contains('—') && zero_copy.contains("1.01×"), "{zero_copy}");
+    assert!(!summary.contains("/b128/s0/"), "no cell table without --verbose: {summary}");
+    let single = trickbench::summary::closing_summary(&fixtures::cpu_run(), &[], Terminal::of_width(100));
+    assert!(!single.contains("in PyTorch"), "{single}");
 }
 
 #[test]
 fn a_trick_faster_per_step_but_slower_to_the_target_is_called_so() {
-    let table = trickbench::summary::summary_table(&fixtures::compiled_but_slower_to_target());
-    let (_, answer) = table.split_once("in PyTorch's terms").unwrap_or_else(|| panic!("{table}"));
-    let line = answer.lines().find(|l| l.trim_start().starts_with("torch-compile")).unwrap();
-    assert!(line.contains("hurts: faster per step (1.30× throughput"), "{line}");
-    assert!(line.contains("but slower to the target: 1.40× slower to test accuracy ≥ 50.0%"), "{line}");
-    let cells = table.split_once("in PyTorch's terms").unwrap().0;
-    assert!(cells.contains("resnet20/torch-compile/b128/s0/tta@pytorch"), "{cells}");
+    let results = fixtures::compiled_but_slower_to_target();
+    let words = terminal_words(&results, false);
+    let (_, hurts) =
+        words.split_once(" hurts torch-compile").unwrap_or_else(|| panic!("not under hurts: {words}"));
+    assert!(hurts.contains("faster per step (1.30× throughput"), "{hurts}");
+    assert!(hurts.contains("but slower to the target: 1.40× slower to test accuracy ≥ 50.0%"), "{hurts}");
+    let verbose = terminal_words(&results, true);
+    assert!(verbose.contains("resnet20/torch-compile/b128/s0/tta@pytorch"), "{verbose}");
+}
+
+#[test]
+fn the_terminal_summary_fits_80_and_100_columns() {
+    let committed = |run: &str| {
+        let path = format!("{}/reports/{run}/results-1.json", env!("CARGO_MANIFEST_DIR"));
+        trickbench::results::store::load(Path::new(&path)).unwrap()
+    };
+    let runs = [
+        fixtures::two_engine_run(),
+        fixtures::compiled_but_slower_to_target(),
+        with_forced_cudnn_attention(fixtures::two_engine_run()),
+        committed("cpu-xeon-2core-20261205-quick-make-run-engines-agree"),
+        committed("cpu-xeon-2core-20261205-quick-speedrun-both-engines"),
+    ];
+    for results in &runs {
+        for columns in [80, 100] {
+            let summary = trickbench::summary::closing_summary(results, &[], Terminal::of_width(columns));
+            let widest = summary.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            assert!(
+                widest <= columns,
+                "{} at {columns} columns has a line of {widest}:\n{summary}",
+                results.run.id
+            );
+            assert!(summary.contains("no measurable effect") || summary.contains("helps"), "{summary}");
+        }
+    }
 }
 
 #[test]
@@ -1039,9 +1091,8 @@ fn with_forced_cudnn_attention(mut results: Results) -> Results {
 #[test]
 fn a_forced_attention_backend_says_which_kernel_ran_and_when_it_is_the_defaults() {
     let results = with_forced_cudnn_attention(fixtures::two_engine_run());
-    let table = trickbench::summary::summary_table(&results);
-    let (_, gpt) =
-        table.split_once("gpt-mini in PyTorch's terms").unwrap_or_else(|| panic!("no GPT answer: {table}"));
+    let words = terminal_words(&results, false);
+    let (_, gpt) = words.split_once("gpt-mini").unwrap_or_else(|| panic!("no GPT summary: {words}"));
     let same = "the same kernel as the default (cudnn-attention ran on both sides): not a distinct effect";
     assert!(gpt.contains(same), "{gpt}");
     let out = temp_dir();

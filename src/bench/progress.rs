@@ -12,6 +12,7 @@ use crate::bench::runner::{LineSink, RunObserver};
 use crate::bench::stopping::Decision;
 use crate::results::schema::{CellKey, CellResult, CellStatus};
 use crate::stats::median;
+use crate::terminal::{wrap, Terminal};
 
 /// How a run shows its progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,7 @@ pub fn duration_text(seconds: f64) -> String {
 /// in phases (probes, the plan, the stack) counts the processes of every phase so far.
 pub struct Progress {
     mode: ProgressMode,
+    terminal: Terminal,
     bar: ProgressBar,
     eta: Eta,
     /// Processes of the phases before this one.
@@ -102,8 +104,8 @@ struct Running {
 }
 
 impl Progress {
-    /// Progress shown as `mode` says.
-    pub fn new(mode: ProgressMode) -> Self {
+    /// Progress shown as `mode` says, its lines fitted to `terminal`.
+    pub fn new(mode: ProgressMode, terminal: Terminal) -> Self {
         let bar = match mode {
             ProgressMode::Bar => {
                 let style = ProgressStyle::with_template(
@@ -117,12 +119,17 @@ impl Progress {
             }
             ProgressMode::Lines | ProgressMode::Quiet => ProgressBar::hidden(),
         };
-        Self { mode, bar, eta: Eta::default(), earlier: 0, phase_total: 0, running: None }
+        Self { mode, terminal, bar, eta: Eta::default(), earlier: 0, phase_total: 0, running: None }
     }
 
     /// How progress is shown.
     pub fn mode(&self) -> ProgressMode {
         self.mode
+    }
+
+    /// The terminal the run's text is fitted to.
+    pub fn terminal(&self) -> Terminal {
+        self.terminal
     }
 
     /// Starts the next phase of the run: the processes of the one before are all accounted for.
@@ -133,7 +140,7 @@ impl Progress {
 
     /// Shows a line of the run's own (nothing under `--quiet`).
     pub fn note(&self, line: &str) {
-        show(self.mode, &self.bar, line);
+        self.show(line);
     }
 
     /// Prints `text` (a table of results) on stdout, between the progress lines (nothing under
@@ -154,8 +161,8 @@ impl Progress {
 
     /// Where the lines a cell process writes to stderr go: indented, as notes.
     pub fn child_lines(&self) -> LineSink {
-        let (mode, bar) = (self.mode, self.bar.clone());
-        Arc::new(move |line: &str| show(mode, &bar, &format!("    {line}")))
+        let (mode, bar, columns) = (self.mode, self.bar.clone(), self.terminal.columns);
+        Arc::new(move |line: &str| show(mode, &bar, &wrap(&format!("    {line}"), columns, 2)))
     }
 
     /// Removes the bar.
@@ -166,6 +173,11 @@ impl Progress {
     /// Processes of the run so far, every phase's.
     fn total(&self) -> usize {
         self.earlier + self.phase_total
+    }
+
+    /// Shows `line`, wrapped to the terminal, as the mode says.
+    fn show(&self, line: &str) {
+        show(self.mode, &self.bar, &wrap(line, self.terminal.columns, 4));
     }
 }
 
@@ -193,7 +205,7 @@ impl RunObserver for Progress {
                 self.bar.set_position(number as u64 - 1);
                 self.bar.set_message(format!("{eta} · {label}"));
             }
-            ProgressMode::Lines => eprintln!("[{number}/{}] {label} started · {eta}", self.total()),
+            ProgressMode::Lines => self.show(&format!("[{number}/{}] {label} started · {eta}", self.total())),
             ProgressMode::Quiet => {}
         }
         self.running = Some(Running { number, started: Instant::now(), label, round });
@@ -211,7 +223,7 @@ impl RunObserver for Progress {
             if rounds == 1 { "" } else { "s" },
             round + 1
         );
-        show(self.mode, &self.bar, &line);
+        self.show(&line);
     }
 
     fn warmup_started(&mut self, done: usize, total: usize, cell: &CellKey, round: usize) {
@@ -224,7 +236,7 @@ impl RunObserver for Progress {
                 self.bar.set_position(number as u64 - 1);
                 self.bar.set_message(label);
             }
-            ProgressMode::Lines => eprintln!("[{number}/{}] {label}", self.total()),
+            ProgressMode::Lines => self.show(&format!("[{number}/{}] {label}", self.total())),
             ProgressMode::Quiet => {}
         }
         self.running = None;
@@ -250,9 +262,11 @@ impl RunObserver for Progress {
             ProgressMode::Bar => {
                 self.bar.set_position(running.number as u64);
                 self.bar.set_message(eta);
-                self.bar.println(format!("  {outcome}"));
+                self.show(&format!("  {outcome}"));
             }
-            ProgressMode::Lines => eprintln!("[{}/{}] {outcome} · {eta}", running.number, self.total()),
+            ProgressMode::Lines => {
+                self.show(&format!("[{}/{}] {outcome} · {eta}", running.number, self.total()))
+            }
             ProgressMode::Quiet => {}
         }
     }

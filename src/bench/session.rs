@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::results::model::UserModel;
 use crate::results::schema::{profile_text, ArmsPerProcess, MeasurementDesign, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
-use crate::summary::workload_table;
+use crate::summary::workload_summary;
 use crate::workloads::{Family, WorkloadId};
 
 /// Where the cell processes' job and output files are kept, inside the output folder.
@@ -261,7 +261,7 @@ impl Session<'_> {
             }
             let results = self.results()?;
             for &workload in &request.workloads {
-                self.progress.table(&workload_table(results, workload));
+                self.progress.table(&workload_summary(results, workload, self.progress.terminal()));
                 shown.push(workload);
             }
             let (processes, _) = self.planned(rest, design);

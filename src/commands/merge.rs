@@ -4,7 +4,8 @@ use anyhow::Result;
 
 use trickbench::bench::merge::{merge as merge_sweep, MergeRequest};
 use trickbench::bench::session;
-use trickbench::summary::summary_table;
+use trickbench::summary::closing_summary;
+use trickbench::terminal::Terminal;
 
 use crate::cli::MergeArgs;
 
@@ -18,7 +19,7 @@ pub fn merge(args: &MergeArgs) -> Result<()> {
         command: std::env::args().collect(),
     };
     let merged = merge_sweep(&request, &|line| eprintln!("{line}"))?;
-    println!("{}", summary_table(&merged.results));
+    println!("{}", closing_summary(&merged.results, &[], Terminal::detect(false)));
     println!("results: {}", merged.results_path().display());
     super::write_report(
         std::slice::from_ref(&merged.results),

@@ -8,19 +8,21 @@ use trickbench::bench::overrides::{ProfileOverrides, TtaOverrides};
 use trickbench::bench::progress::{Progress, ProgressMode};
 use trickbench::bench::session;
 use trickbench::results::schema::{ArmsPerProcess, MeasurementDesign};
-use trickbench::summary::closing_table;
+use trickbench::summary::closing_summary;
+use trickbench::terminal::{wrap, Terminal};
 
 use crate::cli::RunArgs;
 
 /// Runs the plan the flags describe.
 pub fn run(args: &RunArgs) -> Result<()> {
-    let mut progress = Progress::new(ProgressMode::detect(args.quiet));
+    let terminal = Terminal::detect(args.verbose);
+    let mut progress = Progress::new(ProgressMode::detect(args.quiet), terminal);
     let config = RunConfig::new(request(args))?;
     let program = std::env::current_exe().context("finding the trickbench executable")?;
     let finished = session::run(&config, program, &mut progress)?;
-    progress.table(&closing_table(&finished.results, &finished.shown));
+    progress.table(&closing_summary(&finished.results, &finished.shown, terminal));
     for line in trickbench::report::speedrun_headlines(&finished.results) {
-        println!("{line}");
+        println!("{}", wrap(&line, terminal.columns, 2));
     }
     println!("results: {}", finished.results_path().display());
     super::write_report(

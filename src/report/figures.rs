@@ -1,6 +1,7 @@
 //! Which figures a report has, built as chart specifications from the view model.
 
 mod effects;
+mod glance;
 mod history;
 mod phases;
 mod stack;
@@ -32,7 +33,8 @@ pub(crate) struct Figure {
 /// Every figure of a report, group by group.
 pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
     let mut figures = Vec::new();
-    for g in &report.groups {
+    for (g, o) in report.groups.iter().zip(report.overviews()) {
+        figures.extend(glance::figure(report.results, g, &o));
         let confidence = report.results[g.entries[0].file].run.protocol.confidence_level;
         let chains = stack::chains(g);
         let links: Vec<&Entry> = chains.iter().flat_map(|(_, chain)| chain.iter().copied()).collect();

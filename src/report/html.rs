@@ -74,6 +74,9 @@ pub(crate) fn render(path: &Path, name: &str, ctx: minijinja::Value) -> Result<S
     })
 }
 
+/// The section of the figures that open each group's first screen, above its table.
+pub(crate) const GLANCE_SECTION: &str = "glance";
+
 /// A section of figures.
 #[derive(Serialize)]
 pub(crate) struct Section<'a> {
@@ -177,6 +180,8 @@ struct RunView<'a> {
     allocator: &'static str,
     /// Each family's name and its settings in words.
     families: Vec<(&'static str, String)>,
+    /// Each A/A noise floor in words, with its control's ratio and interval.
+    floors: Vec<String>,
 }
 
 fn runs(results: &[Results]) -> Vec<RunView<'_>> {
@@ -194,6 +199,11 @@ fn runs(results: &[Results]) -> Vec<RunView<'_>> {
             profile: r.run.profile_text(),
             allocator: r.run.protocol.host_allocator.description(),
             families: r.run.profile_settings.families.iter().map(|f| (f.family.name(), f.text())).collect(),
+            floors: r
+                .noise_floors
+                .iter()
+                .map(|f| crate::summary::noise_floor_text(f, r.run.workload_name(f.workload)))
+                .collect(),
         })
         .collect()
 }
@@ -415,6 +425,7 @@ pub(crate) fn report(
         has_energy => has_energy,
         traces => Serde(traces),
         speedruns => Serde(super::speedrun::views(report, figures)),
+        glance => Serde(figures.iter().filter(|f| f.section == GLANCE_SECTION).collect::<Vec<_>>()),
         rule => super::speedrun::RULE,
     };
     render(path, "report.html", ctx)

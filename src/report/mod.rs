@@ -8,6 +8,7 @@
 mod compare;
 mod csv;
 mod figures;
+mod gain;
 mod history;
 mod html;
 mod index;
@@ -23,12 +24,13 @@ mod traces;
 
 use std::path::{Path, PathBuf};
 
-use crate::engine::Engine;
 use crate::results::schema::{CellResult, Comparison, Results};
 use crate::workloads::WorkloadId;
 
 pub use history::CompareBy;
 pub use index::write_index;
+pub(crate) use model::Effect;
+pub(crate) use overview::{Overview, VerdictRow};
 pub use speedrun::headlines as speedrun_headlines;
 
 /// Everything that can go wrong while rendering a report. I/O errors name their file.
@@ -288,45 +290,12 @@ pub fn verdict_label(results: &Results, cell: &CellResult, comparison: &Comparis
     model::judged(cell, comparison, reference).effect.label()
 }
 
-/// One trick's answer in PyTorch's terms, as the report's first screen gives it for a workload
-/// measured on both engines.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineAnswer {
-    /// The trick ("debug-off"; "torch-compile (pytorch only)" where one engine measured it).
-    pub trick: String,
-    /// The metric it is judged by.
-    pub metric: &'static str,
-    /// Its verdict and effect in eager PyTorch ("helps: 1.56× throughput [1.53, 1.58] (paired)"),
-    /// or "not in PyTorch" where libtorch alone measured it.
-    pub pytorch: String,
-    /// The same on libtorch, where both engines measured it.
-    pub libtorch: Option<String>,
-    /// How the two engines disagree, and why where the cause is known.
-    pub disagreement: Option<String>,
-    /// For a forced attention backend, the kernel that ran beside the default's, and whether they
-    /// are one kernel (the PyTorch cell's).
-    pub kernels: Option<String>,
-}
-
-/// The answers in PyTorch's terms for `workload`, helping first, where `results` measured it on
-/// both engines (empty otherwise).
-pub fn pytorch_answers(results: &Results, workload: WorkloadId) -> Vec<EngineAnswer> {
+/// The first screen of each group of `results` (one per workload, device and profile), with
+/// the workload it is about: what the terminal summary prints.
+pub(crate) fn first_screens(results: &Results) -> Vec<(WorkloadId, Overview)> {
     let runs = std::slice::from_ref(results);
     let report = model::Report::new(runs);
-    let groups = report.groups.iter().zip(report.overviews());
-    let rows = groups.filter(|(g, o)| g.workload == workload && o.two_engines).flat_map(|(_, o)| o.rows);
-    rows.map(|r| EngineAnswer {
-        pytorch: match r.only_on {
-            Some(Engine::Libtorch) => "not in PyTorch".to_owned(),
-            _ => format!("{}: {}", r.label, r.verdict.text),
-        },
-        trick: r.trick,
-        metric: r.metric,
-        libtorch: r.libtorch,
-        disagreement: r.disagreement,
-        kernels: r.kernels,
-    })
-    .collect()
+    report.groups.iter().map(|g| g.workload).zip(report.overviews()).collect()
 }
 
 /// The output directory.

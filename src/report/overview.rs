@@ -7,12 +7,13 @@ use serde::Serialize;
 use crate::bench::design::Design;
 use crate::engine::Engine;
 use crate::measure::host_allocator::HostAllocator;
+use crate::report::gain::Gain;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::report::phases;
 use crate::results::model::UserModel;
 use crate::results::schema::{
-    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, Phase, Results,
-    TtaSummary,
+    CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Phase,
+    Results, TtaSummary,
 };
 use crate::tricks::{Metric, Trick, TrickSet};
 
@@ -30,8 +31,13 @@ pub(crate) struct Overview {
     pub sentence: String,
     /// The baseline's throughput and peak memory in absolute units.
     pub baseline: String,
-    /// Why the verdicts need care: noisy cells and the A/A noise floor (empty when neither applies).
-    pub noise: Vec<String>,
+    /// The A/A noise floors in one line: each engine's paired floor, the process-design floor
+    /// where a cell of that design exists, and how many cells missed the precision asked.
+    pub floors: Option<String>,
+    /// Cells that ran on a throttled or shared machine, where any did.
+    pub warnings: Vec<String>,
+    /// `plots/<slug>.png` of the figure of every trick's effect (the page finds the figure by it).
+    pub figure_png: String,
     /// One verdict per measured trick cell, helping first.
     pub rows: Vec<VerdictRow>,
     /// Tricks that do not apply here (other hardware, another model, another build), grouped by
@@ -67,7 +73,7 @@ pub(crate) struct VerdictRow {
     pub libtorch: Option<String>,
     /// Where the two engines disagree (one helps where the other hurts, or their intervals do not
     /// overlap): how, and why where the cause is known.
-    pub disagreement: Option<String>,
+    pub disagreement: Option<Disagreement>,
     /// Where the group measured both engines and this trick ran on one only: that engine (its
     /// verdict then stands in that engine's column).
     pub only_on: Option<Engine>,
@@ -75,6 +81,19 @@ pub(crate) struct VerdictRow {
     /// reference, PyTorch's own choice) ran, and where they are one kernel, that its effect is
     /// not a distinct one.
     pub kernels: Option<String>,
+    /// The effect on each engine that measured it as a number, PyTorch's first (empty where no
+    /// engine has one: failed, not reached, not measured).
+    pub gains: Vec<Gain>,
+}
+
+/// How two engines disagree on a trick, and why where that is known.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Disagreement {
+    /// "the engines disagree: the intervals of their effects do not overlap (helps in PyTorch,
+    /// helps on libtorch)".
+    pub how: String,
+    /// The cause, or what is known of it, in sentences (empty where nothing is).
+    pub why: String,
 }
 
 /// Tricks that could not run for one reason.
@@ -136,7 +155,9 @@ fn overview(results: &[Results], g: &Group) -> Overview {
         }),
         sentence: sentence(&rows, &not_applicable, leave_one_out),
         baseline,
-        noise: noise_lines(results, g),
+        floors: floors_line(results, g),
+        warnings: machine_warning(g).into_iter().collect(),
+        figure_png: format!("plots/{}.png", glance_slug(g)),
         rows,
         not_applicable,
         stacks,
@@ -210,7 +231,13 @@ fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRo
         disagreement: None,
         only_on: None,
         kernels: kernels_note(g, e),
+        gains: Vec::new(),
     }
+}
+
+/// The file stem of the group's figure of every trick's effect.
+pub(crate) fn glance_slug(g: &Group) -> String {
+    format!("{}-at-a-glance", g.slug())
 }
 
 /// For the cell of a forced attention backend, the kernel it ran and the one its reference (the
@@ -247,7 +274,10 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
                 let label = g.label(e);
                 let label = label.strip_suffix(&format!(" · s{}", e.cell.key.seed)).unwrap_or(&label);
                 let verdict = model::tta_verdict(&results[e.file], summary);
-                rows.push((VerdictRow { trick: label.to_owned(), ..row(g, e, metric, verdict) }, e));
+                let gains = Gain::of_time_to_accuracy(e.cell.key.engine, verdict.effect, summary)
+                    .into_iter()
+                    .collect();
+                rows.push((VerdictRow { trick: label.to_owned(), gains, ..row(g, e, metric, verdict) }, e));
                 continue;
             }
             Metric::TimeToAccuracy => continue,
@@ -261,7 +291,13 @@ fn ablation_rows(results: &[Results], g: &Group) -> Vec<VerdictRow> {
                 None => not_measured(e),
             },
         };
-        rows.push((row(g, e, metric, verdict), e));
+        let gains = match (e.comparison, verdict.effect) {
+            (_, Effect::NotMeasured) | (None, _) => Vec::new(),
+            (Some(c), effect) => {
+                Gain::of_comparison(e.cell.key.engine, effect, metric, c).into_iter().collect()
+            }
+        };
+        rows.push((VerdictRow { gains, ..row(g, e, metric, verdict) }, e));
     }
     if g.has_several_engines() {
         side_by_side(results, g, rows)
@@ -287,6 +323,7 @@ fn side_by_side(results: &[Results], g: &Group, rows: Vec<(VerdictRow, &Entry)>)
             (Engine::Libtorch, Some(_)) => continue,
             (Engine::Pytorch, Some((libtorch, other))) => {
                 row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
+                row.gains.extend(libtorch.gains.iter().copied());
                 let run = &results[e.file].run;
                 let plain_malloc =
                     run.protocol.host_allocator == HostAllocator::System && !run.device.is_cuda();
@@ -319,7 +356,7 @@ fn disagreement(
     (e, row): (&Entry, &VerdictRow),
     (other, libtorch): (&Entry, &VerdictRow),
     plain_malloc: bool,
-) -> Option<String> {
+) -> Option<Disagreement> {
     let judged_by_throughput =
         model::single_trick(&e.cell.key.tricks).is_some_and(|t| t.metric() != Metric::Memory);
     let apart = match (e.comparison, other.comparison) {
@@ -342,24 +379,23 @@ fn disagreement(
     };
     let trick = model::single_trick(&e.cell.key.tricks);
     let info = trick.map(|t| t.info());
-    let mut text = match (info.and_then(|i| i.engine_gap), info.and_then(|i| i.ops_differ)) {
+    let mut why = match (info.and_then(|i| i.engine_gap), info.and_then(|i| i.ops_differ)) {
         _ if trick.is_some_and(|t| t.metric() == Metric::TimeToAccuracy) => {
-            format!("{how}. {ROUNDING_PARTS_CURVES}")
+            format!("{ROUNDING_PARTS_CURVES}.")
         }
-        (Some(cause), _) => format!("{how}. Why: {cause}."),
-        (None, Some(ops)) => format!("{how}. The engines do different work here: {ops}."),
-        (None, None) if plain_malloc => {
-            format!("{how}. {SYSTEM_ALLOCATOR_GAP}")
-        }
-        (None, None) => format!("{how}."),
+        (Some(cause), _) => format!("Why: {cause}."),
+        (None, Some(ops)) => format!("The engines do different work here: {ops}."),
+        (None, None) if plain_malloc => format!("{SYSTEM_ALLOCATOR_GAP}."),
+        (None, None) => String::new(),
     };
     if let (Some(pytorch), Some(libtorch)) = (phase_change(g, e), phase_change(g, other)) {
-        text.push_str(&format!(
-            " Where the step changed most against each engine's reference: {pytorch} in PyTorch, {libtorch} on \
-             libtorch."
+        let space = if why.is_empty() { "" } else { " " };
+        why.push_str(&format!(
+            "{space}Where the step changed most against each engine's reference: {pytorch} in PyTorch, \
+             {libtorch} on libtorch."
         ));
     }
-    Some(text)
+    Some(Disagreement { how, why })
 }
 
 /// Why two engines' times to the target may disagree though they train the same arithmetic.
@@ -421,6 +457,9 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
         let Some(full) = g.entries.iter().find(|x| x.cell.id() == c.baseline) else { continue };
         let Some(dropped) = dropped_trick(&full.cell.key.tricks, &e.cell.key.tricks) else { continue };
         let verdict = model::removal_verdict(c);
+        let gains = Gain::of_comparison(e.cell.key.engine, verdict.effect, Metric::Throughput, c)
+            .into_iter()
+            .collect();
         rows.push(VerdictRow {
             trick: dropped.id().to_owned(),
             metric: Metric::Throughput.label(),
@@ -432,6 +471,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
             disagreement: None,
             only_on: None,
             kernels: None,
+            gains,
         });
     }
     rows
@@ -672,39 +712,83 @@ pub(crate) fn mebibytes(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
-/// The noisy-cells warning, the unfair-machine warning and the A/A noise floor of the group's
-/// workload.
-fn noise_lines(results: &[Results], g: &Group) -> Vec<String> {
-    let mut lines = Vec::new();
+/// The group's A/A noise floors in one line: each engine's paired floor, the floor of separate
+/// processes where a trick of the group was measured that way (naming those tricks), and how many
+/// cells missed the precision asked; `None` where the group has no floor and no noisy cell.
+fn floors_line(results: &[Results], g: &Group) -> Option<String> {
+    let file = &results[g.entries.first()?.file];
+    let floors: Vec<&NoiseFloor> = file.noise_floors.iter().filter(|f| f.workload == g.workload).collect();
+    let several = g.has_several_engines();
+    let by_design = |design: MeasurementDesign| {
+        let parts: Vec<String> = [Engine::Pytorch, Engine::Libtorch]
+            .into_iter()
+            .filter_map(|engine| floors.iter().find(|f| f.design == design && f.engine == engine))
+            .map(|f| {
+                let on = if several { format!(" {}", model::engine_words(f.engine)) } else { String::new() };
+                format!("±{:.1}%{on}", f.half_width * 100.0)
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    };
+    let mut parts = Vec::new();
+    if let Some(paired) = by_design(MeasurementDesign::Paired) {
+        parts.push(format!("paired {paired}"));
+    }
+    let unpaired = processes_design_tricks(g);
+    if let Some(processes) = by_design(MeasurementDesign::Processes).filter(|_| !unpaired.is_empty()) {
+        parts.push(format!("in separate processes ({}) {processes}", unpaired.join(", ")));
+    }
+    let mut line = (!parts.is_empty()).then(|| format!("Noise floor (A/A control): {}.", parts.join("; ")));
+    if let Some(noisy) = noisy_text(file, g) {
+        line = Some(match line {
+            Some(floors) => format!("{floors} {noisy}"),
+            None => noisy,
+        });
+    }
+    line
+}
+
+/// The tricks of the group whose effects were measured in separate processes, not paired.
+fn processes_design_tricks(g: &Group) -> Vec<String> {
+    let mut tricks: Vec<String> = Vec::new();
+    let unpaired = g.entries.iter().filter(|e| {
+        !e.cell.key.aa_control && e.comparison.is_some_and(|c| c.design == MeasurementDesign::Processes)
+    });
+    for e in unpaired {
+        let label = e.cell.key.configuration_label();
+        if !tricks.contains(&label) {
+            tricks.push(label);
+        }
+    }
+    tricks
+}
+
+/// "5 of 34 cells missed the ±3.0% asked (their rows say so)", where any did.
+fn noisy_text(file: &Results, g: &Group) -> Option<String> {
+    let target = file.run.protocol.target_ci_half_width?;
     let measured: Vec<&Entry> = g.entries.iter().filter(|e| e.cell.throughput.is_some()).collect();
-    let target = g.entries.first().and_then(|e| results[e.file].run.protocol.target_ci_half_width);
-    let noisy = measured
-        .iter()
-        .filter(|e| e.cell.throughput.is_some() && e.cell.noise_warning(e.comparison, target).is_some())
-        .count();
-    if let (Some(target), true) = (target, noisy > 0) {
-        lines.push(format!(
-            "{noisy} of {} measured cells were too noisy for the ±{:.1}% asked: this machine was too busy or \
-             too variable for that precision, so treat small effects with care.",
+    let noisy =
+        measured.iter().filter(|e| e.cell.noise_warning(e.comparison, Some(target)).is_some()).count();
+    (noisy > 0).then(|| {
+        format!(
+            "{noisy} of {} measured cells missed the ±{:.1}% asked (this machine was too busy or variable for \
+             it): treat small effects with care.",
             measured.len(),
             target * 100.0
-        ));
-    }
+        )
+    })
+}
+
+/// The unfair-machine warning: cells that ran on a throttled or shared machine, where any did.
+fn machine_warning(g: &Group) -> Option<String> {
     let unfair = g.entries.iter().filter(|e| e.cell.machine_warning().is_some()).count();
-    if unfair > 0 {
-        lines.push(format!(
+    (unfair > 0).then(|| {
+        format!(
             "{unfair} of {} cells ran on a throttled or shared machine (their rows say how), so their numbers \
              may not be what this machine does when it is cool and free.",
             g.entries.iter().filter(|e| !e.cell.processes.is_empty()).count()
-        ));
-    }
-    let files: Vec<usize> = g.entries.iter().map(|e| e.file).collect();
-    for (_, r) in results.iter().enumerate().filter(|(i, _)| files.contains(i)) {
-        for floor in r.noise_floors.iter().filter(|f| f.workload == g.workload) {
-            lines.push(format!("{}.", crate::summary::noise_floor_text(floor, g.name())));
-        }
-    }
-    lines
+        )
+    })
 }
 
 /// The stack's chain: from one trick up to the largest set, each step adding one trick, each

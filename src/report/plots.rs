@@ -8,6 +8,7 @@
 
 mod bars;
 mod bitmap;
+mod dots;
 mod heatmap;
 mod indexed;
 mod lines;
@@ -64,6 +65,8 @@ pub(crate) enum Form {
 pub(crate) enum Chart {
     /// Horizontal bars, one per row.
     Bars(bars::BarChart),
+    /// Effects as markers with intervals, one row per trick, a marker per engine.
+    Dots(dots::DotChart),
     /// Lines over a numeric x axis.
     Lines(lines::LineChart),
     /// A coloured grid of speed-ups.
@@ -73,6 +76,7 @@ pub(crate) enum Chart {
 }
 
 pub(crate) use bars::{BarChart, BarRow, BarSegment, Scale};
+pub(crate) use dots::{Dot, DotChart, DotRow, DotSeries, Shape};
 pub(crate) use heatmap::Heatmap;
 pub(crate) use lines::{LineChart, Mark, Series};
 pub(crate) use panels::{Panel, PanelChart, Slot};
@@ -147,6 +151,7 @@ fn register_font() {
 fn size(chart: &Chart, form: Form) -> (u32, u32) {
     match chart {
         Chart::Bars(c) => bars::Layout::of(c, form).size(),
+        Chart::Dots(c) => dots::Layout::of(c, form).size(),
         Chart::Lines(c) => lines::size(c, form),
         Chart::Heatmap(h) => heatmap::size(h, form),
         Chart::Panels(p) => panels::size(p, form),
@@ -162,6 +167,7 @@ fn draw<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     match chart {
         Chart::Bars(c) => bars::draw(&root, c, hovers, form),
+        Chart::Dots(c) => dots::draw(&root, c, hovers, form),
         Chart::Lines(c) => lines::draw(&root, c, hovers, form),
         Chart::Heatmap(h) => heatmap::draw(&root, h, hovers, form),
         Chart::Panels(p) => panels::draw(&root, p, hovers, form),
