@@ -8,6 +8,7 @@
 mod compare;
 mod csv;
 mod figures;
+pub mod gate;
 mod history;
 mod html;
 mod index;
