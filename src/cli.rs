@@ -12,6 +12,7 @@ use trickbench::device::DeviceSpec;
 use trickbench::engine::EngineChoice;
 use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::parity::side::CompileMode;
+use trickbench::report::gate::FailOn;
 use trickbench::report::CompareBy;
 use trickbench::tricks::Trick;
 
@@ -411,6 +412,17 @@ pub struct CompareArgs {
     /// `device`, they are compared side by side in the order given.
     #[arg(long, value_enum, default_value_t = CompareBy::Auto)]
     pub by: CompareBy,
+    /// Gate a CI job on exactly two files, BASE then NEW: judge the baseline's throughput and
+    /// every trick's effect against the base run (a regression: outside the new interval and
+    /// beyond both runs' A/A noise floors, the worse way), write gate.md and gate.junit.xml into
+    /// --out, and with `regression` exit with status 1 when anything regressed (docs/ci-gate.md).
+    #[arg(long, value_enum, value_name = "WHEN")]
+    pub fail_on: Option<FailOn>,
+    /// With --fail-on: gate runs that differ in hardware or protocol (device, GPU or CPU model,
+    /// profile, design, protocol, batch sizes, data) instead of refusing them; the differences
+    /// are listed in gate.md.
+    #[arg(long, requires = "fail_on")]
+    pub allow_mismatch: bool,
 }
 
 /// Options of `trickbench list`.

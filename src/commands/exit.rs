@@ -4,6 +4,7 @@
 use trickbench::bench::lock::LockError;
 use trickbench::data::cifar::DataError;
 use trickbench::error::Error;
+use trickbench::report::gate::GateError;
 use trickbench::report::ReportError;
 use trickbench::results::merge::MergeError;
 use trickbench::results::store::StoreError;
@@ -23,10 +24,33 @@ pub const CELLS_FAILED_STATUS: u8 = 3;
 /// the last `error:` line of its stderr.
 pub const NOT_APPLICABLE_STATUS: u8 = trickbench::bench::cell_process::NOT_APPLICABLE_STATUS;
 
+/// Exit status of `compare --fail-on regression` that found a confident regression
+/// ([`GateFailed`]), its files written. It shares 1 with failures that are no bad input (a file
+/// that cannot be written, say), which the message on stderr tells apart: "the gate failed: …"
+/// for a regression, the file and what went wrong for a failure.
+pub const REGRESSION_STATUS: u8 = 1;
+
+/// The outcome of `compare --fail-on regression` that found a confident regression: the command
+/// did its work (the gate's files are written); what it gates failed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the gate failed: {regressions} confident regression{}, listed in {}",
+    if *regressions == 1 { "" } else { "s" },
+    markdown.display()
+)]
+pub struct GateFailed {
+    /// How many quantities regressed confidently.
+    pub regressions: usize,
+    /// The gate's Markdown summary.
+    pub markdown: std::path::PathBuf,
+}
+
 /// The exit status one cause in an error's chain decides, if it decides one: 128 + the signal for
 /// an interrupted run (130, 143), [`CELLS_FAILED_STATUS`], [`NOT_APPLICABLE_STATUS`], [`USAGE_STATUS`] for bad input
 /// (invalid values, unknown names, malformed or missing data files, files that are not results or of a newer
-/// schema, shards that do not merge, a held output folder, results that make no history), 1 for other failures of the library; `None` for causes
+/// schema, shards that do not merge, a held output folder, results that make no history, runs the
+/// gate refuses), [`REGRESSION_STATUS`] for a gate that found a regression, 1 for other failures
+/// of the library; `None` for causes
 /// that leave it to the next one in the chain (a command takes the first decision, else exits
 /// with 1).
 pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
@@ -45,6 +69,13 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             StoreError::Write { .. } => Some(1),
             StoreError::Read { .. } | StoreError::Json { .. } => None,
         };
+    }
+    if cause.is::<GateFailed>() {
+        return Some(REGRESSION_STATUS);
+    }
+    if let Some(error) = cause.downcast_ref::<GateError>() {
+        // A file that cannot be written is left to its cause.
+        return (!matches!(error, GateError::Write(_))).then_some(USAGE_STATUS);
     }
     if cause.is::<MergeError>() || cause.is::<UnknownName>() {
         return Some(USAGE_STATUS);
@@ -122,5 +153,23 @@ mod tests {
         );
         let unshared = ReportError::NothingShared { runs: "#1 a; #2 b".into() };
         assert_eq!(status(unshared), Some(USAGE_STATUS));
+    }
+
+    #[test]
+    fn a_regression_exits_with_1_and_a_refused_gate_with_2() {
+        let regressed = GateFailed { regressions: 2, markdown: "out/gate.md".into() };
+        assert_eq!(regressed.to_string(), "the gate failed: 2 confident regressions, listed in out/gate.md");
+        assert_eq!(status(regressed), Some(REGRESSION_STATUS));
+        assert_eq!(
+            status(GateError::NothingCompared { base: "a".into(), new: "b".into() }),
+            Some(USAGE_STATUS)
+        );
+        assert_eq!(status(GateError::Incomparable { differences: Vec::new() }), Some(USAGE_STATUS));
+        let write = StoreError::Write {
+            path: "out/gate.md".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        let failed_write = chain(&GateError::Write(write));
+        assert_eq!(failed_write[..2], [None, Some(1)], "a failed write, not bad usage");
     }
 }

@@ -5,12 +5,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use trickbench::analysis::time_to_accuracy_summaries;
+use trickbench::report::gate::{self, FailOn, Gate, GateVerdict};
 use trickbench::report::ops::{render_ops, traced_pairs};
 use trickbench::report::{render_comparison, write_index};
 use trickbench::results::schema::Results;
 use trickbench::results::store;
+use trickbench::terminal::{wrap, Terminal};
 
 use crate::cli::{CompareArgs, OpsArgs, ReportArgs};
+use crate::commands::exit::GateFailed;
 
 /// Re-renders the report of results files.
 pub fn report(args: &ReportArgs) -> Result<()> {
@@ -30,19 +33,54 @@ fn folder_of(path: &Path) -> PathBuf {
     path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()
 }
 
-/// Renders the comparison of results files, across devices or across versions.
+/// Renders the comparison of results files, across devices or across versions; with `--fail-on`,
+/// gates the second file against the first as well.
 pub fn compare(args: &CompareArgs) -> Result<()> {
+    if args.fail_on.is_some() && args.results.len() != 2 {
+        let given: Vec<String> = args.results.iter().map(|p| p.display().to_string()).collect();
+        refuse!(
+            "--fail-on gates exactly two results files, BASE then NEW; {} were given: {}",
+            given.len(),
+            given.join(", ")
+        );
+    }
     let results = load_all(&args.results)?;
+    // Judged before anything is written, so that runs the gate refuses leave no files.
+    let gate = args.fail_on.map(|fail_on| judge(args, &results).map(|gate| (gate, fail_on))).transpose()?;
     // A results file inside a rendered report (`index.html` beside it) gets a link to it.
     let reports: Vec<Option<PathBuf>> =
         args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
     let compared = render_comparison(&results, &reports, args.by, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
-    println!("compared: {}", compared.lined_up);
+    println!("{}", wrap(&format!("compared: {}", compared.lined_up), Terminal::detect(false).columns, 4));
     if compared.unshared_cells > 0 {
         println!("not shared: {} cells some runs lack, listed on the page", compared.unshared_cells);
     }
     super::print_files(&compared.files);
+    match gate {
+        Some((gate, fail_on)) => finish_gate(&gate, fail_on, &args.out),
+        None => Ok(()),
+    }
+}
+
+/// The gate of the second results file against the first.
+fn judge(args: &CompareArgs, results: &[Results]) -> Result<Gate> {
+    let (base, new) = (&args.results[0], &args.results[1]);
+    gate::judge(&results[0], &results[1], args.allow_mismatch)
+        .with_context(|| format!("gating {} (new) against {} (base)", new.display(), base.display()))
+}
+
+/// Writes and prints the gate; fails with [`GateFailed`] where it found a regression and
+/// `fail_on` says to.
+fn finish_gate(gate: &Gate, fail_on: FailOn, out: &Path) -> Result<()> {
+    let files = gate::write_gate(gate, out)?;
+    println!("{}", wrap(gate.terminal_text().trim_end(), Terminal::detect(false).columns, 4));
+    println!("gate:    {}", files.markdown.display());
+    println!("junit:   {}", files.junit.display());
+    let regressions = gate.with_verdict(GateVerdict::Regression).count();
+    if fail_on == FailOn::Regression && regressions > 0 {
+        return Err(GateFailed { regressions, markdown: files.markdown }.into());
+    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 mod line_up;
 
 pub use line_up::CompareBy;
-pub(crate) use line_up::{line_up, versions, Axis, LineUp, Version};
+pub(crate) use line_up::{line_up, short_commit, versions, Axis, LineUp, Version};
 
 use serde::Serialize;
 

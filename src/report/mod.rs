@@ -9,6 +9,7 @@ mod compare;
 mod csv;
 mod figures;
 mod gain;
+pub mod gate;
 mod history;
 mod html;
 mod index;

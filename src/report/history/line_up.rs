@@ -137,7 +137,7 @@ pub(crate) fn versions(results: &[Results]) -> Result<Vec<Version>, ReportError>
 }
 
 /// A commit as a label: its first seven hex digits, `-dirty` kept; and whether it was dirty.
-fn short_commit(commit: Option<&str>) -> (String, bool) {
+pub(crate) fn short_commit(commit: Option<&str>) -> (String, bool) {
     let Some(commit) = commit else {
         return ("no commit".to_owned(), false);
     };
