@@ -28,8 +28,8 @@ pub fn workload_summary(results: &Results, workload: WorkloadId, terminal: Termi
     let unit = workload.family().sample_unit();
     for data in results.run.datasets().filter(|d| d.synthetic && d.sample_unit == unit) {
         let warning = format!(
-            "  warning: SYNTHETIC data ({} is not present): throughput and memory still describe the machine, \
-             but accuracies and times to accuracy say nothing about real data",
+            "  warning: SYNTHETIC data, not the real {}: throughput and memory still describe the machine, but \
+             accuracies and times to accuracy say nothing about real data",
             data.name
         );
         let _ = writeln!(out, "{}", wrap(&warning, terminal.columns, 4));
@@ -260,7 +260,8 @@ pub fn noise_floor_text(floor: &NoiseFloor, name: &str) -> String {
     )
 }
 
-/// The summary's last line when cells did not measure: how many, and how they ended.
+/// The summary's lines when cells did not measure: how many and how they ended, then each cell
+/// with the first line of why.
 fn failures_line(results: &Results) -> Option<String> {
     let failed: Vec<&CellResult> = results.cells.iter().filter(|c| c.failed()).collect();
     if failed.is_empty() {
@@ -278,13 +279,17 @@ fn failures_line(results: &Results) -> Option<String> {
     .into_iter()
     .flatten()
     .collect();
-    Some(format!(
-        "error: {} of {} cells did not measure ({}); the report (and --verbose) says why, and results.json \
-         holds their stderr",
+    let mut text = format!(
+        "error: {} of {} cells did not measure ({}); results.json holds their stderr:",
         failed.len(),
         results.cells.len(),
         how.join(", ")
-    ))
+    );
+    for cell in failed {
+        let why = status_detail(cell).unwrap_or_else(|| status_word(&cell.status).to_owned());
+        let _ = write!(text, "\n  {}: {}", cell.id(), why.lines().next().unwrap_or_default());
+    }
+    Some(text)
 }
 
 fn status_word(status: &CellStatus) -> &'static str {

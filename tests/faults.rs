@@ -146,7 +146,11 @@ fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_go
     }
     assert!(processes_in(dir.path()).is_empty(), "the hung cell was killed");
     let stdout = text(&out.stdout);
-    assert!(["FAILED", "TIMEOUT", "OOM"].iter().all(|w| stdout.contains(w)), "{stdout}");
+    for (id, why) in
+        [(CHANNELS_LAST, "failed: "), (BASELINE, "killed after the"), (NO_BIAS, "out of memory: ")]
+    {
+        assert!(stdout.contains(&format!("  {id}: {why}")), "{id} says why it did not measure: {stdout}");
+    }
 }
 
 #[test]

@@ -237,8 +237,11 @@ fn bad_input_is_refused_naming_the_file_or_flag() {
     assert!(stderr.contains("missing.json: No such file"), "{stderr}");
     let (code, stderr) =
         run(&["compare", "base.json", "garbage.json", "--out", "g", "--fail-on", "regression"]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.contains("error: garbage.json: key must be a string"), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: garbage.json: not a readable results file: key must be a string"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("the gate failed"), "{stderr}");
     let (code, stderr) = run(&["compare", "base.json", "--out", "g", "--fail-on", "regression"]);
     assert_eq!(code, Some(2), "{stderr}");

@@ -65,7 +65,9 @@ pub fn exit_status(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     }
     if let Some(error) = cause.downcast_ref::<StoreError>() {
         return match error {
-            StoreError::NotResults { .. } | StoreError::NewerSchema { .. } => Some(USAGE_STATUS),
+            StoreError::NotResults { .. } | StoreError::NewerSchema { .. } | StoreError::Parse { .. } => {
+                Some(USAGE_STATUS)
+            }
             StoreError::Write { .. } => Some(1),
             StoreError::Read { .. } | StoreError::Json { .. } => None,
         };
@@ -133,6 +135,9 @@ mod tests {
         assert_eq!(failed_write[..2], [None, Some(1)], "a failed write is no bad usage, whatever its cause");
         let newer = StoreError::NewerSchema { path: "r.json".into(), found: 99 };
         assert_eq!(status(newer), Some(USAGE_STATUS), "a results file this build cannot read");
+        let not_json = serde_json::from_str::<serde_json::Value>("{not json").unwrap_err();
+        let garbage = StoreError::Parse { path: "r.json".into(), source: not_json };
+        assert_eq!(status(garbage), Some(USAGE_STATUS), "a file that is not results is bad input");
         let unreadable = Error::from(StoreError::Read { path: "r.json".into(), source: not_found() });
         assert_eq!(chain(&unreadable), [None, None, Some(USAGE_STATUS)], "a missing file is bad usage");
         // Left to the cause in the chain: an I/O error is bad usage only for a missing file.

@@ -35,6 +35,20 @@ pub(crate) struct JoinKey {
 }
 
 impl JoinKey {
+    /// The key of `cell` in a run of profile `profile`.
+    pub(crate) fn of(cell: &CellResult, profile: String) -> JoinKey {
+        JoinKey {
+            workload: cell.key.workload,
+            tricks: cell.key.tricks.clone(),
+            reference_for: cell.key.reference_for,
+            aa_control: cell.key.aa_control,
+            batch_size: cell.key.batch_size,
+            kind: cell.key.kind,
+            profile,
+            engine: cell.key.engine,
+        }
+    }
+
     /// The metric the cell's trick is judged by.
     pub(crate) fn metric(&self) -> Metric {
         model::judged_metric(&self.tricks, self.aa_control, self.kind)
@@ -219,16 +233,7 @@ impl<'a> Comparison<'a> {
         let mut joined: BTreeMap<JoinKey, Vec<Option<(&CellResult, &Results)>>> = BTreeMap::new();
         for (i, r) in results.iter().enumerate() {
             for cell in &r.cells {
-                let key = JoinKey {
-                    workload: cell.key.workload,
-                    tricks: cell.key.tricks.clone(),
-                    reference_for: cell.key.reference_for,
-                    aa_control: cell.key.aa_control,
-                    batch_size: cell.key.batch_size,
-                    kind: cell.key.kind,
-                    profile: r.run.profile.to_string(),
-                    engine: cell.key.engine,
-                };
+                let key = JoinKey::of(cell, r.run.profile.to_string());
                 let slot = &mut joined.entry(key).or_insert_with(|| vec![None; results.len()])[i];
                 if slot.is_none_or(|(c, _)| cell.key.seed < c.key.seed) {
                     *slot = Some((cell, r));

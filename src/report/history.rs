@@ -287,7 +287,8 @@ pub(crate) mod tests {
         r
     }
 
-    fn key(tricks: &[Trick]) -> CellKey {
+    /// The key of ResNet-8's training-throughput cell of `tricks` at batch 128 on libtorch.
+    pub(crate) fn key(tricks: &[Trick]) -> CellKey {
         CellKey {
             workload: WorkloadId::Resnet8,
             tricks: tricks.iter().copied().collect::<TrickSet>(),

@@ -19,7 +19,15 @@ pub enum StoreError {
         /// Why not.
         source: std::io::Error,
     },
-    /// The file is not JSON of the results' shape, or a value did not serialise.
+    /// The file read is not JSON, or not JSON of the results' shape.
+    #[error("{}: not a readable results file: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What serde found.
+        source: serde_json::Error,
+    },
+    /// The results did not serialise to JSON for the file.
     #[error("{}: {source}", path.display())]
     Json {
         /// The file.
@@ -112,7 +120,7 @@ pub fn load(path: &Path) -> Result<Results, StoreError> {
 /// Parses the content of a results file, refusing a newer schema and upgrading an older one;
 /// `path` is only named in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Results, StoreError> {
-    let json = |source| StoreError::Json { path: path.into(), source };
+    let json = |source| StoreError::Parse { path: path.into(), source };
     let mut file: serde_json::Value = serde_json::from_slice(bytes).map_err(json)?;
     let version = match file.get("schema_version").and_then(serde_json::Value::as_u64) {
         None => return Err(StoreError::NotResults { path: path.into() }),

@@ -100,16 +100,7 @@ fn gated(r: &Results, cell: &CellResult) -> bool {
 
 /// What joins `cell` across the two runs (no profile: see the module's documentation).
 fn key(cell: &CellResult) -> JoinKey {
-    JoinKey {
-        workload: cell.key.workload,
-        tricks: cell.key.tricks.clone(),
-        reference_for: cell.key.reference_for,
-        aa_control: cell.key.aa_control,
-        batch_size: cell.key.batch_size,
-        kind: cell.key.kind,
-        profile: String::new(),
-        engine: cell.key.engine,
-    }
+    JoinKey::of(cell, String::new())
 }
 
 /// The comparison of `cell` with its reference in `r`, if it has one.

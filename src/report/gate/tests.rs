@@ -1,27 +1,13 @@
 use super::*;
-use crate::report::history::tests::run;
+use crate::report::history::tests::{key, run};
 use crate::results::schema::{
-    CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Phase, Throughput,
-    Verdict,
+    CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Throughput, Verdict,
 };
-use crate::tricks::{Trick, TrickSet};
+use crate::tricks::Trick;
 
 /// A reading at `point` with the interval [low, high].
 fn at(point: f64, low: f64, high: f64) -> Reading {
     Reading { point, interval: Some((low, high)) }
-}
-
-fn key(tricks: &[Trick]) -> CellKey {
-    CellKey {
-        workload: WorkloadId::Resnet8,
-        tricks: tricks.iter().copied().collect::<TrickSet>(),
-        batch_size: 128,
-        seed: 0,
-        kind: CellKind::Throughput { phase: Phase::Train },
-        reference_for: None,
-        aa_control: false,
-        engine: Engine::Libtorch,
-    }
 }
 
 /// A committed quick run as `id` at `commit`, its baseline measured at `samples_per_s` ± 2%.

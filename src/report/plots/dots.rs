@@ -307,19 +307,25 @@ pub(crate) fn draw<DB: DrawingBackend>(
     }
     let bottom = l.plot_bottom();
     for (top, end) in l.spans() {
-        if let Some((low, high, label)) = &c.band {
+        if let Some((low, high, _)) = &c.band {
             let (a, b) = (l.x(*low), l.x(*high).max(l.x(*low) + 1));
             root.draw(&Rectangle::new([(a, top), (b, end)], BAND.filled()))?;
-            hovers.add((a, top), (b - a, end - top), label);
         }
         for v in l.ticks() {
             root.draw(&PathElement::new(vec![(l.x(v), top), (l.x(v), end)], GRID.stroke_width(1)))?;
         }
-        if let Some((value, label)) = &c.reference {
+        if let Some((value, _)) = &c.reference {
             let px = l.x(*value);
             root.draw(&PathElement::new(vec![(px, top), (px, end)], MUTED.stroke_width(2)))?;
-            hovers.add((px - 2, top), (4, end - top), label);
         }
+    }
+    let height = bottom - l.plot_top;
+    if let Some((low, high, label)) = &c.band {
+        let (a, b) = (l.x(*low), l.x(*high).max(l.x(*low) + 1));
+        hovers.add((a, l.plot_top), (b - a, height), label);
+    }
+    if let Some((value, label)) = &c.reference {
+        hovers.add((l.x(*value) - 2, l.plot_top), (4, height), label);
     }
     axis(root, &l, bottom)?;
     for (i, row) in c.rows.iter().enumerate() {
