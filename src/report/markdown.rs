@@ -45,6 +45,7 @@ pub(crate) fn summary(
         overviews => Serde(overviews),
         tta_summary => Serde(report.time_to_accuracy_rows()),
         sections => Serde(sections(figures, reference)),
+        glance => Serde(figures.iter().filter(|f| f.section == html::GLANCE_SECTION).collect::<Vec<_>>()),
         phases => Serde(crate::report::phases::tables(report)),
         probes => Serde(crate::report::probes::tables(report)),
         failures => Serde(failures),
