@@ -6,7 +6,6 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::analysis::{is_compared, reference_position};
 use crate::bench::design::Design;
-use crate::bench::engines::cell_engine;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
 use crate::hardware::Hardware;
@@ -133,12 +132,9 @@ impl Plan {
     }
 
     /// The plan with each cell (planned on libtorch by the design) planned as well on every other
-    /// engine of `request` that runs its kind ([`CellEngine::runs`]), right after it, not
-    /// applicable where that engine does not apply a trick of the cell. With libtorch not asked
-    /// for, a cell leaves the plan where another engine runs it, and stays on libtorch where none
-    /// does.
-    ///
-    /// [`CellEngine::runs`]: crate::bench::engines::CellEngine::runs
+    /// engine of `request`, right after it, not applicable where that engine does not apply a
+    /// trick of the cell. With libtorch not asked for, a cell leaves the plan where another engine
+    /// runs it, and stays on libtorch where none is asked for.
     pub fn on_engines(self, request: &PlanRequest) -> Plan {
         let mut cells = Vec::new();
         for cell in self.cells {
@@ -146,9 +142,8 @@ impl Plan {
             let others: Vec<PlannedCell> = request
                 .engines
                 .iter()
-                .map(|&engine| cell_engine(engine))
-                .filter(|engine| engine.id() != planned_on && engine.runs(cell.key.kind))
-                .map(|engine| on_engine(request, &cell, engine.id()))
+                .filter(|&&engine| engine != planned_on)
+                .map(|&engine| on_engine(request, &cell, engine))
                 .collect();
             if request.engines.contains(&planned_on) || others.is_empty() {
                 cells.push(cell);
@@ -407,12 +402,12 @@ impl Plan {
 }
 
 /// `cell` planned on `engine`: not applicable where the engine cannot apply one of its tricks (or
-/// its reference's), or where the libtorch cell cannot run for a reason of the workload or the
-/// data.
+/// its reference's), where the libtorch cell cannot run for a reason of the workload or the data,
+/// or where a reference cell can run on no engine ([`reference_refusal`]).
 fn on_engine(request: &PlanRequest, cell: &PlannedCell, engine: Engine) -> PlannedCell {
     let key = CellKey { engine, ..cell.key.clone() };
     let tricks: TrickSet = key.tricks.iter().chain(key.reference_for).collect();
-    PlannedCell { not_applicable: why_not(request, &key, &tricks), key }
+    PlannedCell { not_applicable: why_not(request, &key, &tricks).or_else(|| reference_refusal(&key)), key }
 }
 
 /// Why the cell `key` cannot run with `tricks` on its engine, if it cannot: the GPT's text is
@@ -490,23 +485,28 @@ fn reference_cell(request: &PlanRequest, workload: WorkloadId, trick: Trick, kin
     with_reference(cell, trick)
 }
 
-/// `cell` as the reference cell of `trick`. A CUDA graph cannot be captured with anomaly
-/// detection on (it reads every gradient to the host), nor across DataParallel's devices, so such
-/// cells are not applicable.
+/// `cell` as the reference cell of `trick`, not applicable where [`reference_refusal`] says.
 fn with_reference(mut cell: PlannedCell, trick: Trick) -> PlannedCell {
     cell.key.reference_for = Some(trick);
-    let why = match trick {
+    if cell.not_applicable.is_none() {
+        cell.not_applicable = reference_refusal(&cell.key);
+    }
+    cell
+}
+
+/// Why the reference cell `key` cannot run, on any engine, if it cannot: a CUDA graph cannot be
+/// captured with anomaly detection on (it reads every gradient to the host), nor across
+/// DataParallel's devices.
+fn reference_refusal(key: &CellKey) -> Option<String> {
+    let why = match key.reference_for? {
         Trick::DebugOff => {
             "anomaly detection checks every gradient for NaN on the host, which a CUDA graph capture \
              forbids"
         }
         Trick::Ddp => "DataParallel copies weights and gradients between GPUs from the host every step",
-        _ => return cell,
+        _ => return None,
     };
-    if cell.key.tricks.has(Trick::CudaGraphs) && cell.not_applicable.is_none() {
-        cell.not_applicable = Some(format!("{}: {why}", Trick::CudaGraphs));
-    }
-    cell
+    key.tricks.has(Trick::CudaGraphs).then(|| format!("{}: {why}", Trick::CudaGraphs))
 }
 
 /// The baselines of `workload`: training throughput, its A/A control when a trick is judged by
@@ -884,6 +884,25 @@ mod tests {
             assert_eq!(cell("zero-grad-none+debug-off+cuda-graphs", false).not_applicable, None);
             assert_eq!(cell("debug-off+cuda-graphs", false).not_applicable, None);
         }
+        // PyTorch captures CUDA graphs whatever this build's shim can do.
+        let engines = vec![Engine::Libtorch, Engine::Pytorch];
+        let both = PlanRequest { engines, hardware: Hardware::with_gpus(1), ..on_gpu };
+        let on_both = Plan::leave_one_out(&both);
+        let in_pytorch = |label: &str, debug: bool| {
+            on_both
+                .cells
+                .iter()
+                .find(|c| {
+                    c.key.engine == Engine::Pytorch
+                        && c.key.tricks.label() == label
+                        && c.key.is_reference_for(Trick::DebugOff) == debug
+                })
+                .unwrap()
+        };
+        let reference = in_pytorch("zero-grad-none+cuda-graphs", true).not_applicable.as_deref();
+        assert!(reference.is_some_and(|r| r.starts_with("cuda-graphs: ")), "{reference:?}");
+        assert_eq!(in_pytorch("debug-off+cuda-graphs", false).not_applicable, None);
+        assert!(reference.is_some_and(|r| r.contains("anomaly detection")), "{reference:?}");
         let on_cpu = Plan::ablation(&request(vec![Trick::CudaGraphs]));
         let cuda_graphs = on_cpu.cells.iter().find(|c| c.key.tricks.has(Trick::CudaGraphs)).unwrap();
         let reason = cuda_graphs.not_applicable.as_deref().unwrap();

@@ -13,11 +13,10 @@ use crate::bench::cell::{paired, CellJob};
 use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
-use crate::engine::Engine;
 use crate::error::Error;
 use crate::measure::host_allocator::HostAllocator;
 use crate::measure::memory;
-use crate::results::schema::{CellKey, CellKind, ProcessMeasurement};
+use crate::results::schema::{CellKey, ProcessMeasurement};
 use crate::train::parallel::ParallelPlan;
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
@@ -28,15 +27,6 @@ use crate::workloads::WorkloadId;
 pub struct Libtorch;
 
 impl CellEngine for Libtorch {
-    fn id(&self) -> Engine {
-        Engine::Libtorch
-    }
-
-    /// Every kind: throughput, time to accuracy and memory probes.
-    fn runs(&self, _kind: CellKind) -> bool {
-        true
-    }
-
     /// Nothing: each cell process loads libtorch itself.
     fn start_run(
         &self,

@@ -1,7 +1,7 @@
 //! The engines a cell trains on, behind one trait. The plan, the session and the cell process
-//! know an engine only through [`CellEngine`]: its id, the kinds of cell it runs, what it keeps
-//! running for a whole run, and the measurement one cell process returns. [`cell_engine`] finds
-//! an engine by its id.
+//! know an engine only through [`CellEngine`]: what it keeps running for a whole run, and the
+//! measurement one cell process returns. [`cell_engine`] finds an engine by its id. Every engine
+//! runs every kind of cell.
 //!
 //! [`libtorch`] is trickbench's own training loop (the workloads, the trainer and the optimizers,
 //! measured by [`crate::bench::cell`]'s modules); [`pytorch`] drives eager PyTorch from Python.
@@ -18,17 +18,10 @@ use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::measure::host_allocator::HostAllocator;
-use crate::results::schema::{CellKind, ProcessMeasurement};
+use crate::results::schema::ProcessMeasurement;
 
 /// What a run asks of an engine.
 pub trait CellEngine {
-    /// The engine's id, which cell keys, results and reports name it by.
-    fn id(&self) -> Engine;
-
-    /// Whether the engine runs cells of `kind`. A design plans its cells on libtorch; a cell of a
-    /// kind another engine runs is planned on that engine too.
-    fn runs(&self, kind: CellKind) -> bool;
-
     /// Starts what the engine keeps running for a whole run, with `python` the run's Python and
     /// `allocator` its host allocator, before any cell runs; `None` where it keeps nothing. The
     /// run holds it until it ends.
@@ -52,33 +45,5 @@ pub fn cell_engine(engine: Engine) -> &'static dyn CellEngine {
     match engine {
         Engine::Libtorch => &libtorch::Libtorch,
         Engine::Pytorch => &pytorch::Pytorch,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::results::schema::Phase;
-
-    /// Every kind of cell.
-    const KINDS: [CellKind; 4] = [
-        CellKind::Throughput { phase: Phase::Train },
-        CellKind::Throughput { phase: Phase::Eval },
-        CellKind::TimeToAccuracy,
-        CellKind::MemoryProbe,
-    ];
-
-    #[test]
-    fn every_engine_id_finds_the_engine_of_that_id() {
-        for &engine in <Engine as clap::ValueEnum>::value_variants() {
-            assert_eq!(cell_engine(engine).id(), engine);
-        }
-    }
-
-    #[test]
-    fn both_engines_run_every_kind() {
-        for engine in [Engine::Libtorch, Engine::Pytorch] {
-            assert!(KINDS.iter().all(|&kind| cell_engine(engine).runs(kind)), "{engine}");
-        }
     }
 }

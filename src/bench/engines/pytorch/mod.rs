@@ -35,7 +35,6 @@ use crate::bench::trace::TraceTarget;
 use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
-use crate::engine::Engine;
 use crate::error::Error;
 use crate::ffi::Tf32;
 use crate::measure::flops::{Precision, StepArithmetic};
@@ -57,15 +56,6 @@ use server::PytorchServer;
 pub struct Pytorch;
 
 impl CellEngine for Pytorch {
-    fn id(&self) -> Engine {
-        Engine::Pytorch
-    }
-
-    /// Every kind: throughput, memory probes and training to a target.
-    fn runs(&self, _kind: CellKind) -> bool {
-        true
-    }
-
     /// The fork server ([`PytorchServer`]), which hands each cell process an engine with torch
     /// already imported.
     fn start_run(
