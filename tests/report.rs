@@ -990,6 +990,10 @@ fn the_terminal_summary_of_a_two_engine_run_gives_both_engines_effects_grouped_b
     let debug_off = line("debug-off");
     let (pytorch, libtorch) = (debug_off.find("1.50×").unwrap(), debug_off.find("5.80×").unwrap());
     assert!(pytorch < libtorch, "PyTorch's effect comes first: {debug_off}");
+    let titles = summary.lines().find(|l| l.contains("in PyTorch") && l.contains("on libtorch")).unwrap();
+    let column = |line: &str, text: &str| line[..line.find(text).unwrap()].chars().count();
+    assert_eq!(column(titles, "in PyTorch"), column(debug_off, "1.50×"), "{titles}\n{debug_off}");
+    assert_eq!(column(titles, "on libtorch"), column(debug_off, "5.80×"), "{titles}\n{debug_off}");
     let helps = summary.lines().position(|l| l.trim_start().starts_with("helps")).expect("a helps group");
     let at = summary.lines().position(|l| l == debug_off).unwrap();
     assert!(helps < at, "debug-off is under helps: {summary}");

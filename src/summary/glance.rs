@@ -76,7 +76,9 @@ struct Table<'e> {
 
 impl<'e> Table<'e> {
     fn of(rows: &[VerdictRow], engines: &'e [Engine], columns: usize) -> Table<'e> {
-        let name = rows.iter().map(|r| r.trick.chars().count()).max().unwrap_or(0);
+        // A heading's word stands in the trick's column, two columns to its left.
+        let word = GROUPS.iter().map(|(word, _)| word.len()).max().unwrap_or(0) - (NAME_INDENT - 2);
+        let name = rows.iter().map(|r| r.trick.chars().count()).max().unwrap_or(0).max(word);
         let values: Vec<usize> = engines
             .iter()
             .map(|e| rows.iter().map(|r| cell(r, *e).chars().count()).max().unwrap_or(0).max(title(*e).len()))
