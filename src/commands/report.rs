@@ -52,13 +52,14 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
         args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
     let compared = render_comparison(&results, &reports, args.by, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
-    println!("{}", wrap(&format!("compared: {}", compared.lined_up), Terminal::detect(false).columns, 4));
+    let columns = Terminal::detect(false).columns;
+    println!("{}", wrap(&format!("compared: {}", compared.lined_up), columns, 4));
     if compared.unshared_cells > 0 {
         println!("not shared: {} cells some runs lack, listed on the page", compared.unshared_cells);
     }
     super::print_files(&compared.files);
     match gate {
-        Some((gate, fail_on)) => finish_gate(&gate, fail_on, &args.out),
+        Some((gate, fail_on)) => finish_gate(&gate, fail_on, &args.out, columns),
         None => Ok(()),
     }
 }
@@ -70,11 +71,11 @@ fn judge(args: &CompareArgs, results: &[Results]) -> Result<Gate> {
         .with_context(|| format!("gating {} (new) against {} (base)", new.display(), base.display()))
 }
 
-/// Writes and prints the gate; fails with [`GateFailed`] where it found a regression and
-/// `fail_on` says to.
-fn finish_gate(gate: &Gate, fail_on: FailOn, out: &Path) -> Result<()> {
+/// Writes the gate and prints it in `columns`; fails with [`GateFailed`] where it found a
+/// regression and `fail_on` says to.
+fn finish_gate(gate: &Gate, fail_on: FailOn, out: &Path, columns: usize) -> Result<()> {
     let files = gate::write_gate(gate, out)?;
-    println!("{}", wrap(gate.terminal_text().trim_end(), Terminal::detect(false).columns, 4));
+    println!("{}", wrap(gate.terminal_text().trim_end(), columns, 4));
     println!("gate:    {}", files.markdown.display());
     println!("junit:   {}", files.junit.display());
     let regressions = gate.with_verdict(GateVerdict::Regression).count();
@@ -96,10 +97,6 @@ fn load_all(paths: &[PathBuf]) -> Result<Vec<Results>> {
         })
         .collect()
 }
-
-/// Terminal columns the operator tables fit in when `COLUMNS` does not say: a width most
-/// terminals and CI logs show unwrapped.
-const DEFAULT_COLUMNS: usize = 100;
 
 /// Prints (and with --out writes) the operator comparison of a run's traced cells.
 pub fn ops(args: &OpsArgs) -> Result<()> {
@@ -124,8 +121,7 @@ pub fn ops(args: &OpsArgs) -> Result<()> {
             traced.join(", ")
         );
     }
-    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(DEFAULT_COLUMNS);
-    let text = render_ops(&pairs, args.top, columns);
+    let text = render_ops(&pairs, args.top, Terminal::detect(false).columns);
     print!("{text}");
     if let Some(out) = &args.out {
         std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;

@@ -13,6 +13,7 @@ use crate::measure::ops::{
     change_differences, differences, kernel_differences, read_op_profile, OpProfile, OpWork,
 };
 use crate::results::schema::{CellId, CellResult, Results};
+use crate::terminal;
 
 /// A traced cell and the traced reference it is compared with, with both traces read.
 #[derive(Debug)]
@@ -223,22 +224,7 @@ fn wrapped(text: &str, width: usize, hang: usize) -> String {
 /// `text` as lines of at most `width` columns, broken at spaces, the first indented by `indent`
 /// spaces and the others by `indent + hang`.
 fn indented(text: &str, width: usize, indent: usize, hang: usize) -> String {
-    let mut out = String::new();
-    let mut line = " ".repeat(indent);
-    for word in text.split(' ') {
-        let fresh = line.trim().is_empty();
-        if !fresh && line.chars().count() + 1 + word.chars().count() > width {
-            out.push_str(line.trim_end());
-            out.push('\n');
-            line = " ".repeat(indent + hang);
-        } else if !fresh {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    out.push_str(line.trim_end());
-    out.push('\n');
-    out
+    format!("{}\n", terminal::wrap(&format!("{}{text}", " ".repeat(indent)), width, hang))
 }
 
 /// Calls, self milliseconds and MiB allocated, 23 columns; with signs where `change`.
