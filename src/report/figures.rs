@@ -11,6 +11,7 @@ mod tta;
 use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::model::{self, Entry, Group, Report};
+use crate::report::overview::Overview;
 use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
 use crate::tricks::TrickSet;
 
@@ -30,11 +31,11 @@ pub(crate) struct Figure {
     pub chart: Chart,
 }
 
-/// Every figure of a report, group by group.
-pub(crate) fn report_figures(report: &Report) -> Vec<Figure> {
+/// Every figure of a report, group by group, each group's first screen `overviews` beside it.
+pub(crate) fn report_figures(report: &Report, overviews: &[Overview]) -> Vec<Figure> {
     let mut figures = Vec::new();
-    for (g, o) in report.groups.iter().zip(report.overviews()) {
-        figures.extend(glance::figure(report.results, g, &o));
+    for (g, o) in report.groups.iter().zip(overviews) {
+        figures.extend(glance::figure(report.results, g, o));
         let confidence = report.results[g.entries[0].file].run.protocol.confidence_level;
         let chains = stack::chains(g);
         let links: Vec<&Entry> = chains.iter().flat_map(|(_, chain)| chain.iter().copied()).collect();

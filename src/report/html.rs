@@ -10,6 +10,7 @@ use crate::measure::flops::Precision;
 use crate::report::compare::{self, Comparison};
 use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
+use crate::report::overview::Overview;
 use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 use crate::results::energy::EnergyMethod;
@@ -41,7 +42,7 @@ pub(crate) fn environment() -> Environment<'static> {
             panic!("embedded template {name} does not parse: {e:#}");
         }
     }
-    env.add_filter("md", |s: String| s.replace('|', "\\|").replace('\n', " "));
+    env.add_filter("md", |s: String| markdown_cell(&s));
     env.set_formatter(html_formatter);
     env
 }
@@ -72,6 +73,11 @@ pub(crate) fn render(path: &Path, name: &str, ctx: minijinja::Value) -> Result<S
         name: name.to_owned(),
         source,
     })
+}
+
+/// `text` as one cell of a Markdown table: its `|` escaped, its lines joined.
+pub(crate) fn markdown_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
 }
 
 /// The section of the figures that open each group's first screen, above its table.
@@ -389,16 +395,16 @@ fn tta_view(g: &model::Group, e: &model::Entry) -> Option<TtaView> {
     })
 }
 
-/// Renders `index.html` of a report, with the cells' profiler traces `traces`.
+/// Renders `index.html` of a report whose groups' first screens are `overviews`, with the cells'
+/// profiler traces `traces`.
 pub(crate) fn report(
     path: &Path,
-    report: &Report,
+    (report, overviews): (&Report, &[Overview]),
     figures: &[FigureFile],
     traces: &[TraceView],
 ) -> Result<String, ReportError> {
     let cells: Vec<CellView> = report.entries().map(|(g, e)| cell_view(report, g, e, traces)).collect();
     let tta: Vec<TtaView> = report.entries().filter_map(|(g, e)| tta_view(g, e)).collect();
-    let overviews = report.overviews();
     let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
     let conclusion =
         overviews.iter().map(|o| format!("{}: {}", o.title, o.sentence)).collect::<Vec<_>>().join(" ");

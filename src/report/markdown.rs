@@ -9,13 +9,15 @@ use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::html::{self, comparison_rows, render, sections, Reference};
 use crate::report::model::{self, Report};
+use crate::report::overview::Overview;
 use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 
-/// Renders `summary.md` of a report, listing the cells' profiler traces `traces`.
+/// Renders `summary.md` of a report whose groups' first screens are `overviews`, listing the
+/// cells' profiler traces `traces`.
 pub(crate) fn summary(
     path: &Path,
-    report: &Report,
+    (report, overviews): (&Report, &[Overview]),
     figures: &[FigureFile],
     traces: &[TraceView],
 ) -> Result<String, ReportError> {
@@ -36,7 +38,6 @@ pub(crate) fn summary(
         })
         .collect();
     let failures = report.entries().filter(|(_, e)| e.cell.failed()).count();
-    let overviews = report.overviews();
     let reference = Reference::of(overviews.iter().map(|o| o.leave_one_out));
     let ctx = context! {
         title => html::run_title(report.results, "results"),

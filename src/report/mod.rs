@@ -153,12 +153,13 @@ pub fn render_report_from(
     let out = Output::create(out_dir)?;
     let report = model::Report::new(results);
     let traces = traces::trace_views(&report, results_dirs, out_dir);
-    let figures = out.figures(figures::report_figures(&report))?;
+    let overviews = report.overviews();
+    let figures = out.figures(figures::report_figures(&report, &overviews))?;
     let results_json = out.results_copies(results)?;
     let index_html = out.path("index.html");
-    write(&index_html, html::report(&index_html, &report, &figures, &traces)?)?;
+    write(&index_html, html::report(&index_html, (&report, &overviews), &figures, &traces)?)?;
     let summary_md = out.path("summary.md");
-    write(&summary_md, markdown::summary(&summary_md, &report, &figures, &traces)?)?;
+    write(&summary_md, markdown::summary(&summary_md, (&report, &overviews), &figures, &traces)?)?;
     let csv = out.path("cells.csv");
     csv::write_cells(&csv, &report)?;
     Ok(ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json })

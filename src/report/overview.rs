@@ -674,14 +674,8 @@ fn python_overhead_text(results: &[Results], g: &Group) -> Option<String> {
     let (pytorch, libtorch) = (median(Engine::Pytorch)?, median(Engine::Libtorch)?);
     let unit = g.sample_unit();
     let ratio = pytorch / libtorch;
-    let floor = |engine: Engine| {
-        let file = &results[g.entries.first()?.file];
-        let floors = file.noise_floors.iter();
-        floors
-            .filter(|f| f.workload == g.workload && f.engine == engine)
-            .find(|f| f.design == MeasurementDesign::Processes)
-            .map(|f| f.half_width)
-    };
+    let floors = group_floors(results, g);
+    let floor = |engine: Engine| widest_floor(&floors, MeasurementDesign::Processes, Some(engine));
     let floors = floor(Engine::Libtorch).zip(floor(Engine::Pytorch));
     let share = if let Some((of_libtorch, of_pytorch)) =
         floors.filter(|(l, p)| (ratio - 1.0).abs() <= l.max(*p))
@@ -717,15 +711,15 @@ pub(crate) fn mebibytes(bytes: u64) -> String {
 /// cells missed the precision asked; `None` where the group has no floor and no noisy cell.
 fn floors_line(results: &[Results], g: &Group) -> Option<String> {
     let file = &results[g.entries.first()?.file];
-    let floors: Vec<&NoiseFloor> = file.noise_floors.iter().filter(|f| f.workload == g.workload).collect();
+    let floors = group_floors(results, g);
     let several = g.has_several_engines();
     let by_design = |design: MeasurementDesign| {
         let parts: Vec<String> = [Engine::Pytorch, Engine::Libtorch]
             .into_iter()
-            .filter_map(|engine| floors.iter().find(|f| f.design == design && f.engine == engine))
-            .map(|f| {
-                let on = if several { format!(" {}", model::engine_words(f.engine)) } else { String::new() };
-                format!("±{:.1}%{on}", f.half_width * 100.0)
+            .filter_map(|engine| Some((engine, widest_floor(&floors, design, Some(engine))?)))
+            .map(|(engine, half_width)| {
+                let on = if several { format!(" {}", model::engine_words(engine)) } else { String::new() };
+                format!("±{:.1}%{on}", half_width * 100.0)
             })
             .collect();
         (!parts.is_empty()).then(|| parts.join(", "))
@@ -746,6 +740,26 @@ fn floors_line(results: &[Results], g: &Group) -> Option<String> {
         });
     }
     line
+}
+
+/// The A/A noise floors of the group's workload in every results file that holds a cell of the
+/// group.
+pub(crate) fn group_floors<'r>(results: &'r [Results], g: &Group) -> Vec<&'r NoiseFloor> {
+    let mut files: Vec<usize> = g.entries.iter().map(|e| e.file).collect();
+    files.dedup();
+    let floors = files.into_iter().flat_map(|file| &results[file].noise_floors);
+    floors.filter(|f| f.workload == g.workload).collect()
+}
+
+/// The widest half-width of `floors` of `design`, on `engine` (on any engine for `None`), a
+/// fraction.
+pub(crate) fn widest_floor(
+    floors: &[&NoiseFloor],
+    design: MeasurementDesign,
+    engine: Option<Engine>,
+) -> Option<f64> {
+    let matching = floors.iter().filter(|f| f.design == design && engine.is_none_or(|e| f.engine == e));
+    matching.map(|f| f.half_width).reduce(f64::max)
 }
 
 /// The tricks of the group whose effects were measured in separate processes, not paired.

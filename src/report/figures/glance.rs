@@ -6,7 +6,7 @@ use crate::engine::Engine;
 use crate::report::gain::Gain;
 use crate::report::html::GLANCE_SECTION;
 use crate::report::model::{self, Group};
-use crate::report::overview::{glance_slug, Overview, VerdictRow};
+use crate::report::overview::{glance_slug, group_floors, widest_floor, Overview, VerdictRow};
 use crate::report::plots::{Chart, Dot, DotChart, DotRow, DotSeries, Shape};
 use crate::results::schema::{MeasurementDesign, Results};
 use crate::tricks::Metric;
@@ -106,15 +106,10 @@ fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
     DotRow { label, note: format!("{}{unit}", notes.join(" · ")), dots }
 }
 
-/// The shaded band: the widest paired A/A floor of the group's engines, where one was measured.
+/// The shaded band: the widest paired A/A floor of the group's engines and files, where one was
+/// measured.
 fn band(results: &[Results], g: &Group) -> Option<(f64, f64, String)> {
-    let file = &results[g.entries.first()?.file];
-    let paired = file
-        .noise_floors
-        .iter()
-        .filter(|f| f.workload == g.workload && f.design == MeasurementDesign::Paired);
-    let widest =
-        paired.map(|f| f.half_width).fold(None, |w: Option<f64>, h| Some(w.map_or(h, |w| w.max(h))))?;
+    let widest = widest_floor(&group_floors(results, g), MeasurementDesign::Paired, None)?;
     Some((1.0 - widest, 1.0 + widest, format!("noise floor (A/A), ±{:.1}%", widest * 100.0)))
 }
 

@@ -2,6 +2,7 @@
 //! CI's test view, and a short text for the terminal.
 
 use super::{Check, Gate, GateVerdict, Quantity, Reading, RunName, Threshold, MEMORY_THRESHOLD_FRACTION};
+use crate::report::html::markdown_cell;
 use crate::workloads::WorkloadId;
 
 /// Regressions the verdict line names before it stops with "…".
@@ -207,7 +208,7 @@ fn markdown_row(c: &Check) -> String {
         threshold_text(c),
         verdict,
     ];
-    let cells: Vec<String> = cells.iter().map(|cell| cell.replace('|', "\\|").replace('\n', " ")).collect();
+    let cells: Vec<String> = cells.iter().map(|cell| markdown_cell(cell)).collect();
     format!("| {} |\n", cells.join(" | "))
 }
 
