@@ -253,6 +253,25 @@ fn wrap(text: &str, em: f64, max_px: i32) -> Vec<String> {
     lines
 }
 
+/// Key entries, each a swatch and its label (`text_px` wide), in rows no wider than `max_px`, in
+/// order: a swatch takes 18 px with its gap, and 18 px part two entries.
+fn key_layout<T>(entries: impl IntoIterator<Item = (T, i32)>, max_px: i32) -> Vec<Vec<T>> {
+    let mut rows: Vec<Vec<T>> = Vec::new();
+    let mut x = 0;
+    for (entry, text_px) in entries {
+        let w = 18 + text_px;
+        match rows.last_mut() {
+            Some(row) if x + w <= max_px => row.push(entry),
+            _ => {
+                rows.push(vec![entry]);
+                x = 0;
+            }
+        }
+        x += w + 18;
+    }
+    rows
+}
+
 /// A compact axis label: 1234567 → "1.235M", 0.125 → "0.125".
 pub(crate) fn short_number(v: f64) -> String {
     let a = v.abs();

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
-use super::{font, linear_ticks, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
+use super::{font, key_layout, linear_ticks, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
 /// The narrowest a figure is, in SVG pixels.
@@ -274,20 +274,7 @@ impl Layout {
 
 /// The colour key in rows no wider than `max_px`: indices into `c.key`.
 fn key_rows(c: &BarChart, max_px: i32) -> Vec<Vec<usize>> {
-    let mut rows: Vec<Vec<usize>> = Vec::new();
-    let mut x = 0;
-    for (i, (_, label)) in c.key.iter().enumerate() {
-        let w = 18 + width(label, SMALL_EM);
-        match rows.last_mut() {
-            Some(row) if x + w <= max_px => row.push(i),
-            _ => {
-                rows.push(vec![i]);
-                x = 0;
-            }
-        }
-        x += w + 18;
-    }
-    rows
+    key_layout(c.key.iter().enumerate().map(|(i, (_, label))| (i, width(label, SMALL_EM))), max_px)
 }
 
 /// The value range: every bar, whisker and the reference, padded by 5% (of the log range on a log

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::bars::log_ticks;
-use super::{font, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
+use super::{font, key_layout, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
 /// The width a wide figure aims at, SVG pixels.
@@ -262,20 +262,7 @@ fn legend_rows(c: &DotChart, max_px: i32) -> Vec<Vec<Legend>> {
     }
     entries
         .extend(c.key.iter().enumerate().map(|(i, (_, label))| (Legend::Colour(i), width(label, SMALL_EM))));
-    let mut rows: Vec<Vec<Legend>> = Vec::new();
-    let mut x = 0;
-    for (entry, text_w) in entries {
-        let w = 18 + text_w;
-        match rows.last_mut() {
-            Some(row) if x + w <= max_px => row.push(entry),
-            _ => {
-                rows.push(vec![entry]);
-                x = 0;
-            }
-        }
-        x += w + 18;
-    }
-    rows
+    key_layout(entries, max_px)
 }
 
 /// The value range: every marker, interval, the band and the reference, padded by 5% of the log
