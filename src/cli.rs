@@ -118,7 +118,9 @@ pub struct TrainingArgs {
     /// Measurement profile (`parity` compares its baseline cell: recipe, batch size, data subset).
     #[arg(long, default_value = "auto")]
     pub profile: ProfileRequest,
-    /// Device: auto, cpu, cuda or cuda:N.
+    /// Device: auto, cpu, cuda or cuda:N; for `run`, as-if-cuda:sm80|sm90|sm100 rehearses on the
+    /// CPU what a run on that GPU plans, every case built and stepped on the CPU with each call
+    /// that needs a CUDA device stood in (docs/gpu.md).
     #[arg(long, default_value = "auto")]
     pub device: DeviceSpec,
     /// Seed of weights, data order and augmentation.
@@ -312,11 +314,12 @@ pub struct PlanArgs {
     /// Measurement profile (its workloads and batch size).
     #[arg(long, default_value = "auto")]
     pub profile: ProfileRequest,
-    /// Device the run will use: auto, cpu, cuda or cuda:N.
+    /// Device the run will use: auto, cpu, cuda, cuda:N, or as-if-cuda:sm80|sm90|sm100 (one GPU
+    /// of that compute capability with every CUDA path built in, whatever this machine has).
     #[arg(long, default_value = "auto")]
     pub device: DeviceSpec,
-    /// Plan for one Hopper GPU (compute capability 9.0) with every CUDA path built in, whatever
-    /// this machine has: a GPU run's plan made on another machine.
+    /// Plan for one Hopper GPU with every CUDA path built in, whatever this machine has: a GPU
+    /// run's plan made on another machine (the same as --device as-if-cuda:sm90).
     #[arg(long, conflicts_with = "device")]
     pub assume_gpu: bool,
     /// The engines the cells train on.
@@ -428,7 +431,7 @@ pub struct CompareArgs {
 /// Options of `trickbench list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Device to judge applicability for: auto, cpu, cuda or cuda:N.
+    /// Device to judge applicability for: auto, cpu, cuda, cuda:N or as-if-cuda:sm80|sm90|sm100.
     #[arg(long, default_value = "auto")]
     pub device: DeviceSpec,
 }

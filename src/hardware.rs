@@ -1,7 +1,7 @@
 //! The facts about the device a run uses, the machine and this binary that decide which tricks
 //! can be measured.
 
-use crate::device::{cuda_device_count, DeviceSpec};
+use crate::device::{cuda_device_count, DeviceSpec, RehearsedGpu};
 use crate::distributed;
 use crate::ffi;
 use crate::measure::power;
@@ -30,8 +30,12 @@ pub struct Hardware {
 }
 
 impl Hardware {
-    /// The facts of this machine and binary for a run on `device` (resolved).
+    /// The facts of this machine and binary for a run on `device` (resolved); those of the GPU
+    /// it rehearses, for a rehearsal ([`Hardware::rehearsing`]).
     pub fn probe(device: DeviceSpec) -> Hardware {
+        if let DeviceSpec::AsIfCuda(gpu) = device {
+            return Hardware::rehearsing(gpu);
+        }
         Hardware {
             device,
             cuda_gpus: cuda_device_count(),
@@ -43,15 +47,15 @@ impl Hardware {
         }
     }
 
-    /// One Hopper GPU (compute capability 9.0) with cuDNN 9.19.0 (the PyTorch 2.11 CUDA 13.0
-    /// wheel's) and every CUDA path built in, running on it: the machine a GPU run is planned for
-    /// on another machine (`trickbench plan --assume-gpu`).
-    pub fn assumed_gpu() -> Hardware {
+    /// One GPU of the class `gpu` with cuDNN 9.19.0 (the PyTorch 2.11 CUDA 13.0 wheel's) and
+    /// every CUDA path built in, rehearsed on the CPU (`--device as-if-cuda:GPU`): the machine a
+    /// GPU run is planned for on another machine, and rehearsed there.
+    pub fn rehearsing(gpu: RehearsedGpu) -> Hardware {
         Hardware {
-            device: DeviceSpec::Cuda(0),
+            device: DeviceSpec::AsIfCuda(gpu),
             cuda_gpus: 1,
-            cuda_capability: Some((9, 0)),
-            cudnn_version: Some(91900),
+            cuda_capability: Some(gpu.capability()),
+            cudnn_version: Some(REHEARSED_CUDNN_VERSION),
             cuda_graphs_compiled: true,
             data_parallel_unavailable: None,
             nccl_compiled: true,
@@ -67,7 +71,7 @@ impl Hardware {
             device: if gpus == 0 { DeviceSpec::Cpu } else { DeviceSpec::Cuda(0) },
             cuda_gpus: gpus,
             cuda_capability: (gpus > 0).then_some((9, 0)),
-            cudnn_version: (gpus > 0).then_some(91900),
+            cudnn_version: (gpus > 0).then_some(REHEARSED_CUDNN_VERSION),
             cuda_graphs_compiled: true,
             data_parallel_unavailable: None,
             nccl_compiled: true,
@@ -75,8 +79,12 @@ impl Hardware {
     }
 }
 
+/// The cuDNN version a rehearsal assumes, as cuDNN numbers it: 9.19.0, the PyTorch 2.11 CUDA 13.0
+/// wheel's.
+pub const REHEARSED_CUDNN_VERSION: i64 = 91900;
+
 /// The cuDNN version libtorch loads for `device`: on a CUDA device where cuDNN is usable, else
 /// `None`.
 fn cudnn_version(device: DeviceSpec) -> Option<i64> {
-    (device.is_cuda() && tch::Cuda::cudnn_is_available()).then(ffi::cudnn_runtime_version)?.ok()
+    (device.cuda_index().is_some() && tch::Cuda::cudnn_is_available()).then(ffi::cudnn_runtime_version)?.ok()
 }

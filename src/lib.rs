@@ -14,6 +14,7 @@ pub mod optim;
 pub mod parity;
 pub mod report;
 pub mod results;
+pub mod standin;
 pub mod stats;
 pub mod summary;
 pub mod terminal;

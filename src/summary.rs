@@ -10,6 +10,7 @@ use crate::bench::design::Design;
 use crate::bench::progress::duration_text;
 use crate::engine::Engine;
 use crate::report;
+use crate::results::rehearsal::RehearsalTally;
 use crate::results::schema::{
     CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Results, TimeToAccuracy,
     Verdict,
@@ -63,6 +64,7 @@ pub fn closing_summary(results: &Results, shown: &[WorkloadId], terminal: Termin
         lines.push(tta_lines(results));
     }
     lines.extend(failures_line(results));
+    lines.extend(rehearsal_lines(results));
     if !terminal.verbose {
         lines.push(
             "every cell, with its throughput, interval, design and memory: cells.csv and index.html beside \
@@ -260,6 +262,26 @@ pub fn noise_floor_text(floor: &NoiseFloor, name: &str) -> String {
     )
 }
 
+/// A rehearsal's lines: what it rehearsed, its cases by how far it took them, each refused one
+/// with why; `None` for a run that is no rehearsal.
+fn rehearsal_lines(results: &Results) -> Option<String> {
+    let tally = RehearsalTally::of(results)?;
+    let gpu = results.run.device.rehearsed()?;
+    let mut text = format!(
+        "rehearsal of {} ({}) on the CPU, every number the CPU's: {}",
+        gpu.id(),
+        gpu.examples(),
+        tally.line()
+    );
+    if !tally.refused.is_empty() {
+        text.push_str("; refused, each a defect a GPU run would meet:");
+    }
+    for (id, why) in &tally.refused {
+        let _ = write!(text, "\n  {id}: {}", why.lines().next().unwrap_or_default());
+    }
+    Some(text)
+}
+
 /// The summary's lines when cells did not measure: how many and how they ended, then each cell
 /// with the first line of why.
 fn failures_line(results: &Results) -> Option<String> {
@@ -345,7 +367,7 @@ fn mebibytes(bytes: u64) -> String {
 /// another trick set than the baseline (a forced attention backend against PyTorch's choice).
 pub fn status_detail(cell: &CellResult) -> Option<String> {
     match &cell.status {
-        CellStatus::NotApplicable { reason } => Some(format!("not applicable: {reason}")),
+        CellStatus::NotApplicable { reason, .. } => Some(format!("not applicable: {reason}")),
         CellStatus::Failed { .. } => cell.failure_reason().map(|reason| format!("failed: {reason}")),
         CellStatus::OutOfMemory { .. } => {
             cell.failure_reason().map(|reason| format!("out of memory: {reason}"))

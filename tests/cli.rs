@@ -149,7 +149,7 @@ fn smoke_run_measures_every_cell_writes_results_and_report_and_falls_back_to_syn
     for cell in &results.cells {
         match &cell.status {
             CellStatus::Ok => {}
-            CellStatus::NotApplicable { reason } => {
+            CellStatus::NotApplicable { reason, .. } => {
                 assert!(cell.id().as_str().contains("/amp/") && reason.contains("CUDA"))
             }
             other => panic!("{}: {other:?}", cell.id()),
@@ -341,7 +341,7 @@ fn gpt_trains_on_a_text_file_beside_the_resnet_in_one_run_and_one_report() {
     let characters = std::fs::read_to_string(dir.path().join("corpus.txt")).unwrap().chars().count();
     assert_eq!(text_data.train_samples, characters * 9 / 10, "the first 90% of the characters train");
     let na = |id: &str| match &cell(&results, id).status {
-        CellStatus::NotApplicable { reason } => reason.clone(),
+        CellStatus::NotApplicable { reason, .. } => reason.clone(),
         other => panic!("{id} should be not applicable: {other:?}"),
     };
     assert!(na("resnet8/flash-attention/b32/s0/train").contains("no attention"));
@@ -434,7 +434,7 @@ fn gpt_text_problems_name_the_file_and_the_flag() {
     let results: Results = store::load(&dir.path().join("run/results.json")).unwrap();
     let gpt = results.cells.iter().find(|c| c.id() == "gpt-mini/baseline/b8/s0/train").unwrap();
     assert!(
-        matches!(&gpt.status, CellStatus::NotApplicable { reason } if reason.contains("no text file at absent.txt"))
+        matches!(&gpt.status, CellStatus::NotApplicable { reason, .. } if reason.contains("no text file at absent.txt"))
     );
 }
 

@@ -173,7 +173,7 @@ fn ddp_is_not_applicable_with_fewer_than_two_gpus_and_the_run_says_why() {
     let results = store::load(&dir.path().join("out/results.json")).unwrap();
     let ddp = results.cells.iter().find(|c| c.key.tricks.has(Trick::Ddp)).expect("a ddp cell");
     match &ddp.status {
-        CellStatus::NotApplicable { reason } => {
+        CellStatus::NotApplicable { reason, .. } => {
             assert!(reason.starts_with("ddp: needs ≥ 2 GPUs"), "{reason}")
         }
         other => panic!("ddp must be not applicable here, not {other:?}"),

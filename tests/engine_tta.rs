@@ -171,7 +171,7 @@ fn both_engines_train_every_convergence_trick_with_the_same_arithmetic() {
             results.cells.iter().find(|c| c.id() == twin).expect("every PyTorch cell has a libtorch twin");
         match (&l.status, &p.status) {
             (CellStatus::Ok, CellStatus::Ok) => {}
-            (CellStatus::Ok, CellStatus::NotApplicable { reason }) if p.key.tricks.has(Trick::Muon) => {
+            (CellStatus::Ok, CellStatus::NotApplicable { reason, .. }) if p.key.tricks.has(Trick::Muon) => {
                 assert!(reason.contains("torch.optim.Muon takes 2-d matrices"), "{reason}");
                 continue;
             }

@@ -164,7 +164,7 @@ fn a_cell_found_not_applicable_when_it_runs_is_recorded_so_with_its_reason_and_t
     let results = store::load(&dir.path().join("run/results.json")).unwrap();
     let reason = format!("TRICKBENCH_FAULT: cell {CHANNELS_LAST} has no kernel here");
     let not_applicable = cell(&results, CHANNELS_LAST);
-    assert_eq!(not_applicable.status, CellStatus::NotApplicable { reason: reason.clone() });
+    assert_eq!(not_applicable.status, CellStatus::NotApplicable { reason: reason.clone(), when_run: true });
     assert!(not_applicable.processes.is_empty() && not_applicable.throughput.is_none(), "nothing measured");
     for id in [BASELINE, ZERO_GRAD_NONE] {
         let measured = cell(&results, id);

@@ -95,7 +95,7 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
             [("checkpointing", "cannot cut the model's own forward"), ("loader-workers", "no data loader")]
         {
             let c = cell(&format!("model/{trick}/b8/s0/train{suffix}"));
-            let CellStatus::NotApplicable { reason } = &c.status else {
+            let CellStatus::NotApplicable { reason, .. } = &c.status else {
                 panic!("{} must not be applicable: {:?}", c.id(), c.status)
             };
             assert!(reason.starts_with("cnn.py: ") && reason.contains(why), "{reason}");
@@ -110,7 +110,7 @@ fn a_users_cnn_file_is_measured_on_both_engines_and_the_report_names_it() {
             assert!(tta.curve.len() >= 2, "the untrained network and at least one evaluation");
         }
     }
-    let CellStatus::NotApplicable { reason } = &cell("model/label-smoothing/b32/s0/tta").status else {
+    let CellStatus::NotApplicable { reason, .. } = &cell("model/label-smoothing/b32/s0/tta").status else {
         panic!("label smoothing cannot change the model's own loss")
     };
     assert!(reason.contains("its own loss"), "{reason}");
@@ -150,11 +150,11 @@ fn a_model_with_a_dataset_trains_to_its_target_on_it() {
         results.cells.iter().all(|c| c.key.kind != CellKind::MemoryProbe),
         "--no-batch-probe leaves the largest batch unprobed"
     );
-    let CellStatus::NotApplicable { reason } = &cell("model/flip-tta/b32/s0/tta").status else {
+    let CellStatus::NotApplicable { reason, .. } = &cell("model/flip-tta/b32/s0/tta").status else {
         panic!("a dataset's inputs are not mirrored")
     };
     assert!(reason.contains("dataset()"), "{reason}");
-    let CellStatus::NotApplicable { reason } = &cell("model/one-cycle/b32/s0/tta@pytorch").status else {
+    let CellStatus::NotApplicable { reason, .. } = &cell("model/one-cycle/b32/s0/tta@pytorch").status else {
         panic!("the PyTorch engine trains a user's model to a target on CIFAR-10's images only")
     };
     assert!(reason.contains("its own dataset() is trained on libtorch"), "{reason}");

@@ -6,7 +6,7 @@ images, a one-layer GPT of width 16, each with the data its loader assembles bat
 starts the engine on each as trickbench does and drives its protocol, checking:
 
 - the ready line, and the fields and values of every reply (build, warm_up, window, memory,
-  probe, loss, inspect, profile, quit; EOF ends the engine too);
+  held, probe, breakdown, loss, inspect, profile, stood_in, quit; EOF ends the engine too);
 - that each trick is applied: the layouts under channels-last, the optimizer under
   fused-optimizer, gradients left None under zero-grad-none, anomaly detection in debug-off's
   reference windows only, SDPA in the profile of flash-attention and sdpa-math (the math kernel
@@ -17,8 +17,23 @@ starts the engine on each as trickbench does and drives its protocol, checking:
 - a step-phase breakdown: every phase of a training step timed, in step order;
 - memory: a probe's peak of live CPU tensor bytes holds at least the weights, gradients and
   momentum, is lower under checkpointing and grad-accumulation, and is the same when repeated;
-- which tricks are not applicable on a CPU or for a model, with their reasons, and which
-  combinations the engine refuses;
+- which tricks are not applicable on a CPU or for a model (tf32's strict-fp32 reference too),
+  with their reasons, and which combinations the engine refuses; that a CPU stands in for
+  nothing;
+- the as-if-CUDA rehearsal: the ResNet and the GPT (with dropout, and without) as on an H100
+  (sm90), a side for every trick the engine applies on CUDA (amp, amp-bf16, tf32 and its
+  strict-fp32 reference, cudnn-benchmark, channels-last, cuda-graphs, pin-memory, the loader
+  tricks, every forced SDPA backend, fp8-matmul, torch-compile where inductor builds here,
+  checkpointing, grad-accumulation, fused-optimizer, debug-off's reference, ...): each builds,
+  warms up, times a window, probes (reserved at least allocated), breaks down on the host's
+  clock, answers inspect with the switches, autocast, captured step and pageable loader its
+  tricks give, and went through exactly the stand-ins every side goes through and those its
+  tricks need (a memory-efficient or cuDNN backend, and FlashAttention with dropout, computed
+  by the math kernel, FlashAttention without dropout by its own); held empties the stand-in
+  allocator's cache; memory answers as on a CPU. As on an A100 (sm80) fp8-matmul is not
+  applicable, the memory budget's cap and the allocator's mode are stood in for and the mode
+  reads back; on sm75 TF32, its reference and bfloat16 are not. A captured step's probe covers
+  its capture's peaks;
 - float64 agreement: tricks that leave the arithmetic alone (among them the loader tricks that
   assemble the same batches, jit-fusion, checkpointing, and grad-accumulation on the GPT) train
   the same losses as their reference to 1e-9 relative (1e-8 where parity's float32 softmax is
@@ -40,15 +55,17 @@ starts the engine on each as trickbench does and drives its protocol, checking:
 - the fork server (--serve): its children are processes of their own that train the same loss as
   a fresh engine on the same case, two at a time; a child whose client has gone ends; the server
   ends at EOF on its stdin;
-- error paths: a missing case file, a wrong format and a missing weights file make the engine
-  exit with status 2 naming the file (and field); more malformed fields are checked through the
-  engine's own read_case; requests that cannot be served get an error reply.
+- error paths: a missing case file, a wrong format, a missing weights file and as_if_cuda on a
+  CUDA device make the engine exit with status 2 naming the file (and field); more malformed
+  fields (as_if_cuda's and memory_budget_bytes among them) are checked through the engine's own
+  read_case; requests that cannot be served get an error reply.
 
-It takes about a minute on a 2-core VM, most of it PyTorch's start in each engine process and
-inductor's first compile. Exit status 0 when every check passes, 1 with the failed check's
-message otherwise.
+It takes about a minute and a half on a 2-core VM, most of it PyTorch's start in each engine
+process and inductor's compiles (half a minute more where inductor's cache is cold). Exit status
+0 when every check passes, 1 with the failed check's message otherwise.
 """
 
+import dataclasses
 import io
 import json
 import math
@@ -69,6 +86,7 @@ ENGINE = HERE / "pytorch_engine.py"
 sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 sys.path.insert(0, str(HERE.parent / "parity"))
 sys.path.insert(0, str(HERE))
+import engine_device  # noqa: E402
 import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
 import engine_tta  # noqa: E402
@@ -161,10 +179,11 @@ def write_data(path, model_spec, augment, images=None):
     return {**data, "standardise": True, "encoded": images is not None}
 
 
-def write_case(directory, model_spec, sides, kind="train", dtype=None, log_interval=3, images=None):
+def write_case(directory, model_spec, sides, kind="train", dtype=None, log_interval=3, images=None, **fields):
     """A case directory: its data (`images`: encoded files instead of pixels), one weights file
     per distinct model, engine-case.json with `sides` ({name: tricks list, or a dict of side fields
-    to override}). Returns the directory."""
+    to override}) and any further case `fields` (as_if_cuda, memory_budget_bytes). Returns the
+    directory."""
     os.makedirs(directory)
     data = write_data(os.path.join(directory, "data.safetensors"), model_spec, kind == "train", images)
     write_weights(os.path.join(directory, "weights.safetensors"), model_spec, seed=1)
@@ -195,6 +214,7 @@ def write_case(directory, model_spec, sides, kind="train", dtype=None, log_inter
     }
     if dtype is not None:
         case["dtype"] = dtype
+    case.update(fields)
     with open(os.path.join(directory, "engine-case.json"), "w") as f:
         json.dump(case, f, indent=1)
     return directory
@@ -415,6 +435,8 @@ def check_resnet_train(root):
     }
     na = {side: [side] for side in reasons}
     na["compiled-checkpoints"] = ["checkpointing", "torch-compile"]
+    reasons["strict-fp32"] = "tf32's strict-fp32 reference: TF32 is a tensor-core format"
+    na["strict-fp32"] = {"reference_for": "tf32"}
     sides = {
         "reference": [],
         **{trick: [trick] for trick in RESNET_TRAINING_TRICKS},
@@ -440,6 +462,7 @@ def check_resnet_train(root):
             warm = engine.ok(("ok", "compile_s"), op="warm_up", side=side, steps=1)
             check(warm == {"ok": True, "compile_s": None}, f"warm_up {side}: {warm}")
         for side in applicable:
+            check(engine.request(op="stood_in", side=side) == {"stood_in": []}, f"{side}: a CPU stood in for a call")
             if side == "avoid-sync":
                 # One step pending from warm-up, log interval 3: reads after steps 2 and 5 of 6.
                 timed_window(engine, side, 6, host_reads=2)
@@ -529,6 +552,7 @@ INSPECT_KEYS = (
     "anomaly",
     "cudnn_benchmark",
     "matmul_tf32",
+    "cudnn_tf32",
     "loader",
     "scripted",
     "checkpointed",
@@ -556,6 +580,7 @@ def check_resnet_facts(side, facts):
     check(facts["attention"] is None and not facts["compiled"], f"inspect {side}: {facts}")
     check(facts["steps_done"] == 7 and facts["dtype"] == "float32", f"inspect {side}: {facts}")
     check(not facts["cudnn_benchmark"] and not facts["matmul_tf32"], f"inspect {side}: switches {facts}")
+    check(facts["cudnn_tf32"], f"inspect {side}: cuDNN's TF32 is off outside the strict-fp32 reference: {facts}")
     loader = {
         "workers": 2 if side == "loader-workers" else 0,
         "pinned": False,
@@ -578,7 +603,7 @@ def check_resnet_facts(side, facts):
 def check_resnet_eval(root):
     """The ResNet evaluation case: no host reads, no-grad-eval records no graph, zero-copy
     gathers the unaugmented batches from the split; a case whose every side asks for
-    expandable segments starts on a CPU, its sides not applicable."""
+    expandable segments, with a memory budget, starts on a CPU, its sides not applicable."""
     sides = {
         "reference": [],
         "no-grad-eval": ["no-grad-eval"],
@@ -607,7 +632,7 @@ def check_resnet_eval(root):
     finally:
         engine.close()
     expandable = {"reference": ["expandable-segments"]}
-    engine = Engine(write_case(os.path.join(root, "expandable"), RESNET, expandable))
+    engine = Engine(write_case(os.path.join(root, "expandable"), RESNET, expandable, memory_budget_bytes=1 << 30))
     try:
         check_ready(engine)
         not_applicable(engine, "reference", "expandable-segments: expandable segments are a mode of the CUDA")
@@ -814,6 +839,295 @@ def check_attention(engine):
     check(flash not in ops["sdpa-math"], "sdpa-math's profile shows the flash kernel")
 
 
+# ---- The as-if-CUDA rehearsal ----
+
+
+# The GPUs the rehearsal behaves as: Hopper (every CUDA trick applies), Ampere (no fp8 tensor
+# cores) and Turing (neither TF32 nor bfloat16).
+SM90 = {"gpu": "sm90", "capability": [9, 0], "memory_bytes": 80 << 30}
+SM80 = {"gpu": "sm80", "capability": [8, 0], "memory_bytes": 40 << 30}
+SM75 = {"gpu": "sm75", "capability": [7, 5], "memory_bytes": 16 << 30}
+# The stand-ins of the process before any request: the synchronisation that ends the libraries'
+# warm-up (the allocator's mode set off at start is its default, not stood in for).
+PROCESS_STAND_INS = {"device-synchronize"}
+# The stand-ins every side of a rehearsal goes through once it is warmed up, probed and broken
+# down, and `held` asked: synchronisations, the allocator's statistics and cache, CUDA events.
+EVERY_SIDE_STAND_INS = PROCESS_STAND_INS | {"allocator-statistics", "cuda-events", "empty-cache"}
+# Each side of the as-if ResNet case (its tricks, or its side fields) and the stand-ins its
+# tricks add.
+AS_IF_RESNET = {
+    "reference": ([], ()),
+    "strict-fp32": ({"reference_for": "tf32"}, ("device-properties",)),
+    "tf32": (["tf32"], ("device-properties",)),
+    "amp": (["amp"], ("autocast-device",)),
+    "amp-bf16": (["amp-bf16"], ("autocast-device", "device-properties")),
+    "cudnn-benchmark": (["cudnn-benchmark"], ()),
+    "channels-last": (["channels-last"], ()),
+    "cuda-graphs": (["cuda-graphs"], ("graph-capture",)),
+    "pin-memory": (["pin-memory"], ("pinned-memory",)),
+    "loader-workers": (["loader-workers"], ()),
+    "zero-copy": (["zero-copy"], ()),
+    "gpu-augment": (["gpu-augment"], ()),
+    "checkpointing": (["checkpointing"], ()),
+    "grad-accumulation": (["grad-accumulation"], ()),
+    "fused-optimizer": (["fused-optimizer"], ()),
+    "zero-grad-none": (["zero-grad-none"], ()),
+    "avoid-sync": (["avoid-sync"], ()),
+    "jit-fusion": (["jit-fusion"], ()),
+    "debug-on": ({"reference_for": "debug-off"}, ()),
+}
+# The same for the as-if GPT case, whose model has dropout (the "-no-dropout" sides' has none).
+NO_DROPOUT = {"model": {"dropout": 0.0}}
+AS_IF_GPT = {
+    "reference": ([], ()),
+    "strict-fp32": ({"reference_for": "tf32"}, ("device-properties",)),
+    "tf32": (["tf32"], ("device-properties",)),
+    "amp": (["amp"], ("autocast-device",)),
+    "amp-bf16": (["amp-bf16"], ("autocast-device", "device-properties")),
+    "flash-attention": (["flash-attention"], ()),
+    "sdpa-flash": (["sdpa-flash"], ("attention-kernel",)),
+    "sdpa-flash-no-dropout": ({"tricks": ["sdpa-flash"], **NO_DROPOUT}, ()),
+    "sdpa-cudnn": (["sdpa-cudnn"], ("attention-kernel",)),
+    "sdpa-cudnn-no-dropout": ({"tricks": ["sdpa-cudnn"], **NO_DROPOUT}, ("attention-kernel",)),
+    "sdpa-mem-efficient": (["sdpa-mem-efficient"], ("attention-kernel",)),
+    "sdpa-mem-efficient-no-dropout": ({"tricks": ["sdpa-mem-efficient"], **NO_DROPOUT}, ("attention-kernel",)),
+    "sdpa-math": (["sdpa-math"], ()),
+    "sdpa-math-no-dropout": ({"tricks": ["sdpa-math"], **NO_DROPOUT}, ()),
+    "fp8-matmul": (["fp8-matmul"], ("autocast-device", "device-properties")),
+    "fp8-matmul-bf16": (["fp8-matmul", "amp-bf16"], ("autocast-device", "device-properties")),
+    "cuda-graphs": (["cuda-graphs"], ("graph-capture",)),
+    "checkpointing": (["checkpointing"], ()),
+    "grad-accumulation": (["grad-accumulation"], ()),
+    "jit-fusion": (["jit-fusion"], ()),
+    "fused-optimizer": (["fused-optimizer"], ()),
+    "torch-compile": (["torch-compile"], ("compiled-kernels",)),
+}
+
+
+def stood_in(engine, side):
+    """The stand-ins side `side` went through, as a set."""
+    return set(engine.ok(("stood_in",), op="stood_in", side=side)["stood_in"])
+
+
+def rehearse(engine, side, optional=()):
+    """Warms `side` up (one step), times a window of two, probes two steps and breaks one down,
+    checking the replies a rehearsal gives: the host's clock, the stand-in allocator's reserved
+    bytes at least its allocated; returns the probe, or None where a side in `optional` was found
+    not applicable in its warm-up (noted)."""
+    reply = engine.request(op="warm_up", side=side, steps=1)
+    if side in optional and "not_applicable" in reply:
+        print(f"note: {side} not rehearsed: {reply['not_applicable']}", flush=True)
+        return None
+    check(set(reply) == {"ok", "compile_s"}, f"as-if: warm_up {side}: {reply}")
+    engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=2)
+    keys = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes", "samples")
+    probe = engine.ok(keys, op="probe", side=side, steps=2)
+    allocated, reserved = probe["peak_allocated_bytes"], probe["peak_reserved_bytes"]
+    check(isinstance(allocated, int) and allocated > 0, f"as-if: probe {side}: {probe}")
+    check(isinstance(reserved, int) and reserved >= allocated, f"as-if: probe {side}: reserved under allocated {probe}")
+    breakdown = engine.ok(("clock", "steps", "phases", "samples_per_s"), op="breakdown", side=side, steps=1)
+    phases = [p["phase"] for p in breakdown["phases"]]
+    check(breakdown["clock"] == "host", f"as-if: breakdown {side}: the clock of a stood-in CUDA event: {breakdown}")
+    if side == "cuda-graphs":
+        expected = ["batch-wait", "host-to-device", "metrics", "graph-replay"]
+        check(phases == expected, f"as-if: breakdown {side}: phases {phases}, expected {expected}")
+    return probe
+
+
+def check_as_if_facts(side, tricks, facts):
+    """What inspect says about a side of a rehearsal right after its own requests: the switches
+    it set (TF32 of matmuls and cuDNN, cuDNN's autotuner), its autocast and scaler, its captured
+    step, its loader's pageable memory, the allocator's mode recorded off."""
+    tricks = tricks.get("tricks", []) if isinstance(tricks, dict) else tricks
+    switches = (facts["matmul_tf32"], facts["cudnn_tf32"], facts["cudnn_benchmark"])
+    expected = ("tf32" in tricks, side != "strict-fp32", "cudnn-benchmark" in tricks)
+    check(switches == expected, f"as-if: inspect {side}: TF32 (matmul, cuDNN), benchmark {switches}, not {expected}")
+    autocast = {"amp": "float16", "amp-bf16": "bfloat16"}
+    expected = next((autocast[t] for t in tricks if t in autocast), None)
+    check(facts["autocast"] == expected, f"as-if: inspect {side}: autocast {facts['autocast']}, expected {expected}")
+    check(facts["grad_scaler"] == ("amp" in tricks), f"as-if: inspect {side}: grad_scaler {facts['grad_scaler']}")
+    check(facts["cuda_graph"] == ("cuda-graphs" in tricks), f"as-if: inspect {side}: cuda_graph {facts['cuda_graph']}")
+    check(facts["expandable_segments"] is False, f"as-if: inspect {side}: expandable_segments {facts}")
+    check(facts["loader"] is None or not facts["loader"]["pinned"], f"as-if: inspect {side}: pinned {facts['loader']}")
+    check(facts["anomaly"] == (side == "debug-on"), f"as-if: inspect {side}: anomaly {facts['anomaly']}")
+
+
+def check_rehearsal(engine, name, sides, optional=()):
+    """Builds every side of a rehearsal's `sides` ({side: (tricks, stand-ins its tricks add)}),
+    rehearses each and checks what inspect says; then `held` twice, each with the stand-in
+    allocator's cache emptied (reserved back at allocated), `memory` as on a CPU, and each side's
+    stand-ins: those every side goes through and its tricks' own, no others. Returns
+    the sides rehearsed."""
+    check(stood_in(engine, "reference") == PROCESS_STAND_INS, f"{name}: the process's stand-ins before any request")
+    built(engine, sides)
+    rehearsed = []
+    for side, (tricks, _) in sides.items():
+        if rehearse(engine, side, optional) is None:
+            continue
+        rehearsed.append(side)
+        check_as_if_facts(side, tricks, engine.ok(INSPECT_KEYS, op="inspect", side=side))
+    keys = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes")
+    for _ in range(2):
+        held = engine.ok(keys, op="held")
+        allocated, reserved = held["peak_allocated_bytes"], held["peak_reserved_bytes"]
+        check(0 <= reserved - allocated < 1 << 20, f"{name}: held after emptying the cache: {held}")
+    memory = engine.ok(keys, op="memory")
+    check(memory["peak_allocated_bytes"] is None and memory["peak_reserved_bytes"] is None, f"{name}: memory {memory}")
+    for side in rehearsed:
+        expected = EVERY_SIDE_STAND_INS | set(sides[side][1])
+        got = stood_in(engine, side)
+        check(got == expected, f"{name}: {side} stood in for {sorted(got)}, expected {sorted(expected)}")
+    return rehearsed
+
+
+def case_sides(sides):
+    """The `sides` of write_case from a rehearsal's {side: (tricks, stand-ins)}."""
+    return {side: tricks for side, (tricks, _) in sides.items()}
+
+
+def check_as_if_resnet(root):
+    """The ResNet rehearsed as on an H100 (sm90): every CUDA trick applies and runs on the CPU,
+    each side through the stand-ins its tricks need and no others."""
+    directory = write_case(os.path.join(root, "as-if-resnet"), RESNET, case_sides(AS_IF_RESNET), as_if_cuda=SM90)
+    engine = Engine(directory)
+    try:
+        check_ready(engine)
+        check_rehearsal(engine, "as-if-resnet", AS_IF_RESNET)
+        check(engine.finish() == 0, "as-if-resnet: quit did not exit 0")
+    finally:
+        engine.close()
+
+
+def check_as_if_gpt(root):
+    """The GPT (with dropout, and without on the "-no-dropout" sides) rehearsed as on an H100: the
+    SDPA backends with no CPU kernel computed by the math backend, FlashAttention run as forced
+    where it has one; the fp8 linears; torch-compile where inductor builds here."""
+    directory = write_case(
+        os.path.join(root, "as-if-gpt"), {**GPT, "dropout": 0.1}, case_sides(AS_IF_GPT), as_if_cuda=SM90
+    )
+    engine = Engine(directory, env={"TORCHINDUCTOR_VEC_ISA_OK": "1"})
+    try:
+        check_ready(engine)
+        rehearsed = check_rehearsal(engine, "as-if-gpt", AS_IF_GPT, optional=("torch-compile",))
+        math_kernel, flash_kernel = (
+            "aten::_scaled_dot_product_attention_math",
+            "aten::_scaled_dot_product_flash_attention_for_cpu",
+        )
+        for side, backend, kernel in (
+            ("sdpa-cudnn", "CUDNN_ATTENTION", math_kernel),
+            ("sdpa-mem-efficient-no-dropout", "EFFICIENT_ATTENTION", math_kernel),
+            ("sdpa-flash", "FLASH_ATTENTION", math_kernel),
+            ("sdpa-flash-no-dropout", "FLASH_ATTENTION", flash_kernel),
+        ):
+            ops = engine.ok(("ops",), op="profile", side=side, steps=1)["ops"]
+            check(kernel in ops, f"as-if: {side}'s profile lacks {kernel}: {ops}")
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+            check(facts["sdpa_backend"] == backend, f"as-if: inspect {side}: sdpa_backend {facts['sdpa_backend']}")
+        for side in ("fp8-matmul", "fp8-matmul-bf16"):
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+            fp8 = facts["fp8_linears"]
+            check(fp8 == 4 * GPT["layers"], f"as-if: inspect {side}: fp8_linears {fp8}")
+        if "torch-compile" in rehearsed:
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side="torch-compile")
+            check(facts["compiled"], f"as-if: inspect torch-compile: compiled {facts['compiled']}")
+        check(engine.finish() == 0, "as-if-gpt: quit did not exit 0")
+    finally:
+        engine.close()
+
+
+def check_as_if_ampere(root):
+    """A rehearsal as on an A100 (sm80), its memory budget capped and its allocator's segments
+    expandable on every side: fp8-matmul is not applicable (capability 8.0 < 8.9), TF32 is; the
+    cap and the allocator's mode are stood in for, and the mode reads back from the record. On
+    sm75 (in this process, through settings_for) TF32, its strict-fp32 reference and bfloat16
+    are not applicable, float16 autocast is."""
+    sides = {
+        "reference": ["expandable-segments"],
+        "tf32": ["tf32", "expandable-segments"],
+        "fp8-matmul": ["fp8-matmul", "expandable-segments"],
+    }
+    directory = write_case(
+        os.path.join(root, "as-if-ampere"), GPT, sides, as_if_cuda=SM80, memory_budget_bytes=20 << 30
+    )
+    engine = Engine(directory)
+    try:
+        check_ready(engine)
+        process = PROCESS_STAND_INS | {"allocator-cap", "allocator-settings", "device-properties"}
+        got = stood_in(engine, "reference")
+        check(got == process, f"as-if-ampere: the process stood in for {sorted(got)}, expected {sorted(process)}")
+        fp8 = "fp8-matmul: fp8 tensor-core matmuls (torch._scaled_mm) need compute capability 8.9"
+        not_applicable(engine, "fp8-matmul", fp8)
+        built(engine, ["reference", "tf32"])
+        for side in ("reference", "tf32"):
+            engine.ok(("ok", "compile_s"), op="warm_up", side=side, steps=1)
+            facts = engine.ok(INSPECT_KEYS, op="inspect", side=side)
+            check(facts["expandable_segments"] is True, f"as-if-ampere: inspect {side}: {facts['expandable_segments']}")
+            check(facts["matmul_tf32"] == (side == "tf32"), f"as-if-ampere: inspect {side}: {facts['matmul_tf32']}")
+        check(engine.finish() == 0, "as-if-ampere: quit did not exit 0")
+    finally:
+        engine.close()
+    case = pytorch_engine.read_case(directory)
+    device = engine_device.make_device(case.device, engine_device.AsIfCuda("sm75", (7, 5), 16 << 30), lambda: 0)
+    spec = case.sides["reference"]
+    for tricks, reference_for, contains in (
+        (("tf32",), None, "tf32: TF32 needs compute capability 8.0 or newer"),
+        ((), "tf32", "tf32's strict-fp32 reference: TF32 needs compute capability 8.0 or newer"),
+        (("amp-bf16",), None, "amp-bf16: this GPU does not support bfloat16"),
+    ):
+        try:
+            side = dataclasses.replace(spec, tricks=tricks, reference_for=reference_for)
+            pytorch_engine.settings_for(case, side, device)
+            raise CheckFailed(f"sm75: {tricks} {reference_for} applied")
+        except pytorch_engine.NotApplicable as e:
+            check(contains in str(e), f"sm75: {e}")
+    amp = pytorch_engine.settings_for(case, dataclasses.replace(spec, tricks=("amp",)), device)
+    check(amp.autocast == torch.float16 and amp.grad_scaler, f"sm75: amp {amp}")
+
+
+def check_as_if_capture(root):
+    """The memory of a captured step, rehearsed in this process: the capture's peaks are followed
+    (the live bytes and what the capture step raised them by) and a probe reports at least them,
+    field by field; `held` empties the stand-in allocator's cache, its reserved falling from the
+    probe's peak to what is allocated; a side first stepped by its probe (whose profiler the
+    capture cannot nest in) is probed all the same."""
+    sides = {"captured": ["cuda-graphs"], "probed-first": ["cuda-graphs"]}
+    case = pytorch_engine.read_case(write_case(os.path.join(root, "as-if-capture"), RESNET, sides, as_if_cuda=SM90))
+    engine = pytorch_engine.Engine(case)
+    # As the engine's start does: one thread, as the case says, so that this process's steps are
+    # as quick as an engine's on a busy machine.
+    pytorch_engine.process_wide(case, engine.device)
+    engine.device.warm_libraries()
+
+    def request(**fields):
+        reply, _ = engine.handle(json.dumps(fields))
+        check("error" not in reply and "not_applicable" not in reply, f"as-if capture: {fields}: {reply}")
+        return reply
+
+    request(op="build", side="captured")
+    request(op="warm_up", side="captured", steps=1)
+    side = engine.sides["captured"]
+    allocated, reserved = side.capture_peaks
+    live = request(op="held")["peak_allocated_bytes"]
+    check(isinstance(allocated, int) and allocated > live, f"as-if capture: peaks {side.capture_peaks}, live {live}")
+    check(reserved >= allocated, f"as-if capture: peaks {side.capture_peaks}")
+    probe = request(op="probe", side="captured", steps=2)
+    own = (probe["peak_allocated_bytes"], probe["peak_reserved_bytes"])
+    check(own[0] >= allocated and own[1] >= reserved, f"as-if capture: probe {probe} under {side.capture_peaks}")
+    side.capture_peaks = (own[0] + 1000, None)
+    probe = request(op="probe", side="captured", steps=2)
+    check(probe["peak_allocated_bytes"] >= own[0] + 1000, f"as-if capture: probe {probe} left the capture's peak out")
+    held = request(op="held")
+    emptied = (held["peak_allocated_bytes"], held["peak_reserved_bytes"])
+    check(emptied[0] == emptied[1] < own[1], f"as-if capture: held {held} after a probe of {own}")
+    request(op="build", side="probed-first")
+    probe = request(op="probe", side="probed-first", steps=2)
+    check(isinstance(probe["peak_allocated_bytes"], int), f"as-if capture: probe of an uncaptured side {probe}")
+    names = request(op="stood_in", side="probed-first")["stood_in"]
+    check("graph-capture" in names, f"as-if capture: the side captured in its probe stood in for {names}")
+    for built_side in engine.sides.values():
+        built_side.loader.close()
+
+
 def check_loader(root):
     """The data pipeline: host crops as the zero-padded window they stand for, device crops each
     one of those, batches as their schedule says, image files decoded (once under packed-dataset)
@@ -876,7 +1190,7 @@ def check_fp8(root):
         check(gap < 1e-5, f"fp8: {name} is {gap:.1e} from the dequantised product")
     check(relative(y.detach().norm().item(), (x @ w.t()).norm().item()) < 0.1, "fp8: forward far from x @ wᵀ")
     model = parity.build_model({**GPT, "layers": 2, "width": 32, "context": 16})
-    check(engine_tricks.use_fp8(model) == 8, "fp8: a 2-block GPT should get 8 fp8 projections")
+    check(engine_tricks.use_fp8(model, "cpu") == 8, "fp8: a 2-block GPT should get 8 fp8 projections")
     logits = model(torch.randint(GPT["vocab_size"], (4, 16), generator=generator))
     logits.float().sum().backward()
     check(all(p.grad is not None for p in model.parameters()), "fp8: a GPT parameter got no gradient")
@@ -1076,6 +1390,8 @@ def check_errors(root):
     cases.append(
         (d, f"{d}/weights.safetensors: no such file (named by {d}/engine-case.json field sides.reference.weights)")
     )
+    d = error_variant(root, base, "as-if-on-cuda", edit=lambda c: c.update(device="cuda", as_if_cuda=SM90))
+    cases.append((d, f'{d}/engine-case.json: as_if_cuda: expected null with device "cuda"'))
     processes = []
     for directory, contains in cases:
         command = [sys.executable, str(ENGINE), "--case", directory]
@@ -1099,12 +1415,25 @@ def check_errors(root):
         ),
         (
             lambda c: c["sides"]["reference"].update(reference_for="lars"),
-            'sides.reference.reference_for: expected null or one of "debug-off", "adamw", "batch-norm", "input-norm"',
+            'sides.reference.reference_for: expected null or one of "debug-off", "tf32", "adamw", "batch-norm", '
+            '"input-norm"',
         ),
         (lambda c: c["data"].update(batches=BATCHES + 1), f"data.safetensors: no tensor index.{BATCHES}"),
         (lambda c: c["data"].update(kind="video"), 'data.kind: expected one of "images", "text", got "video"'),
         (lambda c: c["data"].pop("augment"), "data.augment: expected true or false, got nothing"),
         (lambda c: c.update(loader_workers=0), "loader_workers: expected an integer ≥ 1, got 0"),
+        (
+            lambda c: c.update(device="cuda:1", as_if_cuda=SM90),
+            'as_if_cuda: expected null with device "cuda:1" (a rehearsal of CUDA runs on "cpu")',
+        ),
+        (lambda c: c.update(as_if_cuda={**SM90, "sm": 90}), "engine-case.json: as_if_cuda.sm: unknown field"),
+        (
+            lambda c: c.update(as_if_cuda={**SM90, "capability": [9]}),
+            "as_if_cuda.capability: expected [major, minor], two integers ≥ 0, got [9]",
+        ),
+        (lambda c: c.update(as_if_cuda={**SM90, "memory_bytes": 0}), "as_if_cuda.memory_bytes: expected an integer"),
+        (lambda c: c.update(as_if_cuda="sm90"), 'as_if_cuda: expected an object, got "sm90"'),
+        (lambda c: c.update(memory_budget_bytes=0), "memory_budget_bytes: expected an integer ≥ 1 or null, got 0"),
         (
             lambda c: c["sides"].update(other={**c["sides"]["reference"], "tricks": ["expandable-segments"]}),
             "expandable-segments holds for the whole process: every side has it or none does",
@@ -1113,7 +1442,8 @@ def check_errors(root):
     for index, (edit, contains) in enumerate(messages):
         directory = error_variant(root, base, f"message-{index}", edit=edit)
         try:
-            pytorch_engine.process_wide(pytorch_engine.read_case(directory))
+            engine = pytorch_engine.Engine(pytorch_engine.read_case(directory))
+            pytorch_engine.process_wide(engine.case, engine.device)
             raise CheckFailed(f"{contains}: the case was read without an error")
         except pytorch_engine.CaseError as e:
             check(contains in str(e), f"case error {str(e)!r} lacks {contains!r}")
@@ -1187,6 +1517,10 @@ def main():
                 ("resnet evaluation: no host reads, no-grad-eval", check_resnet_eval),
                 ("resnet float64: the tricks that keep the arithmetic agree", check_resnet_float64),
                 ("gpt float64: agreement, SDPA in the profiles, what does not apply", check_gpt),
+                ("as if on sm90: the resnet's CUDA tricks rehearsed on the CPU", check_as_if_resnet),
+                ("as if on sm90: the gpt's CUDA tricks rehearsed on the CPU", check_as_if_gpt),
+                ("as if on sm80 and sm75: what applies, the cap and the allocator's mode", check_as_if_ampere),
+                ("as if on sm90: a captured step's memory, the emptied cache", check_as_if_capture),
                 ("jit-fusion scripts the dropout-add only where there is dropout", check_fusion_follows_dropout),
                 ("the loader: crops, scheduled batches, image files", check_loader),
                 ("fp8-matmul's function on the CPU's _scaled_mm", check_fp8),

@@ -436,16 +436,16 @@ def check_fp8_linears(torchvision):
     leaves the others: the transformer example's 8 projections but not its 65-way head, none of
     the CNN's 10-way head, none of resnet18's 1000-way head (and the description counts the same)."""
     transformer = initial_module(import_file(str(ROOT / "examples" / "transformer.py")).model)
-    converted, left = engine_tricks.use_fp8_everywhere(transformer)
+    converted, left = engine_tricks.use_fp8_everywhere(transformer, "cpu")
     check((converted, left) == (8, 1), f"transformer: {converted} converted, {left} left")
     check(type(transformer.head) is nn.Linear, "transformer: the 65-way head was converted")
     fp8 = [m for m in transformer.modules() if isinstance(m, engine_tricks.Fp8Linear)]
     check(all(m.in_features % 16 == 0 and m.out_features % 16 == 0 for m in fp8), "a converted linear misfits")
     cnn = initial_module(import_file(str(ROOT / "examples" / "cnn.py")).model)
-    check(engine_tricks.use_fp8_everywhere(cnn) == (0, 1), "cnn: its 10-way head is no fp8 linear")
+    check(engine_tricks.use_fp8_everywhere(cnn, "cpu") == (0, 1), "cnn: its 10-way head is no fp8 linear")
     if torchvision is not None:
         resnet = torchvision.models.get_model("resnet18", weights=None)
-        check(engine_tricks.use_fp8_everywhere(resnet) == (0, 1), "resnet18: its 1000-way head is no fp8 linear")
+        check(engine_tricks.use_fp8_everywhere(resnet, "cpu") == (0, 1), "resnet18: its 1000-way head is no fp8 linear")
         check(user_model.features_of(resnet, False)["fp8_linears"] == 0, "resnet18: fp8_linears")
 
 

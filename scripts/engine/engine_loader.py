@@ -10,7 +10,8 @@ a case is only how, which is what the loader tricks change:
                      image by image (numpy crops of the images held in memory), then copied into
                      a new tensor with torch.tensor; pageable memory, blocking copies
     loader-workers   DataLoader(num_workers=N): N worker processes assemble batches ahead
-    pin-memory       DataLoader(pin_memory=True) and .to(device, non_blocking=True)
+    pin-memory       DataLoader(pin_memory=True) and .to(device, non_blocking=True), where the
+                     engine's device has pinned memory (a CUDA device: engine_device.py)
     zero-copy        torch.from_numpy instead of torch.tensor; unaugmented batches gathered from
                      the split held as one tensor (index_select) instead of image by image
     gpu-augment      no host crops: the whole batch cropped and flipped on the device, with
@@ -68,7 +69,8 @@ class TextData:
 
 @dataclasses.dataclass
 class Pipeline:
-    """The loader tricks of one side."""
+    """The loader tricks of one side (pinned: pinned memory and non-blocking copies, where the
+    device has them)."""
 
     workers: int = 0
     pinned: bool = False
@@ -266,7 +268,7 @@ class Loader:
     def __init__(self, data, pipeline, device, dtype, channels_last):
         self.data, self.pipeline, self.device, self.dtype = data, pipeline, device, dtype
         self.channels_last = channels_last
-        self.pinned = pipeline.pinned and device.type == "cuda"
+        self.pinned = pipeline.pinned
         images = isinstance(data, ImageData)
         self.dataset = ImageBatches(data, pipeline) if images else TextBatches(data, pipeline)
         self.samples_per_batch = len(data.index[0]) if images else len(data.starts[0]) * data.context

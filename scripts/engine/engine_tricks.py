@@ -12,7 +12,7 @@ written as PyTorch's documentation and the guides show a user, on parity.py's mo
                          output gradients in float8_e5m2, each scaled per tensor by its format's
                          largest value over its largest magnitude; a bias added after
     expandable-segments  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the first
-                         CUDA allocation
+                         CUDA allocation (on a CUDA device: engine_device.py calls it)
 """
 
 import os
@@ -118,32 +118,37 @@ class Fp8Matmul(torch.autograd.Function):
 
 
 class Fp8Linear(nn.Linear):
-    """nn.Linear through Fp8Matmul, its output in autocast's dtype (bfloat16 outside autocast),
-    its bias (if any) added in that dtype."""
+    """nn.Linear through Fp8Matmul, its output in the dtype of autocast on its device type
+    (autocast_device, which the engine's device says: "cuda", or "cpu" for the as-if device's
+    stand-in; set by to_fp8) where that is on, else bfloat16; its bias (if any) added in that
+    dtype."""
 
     def forward(self, x):
-        autocast = torch.is_autocast_enabled("cuda")
-        out_dtype = torch.get_autocast_dtype("cuda") if autocast else torch.bfloat16
+        autocast = torch.is_autocast_enabled(self.autocast_device)
+        out_dtype = torch.get_autocast_dtype(self.autocast_device) if autocast else torch.bfloat16
         y = Fp8Matmul.apply(x, self.weight, out_dtype)
         return y if self.bias is None else y + self.bias.to(out_dtype)
 
 
-def to_fp8(linears):
-    """Makes each of the nn.Linear `linears` an Fp8Linear (same weights); returns how many."""
+def to_fp8(linears, autocast_device):
+    """Makes each of the nn.Linear `linears` an Fp8Linear (same weights) following autocast on
+    `autocast_device`; returns how many."""
     for linear in linears:
         linear.__class__ = Fp8Linear
+        linear.autocast_device = autocast_device
     return len(linears)
 
 
-def use_fp8(model):
-    """Makes the GPT's attention and MLP projections (which have no biases) Fp8Linear; the
-    embedding and the tied head stay as they are. Returns how many layers changed."""
+def use_fp8(model, autocast_device):
+    """Makes the GPT's attention and MLP projections (which have no biases) Fp8Linear following
+    autocast on `autocast_device`; the embedding and the tied head stay as they are. Returns how
+    many layers changed."""
     projections = [
         linear
         for block in model.transformer.h
         for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj)
     ]
-    return to_fp8(projections)
+    return to_fp8(projections, autocast_device)
 
 
 # torch._scaled_mm multiplies fp8 operands only when every dimension is a multiple of this.
@@ -161,11 +166,12 @@ def fp8_linears(model):
     return fits, [m for m in linears if m not in fits]
 
 
-def use_fp8_everywhere(model):
+def use_fp8_everywhere(model, autocast_device):
     """Makes every nn.Linear of a user's model that torch._scaled_mm can multiply through
-    (fp8_linears) Fp8Linear. Returns how many layers changed and how many were left."""
+    (fp8_linears) Fp8Linear following autocast on `autocast_device`. Returns how many layers
+    changed and how many were left."""
     fits, left = fp8_linears(model)
-    return to_fp8(fits), len(left)
+    return to_fp8(fits, autocast_device), len(left)
 
 
 # ---- expandable-segments ----
@@ -195,9 +201,3 @@ def set_expandable_segments(expandable):
     conf = allocator_conf(user_allocator_conf(), expandable)
     os.environ["PYTORCH_ALLOC_CONF"] = os.environ["PYTORCH_CUDA_ALLOC_CONF"] = conf
     torch._C._accelerator_setAllocatorSettings(conf)
-
-
-def segments_expandable(device):
-    """Whether the caching allocator's segments on `device` are expandable (None before any)."""
-    segments = [s for s in torch.cuda.memory_snapshot() if s.get("device") == device.index]
-    return None if not segments else all(s.get("is_expandable", False) for s in segments)

@@ -7,9 +7,10 @@ JSON object per line each way; it runs the measurement protocol itself (which si
 many windows) and this process only builds, warms up, times and reports. It needs torch and
 numpy: the models and the safetensors reader are those of `scripts/parity/parity.py`, the data
 pipeline is `engine_loader.py`, the tricks that change the network or the process are
-`engine_tricks.py`, training to a target (the convergence tricks' recipe) is `engine_tta.py`
-and the user's model (its module, loss, optimizer and prepared batches) is
-`user_model.py`'s, all imported from beside it.
+`engine_tricks.py`, training to a target (the convergence tricks' recipe) is `engine_tta.py`,
+the user's model (its module, loss, optimizer and prepared batches) is `user_model.py`'s, and
+every call that needs a CUDA device goes through `engine_device.py`, all imported from beside
+it.
 Nothing but protocol replies reaches stdout (file descriptor 1 is pointed at stderr at start, so
 stray prints, C++ logs and compiler subprocesses land there too).
 
@@ -17,6 +18,13 @@ The case: DIR/engine-case.json
 ------------------------------
     format         3
     device         "cpu", "cuda" or "cuda:N"
+    as_if_cuda     optional: null (or absent), or with device "cpu" only, the GPU an as-if-CUDA
+                   rehearsal behaves as: {"gpu": a name (for stderr), "capability": [major,
+                   minor], "memory_bytes": integer ≥ 1}; see "The as-if-CUDA rehearsal" below
+    memory_budget_bytes  optional: null (or absent), or an integer ≥ 1: on a CUDA device the
+                   caching allocator is capped at it (set_per_process_memory_fraction of it over
+                   the device's memory, at most 1) before anything is allocated; on the as-if
+                   device that call is stood in for (nothing is capped); nothing on a CPU
     seed           integer; torch.manual_seed(seed) right after each side is built
     threads        integer ≥ 1: torch.set_num_threads before anything else; null: left as it is
     kind           "train" (training steps) or "eval" (evaluation batches)
@@ -82,9 +90,10 @@ The case: DIR/engine-case.json
                      side's: a copy of the prepared weights.safetensors, loaded strictly)
       tricks         list of trick ids applied on this side
       reference_for  null, or the trick whose "off" side this is where that is not the plain
-                     baseline: "debug-off" (anomaly detection on), or in a case that trains to a
-                     target "adamw", "batch-norm" or "input-norm" (their "off" recipe, which the
-                     optimizer, the model spec and the data already say)
+                     baseline: "debug-off" (anomaly detection on), "tf32" (strict-fp32: TF32
+                     forbidden in matmuls and in cuDNN, the baseline keeping cuDNN's on), or in a
+                     case that trains to a target "adamw", "batch-norm" or "input-norm" (their
+                     "off" recipe, which the optimizer, the model spec and the data already say)
 
 Unknown fields, wrong types, out-of-range values and missing files are errors naming the file
 and the field; the engine prints them to stderr and exits with status 2 before replying anything.
@@ -106,6 +115,10 @@ The protocol
 On start, after reading the case and its data, before building anything:
     {"ready": true, "implementation": "pytorch", "version": V, "threads": N, "python": P,
      "pid": the engine's process id}
+(On a CUDA device and on the as-if device, between reading the case and the ready line, one small
+fp32 matmul, one bf16 matmul and one convolution are run and the device synchronised, so that
+the libraries' handles and workspaces exist before the first `held`, instead of being counted
+in the first side built.)
 Then one reply per request, in order:
     {"op": "build", "side": S}             -> {"ok": true} | {"not_applicable": reason}
         The side's model from its spec and weights on the device, its optimizer (train kind) and
@@ -128,12 +141,17 @@ Then one reply per request, in order:
                                                "peak_reserved_bytes": int | null,
                                                "peak_rss_bytes": int}
         The peaks since the process started: the device's max_memory_allocated and
-        max_memory_reserved (null on a CPU) and the peak resident set (VmHWM).
+        max_memory_reserved (null on a CPU and on the as-if device) and the peak resident set
+        (VmHWM).
     {"op": "held"}                         -> the fields of memory, held now rather than peaks:
-        the device's memory_allocated and memory_reserved (null on a CPU; on a CPU
+        the caching allocator's cache emptied first (torch.cuda.empty_cache; nothing on a CPU),
+        then the device's memory_allocated and memory_reserved (null on a CPU; on a CPU
         peak_allocated_bytes is the bytes of every live CPU tensor, counted as probe counts
-        them) and the resident set (VmRSS). A process of several sides asks before building
-        each, to count a side's peaks without what the sides built before it hold.
+        them; on the as-if device allocated as on a CPU, reserved the stand-in allocator's,
+        which its emptied cache leaves at allocated) and the resident set (VmRSS). A process of
+        several sides asks before building each, to count a side's peaks without what the sides
+        built before it hold: emptied first, reserved is the segments in use, and the blocks
+        that earlier sides' steps left cached do not hide a later side's reserved peak.
     {"op": "probe", "side": S, "steps": N}     (N ≥ 2)
                                            -> the fields of memory over N untimed steps of S,
                                               and "samples": the samples they took
@@ -141,19 +159,29 @@ Then one reply per request, in order:
         peak of the bytes held by live CPU tensors over the steps after the first: those alive
         before them (the side's parameters, gradients, buffers and optimizer state, and every
         tensor the interpreter reaches), plus the highest the allocations the profiler follows
-        (torch.profiler with profile_memory=True) rose above that; reserved is null. The peak
-        resident set is reset first where Linux allows it (/proc/self/clear_refs).
+        (torch.profiler with profile_memory=True) rose above that; reserved is null (on the
+        as-if device: allocated as on a CPU, reserved the stand-in allocator's, the highest
+        allocated since its cache was last emptied, this peak counted in). The peak resident set
+        is reset first where Linux allows it (/proc/self/clear_refs).
+        A side whose step is captured (cuda-graphs) reports, field by field, the larger of these
+        and the peaks over its capture (reset right before the capture, read right after): a
+        replay allocates nothing, the graph's activations living in its private pool, so the
+        steps alone would leave them out. (On the as-if device the capture's are the live CPU
+        tensors' bytes plus what the capture step raised them by, as probe follows them; not
+        followed where the capture ran under a profiler already: a probe or profile that ran the
+        side's first step.)
     {"op": "breakdown", "side": S, "steps": N} (N ≥ 1)
                                            -> {"clock": "host" | "cuda-events", "steps": N,
                                                "phases": [{"phase", "mean_ms"}], "samples_per_s"}
         Where a step's time goes: N untimed steps with a stamp where each phase begins (the
-        host's clock on a CPU, CUDA events on the current stream on a GPU): batch-wait (the
-        DataLoader's next batch, or the next held batch), host-to-device (its placing: copy,
-        augmentation on the device, float, standardisation, dtype, layout), forward (and the
-        loss), backward, optimizer (zero_grad, and clipping and the update), metrics,
-        graph-replay (cuda-graphs: the copy into the static inputs and the replay); each phase's
-        mean milliseconds per step, in that order, those entered only; samples_per_s over the
-        window with the device synchronised at its edges.
+        host's clock on a CPU and on the as-if device, CUDA events on the current stream on a
+        GPU): batch-wait (the DataLoader's next batch, or the next held batch), host-to-device
+        (its placing: copy, augmentation on the device, float, standardisation, dtype, layout),
+        forward (and the loss), backward, optimizer (zero_grad, and clipping and the update),
+        metrics, graph-replay (cuda-graphs: the copy into the static inputs and the replay, on
+        the as-if device the step run eagerly); each phase's mean milliseconds per step, in that
+        order, those entered only; samples_per_s over the window with the device synchronised
+        at its edges.
     {"op": "train_to_target", "side": S}   -> {"compile_s": seconds | null}, after progress lines
         The case's time_to_accuracy: S trained from its initial weights with the recipe,
         evaluated on the held-out batches first and after every eval_every_steps steps, until
@@ -163,6 +191,12 @@ Then one reply per request, in order:
         "metric", "train_loss", "lr", "momentum"}} (lr and momentum: those of the segment's
         last step, momentum only where the schedule cycles it). compile_s: under torch-compile,
         the training seconds of steps that compiled a graph.
+    {"op": "stood_in", "side": S}          -> {"stood_in": [sorted stand-in names]}
+        The calls needing a CUDA device that the as-if device stood in for (engine_device.py
+        names them) in S's build and the requests on it (warm-ups, windows, probes, breakdowns,
+        profiles, traces, train_to_target, inspect), and in the process's own (held, memory,
+        the libraries' warm-up, the allocator's settings and cap); answered for any side of the
+        case, built or not, and empty on a real CUDA device or a plain CPU.
     {"op": "loss", "side": S}              -> {"loss": float | null}
         The side's last training step's loss, read to the host here (null before its first
         step, and for the eval kind; an error if it is not finite, which JSON cannot carry).
@@ -180,15 +214,16 @@ Then one reply per request, in order:
         evaluation batch recorded an autograd graph | null; "autocast": a dtype name | null;
         "grad_scaler", "compiled" (booleans); "steps_done"; and the process-wide switches as set
         now, by the last warm_up, window or profile of any side: "anomaly", "cudnn_benchmark",
-        "matmul_tf32"; "loader": {"workers", "pinned", "zero_copy", "augment": "host" | "device" |
-        null, "decoded": "once" | "every-batch" | null (packed images), "gathered": whether
-        batches are index_select-ed from the split} (null on a user side: no DataLoader);
+        "matmul_tf32", "cudnn_tf32"; "loader": {"workers", "pinned", "zero_copy", "augment":
+        "host" | "device" | null, "decoded": "once" | "every-batch" | null (packed images),
+        "gathered": whether batches are index_select-ed from the split} (null on a user side: no
+        DataLoader);
         "scripted": the TorchScript functions the blocks call; "checkpointed"; "micro_batches";
         "fp8_linears": how many; "fp8_linears_left": the user's nn.Linear layers fp8-matmul left
         as they are (in or out features not multiples of 16; 0 elsewhere); "cuda_graph": whether the step is captured;
-        "expandable_segments": the CUDA allocator's (null on a CPU or before any allocation);
-        and on a user side only, "biases_removed": the convolution biases no-bias-before-bn took
-        out.
+        "expandable_segments": the CUDA allocator's (null on a CPU or before any allocation; on
+        the as-if device the mode recorded at start); and on a user side only, "biases_removed":
+        the convolution biases no-bias-before-bn took out.
     {"op": "profile", "side": S, "steps": N}   (N ≥ 1)
                                            -> {"ops": [sorted aten:: operator names]}
         A window of N steps run under torch.profiler, for checks of which kernels a side calls.
@@ -220,9 +255,10 @@ torch.backends.cuda.matmul.allow_tf32 False, torch.backends.cudnn.allow_tf32 Tru
 torch.backends.cudnn.benchmark False, anomaly detection off.
 
 Process-wide switches, set before each warm_up, window and profile of a side because both sides
-alternate in one process: anomaly detection, cudnn.benchmark, matmul TF32, and the
-scaled_dot_product_attention backend (a sdpa_kernel context around the side's steps). Everything
-else is the side's own (layout, optimizer, autocast, metrics).
+alternate in one process: anomaly detection, cudnn.benchmark, matmul TF32, cuDNN's TF32 (off on
+tf32's strict-fp32 reference only), and the scaled_dot_product_attention backend (a sdpa_kernel
+context around the side's steps). Everything else is the side's own (layout, optimizer,
+autocast, metrics).
 
 The tricks
 ----------
@@ -240,7 +276,9 @@ The tricks
                         user side user_model.remove_bias_before_batch_norm after the weights
                         load
     no-grad-eval        evaluation under torch.no_grad() (eval)
-    tf32                torch.backends.cuda.matmul.allow_tf32 True (CUDA, compute capability 8+)
+    tf32                torch.backends.cuda.matmul.allow_tf32 True (CUDA, compute capability 8+);
+                        its reference (reference_for "tf32", strict-fp32, under the same
+                        conditions) sets matmul's and cuDNN's allow_tf32 False
     cudnn-benchmark     torch.backends.cudnn.benchmark True (CUDA, ResNet)
     amp                 autocast to float16 around forward and loss, torch.amp.GradScaler (CUDA)
     amp-bf16            autocast to bfloat16, no scaler (CUDA with bf16)
@@ -290,6 +328,22 @@ checkpointing; checkpointing or fp8-matmul with torch-compile.
                         in a case that trains to a target only, as its time_to_accuracy and
                         model spec say (engine_tta.py); muon where its parameters are all 2-D
 Not applied here (reported not applicable, "the PyTorch engine does not apply <id>"): ddp.
+
+The as-if-CUDA rehearsal
+------------------------
+With as_if_cuda the engine plans and runs every side as on a CUDA device of that capability and
+memory, on the CPU: the conditions above read the description ("cuda" holds; compute capability
+8+, bf16 support from 8.0, fp8 from 8.9), so every CUDA trick applies exactly where it would on
+that GPU, and tensors live on the CPU. Every call that needs a real CUDA device goes through
+engine_device.py, whose stand-in does what the CPU can in its place and records its name (the
+stood_in request answers them): the synchronisations and the breakdown's CUDA events (the clock
+stays "host"), the caching allocator's statistics (allocated the live CPU tensors' bytes as on a
+CPU, reserved the highest of them since the cache was last emptied; memory answers as on a
+CPU), its empty_cache, settings and cap, the device's properties, the CUDA graph (the same
+warm-up, capture and replay run eagerly, Adam without capturable=True), pinned memory and
+non-blocking copies, a forced attention backend without a CPU kernel (SDPA's math backend in its
+place), autocast's and GradScaler's device type ("cpu", same dtype) and torch.compile's kernels
+(inductor's C++).
 """
 
 import argparse
@@ -326,6 +380,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "parity"))
 import parity  # noqa: E402  (found through the path above)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_device  # noqa: E402
 import engine_loader  # noqa: E402
 import engine_tricks  # noqa: E402
 import engine_tta  # noqa: E402
@@ -334,7 +389,7 @@ import user_model  # noqa: E402
 CASE_FILE = "engine-case.json"
 CASE_FORMAT = 3
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-REFERENCE_FOR = ("debug-off", "adamw", "batch-norm", "input-norm")
+REFERENCE_FOR = ("debug-off", "tf32", "adamw", "batch-norm", "input-norm")
 REFERENCE_FOR_EXPECTED = "null or one of " + ", ".join(f'"{r}"' for r in REFERENCE_FOR)
 # References whose "off" recipe only a case that trains to a target carries.
 TTA_REFERENCE_FOR = ("adamw", "batch-norm", "input-norm")
@@ -396,10 +451,12 @@ class Fields:
             self.fail(key, expected)
         return value
 
-    def integer(self, key, minimum, nullable=False):
-        """An integer ≥ minimum (or null when nullable)."""
+    def integer(self, key, minimum, nullable=False, optional=False):
+        """An integer ≥ minimum (or null when nullable; a missing optional field reads as None)."""
         expected = f"an integer ≥ {minimum}" + (" or null" if nullable else "")
-        return self.get(key, lambda v: (v is None and nullable) or (is_integer(v) and v >= minimum), expected)
+        return self.get(
+            key, lambda v: (v is None and nullable) or (is_integer(v) and v >= minimum), expected, optional
+        )
 
     def number(self, key, low, high=math.inf, low_open=False, nullable=False):
         """A finite number in [low, high) (low excluded when low_open), or null when nullable."""
@@ -474,7 +531,9 @@ class SideSpec:
 class Case:
     """The validated engine-case.json."""
 
-    device: torch.device
+    device: torch.device  # where tensors live (the CPU under as_if_cuda)
+    as_if_cuda: engine_device.AsIfCuda | None
+    memory_budget_bytes: int | None
     seed: int
     threads: int | None
     kind: str
@@ -503,8 +562,11 @@ def read_case(directory):
         raise CaseError(f"{file}: not JSON ({e})") from None
     fields = Fields(file, raw, "")
     fields.get("format", lambda v: v == CASE_FORMAT, f"{CASE_FORMAT} (the case format this engine reads)")
+    device, as_if_cuda = read_device(fields)
     case = Case(
-        device=read_device(fields),
+        device=device,
+        as_if_cuda=as_if_cuda,
+        memory_budget_bytes=fields.integer("memory_budget_bytes", 1, nullable=True, optional=True),
         seed=fields.integer("seed", 0),
         threads=fields.integer("threads", 1, nullable=True),
         kind=fields.choice("kind", ("train", "eval")),
@@ -621,16 +683,38 @@ def read_schedule(fields):
 
 
 def read_device(fields):
-    """The `device` field: cpu, or a CUDA device this PyTorch can see."""
+    """The `device` field (cpu, or a CUDA device this PyTorch can see) and the `as_if_cuda`
+    description (None, or engine_device.AsIfCuda with device cpu only)."""
     name = fields.get(
         "device", lambda v: isinstance(v, str) and re.fullmatch(r"cpu|cuda(:\d+)?", v), '"cpu" or "cuda:N"'
     )
     device = torch.device(name)
+    as_if_cuda = read_as_if_cuda(fields, name)
     if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        count = engine_device.cuda_device_count()
         if (device.index or 0) >= count:
             raise CaseError(f"{fields.file}: device: {name!r}, but this PyTorch sees {count} CUDA device(s)")
-    return device
+    return device, as_if_cuda
+
+
+def read_as_if_cuda(fields, device_name):
+    """The optional `as_if_cuda` object, which only device "cpu" may have: a rehearsal of a CUDA
+    device runs on the CPU."""
+    if fields.value.get("as_if_cuda") is None:
+        fields.get("as_if_cuda", lambda v: v is None, "null or an object", optional=True)
+        return None
+    if device_name != "cpu":
+        fields.fail("as_if_cuda", f'null with device {json.dumps(device_name)} (a rehearsal of CUDA runs on "cpu")')
+    description = fields.object("as_if_cuda")
+    gpu = description.string("gpu")
+    capability = description.get(
+        "capability",
+        lambda v: isinstance(v, list) and len(v) == 2 and all(is_integer(c) and c >= 0 for c in v),
+        "[major, minor], two integers ≥ 0",
+    )
+    memory_bytes = description.integer("memory_bytes", 1)
+    description.done()
+    return engine_device.AsIfCuda(gpu=gpu, capability=tuple(capability), memory_bytes=memory_bytes)
 
 
 def read_optimizer(fields, extended=False):
@@ -769,6 +853,7 @@ class Settings:
     anomaly: bool = False
     cudnn_benchmark: bool = False
     matmul_tf32: bool = False
+    cudnn_tf32: bool = True
     sdpa_backend: SDPBackend | None = None
     attention: str = "written-out"
     channels_last: bool = False
@@ -952,9 +1037,9 @@ def reason_for(condition, reason, spec):
     return reason
 
 
-def meets(condition, case, spec):
+def meets(condition, case, spec, device):
     """Whether `condition` (a name in TRICKS or USER_TRICKS) holds for a side of `case` with
-    `spec`."""
+    `spec` on `device` (engine_device's: CUDA, real or as-if, or a plain CPU)."""
     if spec.user is not None and condition in USER_CONDITIONS:
         return meets_user(condition, case, spec)
     if condition == "reference-model":
@@ -962,15 +1047,15 @@ def meets(condition, case, spec):
     if condition == "loader":
         return not isinstance(case.data, user_model.BatchData)
     if condition == "cuda":
-        return case.device.type == "cuda"
+        return device.cuda
     if condition == "cuda-or-no-dropout":
-        return case.device.type == "cuda" or spec.model.get("dropout", 0.0) == 0.0
+        return device.cuda or spec.model.get("dropout", 0.0) == 0.0
     if condition == "ampere":
-        return torch.cuda.get_device_capability(case.device)[0] >= 8
+        return device.capability()[0] >= 8
     if condition == "fp8":
-        return torch.cuda.get_device_capability(case.device) >= (8, 9)
+        return device.capability() >= (8, 9)
     if condition == "bf16":
-        return torch.cuda.is_bf16_supported()
+        return device.bf16_supported()
     if condition == "encoded":
         return getattr(case.data, "encoded", None) is not None
     if condition in ("train", "eval"):
@@ -980,19 +1065,26 @@ def meets(condition, case, spec):
     return spec.model["kind"] == {"resnet": "cifar-resnet", "gpt": "gpt"}[condition]
 
 
-def settings_for(case, spec):
-    """The settings of side `spec`; NotApplicable when one of its tricks cannot apply here, two of
-    them set the same thing differently, or the engine cannot combine two of them."""
+def settings_for(case, spec, device):
+    """The settings of side `spec` on `device`; NotApplicable when one of its tricks (or the
+    reference it is) cannot apply here, two of them set the same thing differently, or the engine
+    cannot combine two of them."""
     settings, set_by = Settings(), {}
     if spec.reference_for == "debug-off":
         settings.anomaly, set_by["anomaly"] = True, "reference_for debug-off"
+    if spec.reference_for == "tf32":
+        for condition, reason in TRICKS["tf32"][0]:
+            if not meets(condition, case, spec, device):
+                raise NotApplicable(f"tf32's strict-fp32 reference: {reason}")
+        settings.matmul_tf32 = settings.cudnn_tf32 = False
+        set_by["matmul_tf32"] = set_by["cudnn_tf32"] = "reference_for tf32"
     if spec.reference_for in TTA_REFERENCE_FOR and case.tta is None:
         raise RequestError(f"side {spec.name}: reference_for {spec.reference_for} needs a case with time_to_accuracy")
     for trick in spec.tricks:
         if trick not in TRICKS:
             raise NotApplicable(f"the PyTorch engine does not apply {trick}")
         for condition, reason in needs_of(trick, spec):
-            if not meets(condition, case, spec):
+            if not meets(condition, case, spec, device):
                 raise NotApplicable(f"{trick}: {reason_for(condition, reason, spec)}")
         sets = TRICKS[trick][1]
         for key, value in sets.items():
@@ -1008,6 +1100,16 @@ def settings_for(case, spec):
     return settings
 
 
+def applies_attention_dropout(case, spec):
+    """Whether the side's training steps apply dropout in attention: the GPT's dropout, or a user
+    model's nn.Dropout modules (model.json's features), in a case that trains."""
+    if case.kind != "train":
+        return False
+    if spec.user is not None:
+        return bool(spec.user.features.get("dropout"))
+    return spec.model.get("dropout", 0.0) > 0.0
+
+
 class SdpaSelfAttention(parity.CausalSelfAttention):
     """parity's causal self-attention (same weights) through F.scaled_dot_product_attention,
     which dispatches to a fused kernel, instead of the written-out softmax attention."""
@@ -1017,9 +1119,10 @@ class SdpaSelfAttention(parity.CausalSelfAttention):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
 
 
-def build_module(model_spec, settings):
+def build_module(model_spec, settings, autocast_device):
     """parity's model for `model_spec`, its attention modules through SDPA, its pointwise chains
-    scripted and its projections in fp8 as the side's settings ask."""
+    scripted and its projections in fp8 (their output in the dtype of `autocast_device`'s
+    autocast) as the side's settings ask."""
     model = parity.build_model(model_spec)
     if settings.attention == "sdpa":
         s = model_spec
@@ -1028,20 +1131,20 @@ def build_module(model_spec, settings):
     if settings.jit_fusion:
         engine_tricks.fuse_pointwise(model)
     if settings.fp8:
-        engine_tricks.use_fp8(model)
+        engine_tricks.use_fp8(model, autocast_device)
     return model
 
 
-def build_optimizer(spec, params, lr, settings):
+def build_optimizer(spec, params, lr, settings, capturable):
     """torch.optim's SGD, Adam or AdamW at constant `lr`, PyTorch choosing foreach/fused unless
-    fused-optimizer asks for fused=True, capturable under cuda-graphs; NotApplicable when this
-    PyTorch has no fused kernel for the parameters."""
+    fused-optimizer asks for fused=True, Adam's capturable=True where `capturable` (cuda-graphs on
+    a CUDA device); NotApplicable when this PyTorch has no fused kernel for the parameters."""
     options = {"fused": True} if settings.fused else {}
     try:
         if spec["kind"] == "sgd":
             momentum, weight_decay = spec["momentum"], spec["weight_decay"]
             return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, **options)
-        if settings.cuda_graphs:
+        if capturable:
             options["capturable"] = True
         make = torch.optim.AdamW if spec["kind"] == "adamw" else torch.optim.Adam
         betas = (spec["beta1"], spec["beta2"])
@@ -1086,11 +1189,16 @@ class Metrics:
 
 class Side:
     """One built side: its model (compiled, checkpointed or not), optimizer, loader, and the
-    settings its steps and switches follow."""
+    settings its steps and switches follow, on `device` (engine_device's)."""
 
-    def __init__(self, case, spec):
-        self.case, self.spec = case, spec
-        self.settings = settings = settings_for(case, spec)
+    def __init__(self, case, spec, device):
+        self.case, self.spec, self.device = case, spec, device
+        self.settings = settings = settings_for(case, spec, device)
+        needs_autocast_device = settings.autocast is not None or settings.grad_scaler or settings.fp8
+        self.autocast_device = device.autocast_device() if needs_autocast_device else None
+        self.sdpa_backends = None
+        if settings.sdpa_backend is not None:
+            self.sdpa_backends = device.sdpa_backends(settings.sdpa_backend, applies_attention_dropout(case, spec))
         self.fp8_linears_left = 0
         module, self.biases_removed = self.network()
         module = module.to(device=case.device, dtype=case.dtype)
@@ -1107,14 +1215,15 @@ class Side:
             self.optimizers = self.build_optimizers()
             self.optimizer = self.optimizers[0]
             if settings.grad_scaler:
-                self.scaler = torch.amp.GradScaler("cuda")
-        self.model = torch.compile(module) if settings.compiled else module
+                self.scaler = torch.amp.GradScaler(self.autocast_device)
+        self.model = device.compile(module) if settings.compiled else module
         self.forward = engine_tricks.checkpointed(module) if settings.checkpointing else self.model
         self.micro_batches = case.accumulation_micro_batches if settings.accumulate else 1
         self.loader = self.build_loader()
         self.metrics = Metrics(not settings.avoid_sync, case.log_interval)
         self.correct_sum = torch.zeros((), dtype=torch.int64, device=case.device)
-        self.graph = None
+        self.graph = None  # the captured step (cuda-graphs), once captured
+        self.capture_peaks = (None, None)  # the device's allocated and reserved peaks over the capture
         self.eval_graph = None
         self.steps_done = 0
         self.marks = None
@@ -1128,7 +1237,7 @@ class Side:
         stderr how many were converted; NotApplicable when none can be."""
         spec, settings = self.spec, self.settings
         if spec.user is None:
-            module = build_module(spec.model, settings)
+            module = build_module(spec.model, settings, self.autocast_device)
             weights = parity_call(RequestError, parity.read_safetensors, spec.weights)
             parity_call(RequestError, parity.load_weights, module, weights, spec.weights)
             return module, 0
@@ -1141,7 +1250,7 @@ class Side:
         if "no-bias-before-bn" in spec.tricks:
             removed = user_model.remove_bias_before_batch_norm(module)
         if settings.fp8:
-            converted, self.fp8_linears_left = engine_tricks.use_fp8_everywhere(module)
+            converted, self.fp8_linears_left = engine_tricks.use_fp8_everywhere(module, self.autocast_device)
             if converted == 0:
                 raise NotApplicable(f"fp8-matmul: {FP8_LINEARS[1]}")
             print(
@@ -1173,11 +1282,12 @@ class Side:
         """The case's optimizer, or on a user side whose file defines optimizer(parameters) that
         one: rebuilt with fused=True under fused-optimizer (NotApplicable where its class has no
         fused variant or refuses it) and capturable=True under cuda-graphs where it has that
-        option."""
+        option and the device lets an optimizer be captured (a real CUDA device)."""
         case, settings = self.case, self.settings
         make = self.spec.user.optimizer() if self.spec.user is not None else None
+        capturable = settings.cuda_graphs and self.device.optimizer_capturable()
         if make is None:
-            return build_optimizer(case.optimizer, self.params, case.learning_rate, settings)
+            return build_optimizer(case.optimizer, self.params, case.learning_rate, settings, capturable)
         optimizer = make(self.params)
         if not isinstance(optimizer, torch.optim.Optimizer):
             got = f"{type(optimizer).__name__}, not a torch.optim.Optimizer"
@@ -1187,7 +1297,7 @@ class Side:
             if "fused" not in optimizer.defaults:
                 raise NotApplicable(f"fused-optimizer: {name} has no fused variant")
             options["fused"] = True
-        if settings.cuda_graphs and "capturable" in optimizer.defaults:
+        if capturable and "capturable" in optimizer.defaults:
             options["capturable"] = True
         try:
             return user_model.rebuilt(optimizer, options)
@@ -1198,14 +1308,14 @@ class Side:
 
     def build_loader(self):
         """The side's DataLoader and the training process's end of it, as its loader tricks ask
-        (on a user side the prepared batches held in memory); NotApplicable where this Python
-        cannot decode the case's image files."""
+        (pinned memory where the device has it; on a user side the prepared batches held in
+        memory); NotApplicable where this Python cannot decode the case's image files."""
         s = self.settings
         if isinstance(self.case.data, user_model.BatchData):
             return user_model.BatchLoader(self.case.data, self.case.device, self.case.dtype, s.channels_last)
         pipeline = engine_loader.Pipeline(
             workers=self.case.loader_workers if s.workers else 0,
-            pinned=s.pinned,
+            pinned=self.device.pinned_memory(s.pinned),
             zero_copy=s.zero_copy,
             device_augment=s.device_augment,
             packed=s.packed,
@@ -1219,22 +1329,23 @@ class Side:
         """The side's autocast context around forward and loss (a no-op without amp)."""
         if self.settings.autocast is None:
             return contextlib.nullcontext()
-        return torch.autocast(self.case.device.type, dtype=self.settings.autocast)
+        return torch.autocast(self.autocast_device, dtype=self.settings.autocast)
 
     @contextlib.contextmanager
     def switched(self):
-        """Sets the side's process-wide switches and holds its SDPA backend while inside."""
+        """Sets the side's process-wide switches and holds its SDPA backends (the forced one, or
+        what the device runs in its place) while inside."""
         torch.autograd.set_detect_anomaly(self.settings.anomaly)
         torch.backends.cudnn.benchmark = self.settings.cudnn_benchmark
         torch.backends.cuda.matmul.allow_tf32 = self.settings.matmul_tf32
-        backend = self.settings.sdpa_backend
-        with sdpa_kernel([backend]) if backend is not None else contextlib.nullcontext():
+        torch.backends.cudnn.allow_tf32 = self.settings.cudnn_tf32
+        backends = self.sdpa_backends
+        with sdpa_kernel(backends) if backends is not None else contextlib.nullcontext():
             yield
 
     def synchronize(self):
         """Waits for the device's queued work."""
-        if self.case.device.type == "cuda":
-            torch.cuda.synchronize(self.case.device)
+        self.device.synchronize()
 
     def rows(self, steps):
         """Samples `steps` steps take: their targets, so images or tokens."""
@@ -1344,28 +1455,46 @@ class Side:
         self.enter("graph-replay")
         self.static_x.copy_(x)
         self.static_y.copy_(y)
-        self.graph.replay()
+        loss, correct = self.graph.replay()
         self.enter("metrics")
-        self.metrics.record(self.static_loss.clone(), self.static_correct.clone())
+        self.metrics.record(loss.clone(), correct.clone())
 
     def capture(self, x, y):
-        """PyTorch's whole-network capture: three steps on a side stream (so that lazily made
-        state, like momentum buffers, exists), then one step captured into a torch.cuda.CUDAGraph
-        with the gradients set to None, so that backward allocates them in the graph's pool."""
+        """PyTorch's whole-network capture, through the device (engine_device's graph step): three
+        steps on a side stream (so that lazily made state, like momentum buffers, exists), then
+        the gradients set to None, so that backward allocates them in the graph's pool, and one
+        step captured; the device's peaks over the capture are kept (capture_peaks), as probe
+        reports them."""
         self.static_x, self.static_y = x.clone(), y.clone()
-        stream = torch.cuda.Stream(self.case.device)
-        stream.wait_stream(torch.cuda.current_stream(self.case.device))
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                self.optimizer.zero_grad(set_to_none=True)
-                self.backward_pass(self.static_x, self.static_y)
-                self.update()
-        torch.cuda.current_stream(self.case.device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        self.optimizer.zero_grad(set_to_none=True)
-        with torch.cuda.graph(self.graph):
-            self.static_loss, self.static_correct = self.backward_pass(self.static_x, self.static_y)
+        self.graph = self.device.graph(self.release_grads, self.graph_body)
+        self.graph.warm_up(3)
+        self.release_grads()
+        self.capture_peaks = self.device.allocator_peaks(self.graph.capture, self.followed_capture)
+
+    def release_grads(self):
+        """The gradients set to None, before a step that is or stands for a captured one."""
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
+
+    def graph_body(self):
+        """The captured step on the static inputs, with no phase marks inside (a replay is one
+        phase): forward, backward and the update; returns the loss and the correct count."""
+        marks, self.marks = self.marks, None
+        try:
+            outputs = self.backward_pass(self.static_x, self.static_y)
             self.update()
+        finally:
+            self.marks = marks
+        return outputs
+
+    def followed_capture(self):
+        """The capture run with its CPU tensors followed (followed_peak); its peak bytes, or None
+        where a profiler is running already (a probe or profile that runs the side's first
+        step), which cannot be nested."""
+        if torch._C._autograd._profiler_enabled():
+            self.graph.capture()
+            return None
+        return followed_peak(lambda: None, self.graph.capture, lambda: live_cpu_tensor_bytes(self))
 
     def evaluate(self, x, y):
         """One evaluation batch: forward (recording autograd unless no-grad-eval), the correct
@@ -1413,39 +1542,26 @@ PHASES = ("batch-wait", "host-to-device", "forward", "backward", "optimizer", "m
 
 
 class PhaseMarks:
-    """Where a recorded window's time goes: a stamp where each phase of a step begins (the host's
-    clock on a CPU; a CUDA event on the current stream on a GPU), each phase's time the span to
-    the next stamp."""
+    """Where a recorded window's time goes: a stamp where each phase of a step begins on the
+    device's phase clock (the host's clock on a CPU and on the as-if device; a CUDA event on the
+    current stream on a GPU), each phase's time the span to the next stamp."""
 
     def __init__(self, device):
-        self.device, self.cuda = device, device.type == "cuda"
+        self.device, self.clock = device, device.phase_clock()
         self.marks = []
-
-    def stamp(self):
-        """Now, on the host's clock or the device's stream."""
-        if not self.cuda:
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
 
     def enter(self, phase):
         """Marks the start of `phase`."""
-        self.marks.append((phase, self.stamp()))
-
-    def elapsed_ms(self, start, end):
-        """Milliseconds from stamp `start` to stamp `end`."""
-        return start.elapsed_time(end) if self.cuda else (end - start) * 1000.0
+        self.marks.append((phase, self.clock.stamp()))
 
     def finish(self, steps):
         """Each phase's mean time per step, in step order, over `steps` steps."""
-        end = self.stamp()
-        if self.cuda:
-            torch.cuda.synchronize(self.device)
+        end = self.clock.stamp()
+        self.device.synchronize()
         totals = {}
         for i, (phase, start) in enumerate(self.marks):
             following = self.marks[i + 1][1] if i + 1 < len(self.marks) else end
-            totals[phase] = totals.get(phase, 0.0) + self.elapsed_ms(start, following)
+            totals[phase] = totals.get(phase, 0.0) + self.clock.elapsed_ms(start, following)
         return [{"phase": p, "mean_ms": totals[p] / steps} for p in PHASES if p in totals]
 
 
@@ -1454,7 +1570,7 @@ def breakdown(side, steps):
     with side.switched():
         samples = side.rows(steps)
         side.synchronize()
-        marks = PhaseMarks(side.case.device)
+        marks = PhaseMarks(side.device)
         side.marks = marks
         started = time.perf_counter()
         try:
@@ -1464,16 +1580,12 @@ def breakdown(side, steps):
         finally:
             side.marks = None
         seconds = time.perf_counter() - started
-    clock = "cuda-events" if marks.cuda else "host"
-    return {"clock": clock, "steps": steps, "phases": phases, "samples_per_s": samples / seconds}
+    return {"clock": marks.clock.name, "steps": steps, "phases": phases, "samples_per_s": samples / seconds}
 
 
 def profile(side, steps):
     """The aten operators a window of `steps` steps calls, as torch.profiler records them."""
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if side.case.device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as prof:
+    with torch.profiler.profile(activities=side.device.profiler_activities()) as prof:
         window(side, steps)
     return sorted({event.name for event in prof.events() if event.name.startswith("aten::")})
 
@@ -1484,9 +1596,7 @@ def trace(side, steps, path):
     JSON, atomically: the same kind of file, with the same events, as libtorch's Kineto
     profiler writes for a cell of trickbench's own loop."""
     warm_up(side, 1)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if side.case.device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    activities = side.device.profiler_activities()
     with quiet(), torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
         warm_up(side, steps)
     directory = os.path.dirname(path)
@@ -1512,28 +1622,45 @@ PROBE_MARK = "trickbench::memory_probe"
 
 
 def probe(side, steps):
-    """The memory peaks of `steps` (≥ 2) untimed steps: on CUDA the caching allocator's, reset
-    first; on a CPU the peak of the bytes held by live CPU tensors over the steps after the first,
-    followed through the profiler's memory events (profile_memory=True). Either way the peak
-    resident set, reset first where Linux allows it."""
+    """The memory peaks of `steps` (≥ 2) untimed steps: the device's (engine_device's
+    allocator_peaks): on CUDA the caching allocator's, reset first; on a CPU (and for the as-if
+    device's allocated bytes) the peak of the bytes held by live CPU tensors over the steps after
+    the first (followed_peak). A side whose step is captured reports the larger of these and its
+    capture's, field by field. Either way the peak resident set, reset first where Linux allows
+    it."""
     reset_rss_peak()
     samples = side.rows(steps)
-    if side.case.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(side.case.device)
-        warm_up(side, steps)
-        return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(side.case.device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(side.case.device),
-            "peak_rss_bytes": peak_rss_bytes(),
-            "samples": samples,
-        }
-    with quiet(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+
+    def followed():
         # The first step's allocations are the profiler's from then on, so their frees in the
         # later steps are seen; what was live before is counted at the mark.
-        warm_up(side, 1)
-        live = live_cpu_tensor_bytes(side)
+        first, rest = lambda: warm_up(side, 1), lambda: warm_up(side, steps - 1)
+        return followed_peak(first, rest, lambda: live_cpu_tensor_bytes(side))
+
+    peaks = side.device.allocator_peaks(lambda: warm_up(side, steps), followed)
+    allocated, reserved = (larger(own, captured) for own, captured in zip(peaks, side.capture_peaks))
+    return {
+        "peak_allocated_bytes": allocated,
+        "peak_reserved_bytes": reserved,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "samples": samples,
+    }
+
+
+def larger(a, b):
+    """The larger of two byte counts, either of which may be None (unknown)."""
+    return a if b is None else b if a is None else max(a, b)
+
+
+def followed_peak(before, during, live_bytes):
+    """Runs `before()` then `during()` under torch.profiler with profile_memory=True; returns the
+    peak bytes of live CPU tensors over `during`: `live_bytes()` counted between the two, plus the
+    highest the allocations the profiler follows rose above that inside `during`."""
+    with quiet(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        before()
+        live = live_bytes()
         with torch.profiler.record_function(PROBE_MARK):
-            warm_up(side, steps - 1)
+            during()
     events = prof.profiler.kineto_results.events()
     mark = next(e for e in events if e.name() == PROBE_MARK)
     inside = sorted(
@@ -1545,12 +1672,7 @@ def probe(side, steps):
     for _, nbytes in inside:
         rise += nbytes
         peak = max(peak, rise)
-    return {
-        "peak_allocated_bytes": live + peak,
-        "peak_reserved_bytes": None,
-        "peak_rss_bytes": peak_rss_bytes(),
-        "samples": samples,
-    }
+    return live + peak
 
 
 @contextlib.contextmanager
@@ -1709,6 +1831,7 @@ def inspect(side):
         "anomaly": torch.is_anomaly_enabled(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
         "loader": side.loader.facts(),
         "scripted": scripted_functions(side.module),
         "checkpointed": side.settings.checkpointing,
@@ -1716,7 +1839,7 @@ def inspect(side):
         "fp8_linears": sum(isinstance(m, engine_tricks.Fp8Linear) for m in side.module.modules()),
         "fp8_linears_left": side.fp8_linears_left,
         "cuda_graph": side.graph is not None,
-        "expandable_segments": expandable_segments(side.case.device),
+        "expandable_segments": side.device.segments_expandable(),
     }
     if user is not None:
         facts["biases_removed"] = side.biases_removed
@@ -1732,14 +1855,6 @@ def scripted_functions(module):
             if isinstance(f, torch.jit.ScriptFunction):
                 names.add(f.name)
     return sorted(names)
-
-
-def expandable_segments(device):
-    """On CUDA whether the caching allocator's segments are expandable (None before any); None on
-    a CPU."""
-    if device.type != "cuda":
-        return None
-    return engine_tricks.segments_expandable(device.index if device.index is not None else torch.cuda.current_device())
 
 
 # ---- Serving requests ----
@@ -1758,20 +1873,25 @@ REQUEST_FIELDS = {
     "profile": ("side", "steps"),
     "trace": ("side", "steps", "path"),
     "train_to_target": ("side",),
+    "stood_in": ("side",),
     "quit": (),
 }
 MIN_STEPS = {"warm_up": 0, "window": 1, "probe": 2, "breakdown": 1, "profile": 1, "trace": 1}
 
 
 class Engine:
-    """The case and the sides built so far."""
+    """The case, its device (engine_device's boundary) and the sides built so far."""
 
     def __init__(self, case):
         self.case = case
         self.sides = {}
         self.not_applicable = {}
         self.progress = lambda point: None  # where train_to_target's points go as they come
+        self.device = engine_device.make_device(case.device, case.as_if_cuda, self.live_bytes)
 
+    def live_bytes(self):
+        """The bytes of the live CPU tensors, the built sides' among them."""
+        return live_cpu_tensor_bytes(*self.sides.values())
 
     def handle(self, line):
         """The reply to one request line, and whether to stop after it."""
@@ -1814,7 +1934,15 @@ class Engine:
             return self.held()
         if op == "quit":
             return {"ok": True}
+        if op == "stood_in":
+            self.spec(request["side"])
+            return {"stood_in": self.device.stood_in(request["side"])}
         side = self.side(op, request["side"])
+        with self.device.for_side(side.spec.name):
+            return self.side_op(op, side, request)
+
+    def side_op(self, op, side, request):
+        """Runs `op` (one that names a side) on the built `side`."""
         if op == "warm_up":
             return {"ok": True, "compile_s": self.guarded(side, warm_up, request["steps"])}
         if op == "window":
@@ -1853,7 +1981,8 @@ class Engine:
         if name in self.sides:
             raise RequestError(f"build: side {name} is already built")
         try:
-            self.sides[name] = Side(self.case, spec)
+            with self.device.for_side(name):
+                self.sides[name] = Side(self.case, spec, self.device)
         except NotApplicable as e:
             self.not_applicable[name] = str(e)
             raise
@@ -1878,13 +2007,14 @@ class Engine:
 
     def guarded(self, side, run, steps):
         """Runs `run(side, steps)`; a torch.compile build failure, or no kernel under a forced
-        SDPA backend, makes the side not applicable from then on."""
+        SDPA backend (run as forced, not stood in for), makes the side not applicable from then
+        on."""
         try:
             return run(side, steps)
         except parity.compile_failures() as e:
             reason = f"torch-compile: {parity.first_line(e)}"
         except RuntimeError as e:
-            if side.settings.sdpa_backend is None or "No available kernel" not in str(e):
+            if side.sdpa_backends != [side.settings.sdpa_backend] or "No available kernel" not in str(e):
                 raise
             backend = side.settings.sdpa_backend.name
             reason = f"scaled_dot_product_attention has no {backend} kernel here: {parity.first_line(e)}"
@@ -1903,27 +2033,18 @@ class Engine:
         return value
 
     def held(self):
-        """The device's bytes held now (CUDA; on a CPU the live CPU tensors') and the resident set."""
+        """The device's bytes held now, its cache emptied first (CUDA; on a CPU the live CPU
+        tensors'), and the resident set."""
+        self.device.empty_cache()
+        allocated, reserved = self.device.held()
         rss = current_rss_bytes()
-        if self.case.device.type != "cuda":
-            live = live_cpu_tensor_bytes(*self.sides.values())
-            return {"peak_allocated_bytes": live, "peak_reserved_bytes": None, "peak_rss_bytes": rss}
-        return {
-            "peak_allocated_bytes": torch.cuda.memory_allocated(self.case.device),
-            "peak_reserved_bytes": torch.cuda.memory_reserved(self.case.device),
-            "peak_rss_bytes": rss,
-        }
+        return {"peak_allocated_bytes": allocated, "peak_reserved_bytes": reserved, "peak_rss_bytes": rss}
 
     def memory(self):
         """The device's peak memory since start (CUDA) and the process's peak resident set."""
+        allocated, reserved = self.device.peaks()
         rss = peak_rss_bytes()
-        if self.case.device.type != "cuda":
-            return {"peak_allocated_bytes": None, "peak_reserved_bytes": None, "peak_rss_bytes": rss}
-        return {
-            "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.case.device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.case.device),
-            "peak_rss_bytes": rss,
-        }
+        return {"peak_allocated_bytes": allocated, "peak_reserved_bytes": reserved, "peak_rss_bytes": rss}
 
 
 def protocol_stream():
@@ -1971,11 +2092,12 @@ def leave(status, out):
 
 
 def start(case_dir, requests, out):
-    """Reads the case in `case_dir`, sets the baseline flags, writes the ready line to `out` and
-    answers `requests` until quit or EOF; returns the exit status (2: the case is wrong)."""
+    """Reads the case in `case_dir`, sets what holds for the whole process and the baseline flags,
+    warms the device's libraries up, writes the ready line to `out` and answers `requests` until
+    quit or EOF; returns the exit status (2: the case is wrong)."""
     try:
-        case = read_case(case_dir)
-        process_wide(case)
+        engine = Engine(read_case(case_dir))
+        process_wide(engine.case, engine.device)
     except CaseError as e:
         print(f"pytorch_engine.py: error: {e}", file=sys.stderr)
         return 2
@@ -1983,6 +2105,7 @@ def start(case_dir, requests, out):
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = False
     torch.autograd.set_detect_anomaly(False)
+    engine.device.warm_libraries()
     ready = {
         "ready": True,
         "implementation": "pytorch",
@@ -1993,22 +2116,24 @@ def start(case_dir, requests, out):
     }
     out.write(json.dumps(ready) + "\n")
     out.flush()
-    serve(Engine(case), requests, out)
+    serve(engine, requests, out)
     return 0
 
 
-def process_wide(case):
-    """Sets what holds for the whole process before anything is built: the intra-op threads, and
-    on a CUDA device the caching allocator's expandable segments, on where the case's sides (all
-    of them, as the mode cannot change once CUDA has allocated) ask for them and off otherwise,
-    whatever the environment said (its other keys kept)."""
+def process_wide(case, device):
+    """Sets what holds for the whole process before anything is built on `device`
+    (engine_device's): the intra-op threads; on a CUDA device (real or as-if) the caching
+    allocator's expandable segments, on where the case's sides (all of them, as the mode cannot
+    change once CUDA has allocated) ask for them and off otherwise, whatever the environment said
+    (its other keys kept); and the allocator's cap at the case's memory budget, if any."""
     if case.threads is not None:
         torch.set_num_threads(case.threads)
     expandable = {"expandable-segments" in side.tricks for side in case.sides.values()}
     if expandable == {True, False}:
         raise CaseError("expandable-segments holds for the whole process: every side has it or none does")
-    if case.device.type == "cuda":
-        engine_tricks.set_expandable_segments(expandable == {True})
+    device.set_expandable_segments(expandable == {True})
+    if case.memory_budget_bytes is not None:
+        device.cap_memory(case.memory_budget_bytes)
 
 
 def watch_client(pid):

@@ -357,7 +357,7 @@ mod tests {
                 ..PlanRequest::new(
                     vec![w],
                     tricks.to_vec(),
-                    Hardware::assumed_gpu(),
+                    Hardware::rehearsing(crate::device::RehearsedGpu::Sm90),
                     &ProfileName::Standard.settings(w.family()),
                 )
             })

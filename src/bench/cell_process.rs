@@ -6,7 +6,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::bench::cell::{self, CellJob};
-use crate::bench::faults;
 use crate::device::cuda_device_count;
 use crate::distributed::env::DistEnv;
 use crate::distributed::launch::{launch, LaunchSpec};
@@ -38,9 +37,6 @@ pub struct CellProcess {
 pub fn serve(process: &CellProcess) -> Result<(), Error> {
     let job = read_job(&process.job)?;
     let id = job.key.id();
-    for member in job.members() {
-        faults::inject_from_env(member.id().as_str())?;
-    }
     let dist = DistEnv::from_env()?;
     if job.key.tricks.has(Trick::Ddp) && dist.is_none() {
         return launch_ranks(process, &job, id.as_str());

@@ -191,7 +191,8 @@ impl RunConfig {
         let memory_budget_bytes = match request.memory_budget_mib {
             Some(0) => return Err(invalid("--memory-budget-mib must be at least 1")),
             Some(mib) => Some(mib << 20),
-            None if !device.is_cuda() => Some(profiles.run_wide().cpu_memory_budget_mib << 20),
+            // A rehearsed GPU's tensors live on the CPU: they are held to the CPU's budget.
+            None if device.cuda_index().is_none() => Some(profiles.run_wide().cpu_memory_budget_mib << 20),
             None => None,
         };
         let python = request.python.clone().unwrap_or_else(default_python);

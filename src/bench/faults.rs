@@ -3,10 +3,14 @@
 //! cell), where KIND is `segv` (dies of SIGSEGV), `abort` (SIGABRT), `hang` (sleeps until the
 //! cell timeout or an interrupt stops it), `oom` (allocates 64 MiB tensors through libtorch until
 //! an allocation fails; refused unless `run --memory-limit-mib` capped the process), `error`
-//! (ends with an error message and status 1, as a cell whose input is bad does) or
-//! `not-applicable` (ends as not applicable, status 4, as a cell whose forced attention backend
-//! has no kernel does). Only the hidden
-//! `cell` command reads it; it is not part of the user-facing interface.
+//! (fails the cell with an error message, as a cell whose input is bad does) or `not-applicable`
+//! (ends the cell as not applicable, as a cell whose forced attention backend has no kernel
+//! does). Each strikes when the process begins to build the cell's side ([`inject_into_side`]):
+//! the first four end the whole process there (the runner learns from the process's last
+//! announcement which cell's side it died in); the last two fail that side alone, which in a
+//! multi-arm process drops out while the others go on (a process of that one cell ends with
+//! status 1 or 4). Only the hidden `cell` command reads it; it is not part of the user-facing
+//! interface.
 
 use std::time::Duration;
 
@@ -18,9 +22,9 @@ pub const FAULT_VARIABLE: &str = "TRICKBENCH_FAULT";
 /// Bytes of each tensor the `oom` fault allocates.
 const OOM_CHUNK_BYTES: i64 = 64 << 20;
 
-/// Fails the way [`FAULT_VARIABLE`] asks for cell `id`, or returns when it is unset or names no
-/// fault for it.
-pub fn inject_from_env(id: &str) -> Result<(), Error> {
+/// Fails the way [`FAULT_VARIABLE`] asks for cell `id`, as its process begins to build the cell's
+/// side, or returns when it is unset or names no fault for it.
+pub fn inject_into_side(id: &str) -> Result<(), Error> {
     match std::env::var(FAULT_VARIABLE) {
         Ok(faults) => inject(&faults, id),
         Err(_) => Ok(()),

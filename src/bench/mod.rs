@@ -1,5 +1,6 @@
 //! Benchmarks: a run's configuration and inputs, the designs and their phases, profiles and their
-//! overrides, plans, the engines a cell trains on behind one trait, the cell process, the
+//! overrides, plans, the engines a cell trains on behind one trait and the contract between the
+//! plan and them, the cell process, the
 //! measurement it makes and the faults tests inject into it, the runner that executes a plan cell
 //! by cell in isolated processes (several arms of one reference sharing one) and stops a cell once
 //! its verdict is decided, the session that drives a whole run, what a run shows while it
@@ -10,6 +11,7 @@ pub mod budget;
 pub mod cell;
 pub mod cell_process;
 pub mod config;
+pub mod contract;
 pub mod design;
 mod engines;
 pub mod faults;

@@ -211,6 +211,9 @@ impl ProfileRequest {
             (ProfileRequest::Auto, DeviceSpec::Cuda(i)) => {
                 (ProfileName::Standard, Some(format!("CUDA GPU cuda:{i}")))
             }
+            (ProfileRequest::Auto, DeviceSpec::AsIfCuda(gpu)) => {
+                (ProfileName::Quick, Some(format!("a rehearsal of {} on the CPU", gpu.id())))
+            }
             (ProfileRequest::Auto, _) if cuda_available => {
                 (ProfileName::Quick, Some("--device cpu on a machine with a CUDA GPU".to_owned()))
             }

@@ -306,7 +306,7 @@ fn outcome_text(cell: &CellResult, round: usize) -> String {
                 }
             }
         },
-        CellStatus::NotApplicable { reason } => format!("not applicable: {reason}"),
+        CellStatus::NotApplicable { reason, .. } => format!("not applicable: {reason}"),
         CellStatus::Failed { .. } => format!("FAILED: {}", cell.failure_reason().unwrap_or_default()),
         CellStatus::OutOfMemory { .. } => {
             format!("out of memory: {}", first_line(&cell.failure_reason().unwrap_or_default()))

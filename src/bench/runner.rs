@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use process::{LineSink, ProcessExecutor};
+pub(in crate::bench) use stderr::says_out_of_memory;
 
 use crate::analysis::{refresh_derived, summarise_cell};
-use crate::bench::cell::CellJob;
+use crate::bench::cell::{CellJob, Outcome};
 use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
 use crate::bench::processes::{self, ProcessSlots};
@@ -21,8 +22,8 @@ use crate::bench::stopping::{self, Decision};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::schema::{
-    ArmsPerProcess, CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, ProcessMeasurement,
-    Results, RunInfo, SpeedrunChoice,
+    ArmsPerProcess, CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo,
+    SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -34,10 +35,19 @@ pub const RESULTS_FILE: &str = "results.json";
 /// How one cell process ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Execution {
-    /// It measured: one measurement per cell of its job, in [`CellJob::members`] order.
-    Measured(Vec<ProcessMeasurement>),
+    /// It ran to its end: what became of each cell of its job, in [`CellJob::members`] order (a
+    /// measurement, or the status of a cell that dropped out while the process went on).
+    Measured(Vec<Outcome>),
     /// It did not; the status says how it ended.
     Failed(CellStatus),
+    /// It did not, and it ended while it worked on the side of cell `cell` (an id) alone, as its
+    /// last announcement said: that cell failed; the status says how.
+    FailedIn {
+        /// The cell's id.
+        cell: String,
+        /// How the process ended.
+        status: CellStatus,
+    },
     /// It was stopped because the run was interrupted by this signal; nothing is recorded.
     Interrupted(i32),
 }
@@ -224,32 +234,41 @@ impl Running<'_> {
         Duration::from_secs_f64(self.spec.info.protocol.cell_timeout_s * job.members().len() as f64)
     }
 
-    /// Runs `process` and records what it measured of each cell. Where a process of several
-    /// cells fails, each of its cells runs again in a process of its own, so that the failure is
-    /// recorded against the cell that caused it.
+    /// Runs `process` and records what became of each cell (a cell that dropped out of a process
+    /// that went on is recorded with its own status). Where a process of several cells dies
+    /// while working on one arm's side alone, that cell failed and the others run again in one
+    /// process; where it dies elsewhere (in the windows, in the reference's side), each of its
+    /// cells runs again in a process of its own, so that the failure is recorded against the
+    /// cell that caused it.
     fn measure(&mut self, process: &ProcessSlots) -> Result<(), Error> {
         let job = job_for(self.spec, &process.arms, process.reference);
         let slots: Vec<Slot> = process.slots().copied().collect();
-        let outcomes: Vec<Result<ProcessMeasurement, CellStatus>> =
-            match self.executor.execute(&job, self.timeout(&job)) {
-                Execution::Measured(measured) if measured.len() == slots.len() => {
-                    measured.into_iter().map(Ok).collect()
-                }
-                Execution::Measured(measured) => {
-                    let error = format!(
-                        "the cell process returned {} measurements for {} cells",
-                        measured.len(),
-                        slots.len()
-                    );
-                    vec![Err(CellStatus::Failed { error, stderr_tail: String::new() }); slots.len()]
-                }
-                Execution::Failed(_) if slots.len() > 1 => return self.measure_apart(&slots),
-                Execution::Failed(status) => vec![Err(status)],
-                // The file on disk already holds every finished process; this one is not recorded.
-                Execution::Interrupted(signal) => {
-                    return Err(Error::Interrupted { signal, results: self.path.to_owned() })
-                }
-            };
+        let outcomes: Vec<Outcome> = match self.executor.execute(&job, self.timeout(&job)) {
+            Execution::Measured(measured) if measured.len() == slots.len() => measured,
+            Execution::Measured(measured) => {
+                let error = format!(
+                    "the cell process returned {} measurements for {} cells",
+                    measured.len(),
+                    slots.len()
+                );
+                vec![Err(CellStatus::Failed { error, stderr_tail: String::new() }); slots.len()]
+            }
+            Execution::FailedIn { cell, status } if slots.len() > 1 => {
+                return self.measure_without(process, &cell, status)
+            }
+            Execution::Failed(_) if slots.len() > 1 => return self.measure_apart(&slots),
+            Execution::Failed(status) | Execution::FailedIn { status, .. } => vec![Err(status)],
+            // The file on disk already holds every finished process; this one is not recorded.
+            Execution::Interrupted(signal) => {
+                return Err(Error::Interrupted { signal, results: self.path.to_owned() })
+            }
+        };
+        self.record_outcomes(&slots, outcomes)
+    }
+
+    /// Records `outcomes`, those of the processes of `slots`, summarises their cells, tells the
+    /// observer, and writes the results.
+    fn record_outcomes(&mut self, slots: &[Slot], outcomes: Vec<Outcome>) -> Result<(), Error> {
         for (slot, outcome) in slots.iter().zip(outcomes) {
             record(&mut self.results, self.spec, slot, outcome);
         }
@@ -262,6 +281,33 @@ impl Running<'_> {
         store::save(&self.results, self.path)?;
         self.observer.results_written(self.path);
         Ok(())
+    }
+
+    /// Records that the arm of cell `culprit` (an id) failed with `status`, its process having died
+    /// while working on its side, and runs the process's other cells again in one process; where
+    /// `culprit` is not one of its arms (the reference), each of its cells in a process of its
+    /// own ([`Self::measure_apart`]).
+    fn measure_without(
+        &mut self,
+        process: &ProcessSlots,
+        culprit: &str,
+        status: CellStatus,
+    ) -> Result<(), Error> {
+        let id = |slot: &Slot| self.spec.plan.cells[slot.cell].key.id();
+        let Some(failed) = process.arms.iter().copied().find(|s| id(s) == culprit) else {
+            let slots: Vec<Slot> = process.slots().copied().collect();
+            return self.measure_apart(&slots);
+        };
+        self.record_outcomes(&[failed], vec![Err(status)])?;
+        let arms: Vec<Slot> = process.arms.iter().copied().filter(|s| *s != failed).collect();
+        let rest = match (arms.is_empty(), process.reference) {
+            (true, Some(reference)) => ProcessSlots { arms: vec![reference], reference: None },
+            (true, None) => return Ok(()),
+            (false, reference) => ProcessSlots { arms, reference },
+        };
+        let keys = self.keys(&rest);
+        self.observer.process_started(0, 0, &keys, failed.round);
+        self.measure(&rest)
     }
 
     /// Runs each of `slots` (a failed multi-arm process's: its arms, then its reference) in a
@@ -278,12 +324,7 @@ impl Running<'_> {
 }
 
 /// Records `outcome`, the process of `slot`, in its cell of `results`, and summarises the cell.
-fn record(
-    results: &mut Results,
-    spec: &RunSpec,
-    slot: &Slot,
-    outcome: Result<ProcessMeasurement, CellStatus>,
-) {
+fn record(results: &mut Results, spec: &RunSpec, slot: &Slot, outcome: Outcome) {
     let cell = cell_mut(&mut results.cells, &spec.plan, slot.cell);
     match outcome {
         Ok(mut process) => {
@@ -381,7 +422,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         for planned in &spec.plan.cells {
             if let Some(reason) = &planned.not_applicable {
                 if !results.cells.iter().any(|c| c.key == planned.key) {
-                    let status = CellStatus::NotApplicable { reason: reason.clone() };
+                    let status = CellStatus::NotApplicable { reason: reason.clone(), when_run: false };
                     results.cells.push(CellResult::new(planned.key.clone(), status));
                 }
             }
@@ -400,7 +441,10 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         .iter()
         .filter_map(|planned| {
             planned.not_applicable.as_ref().map(|reason| {
-                CellResult::new(planned.key.clone(), CellStatus::NotApplicable { reason: reason.clone() })
+                CellResult::new(
+                    planned.key.clone(),
+                    CellStatus::NotApplicable { reason: reason.clone(), when_run: false },
+                )
             })
         })
         .collect();

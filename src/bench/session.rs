@@ -20,7 +20,10 @@ use crate::bench::user_model::{Preparation, PreparedModel, DEFAULT_IMAGE_SIZE};
 use crate::engine::probe_python;
 use crate::error::Error;
 use crate::results::model::UserModel;
-use crate::results::schema::{profile_text, ArmsPerProcess, MeasurementDesign, Results, SpeedrunChoice};
+use crate::results::rehearsal::Rehearsed;
+use crate::results::schema::{
+    profile_text, ArmsPerProcess, CellResult, MeasurementDesign, Results, SpeedrunChoice,
+};
 use crate::results::system::SystemInfo;
 use crate::summary::workload_summary;
 use crate::workloads::{Family, WorkloadId};
@@ -217,9 +220,12 @@ pub fn hold_output(out_dir: &Path) -> Result<Option<OutputLock>, Error> {
 }
 
 /// The error a run or a merge ends with when any of its cells did not measure (its own exit
-/// status, apart from bad usage), after everything was written.
+/// status, apart from bad usage), after everything was written: on a rehearsal of a GPU run, also
+/// when an engine refused a case the plan made ([`Rehearsed::Refused`]).
 pub fn refuse_failed_cells(results: &Results, out_dir: &Path) -> Result<(), Error> {
-    match results.cells.iter().filter(|c| c.failed()).count() {
+    let refused = |c: &&CellResult| c.failed() || matches!(c.rehearsed(), Some(Rehearsed::Refused(_)));
+    let rehearsal = results.run.device.rehearsed().is_some();
+    match results.cells.iter().filter(|c| if rehearsal { refused(c) } else { c.failed() }).count() {
         0 => Ok(()),
         failed => Err(Error::CellsFailed {
             failed,

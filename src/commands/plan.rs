@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 
 use trickbench::bench::budget::{fit, ProcessCosts};
 use trickbench::bench::plan::PlanRequest;
+use trickbench::device::{DeviceSpec, RehearsedGpu};
 use trickbench::hardware::Hardware;
 use trickbench::results::store;
 use trickbench::workloads::WorkloadId;
@@ -18,11 +19,8 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
     if !(args.compile_s.is_finite() && args.compile_s >= 0.0) {
         refuse!("--compile-s {}: give a number of seconds, 0 or more", args.compile_s);
     }
-    let hardware = if args.assume_gpu {
-        Hardware::assumed_gpu()
-    } else {
-        Hardware::probe(args.device.resolve().context("--device")?)
-    };
+    let device = if args.assume_gpu { DeviceSpec::AsIfCuda(RehearsedGpu::Sm90) } else { args.device };
+    let hardware = Hardware::probe(device.resolve().context("--device")?);
     let (profile, _) = args.profile.pick(hardware.device, hardware.cuda_gpus > 0);
     let workloads = args.workload.workloads(profile);
     if workloads.contains(&WorkloadId::Model) {
@@ -43,7 +41,10 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         .collect();
     let max_rounds = args.max_rounds.unwrap_or(profile.settings(requests[0].workloads[0].family()).rounds);
     let plan = fit(&requests, &costs(args)?, args.budget_s, max_rounds)?;
-    let on = if args.assume_gpu { "an assumed Hopper GPU".to_owned() } else { hardware.device.to_string() };
+    let on = match hardware.device.rehearsed() {
+        Some(gpu) => format!("an assumed {} GPU ({})", gpu.id(), gpu.examples()),
+        None => hardware.device.to_string(),
+    };
     let readable = format!("plan: {} profile on {on}: {plan}", profile.id());
     if args.tsv {
         eprint!("{readable}");

@@ -91,15 +91,13 @@ fn pointers(tensors: &mut [Tensor]) -> Vec<*mut C_tensor> {
 
 impl ProcessGroup {
     /// Meets the other ranks of `env` (rank 0 hosts the TCPStore) and creates the backend for
-    /// `device`: gloo on the CPU, NCCL on a CUDA device. Fails, without hanging, when the world
+    /// `device`: gloo on the CPU (a rehearsed GPU's too), NCCL on a CUDA device. Fails, without hanging, when the world
     /// is not complete within the environment's timeout.
     pub fn join(env: &DistEnv, device: DeviceSpec) -> Result<Self, Error> {
         let host = CString::new(env.master_addr.as_str())
             .map_err(|_| Error::Invalid(format!("MASTER_ADDR='{}' holds a NUL byte", env.master_addr)))?;
-        let device_index = match device {
-            DeviceSpec::Cuda(i) => i as c_int,
-            DeviceSpec::Cpu | DeviceSpec::Auto => -1,
-        };
+        // gloo on a rehearsed GPU too: only a real one has NCCL.
+        let device_index = device.cuda_index().map_or(-1, |i| i as c_int);
         let timeout_ms = env.timeout.as_millis().clamp(1, c_int::MAX as u128) as c_int;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: `host` outlives the call; on success the shim hands over a heap object.

@@ -10,9 +10,13 @@ use crate::measure::power::open;
 use crate::results::machine::{CpuState, GpuState, MachineState, ThrottleReason};
 
 impl MachineState {
-    /// The state now, for a cell on `device`.
+    /// The state now, for a cell on `device` (on a rehearsed GPU, the CPU's alone: NVML is stood
+    /// in).
     pub fn read(device: DeviceSpec) -> Self {
-        let (gpu, gpu_unavailable) = match device.is_cuda().then(|| gpu_state(device)) {
+        if device.rehearsed().is_some() {
+            crate::standin::record(crate::vocabulary::StandIn::Nvml);
+        }
+        let (gpu, gpu_unavailable) = match device.cuda_index().map(|_| gpu_state(device)) {
             Some(Ok(gpu)) => (Some(gpu), None),
             Some(Err(reason)) => (None, Some(reason)),
             None => (None, None),

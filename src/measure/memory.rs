@@ -1,10 +1,15 @@
 //! Peak memory: the CUDA caching allocator's peaks; on CPU the bytes of live tensors (counted by the
-//! shim's allocator, once [`count_cpu_tensors`] installed it) and the process's peak resident set.
+//! shim's allocator, once [`count_cpu_tensors`] installed it) and the process's peak resident set;
+//! on a rehearsed GPU the model of the caching allocator that stands in for it
+//! ([`standin::allocator`]).
+
+use tch::{Kind, Tensor};
 
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
 use crate::results::schema::Memory;
+use crate::standin;
 
 /// Resets the peak counters: the device's (CUDA), and the process's peak resident set to its
 /// current resident set (Linux: `5` written to `/proc/self/clear_refs`), so that peaks cover the
@@ -13,11 +18,48 @@ use crate::results::schema::Memory;
 pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     // Best effort: an older or locked-down kernel only makes the resident peak less specific.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
+    if device.rehearsed().is_some() {
+        standin::allocator::before_peak_reset();
+    }
     ffi::reset_cpu_memory_peak();
+    match device.cuda_index() {
+        Some(i) => Ok(ffi::reset_peak_memory_stats(i)?),
+        None => Ok(()),
+    }
+}
+
+/// Returns the caching allocator's unused cached blocks to the device, so that the reserved bytes
+/// held are those of segments in use (nothing on the CPU).
+pub fn empty_cache(device: DeviceSpec) -> Result<(), Error> {
     match device {
-        DeviceSpec::Cuda(i) => Ok(ffi::reset_peak_memory_stats(i)?),
+        DeviceSpec::Cuda(_) => Ok(ffi::empty_cache()?),
+        DeviceSpec::AsIfCuda(_) => {
+            standin::allocator::empty_cache();
+            Ok(())
+        }
         DeviceSpec::Cpu | DeviceSpec::Auto => Ok(()),
     }
+}
+
+/// Makes the device's libraries hold what they keep for the whole process before anything is
+/// measured: the caching allocator, and cuBLAS's, cuBLASLt's and cuDNN's handles and workspaces
+/// (about 32 MiB per handle and stream on Hopper), through one small fp32 matmul, one bf16 matmul
+/// and one convolution, synchronised. Otherwise the first side a process builds pays for them and
+/// the sides built after it never do. Nothing on the CPU.
+pub fn warm_libraries(device: DeviceSpec) -> Result<(), Error> {
+    if !device.is_cuda() {
+        return Ok(());
+    }
+    let on = device.tch();
+    for kind in [Kind::Float, Kind::BFloat16] {
+        let a = Tensor::f_ones([16, 16], (kind, on))?;
+        let _product = a.f_matmul(&a)?;
+    }
+    let image = Tensor::f_ones([1, 3, 8, 8], (Kind::Float, on))?;
+    let weight = Tensor::f_ones([4, 3, 3, 3], (Kind::Float, on))?;
+    let _convolved = image.f_conv2d(&weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)?;
+    crate::measure::timer::synchronize(device);
+    Ok(())
 }
 
 /// Holds the CUDA caching allocator of `device` to `budget_bytes` (the job's memory budget), so
@@ -29,6 +71,10 @@ pub fn cap_device(device: DeviceSpec, budget_bytes: Option<u64>) -> Result<(), E
     match (device, budget_bytes) {
         (DeviceSpec::Cuda(i), Some(budget)) if ffi::cuda_graphs_compiled() => {
             ffi::cap_device_memory(i, budget).map(drop).map_err(Error::from)
+        }
+        (DeviceSpec::AsIfCuda(_), Some(_)) => {
+            standin::record(crate::vocabulary::StandIn::AllocatorCap);
+            Ok(())
         }
         _ => Ok(()),
     }
@@ -44,6 +90,14 @@ pub fn peaks(device: DeviceSpec) -> Result<Memory, Error> {
             Memory {
                 peak_allocated_bytes: Some(stats.peak_allocated_bytes.max(0) as u64),
                 peak_reserved_bytes: Some(stats.peak_reserved_bytes.max(0) as u64),
+                peak_rss_bytes: rss,
+            }
+        }
+        DeviceSpec::AsIfCuda(_) => {
+            let (allocated, reserved) = standin::allocator::peaks();
+            Memory {
+                peak_allocated_bytes: Some(allocated),
+                peak_reserved_bytes: Some(reserved),
                 peak_rss_bytes: rss,
             }
         }
@@ -72,6 +126,14 @@ pub fn held(device: DeviceSpec) -> Memory {
             },
             Err(_) => Memory { peak_rss_bytes: rss, ..Memory::default() },
         },
+        DeviceSpec::AsIfCuda(_) => {
+            let (allocated, reserved) = standin::allocator::held();
+            Memory {
+                peak_allocated_bytes: Some(allocated),
+                peak_reserved_bytes: Some(reserved),
+                peak_rss_bytes: rss,
+            }
+        }
         DeviceSpec::Cpu | DeviceSpec::Auto => {
             let live = ffi::cpu_memory_stats().0;
             Memory {

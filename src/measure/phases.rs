@@ -1,7 +1,7 @@
 //! Where a training step's time goes. The training code marks where each phase of a step begins
 //! (waiting for the batch, the copy to the device, forward, backward, the all-reduce, the optimizer,
 //! the metrics); a [`PhaseRecording`] on the same thread stamps each mark, with the host's clock on
-//! a CPU and with CUDA events on the device's current stream on a GPU, and sums the time from
+//! a CPU (and on a rehearsed GPU) and with CUDA events on the device's current stream on a GPU, and sums the time from
 //! each mark to the next into its phase. Without a recording a mark costs one thread-local read,
 //! so the marks stay in the code the timed windows run; recordings run in windows of their own.
 
@@ -33,6 +33,10 @@ impl Marks {
     fn stamp(device: DeviceSpec) -> Result<Stamp, Error> {
         match device {
             DeviceSpec::Cuda(index) => Ok(Stamp::Device(DeviceEvent::record(index)?)),
+            DeviceSpec::AsIfCuda(_) => {
+                crate::standin::record(crate::vocabulary::StandIn::CudaEvents);
+                Ok(Stamp::Host(Instant::now()))
+            }
             DeviceSpec::Cpu | DeviceSpec::Auto => Ok(Stamp::Host(Instant::now())),
         }
     }
@@ -102,7 +106,7 @@ impl PhaseRecording {
         let end = end?;
         let clock = match self.device {
             DeviceSpec::Cuda(_) => PhaseClock::CudaEvents,
-            DeviceSpec::Cpu | DeviceSpec::Auto => PhaseClock::Host,
+            DeviceSpec::Cpu | DeviceSpec::Auto | DeviceSpec::AsIfCuda(_) => PhaseClock::Host,
         };
         let mut totals_ms = [0.0; StepPhase::ALL.len()];
         let mut entered = [false; StepPhase::ALL.len()];

@@ -12,7 +12,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::device::DeviceSpec;
-use crate::measure::energy::{sampled_energy, CounterSpan, EnergyCounter, EnergyError, SpanTally};
+use crate::measure::energy::{
+    sampled_energy, CounterSpan, EnergyCounter, EnergyError, SpanTally, COUNTER_UPDATE_S,
+};
 use crate::results::energy::Energy;
 use crate::results::system::GpuInfo;
 use nvml_wrapper::Nvml;
@@ -58,11 +60,13 @@ pub fn gpu_info(device: DeviceSpec) -> Result<GpuInfo, String> {
 }
 
 /// Opens what measures the GPU energy of a span of work: the energy counter where the GPU has
-/// one, else sampled board power.
+/// one, else sampled board power; on a rehearsed GPU, a stand-in counter.
 #[derive(Debug)]
 pub enum EnergyMeter {
     /// NVML's cumulative energy counter.
     Counter(NvmlCounter),
+    /// The counter that stands in for NVML's on a rehearsed GPU ([`StandInCounter`]).
+    StandIn(StandInCounter),
     /// Board power readings.
     Sampled {
         /// NVML (boxed: its function table is large).
@@ -76,6 +80,9 @@ impl EnergyMeter {
     /// Opens NVML for the GPU behind `device`; fails (with the reason) off NVIDIA GPUs or where
     /// neither the counter nor power readings work.
     pub fn open(device: DeviceSpec) -> Result<Self, EnergyError> {
+        if device.rehearsed().is_some() {
+            return Ok(EnergyMeter::StandIn(StandInCounter::new()));
+        }
         // Where NVML itself cannot be used, both methods fail for the same reason: said once.
         let (nvml, index) = open(device).map_err(EnergyError::Unavailable)?;
         match NvmlCounter::open(Box::new(nvml), index) {
@@ -98,6 +105,9 @@ impl EnergyMeter {
             EnergyMeter::Counter(counter) => {
                 CounterSpan::begin(counter, Instant::now()).map(EnergySpan::Counter)
             }
+            EnergyMeter::StandIn(counter) => {
+                CounterSpan::begin(counter, Instant::now()).map(EnergySpan::StandIn)
+            }
             EnergyMeter::Sampled { nvml, index } => {
                 let sampler = PowerSampler::sampling(*nvml, index)?;
                 let tally = SpanTally::new(sampler.began);
@@ -112,6 +122,8 @@ impl EnergyMeter {
 pub enum EnergySpan {
     /// Read from the energy counter at its two ends.
     Counter(CounterSpan<NvmlCounter>),
+    /// Read from the stand-in counter at its two ends (a rehearsed GPU).
+    StandIn(CounterSpan<StandInCounter>),
     /// Sampled board power.
     Sampled {
         /// The thread reading power.
@@ -126,6 +138,7 @@ impl EnergySpan {
     fn tally(&self) -> &SpanTally {
         match self {
             EnergySpan::Counter(span) => span.tally(),
+            EnergySpan::StandIn(span) => span.tally(),
             EnergySpan::Sampled { tally, .. } => tally,
         }
     }
@@ -134,6 +147,7 @@ impl EnergySpan {
     pub fn count(&mut self, samples: usize) {
         match self {
             EnergySpan::Counter(span) => span.count(samples),
+            EnergySpan::StandIn(span) => span.count(samples),
             EnergySpan::Sampled { tally, .. } => tally.count(samples),
         }
     }
@@ -149,6 +163,7 @@ impl EnergySpan {
     pub fn finish(self) -> Result<Energy, EnergyError> {
         match self {
             EnergySpan::Counter(span) => span.end(Instant::now()),
+            EnergySpan::StandIn(span) => span.end(Instant::now()),
             EnergySpan::Sampled { sampler, tally } => sampled_energy(&sampler.stop()?, tally.samples()),
         }
     }
@@ -187,6 +202,34 @@ impl EnergyCounter for NvmlCounter {
             .device_by_index(self.index)
             .and_then(|gpu| gpu.total_energy_consumption())
             .map_err(|e| EnergyError::Read(format!("NVML energy counter: {e}")))
+    }
+}
+
+/// The board power the stand-in counter assumes, watts.
+pub const STAND_IN_POWER_W: u64 = 300;
+
+/// The counter that stands in for NVML's on a rehearsed GPU: the wall time since it was made at
+/// [`STAND_IN_POWER_W`], advancing in [`COUNTER_UPDATE_S`] steps as NVML's does, so that a
+/// rehearsal runs the energy bookkeeping (span lengths, quantisation, refusals) that a GPU will.
+#[derive(Debug)]
+pub struct StandInCounter {
+    origin: Instant,
+}
+
+impl StandInCounter {
+    /// A counter at 0 now.
+    fn new() -> Self {
+        crate::standin::record(crate::vocabulary::StandIn::Nvml);
+        StandInCounter { origin: Instant::now() }
+    }
+}
+
+impl EnergyCounter for StandInCounter {
+    fn read_mj(&mut self) -> Result<u64, EnergyError> {
+        crate::standin::record(crate::vocabulary::StandIn::Nvml);
+        let update_ms = (COUNTER_UPDATE_S * 1000.0) as u128;
+        let elapsed_ms = self.origin.elapsed().as_millis() / update_ms * update_ms;
+        Ok((elapsed_ms as u64).saturating_mul(STAND_IN_POWER_W))
     }
 }
 
@@ -249,5 +292,18 @@ mod tests {
         assert!(reason.to_string().contains("NVIDIA GPUs"), "{reason}");
         assert!(energy_counter_status(DeviceSpec::Cpu).unwrap_err().contains("NVIDIA GPUs"));
         assert!(gpu_info(DeviceSpec::Cpu).unwrap_err().contains("CPU"));
+    }
+
+    #[test]
+    fn a_rehearsed_gpu_measures_its_spans_with_the_stand_in_counter() {
+        let device = DeviceSpec::AsIfCuda(crate::device::RehearsedGpu::Sm90);
+        let mut span = EnergyMeter::open(device).unwrap().begin().unwrap();
+        span.count(10);
+        std::thread::sleep(Duration::from_millis(1100));
+        let energy = span.finish().unwrap();
+        assert!(energy.interval_s >= 1.0, "{energy:?}");
+        let expected_j = energy.interval_s * STAND_IN_POWER_W as f64;
+        assert!((energy.joules - expected_j).abs() <= 0.21 * STAND_IN_POWER_W as f64, "{energy:?}");
+        assert_eq!(energy.samples, Some(10));
     }
 }

@@ -4,10 +4,13 @@ use std::time::Instant;
 
 use crate::device::DeviceSpec;
 
-/// Waits until all work queued on `device` has finished.
+/// Waits until all work queued on `device` has finished (on the CPU, and on a rehearsed GPU,
+/// operators return when done).
 pub fn synchronize(device: DeviceSpec) {
-    if let DeviceSpec::Cuda(i) = device {
-        tch::Cuda::synchronize(i as i64);
+    match device {
+        DeviceSpec::Cuda(i) => tch::Cuda::synchronize(i as i64),
+        DeviceSpec::AsIfCuda(_) => crate::standin::record(crate::vocabulary::StandIn::DeviceSynchronize),
+        DeviceSpec::Cpu | DeviceSpec::Auto => {}
     }
 }
 

@@ -80,6 +80,12 @@ impl ParityConfig {
     /// the profile and the data were chosen; a flag or value that cannot work is refused, named.
     pub fn new(request: ParityRequest, note: &dyn Fn(&str)) -> Result<Self, Error> {
         let device = request.device.resolve().map_err(|e| e.context("--device"))?;
+        if let Some(gpu) = device.rehearsed() {
+            return Err(Error::Invalid(format!(
+                "--device {device}: parity compares trickbench's numbers with PyTorch's on one real device; a                  rehearsal of {} stands in for the GPU's kernels, so it has none to compare (run --device {device}                  rehearses a run's cases)",
+                gpu.id()
+            )));
+        }
         let (profile, reason) = request.profile.pick(device, tch::Cuda::is_available());
         if let Some(reason) = reason {
             note(&format!("note: {}", profile_text(profile.id(), Some(&reason))));

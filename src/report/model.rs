@@ -609,7 +609,7 @@ pub(crate) fn status_class(s: &CellStatus) -> &'static str {
 /// cell the line of its stderr that says why).
 pub(crate) fn status_detail(cell: &CellResult) -> String {
     match &cell.status {
-        CellStatus::NotApplicable { reason } => reason.clone(),
+        CellStatus::NotApplicable { reason, .. } => reason.clone(),
         _ => cell.failure_reason().unwrap_or_default(),
     }
 }
@@ -734,7 +734,7 @@ impl Report<'_> {
                 for g in &self.groups {
                     let alone = |e: &&Entry| single_trick(&e.cell.key.tricks) == Some(t);
                     for e in g.time_to_accuracy().into_iter().filter(alone) {
-                        if let CellStatus::NotApplicable { reason } = &e.cell.status {
+                        if let CellStatus::NotApplicable { reason, .. } = &e.cell.status {
                             let line = format!("{} ({}): {reason}", g.title(), e.cell.id());
                             if !not_applicable.contains(&line) {
                                 not_applicable.push(line);
@@ -745,7 +745,7 @@ impl Report<'_> {
                         if single_trick(&e.cell.key.tricks) != Some(t) {
                             continue;
                         }
-                        if let CellStatus::NotApplicable { reason } = &e.cell.status {
+                        if let CellStatus::NotApplicable { reason, .. } = &e.cell.status {
                             let line = format!("{} ({}): {reason}", g.title(), e.cell.id());
                             if !not_applicable.contains(&line) {
                                 not_applicable.push(line);

@@ -523,7 +523,7 @@ fn configuration_of(g: &Group, id: &CellId) -> String {
 fn not_applicable(g: &Group) -> Vec<NotApplicableGroup> {
     let mut out: Vec<NotApplicableGroup> = Vec::new();
     for e in &g.entries {
-        let CellStatus::NotApplicable { reason } = &e.cell.status else { continue };
+        let CellStatus::NotApplicable { reason, .. } = &e.cell.status else { continue };
         let Some(trick) = model::single_trick(&e.cell.key.tricks) else { continue };
         if listed_through_its_twin(g, e) {
             continue;

@@ -9,6 +9,7 @@ pub mod merge;
 pub mod migrate;
 pub mod model;
 pub mod phases;
+pub mod rehearsal;
 pub mod schema;
 pub mod store;
 pub mod system;

@@ -12,7 +12,7 @@ use crate::results::system::SystemInfo;
 use crate::stats;
 use crate::vocabulary::{
     AttentionBackend, Design, Family, HostAllocator, MemoryFigure, Metric, Precision, ProfileName,
-    ProfileRequest, QualityMetric, Trick, TrickSet, TtaSettings, WorkloadId,
+    ProfileRequest, QualityMetric, StandIn, Trick, TrickSet, TtaSettings, WorkloadId,
 };
 
 /// The version of this schema. Readers refuse files with a newer version and upgrade older ones
@@ -665,6 +665,12 @@ pub enum CellStatus {
     NotApplicable {
         /// Why not.
         reason: String,
+        /// Whether that was found only when the cell's process ran (a forced attention backend
+        /// with no kernel for its inputs, a compile that failed, an engine refusing the case)
+        /// rather than by the plan: on a rehearsal of a GPU run, a case the plan made and an
+        /// engine refused.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        when_run: bool,
     },
     /// A process failed (error, crash, signal).
     Failed {
@@ -1062,6 +1068,16 @@ pub struct ProcessMeasurement {
     /// cell's share of the process's (the process's own ÷ this count); 1 in files that predate it.
     #[serde(default = "one_cell", skip_serializing_if = "is_one_cell")]
     pub process_cells: usize,
+    /// Seconds of the steps that compiled a graph (`torch-compile` on the PyTorch engine: its
+    /// first warm-up step and any that compiled again), outside the timed windows (`None`: the
+    /// model is not compiled, or the file predates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_s: Option<f64>,
+    /// The calls that need a CUDA device that this process stood in for on the CPU, for this
+    /// cell's side and for the process (a rehearsal of a GPU run, `--device as-if-cuda:GPU`;
+    /// empty on a real device and on the CPU).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stood_in: Vec<StandIn>,
 }
 
 /// A process that measured one cell (the default of [`ProcessMeasurement::process_cells`]).
@@ -1159,6 +1175,8 @@ impl ProcessMeasurement {
             trace: None,
             paired: None,
             process_cells: 1,
+            compile_s: None,
+            stood_in: Vec::new(),
         }
     }
 }
@@ -1583,9 +1601,11 @@ mod tests {
             CellStatus::Timeout { limit_s: 9.0, stderr_tail: String::new() }
         )
         .failed());
-        assert!(
-            !cell(CellKind::TimeToAccuracy, CellStatus::NotApplicable { reason: "no GPU".into() }).failed()
-        );
+        assert!(!cell(
+            CellKind::TimeToAccuracy,
+            CellStatus::NotApplicable { reason: "no GPU".into(), when_run: false }
+        )
+        .failed());
         assert!(!cell(CellKind::TimeToAccuracy, CellStatus::Ok).failed());
     }
 }

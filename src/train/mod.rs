@@ -28,7 +28,7 @@ use crate::ffi;
 use crate::measure::flops::Precision;
 use crate::measure::phases;
 use crate::results::phases::StepPhase;
-use crate::results::schema::CellKey;
+use crate::results::schema::{CellKey, Memory};
 use crate::tricks::{Trick, TrickSet};
 use crate::workloads::gpt::{sdp_switches, AttentionBackend};
 use crate::workloads::Workload;
@@ -67,15 +67,19 @@ pub struct Evaluation {
 ///
 /// Expandable segments are set explicitly on a CUDA device, on or off, so that a
 /// `PYTORCH_ALLOC_CONF` (or `PYTORCH_CUDA_ALLOC_CONF`) in the user's environment cannot change the
-/// baseline; its other keys are kept ([`allocator_settings`]).
+/// baseline; its other keys are kept ([`allocator_settings`]). A rehearsed GPU stands in for
+/// turning them on.
 ///
 /// TF32 is set explicitly every time. The baseline keeps PyTorch 2.11's defaults, TF32 allowed in
 /// cuDNN convolutions and fp32 matmuls at full precision; `tf32` allows it in matmuls too
 /// (`torch.set_float32_matmul_precision("high")`); the `strict-fp32` reference cell forbids it in
 /// both. The flags are process-wide and harmless on a CPU.
 pub fn apply_process_tricks(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
-    if device.is_cuda() {
-        let expandable = key.tricks.has(Trick::ExpandableSegments);
+    let expandable = key.tricks.has(Trick::ExpandableSegments);
+    if device.rehearsed().is_some() && expandable {
+        crate::standin::record(crate::vocabulary::StandIn::AllocatorSettings);
+    }
+    if device.cuda_index().is_some() {
         ffi::set_allocator_settings(&allocator_settings(user_allocator_conf().as_deref(), expandable))?;
         if ffi::expandable_segments_enabled() != expandable {
             return Err(Error::Torch(format!(
@@ -261,6 +265,16 @@ impl<W: Workload> Trainer<W> {
         phases::enter(StepPhase::Metrics);
         self.metrics.record(&loss, &correct, batch.len());
         Ok(())
+    }
+
+    /// The memory peaks right after the step was captured into a CUDA graph (`None` for a step
+    /// not captured, or before its capture): its graph's private pool keeps the step's
+    /// activations from then on, which no replay's peak shows.
+    pub fn capture_peaks(&self) -> Option<Memory> {
+        match &self.launcher {
+            Launcher::CudaGraph(graphed) => graphed.capture_peaks(),
+            Launcher::Eager | Launcher::DeviceSide => None,
+        }
     }
 
     /// Training steps to run before timing so that the timed steps are the steady state (the

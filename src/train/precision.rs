@@ -18,7 +18,11 @@ pub struct StepPrecision {
     autocast_kind: Option<Kind>,
     scaler: Option<GradScaler>,
     tf32: ffi::Tf32,
+    /// Whether the device has CUDA's semantics (a CUDA device, or a rehearsed one): cuDNN's and
+    /// cuBLAS's arithmetic.
     on_cuda: bool,
+    /// Whether autocast is CUDA's (else the CPU's, which stands in for it on a rehearsed GPU).
+    autocast_on_cuda: bool,
     /// Whether the model's linear layers multiply in fp8 (`fp8-matmul`).
     fp8_linears: bool,
 }
@@ -26,7 +30,8 @@ pub struct StepPrecision {
 impl StepPrecision {
     /// The precision `tricks` ask for on `device`: fp16 autocast with dynamic loss scaling under
     /// `amp`, bf16 autocast under `amp-bf16`, else fp32; the process's TF32 settings as they are
-    /// now.
+    /// now. On a rehearsed GPU the CPU's autocast and a scaler on the CPU's tensors stand in for
+    /// CUDA's.
     pub fn for_tricks(tricks: &TrickSet, device: DeviceSpec) -> Self {
         let autocast_kind = if tricks.has(Trick::Amp) {
             Some(Kind::Half)
@@ -35,18 +40,22 @@ impl StepPrecision {
         } else {
             None
         };
+        if autocast_kind.is_some() && device.rehearsed().is_some() {
+            crate::standin::record(crate::vocabulary::StandIn::AutocastDevice);
+        }
         Self {
             autocast_kind,
             scaler: tricks.has(Trick::Amp).then(|| GradScaler::new(device.tch())),
             tf32: ffi::tf32(),
             on_cuda: device.is_cuda(),
+            autocast_on_cuda: device.cuda_index().is_some(),
             fp8_linears: tricks.has(Trick::Fp8Matmul),
         }
     }
 
     /// The autocast region forward passes run in (`None`: no autocast).
     pub fn autocast(&self) -> Option<Autocast> {
-        self.autocast_kind.map(|kind| Autocast { kind, on_cuda: self.on_cuda })
+        self.autocast_kind.map(|kind| Autocast { kind, on_cuda: self.autocast_on_cuda })
     }
 
     /// Enters the autocast region when there is one, until the guard is dropped.

@@ -1,8 +1,9 @@
 //! The vocabulary a run's results are written in: the small value types that `results.json`
 //! records, with their names on the command line and in the file. The designs, profiles and host
 //! allocators ([`run`]), the tricks and sets of them ([`trick`]), the workloads and their families
-//! ([`workload`]), the held-out quality metrics ([`quality`]), and the precision and attention
-//! kernels a cell ran ([`numerics`]).
+//! ([`workload`]), the held-out quality metrics ([`quality`]), the precision and attention
+//! kernels a cell ran ([`numerics`]), and the calls a rehearsal of a GPU run stands in for
+//! ([`standin`]).
 //!
 //! It imports nothing above the error type (which a name that is none of these converts into), so
 //! that the results contract (`results/`) can record these values without depending on the
@@ -13,12 +14,14 @@
 pub mod numerics;
 pub mod quality;
 pub mod run;
+pub mod standin;
 pub mod trick;
 pub mod workload;
 
 pub use numerics::{AttentionBackend, Precision};
 pub use quality::QualityMetric;
 pub use run::{Design, HostAllocator, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
+pub use standin::StandIn;
 pub use trick::{MemoryFigure, Metric, Trick, TrickSet};
 pub use workload::{Family, WorkloadId};
 

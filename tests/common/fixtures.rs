@@ -199,7 +199,13 @@ pub fn cpu_run() -> Results {
     compare(&mut r, &debug_off, &reference, 11.1, 0.3, Some(1.0));
     for t in [Amp, AmpBf16, CudnnBenchmark] {
         let reason = format!("{t}: needs a CUDA GPU (test fixture)");
-        add(&mut r, key(&[t], 128, 0, TRAIN), CellStatus::NotApplicable { reason }, None, None);
+        add(
+            &mut r,
+            key(&[t], 128, 0, TRAIN),
+            CellStatus::NotApplicable { reason, when_run: false },
+            None,
+            None,
+        );
     }
     add(
         &mut r,
@@ -273,7 +279,7 @@ pub fn two_engine_run() -> Results {
     compare(&mut r, &zero_copy, &base, 1.01, 0.03, Some(1.0));
     let reason = "zero-copy: on the PyTorch engine: not applied there (test fixture)".to_owned();
     let not_applied = CellKey { engine: Engine::Pytorch, ..key(&[ZeroCopy], 128, 0, TRAIN) };
-    add(&mut r, not_applied, CellStatus::NotApplicable { reason }, None, None);
+    add(&mut r, not_applied, CellStatus::NotApplicable { reason, when_run: false }, None, None);
     r
 }
 

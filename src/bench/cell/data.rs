@@ -238,8 +238,13 @@ impl CellData {
         }
     }
 
-    /// Endless training batches: augmented images, or random windows of the training split.
+    /// Endless training batches: augmented images, or random windows of the training split. On
+    /// a rehearsed GPU the batches stay on the CPU, where `pin-memory`'s pinned buffers and
+    /// non-blocking copies are stood in for by the batches as they are.
     pub(in crate::bench) fn training(&self, inputs: &InputOptions) -> Result<Box<dyn BatchSource>, Error> {
+        if inputs.device.rehearsed().is_some() && inputs.job.key.tricks.has(Trick::PinMemory) {
+            crate::standin::record(crate::vocabulary::StandIn::PinnedMemory);
+        }
         Ok(match self {
             CellData::Images { train, .. } => {
                 Box::new(CifarLoader::new(train.clone(), Self::image_options(inputs, true))?)

@@ -101,7 +101,7 @@ impl CellJob {
 
     /// The job of the reference side of this paired job: the same process settings for the
     /// reference cell, with no trace and no pairing of its own.
-    pub(in crate::bench) fn reference_side(&self) -> Option<CellJob> {
+    pub fn reference_side(&self) -> Option<CellJob> {
         let key = self.paired_with.clone()?;
         Some(CellJob {
             key,
@@ -120,9 +120,15 @@ impl CellJob {
         std::iter::once(&self.key).chain(&self.arms).chain(reference).cloned().collect()
     }
 
+    /// The job of each side this job's process builds: its arms ([`Self::arm_jobs`]), then the
+    /// reference where it has one, measured or not.
+    pub fn sides(&self) -> Vec<CellJob> {
+        self.arm_jobs().into_iter().chain(self.reference_side()).collect()
+    }
+
     /// The job of each arm of this job's process (this cell, then [`Self::arms`]), as a job of
     /// that cell alone beside the reference; only this cell's keeps the trace.
-    pub(in crate::bench) fn arm_jobs(&self) -> Vec<CellJob> {
+    pub fn arm_jobs(&self) -> Vec<CellJob> {
         let one = CellJob { arms: Vec::new(), measures_reference: false, ..self.clone() };
         let others = self.arms.iter().map(|key| CellJob { key: key.clone(), trace: None, ..one.clone() });
         std::iter::once(one.clone()).chain(others).collect()

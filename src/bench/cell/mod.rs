@@ -27,18 +27,64 @@ pub use paired::{rotate, williams_rows};
 pub use trace::TRACED_STEPS;
 
 use crate::bench::engines::cell_engine;
+use crate::bench::runner::says_out_of_memory;
 use crate::distributed::env::DistEnv;
 use crate::error::Error;
-use crate::results::schema::ProcessMeasurement;
+use crate::results::schema::{CellId, CellStatus, ProcessMeasurement};
 
-/// Runs one cell process on the cell's engine ([`cell_engine`]) and returns what it measured of
-/// each of the job's cells ([`CellJob::members`]), with their shares of the process's wall
-/// seconds; `dist` is the world a `ddp` cell runs as a rank of.
-pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error> {
+/// What became of one cell of a process: its measurement, or how it ended where it dropped out
+/// (its build, warm-up, a window or what follows them failed) while the process went on with its
+/// other cells.
+pub type Outcome = Result<ProcessMeasurement, CellStatus>;
+
+/// Runs one cell process on the cell's engine ([`cell_engine`]) and returns what became of each
+/// of the job's cells ([`CellJob::members`]), the measured ones with their shares of the
+/// process's wall seconds; `dist` is the world a `ddp` cell runs as a rank of.
+pub fn run(job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<Outcome>, Error> {
     let started = Instant::now();
-    let measurements = cell_engine(job.key.engine).run_cell(job, dist)?;
+    let outcomes = cell_engine(job.key.engine).run_cell(job, dist)?;
     let wall_s = started.elapsed().as_secs_f64();
-    Ok(measurements.into_iter().map(|m| timed_since(m, wall_s)).collect())
+    Ok(outcomes.into_iter().map(|o| o.map(|m| timed_since(m, wall_s))).collect())
+}
+
+/// The start of the line a cell process writes to stderr as it begins work on one of its sides
+/// (building it, measuring it alone, finishing it), followed by the side's cell id; or by nothing
+/// as it begins the windows that alternate between its sides. The runner reads the last one of a
+/// process that died to know which cell's side it died in ([`announce`]).
+pub const SIDE_MARKER: &str = "trickbench: working on the side of cell ";
+
+/// Says on stderr that the process begins work on the side of cell `id` alone, or, with `None`,
+/// on the windows that alternate between its sides.
+pub(in crate::bench) fn announce(id: Option<&CellId>) {
+    eprintln!("{SIDE_MARKER}{}", id.map_or("", |id| id.as_str()));
+}
+
+/// The status of a cell that dropped out of its process with `error`: not applicable with its
+/// reason (a forced attention backend with no kernel), out of memory where the error says an
+/// allocation failed, else failed.
+pub(in crate::bench) fn dropped_out(error: &Error) -> CellStatus {
+    let message = error_chain(error);
+    match error {
+        Error::NotApplicable(reason) => CellStatus::NotApplicable { reason: reason.clone(), when_run: true },
+        _ if matches!(error, Error::OutOfMemory(_)) || says_out_of_memory(&message) => {
+            CellStatus::OutOfMemory { error: message, stderr_tail: String::new() }
+        }
+        _ => CellStatus::Failed {
+            error: format!("{message} (the process went on with its other cells)"),
+            stderr_tail: String::new(),
+        },
+    }
+}
+
+/// `error` and its causes, joined by ": ".
+fn error_chain(error: &Error) -> String {
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message = format!("{message}: {cause}");
+        source = cause.source();
+    }
+    message
 }
 
 /// `measurement` with its share of the process's `wall_s` (the whole of it for a process of one

@@ -7,12 +7,14 @@
 //! loading and the data once for all of them, and each reference window serves the arm on either
 //! side of it.
 //!
-//! Each arm is built in turn and measured alone before the next one exists: its warm-up, its
-//! memory peaks (less what the arms built before it hold, [`memory::held`]) and its GPU energy
-//! are its own. Then the reference is built and warmed up, and the windows are timed, each side's
-//! switches (cuDNN autotuning, TF32, anomaly detection, the attention backends) set before each of
-//! its windows. Each arm's step breakdown and profiler trace follow, as in a process of the
-//! process design.
+//! Each side is built in turn, its switches set first, and measured alone before the next one
+//! exists: its warm-up, its memory peaks (less what the sides built before it hold,
+//! [`memory::held`], with the allocator's unused cache returned first) and its GPU energy are its
+//! own. The sides are built in an order reversed every other round ([`build_order`]). Then the
+//! windows are timed, each side's switches (cuDNN autotuning, TF32, anomaly detection, the
+//! attention backends) set before each of its windows. Each arm's step breakdown and profiler
+//! trace follow, as in a process of the process design. An arm that fails drops out with its own
+//! status while the others go on.
 
 use super::data::{planned_steps, BatchSource, CellData, InputOptions};
 use super::measure::{
@@ -20,7 +22,8 @@ use super::measure::{
     PROBE_STEPS,
 };
 use super::phases::record_breakdown;
-use super::{trace, CellJob};
+use super::{announce, dropped_out, trace, CellJob, Outcome};
+use crate::bench::faults;
 use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
@@ -31,6 +34,7 @@ use crate::results::machine::MachineState;
 use crate::results::schema::{
     CellKey, CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, Side,
 };
+use crate::standin;
 use crate::train::recipe::Recipe;
 use crate::train::{apply_switches, Trainer};
 use crate::tricks::Trick;
@@ -101,9 +105,11 @@ impl<W: Workload> PairSide<W> {
     }
 }
 
-/// A side of a paired process (an arm, or the reference): its job and what its context owns,
-/// the side itself and what is measured of it.
+/// A side of a paired process (an arm, or the reference): its place in the process (the arms in
+/// job order, then the reference), its job and what its context owns, the side itself and what
+/// is measured of it.
 struct Arm<W: Workload> {
+    index: usize,
     job: CellJob,
     owned: SideContext,
     side: PairSide<W>,
@@ -112,49 +118,119 @@ struct Arm<W: Workload> {
 
 impl<W: Workload> Arm<W> {
     /// After the windows, with its switches set again: where its training steps' time goes, its
-    /// last mean loss, its profiler trace when its job asks for one, and the machine.
+    /// last mean loss, its profiler trace when its job asks for one, the machine, and on a
+    /// rehearsed GPU the calls its side and the process stood in for.
     fn finish(&mut self, process: &CellContext) -> Result<(), Error> {
+        let _scope = standin::SideScope::enter(self.index);
+        announce(Some(&self.job.key.id()));
         let side_process = SideProcess::of(process, &self.job);
         finish_arm(&side_process.with(&self.owned), &mut self.side, &mut self.measurement)?;
         self.measurement.machine_after = Some(MachineState::read(process.device));
+        if process.device.rehearsed().is_some() {
+            self.measurement.stood_in = standin::taken_by(self.index);
+        }
         Ok(())
     }
+}
+
+/// An arm of a paired process: measuring, or dropped out with the error that stopped it.
+enum ArmState<W: Workload> {
+    Live(Box<Arm<W>>),
+    Dropped(Error),
 }
 
 /// Measures the arms of `process`'s job (its cell, then [`CellJob::arms`]) paired with the
 /// reference of `reference_job`; `build` makes a trainer for a cell and its recipe on the
 /// process's device, each after the process's seed is set again, so that every side starts from
-/// the same weights. Returns the arms' measurements in [`CellJob::members`] order, the
-/// reference's own last where the job measures it ([`CellJob::measures_reference`]).
+/// the same weights. Returns what became of each arm in [`CellJob::members`] order, the
+/// reference's own last where the job measures it ([`CellJob::measures_reference`]). An arm that
+/// fails drops out with its own status and the others go on; the process fails only with its
+/// reference.
+///
+/// The sides are built in [`build_order`] (reversed every other round), after the device's
+/// libraries have taken what they keep for the process ([`memory::warm_libraries`], in the
+/// engine's start), so that memory and energy read alike whatever a side's place.
 pub(in crate::bench) fn measure<W: Workload>(
     process: &CellContext,
     reference_job: &CellJob,
     build: impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
-) -> Result<Vec<ProcessMeasurement>, Error> {
+) -> Result<Vec<Outcome>, Error> {
+    memory::empty_cache(process.device)?;
     let base = memory::held(process.device);
-    let mut arms = Vec::new();
-    for job in process.job.arm_jobs() {
-        arms.push(build_arm(process, job, &build, Some(base))?);
-    }
+    let jobs = process.job.arm_jobs();
+    let mut arms: Vec<Option<ArmState<W>>> = jobs.iter().map(|_| None).collect();
+    let mut reference = None;
     // The reference is measured alone, as an arm, only where its measurement is kept.
     let measured = process.job.measures_reference.then_some(base);
-    let mut reference = build_arm(process, reference_job.clone(), &build, measured)?;
+    for index in build_order(jobs.len(), process.job.round) {
+        match jobs.get(index) {
+            Some(job) => {
+                let built = build_arm(process, job.clone(), index, &build, Some(base));
+                arms[index] = Some(built.map_or_else(ArmState::Dropped, |arm| ArmState::Live(Box::new(arm))));
+            }
+            None => reference = Some(build_arm(process, reference_job.clone(), index, &build, measured)?),
+        }
+    }
+    let mut arms: Vec<ArmState<W>> = arms.into_iter().map(|a| a.expect("every arm is built")).collect();
+    let mut reference = reference.expect("the reference is built");
+    announce(None);
     let timed = time_windows(process.profile, process.device, &mut arms, &mut reference)?;
     for (arm, windows) in arms.iter_mut().zip(timed.arms) {
-        arm.measurement.paired = Some(PairedWindows { reference: reference_job.key.id(), windows });
+        if let ArmState::Live(arm) = arm {
+            arm.measurement.paired = Some(PairedWindows { reference: reference_job.key.id(), windows });
+        }
     }
+    let mut members = arms;
     if process.job.measures_reference {
-        arms.push(reference);
+        members.push(ArmState::Live(Box::new(reference)));
     }
-    let cells = arms.len();
-    let mut measurements = Vec::with_capacity(cells);
-    for mut arm in arms {
-        arm.finish(process)?;
-        arm.measurement.process_cells = cells;
-        arm.measurement.timed_s = Some(timed.timed_s / cells as f64);
-        measurements.push(arm.measurement);
+    finish_members(process, members, timed.timed_s)
+}
+
+/// The order in which a paired process of `arms` arms builds its sides: the arms (`0..arms`), then
+/// the reference (`arms`); reversed in odd rounds, so that over two rounds each side's place
+/// averages to the middle and a drift over the building and the sides' lone measurements (the
+/// GPU warming, the allocator filling) favours none of them.
+pub fn build_order(arms: usize, round: usize) -> Vec<usize> {
+    let order = 0..=arms;
+    if round % 2 == 0 {
+        order.collect()
+    } else {
+        order.rev().collect()
     }
-    Ok(measurements)
+}
+
+/// What became of each of `members` after the windows: the live ones finished (an error there
+/// drops that one out), each with its share of the process's `timed_s` and its count of the
+/// process's measured cells.
+fn finish_members<W: Workload>(
+    process: &CellContext,
+    members: Vec<ArmState<W>>,
+    timed_s: f64,
+) -> Result<Vec<Outcome>, Error> {
+    let finished: Vec<ArmState<W>> = members
+        .into_iter()
+        .map(|member| match member {
+            ArmState::Live(mut arm) => match arm.finish(process) {
+                Ok(()) => ArmState::Live(arm),
+                Err(e) => ArmState::Dropped(e),
+            },
+            dropped => dropped,
+        })
+        .collect();
+    let cells = finished.iter().filter(|m| matches!(m, ArmState::Live(_))).count().max(1);
+    Ok(finished
+        .into_iter()
+        .map(|member| match member {
+            ArmState::Live(arm) => {
+                let mut measurement = arm.measurement;
+                measurement.process_cells = cells;
+                measurement.timed_s = Some(timed_s / cells as f64);
+                Ok(measurement)
+            }
+            ArmState::Dropped(error) => Err(dropped_out(&error)),
+        })
+        .collect())
 }
 
 /// The settings, data and recipe a side's cell trains with in `process`: the process's own for
@@ -209,18 +285,32 @@ impl<'a> SideProcess<'a> {
     }
 }
 
-/// Builds the side of `job` in `process` and, with a `base` (what was held before the first arm
-/// was built), measures it alone, its memory peaks its own: less what the process held beyond
-/// `base` when it was built, the sides built before it. Without a `base` the side is only warmed
-/// up (a reference whose measurement is not kept).
+/// Builds the side of `job`, the `index`th of `process`, and, with a `base` (what was held before
+/// the first side was built), measures it alone, its memory peaks its own: less what the process
+/// held beyond `base` when it was built (the sides built before it, the cache emptied first so
+/// that blocks they no longer use do not count). Without a `base` the side is only warmed up (a
+/// reference whose measurement is not kept). The side's switches are set before anything is
+/// asked of its trainer, so that what it records (the attention kernel) is its own.
 fn build_arm<W: Workload>(
     process: &CellContext,
     job: CellJob,
+    index: usize,
     build: &impl Fn(&CellKey, &Recipe) -> Result<Trainer<W>, Error>,
     base: Option<Memory>,
 ) -> Result<Arm<W>, Error> {
+    let _scope = standin::SideScope::enter(index);
+    announce(Some(&job.key.id()));
+    if base.is_some() {
+        faults::inject_into_side(job.key.id().as_str())?;
+    }
     let device = process.device;
-    let others = base.map(|base| memory::held(device).without(base));
+    let others = match base {
+        Some(base) => {
+            memory::empty_cache(device)?;
+            Some(memory::held(device).without(base))
+        }
+        None => None,
+    };
     if others.is_some() {
         // The warm-up peaks from here on are this side's (over what the sides before it hold).
         memory::reset_peaks(device)?;
@@ -228,6 +318,7 @@ fn build_arm<W: Workload>(
     let owned = owned_context(process, &job)?;
     let side_process = SideProcess::of(process, &job);
     let context = side_process.with(&owned);
+    apply_switches(&job.key, device)?;
     tch::manual_seed(job.key.seed as i64);
     let trainer = build(&job.key, &owned.recipe)?;
     let mut measurement = unmeasured(&job, &trainer)?;
@@ -237,13 +328,14 @@ fn build_arm<W: Workload>(
         Some(others) => measure_alone(&context, &mut side, &mut measurement, others)?,
         None => side.warm_up(process.profile, device)?,
     }
-    Ok(Arm { job, owned, side, measurement })
+    Ok(Arm { index, job, owned, side, measurement })
 }
 
 /// The arm's side alone, before the next side is built: its warm-up (whose peaks are kept
 /// apart), then at least a window's steps (and a memory probe's), and as many more as make the
-/// GPU's energy span a second long; its memory peaks, less `others` (what the sides built before
-/// it hold), and energy are recorded, and held to the job's memory budget.
+/// GPU's energy span a second long; its memory peaks (a CUDA graph's capture among them, whose
+/// pool holds the step's activations), less `others` (what the sides built before it hold), and
+/// energy are recorded, and held to the job's memory budget.
 fn measure_alone<W: Workload>(
     process: &CellContext,
     arm: &mut PairSide<W>,
@@ -264,40 +356,60 @@ fn measure_alone<W: Workload>(
         steps += 1;
     }
     record_energy(measurement, device, energy);
-    measurement.memory = memory::peaks(device)?.without(others);
+    let peaks = memory::peaks(device)?;
+    let peaks = arm.trainer.capture_peaks().map_or(peaks, |capture| peaks.max(capture));
+    measurement.memory = peaks.without(others);
     measurement.warmup_memory = measurement.warmup_memory.map(|w| w.without(others));
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     within_budget(&whole, process.job.memory_budget_bytes)
 }
 
 /// What the windows of a paired process timed: each arm's windows with the reference's next to
-/// them, and the seconds in every window.
+/// them (none for an arm that dropped out), and the seconds in every window.
 struct Timed {
     arms: Vec<Vec<PairedWindow>>,
     timed_s: f64,
 }
 
 /// Times the windows with this engine's sides ([`rotate`]). Each side's windows are also its
-/// process measurement's windows, its samples and host reads of metrics counted.
+/// process measurement's windows, its samples and host reads of metrics counted. An arm whose
+/// window fails drops out; the reference's failure fails the process.
 fn time_windows<W: Workload>(
     profile: &Profile,
     device: DeviceSpec,
-    arms: &mut [Arm<W>],
+    arms: &mut [ArmState<W>],
     reference: &mut Arm<W>,
 ) -> Result<Timed, Error> {
     let mut timed_s = 0.0;
     let windows = rotate(profile, arms.len(), |side| {
-        let arm = match side {
-            Some(i) => &mut arms[i],
-            None => &mut *reference,
+        let Some(i) = side else {
+            return Ok(Some(arm_window(reference, profile, device, &mut timed_s)?));
         };
-        let reads = arm.side.trainer.metrics_mut().host_reads();
-        let (samples, seconds) = arm.side.window(profile.steps_per_window, device)?;
-        arm.measurement.host_metric_reads += arm.side.trainer.metrics_mut().host_reads() - reads;
-        timed_s += seconds;
-        Ok(record_window(&mut arm.measurement, samples, seconds))
+        let ArmState::Live(arm) = &mut arms[i] else { return Ok(None) };
+        match arm_window(arm, profile, device, &mut timed_s) {
+            Ok(rate) => Ok(Some(rate)),
+            Err(e) => {
+                arms[i] = ArmState::Dropped(e);
+                Ok(None)
+            }
+        }
     })?;
     Ok(Timed { arms: windows, timed_s })
+}
+
+/// Times one window of `arm`, adding its seconds to `timed_s`; returns its samples per second.
+fn arm_window<W: Workload>(
+    arm: &mut Arm<W>,
+    profile: &Profile,
+    device: DeviceSpec,
+    timed_s: &mut f64,
+) -> Result<f64, Error> {
+    let _scope = standin::SideScope::enter(arm.index);
+    let reads = arm.side.trainer.metrics_mut().host_reads();
+    let (samples, seconds) = arm.side.window(profile.steps_per_window, device)?;
+    arm.measurement.host_metric_reads += arm.side.trainer.metrics_mut().host_reads() - reads;
+    *timed_s += seconds;
+    Ok(record_window(&mut arm.measurement, samples, seconds))
 }
 
 /// Adds a window of `samples` over `seconds` to `measurement`'s windows and samples; returns its
@@ -315,7 +427,8 @@ pub(in crate::bench) fn record_window(
 
 /// Times the windows of a paired process of `arms` arms and their reference with `window`
 /// (which times one window of arm `Some(i)`, or of the reference for `None`, and returns its
-/// samples per second); returns each arm's windows, paired with the reference's next to them.
+/// samples per second, or `None` for an arm that has dropped out); returns each arm's windows,
+/// paired with the reference's next to them.
 ///
 /// One arm alternates with the reference, A B, B A, A B, … Several arms run in blocks, each
 /// block every arm still measuring once, in the order of a row of a Williams design over them
@@ -328,20 +441,26 @@ pub(in crate::bench) fn record_window(
 ///
 /// An arm takes the profile's `windows_per_process` pairs, then more while the interval of its
 /// pairs' median ratio is wider than a process needs ([`super::measure::process_half_width`]),
-/// up to `max_windows_per_process`; an arm that needs no more leaves the blocks. Both engines
-/// pair through it.
+/// up to `max_windows_per_process`; an arm that needs no more, or that has dropped out, leaves
+/// the blocks. Both engines pair through it.
 pub fn rotate(
     profile: &Profile,
     arms: usize,
-    mut window: impl FnMut(Option<usize>) -> Result<f64, Error>,
+    mut window: impl FnMut(Option<usize>) -> Result<Option<f64>, Error>,
 ) -> Result<Vec<Vec<PairedWindow>>, Error> {
     let mut windows: Vec<Vec<PairedWindow>> = vec![Vec::new(); arms];
     let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); arms];
+    let mut dropped = vec![false; arms];
     let mut block = 0;
     // The last window's rate when it was the reference's (a window the next arm may pair with).
     let mut last_reference: Option<f64> = None;
+    let reference = |window: &mut dyn FnMut(Option<usize>) -> Result<Option<f64>, Error>| {
+        window(None)?
+            .ok_or_else(|| Error::Invalid("the reference of a paired process has no window".to_owned()))
+    };
     loop {
-        let active: Vec<usize> = (0..arms).filter(|&i| wants_another_window(profile, &ratios[i])).collect();
+        let active: Vec<usize> =
+            (0..arms).filter(|&i| !dropped[i] && wants_another_window(profile, &ratios[i])).collect();
         if active.is_empty() {
             return Ok(windows);
         }
@@ -349,23 +468,33 @@ pub fn rotate(
         for chunk in order.chunks(2) {
             if active.len() == 1 && block % 2 == 1 {
                 // One arm: A B, B A, … (the reference after the arm in odd blocks).
-                let arm = window(Some(chunk[0]))?;
-                let reference = window(None)?;
-                push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], reference, arm, false);
+                match window(Some(chunk[0]))? {
+                    Some(arm) => {
+                        let after = reference(&mut window)?;
+                        push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], after, arm, false);
+                    }
+                    None => dropped[chunk[0]] = true,
+                }
                 last_reference = None;
                 continue;
             }
             let before = match last_reference.take() {
                 Some(rate) if active.len() > 1 => rate,
-                _ => window(None)?,
+                _ => reference(&mut window)?,
             };
-            let first = window(Some(chunk[0]))?;
-            push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], before, first, true);
+            match window(Some(chunk[0]))? {
+                Some(first) => push_pair(&mut windows[chunk[0]], &mut ratios[chunk[0]], before, first, true),
+                None => dropped[chunk[0]] = true,
+            }
             if let Some(&second_arm) = chunk.get(1) {
-                let second = window(Some(second_arm))?;
-                let after = window(None)?;
-                push_pair(&mut windows[second_arm], &mut ratios[second_arm], after, second, false);
-                last_reference = Some(after);
+                match window(Some(second_arm))? {
+                    Some(second) => {
+                        let after = reference(&mut window)?;
+                        push_pair(&mut windows[second_arm], &mut ratios[second_arm], after, second, false);
+                        last_reference = Some(after);
+                    }
+                    None => dropped[second_arm] = true,
+                }
             }
         }
         block += 1;
@@ -486,7 +615,7 @@ mod tests {
         let mut asked = Vec::new();
         let windows = rotate(&profile, arms, |side| {
             asked.push(side);
-            Ok(side.map_or(100.0, |i| 100.0 * (1.0 + i as f64 / 10.0)))
+            Ok(Some(side.map_or(100.0, |i| 100.0 * (1.0 + i as f64 / 10.0))))
         })
         .unwrap();
         (asked, windows)

@@ -9,7 +9,8 @@ use super::{CellEngine, RunServer};
 use crate::bench::cell::data::{planned_steps, CellData};
 use crate::bench::cell::measure::{measure, CellContext};
 use crate::bench::cell::parallel::parallel_plan;
-use crate::bench::cell::{paired, CellJob};
+use crate::bench::cell::{announce, paired, CellJob, Outcome};
+use crate::bench::faults;
 use crate::bench::user_model::read_description;
 use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
@@ -17,11 +18,14 @@ use crate::error::Error;
 use crate::measure::host_allocator::HostAllocator;
 use crate::measure::memory;
 use crate::results::schema::{CellKey, ProcessMeasurement};
+use crate::standin;
 use crate::train::parallel::ParallelPlan;
 use crate::train::recipe::Recipe;
 use crate::train::{apply_process_tricks, Trainer};
+use crate::vocabulary::StandIn;
 use crate::workloads::build::{gpt_for, resnet_for, scripted_for};
-use crate::workloads::WorkloadId;
+use crate::workloads::gpt::sdp_switches;
+use crate::workloads::{Family, WorkloadId};
 
 /// The libtorch engine.
 pub struct Libtorch;
@@ -39,8 +43,12 @@ impl CellEngine for Libtorch {
     /// A `ddp` cell runs as one rank of `dist` (its CUDA device is the local rank's), its
     /// throughput the sum over the ranks; the `ddp` reference cell (DataParallel) drives every
     /// CUDA device of the machine from this process.
-    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error> {
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<Outcome>, Error> {
         memory::count_cpu_tensors()?;
+        if job.device.rehearsed().is_some() {
+            standin::record(StandIn::Kernels);
+            standin::record(StandIn::DeviceProperties);
+        }
         let profile = job.settings();
         let device = match (dist, job.device) {
             (Some(env), DeviceSpec::Cuda(_)) => DeviceSpec::Cuda(env.local_rank),
@@ -50,6 +58,9 @@ impl CellEngine for Libtorch {
         let rank = dist.map_or(0, |env| env.rank);
         apply_process_tricks(&job.key, device)?;
         memory::cap_device(device, job.memory_budget_bytes)?;
+        // The caching allocator and the libraries' handles and workspaces, made before anything
+        // is measured, rather than by whichever call first needs them.
+        memory::warm_libraries(device)?;
         let data = CellData::load(job, &profile)?;
         let total_steps = planned_steps(&profile, &data, job.key.batch_size);
         let recipe = Recipe::for_cell(&job.key, &profile.tta, total_steps, job.super_convergence);
@@ -57,13 +68,53 @@ impl CellEngine for Libtorch {
         let process = CellContext { job, profile: &profile, recipe: &recipe, data: &data, device, rank };
         measure_workload(&process, parallel)
     }
+
+    /// Each side built as [`check_side`] builds it.
+    fn check_cell(&self, job: &CellJob) -> Result<Vec<Result<(), String>>, Error> {
+        memory::count_cpu_tensors()?;
+        Ok(job.sides().iter().map(|side| check_side(side).map_err(|e| e.to_string())).collect())
+    }
+}
+
+/// The vocabulary the contract check builds a GPT for: tiny Shakespeare's 65 characters.
+const CHECK_VOCABULARY: usize = 65;
+
+/// Whether libtorch's loop accepts the side of `job`: its recipe, its network and its trainer
+/// built as its process builds them on the job's device (the tensors on the CPU where the device
+/// is rehearsed), the attention backend it forces settable; nothing trained.
+fn check_side(job: &CellJob) -> Result<(), Error> {
+    let key = &job.key;
+    let profile = job.settings();
+    let recipe =
+        Recipe::for_cell(key, &profile.tta, profile.tta.planned_steps.unwrap_or(1), job.super_convergence);
+    sdp_switches(key.tricks.forced_attention_backend())?;
+    let device = job.device;
+    match key.workload.family() {
+        Family::CifarResnet => {
+            Trainer::new(resnet_for(key, &recipe, device.tch())?, &key.tricks, device, &recipe).map(drop)
+        }
+        Family::CharGpt => {
+            Trainer::new(gpt_for(key, CHECK_VOCABULARY, device.tch())?, &key.tricks, device, &recipe)
+                .map(drop)
+        }
+        Family::UserModel => {
+            let dir = job.model_dir()?;
+            let model = read_description(dir)?;
+            Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, &recipe)
+                .map(drop)
+        }
+    }
 }
 
 /// Builds the cell's workload in `process` and measures it: paired with its reference side when
 /// the cell has one, else alone, spread over devices as `parallel` says.
-fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec<ProcessMeasurement>, Error> {
+fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec<Outcome>, Error> {
     let CellContext { job, recipe, device, .. } = *process;
     let reference = job.reference_side();
+    if reference.is_none() {
+        announce(Some(&job.key.id()));
+        faults::inject_into_side(job.key.id().as_str())?;
+    }
     match process.data {
         // The user's model: its prepared batches, or CIFAR-10 where it trains to a target.
         _ if job.key.workload == WorkloadId::Model => {
@@ -76,10 +127,13 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec
                 Some(reference) => paired::measure(process, reference, build),
                 None => {
                     let trainer = build(&job.key, recipe)?;
-                    alone(measure(
-                        process,
-                        parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?,
-                    ))
+                    alone(
+                        measure(
+                            process,
+                            parallel.apply(trainer, |d| scripted_for(&job.key, dir, &model, d))?,
+                        ),
+                        device,
+                    )
                 }
             }
         }
@@ -91,7 +145,10 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec
                 Some(reference) => paired::measure(process, reference, build),
                 None => {
                     let trainer = build(&job.key, recipe)?;
-                    alone(measure(process, parallel.apply(trainer, |d| resnet_for(&job.key, recipe, d))?))
+                    alone(
+                        measure(process, parallel.apply(trainer, |d| resnet_for(&job.key, recipe, d))?),
+                        device,
+                    )
                 }
             }
         }
@@ -105,7 +162,7 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec
                 Some(reference) => paired::measure(process, reference, build),
                 None => {
                     let trainer = build(&job.key, recipe)?;
-                    alone(measure(process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?))
+                    alone(measure(process, parallel.apply(trainer, |d| gpt_for(&job.key, vocab, d))?), device)
                 }
             }
         }
@@ -115,7 +172,12 @@ fn measure_workload(process: &CellContext, parallel: ParallelPlan) -> Result<Vec
     }
 }
 
-/// The measurement of a process that measured its one cell alone, as a process's list.
-fn alone(measurement: Result<ProcessMeasurement, Error>) -> Result<Vec<ProcessMeasurement>, Error> {
-    measurement.map(|m| vec![m])
+/// The measurement of a process that measured its one cell alone, as a process's list, with the
+/// calls it stood in for on a rehearsed GPU.
+fn alone(measurement: Result<ProcessMeasurement, Error>, device: DeviceSpec) -> Result<Vec<Outcome>, Error> {
+    let mut measurement = measurement?;
+    if device.rehearsed().is_some() {
+        measurement.stood_in = standin::taken_by(0);
+    }
+    Ok(vec![Ok(measurement)])
 }

@@ -13,12 +13,11 @@ pub mod pytorch;
 
 use std::path::Path;
 
-use crate::bench::cell::CellJob;
+use crate::bench::cell::{CellJob, Outcome};
 use crate::distributed::env::DistEnv;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::measure::host_allocator::HostAllocator;
-use crate::results::schema::ProcessMeasurement;
 
 /// What a run asks of an engine.
 pub trait CellEngine {
@@ -29,8 +28,15 @@ pub trait CellEngine {
         -> Result<Option<Box<dyn RunServer>>, Error>;
 
     /// Runs the cells of `job` in this process (as a rank of `dist`, when a `ddp` cell runs as
-    /// one) and returns what it measured of each, in [`CellJob::members`] order.
-    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error>;
+    /// one) and returns what became of each, in [`CellJob::members`] order: its measurement, or
+    /// the status of a cell that dropped out while the process went on with the others.
+    fn run_cell(&self, job: &CellJob, dist: Option<&DistEnv>) -> Result<Vec<Outcome>, Error>;
+
+    /// Builds every side of `job` (its arms, then its reference, [`CellJob::sides`]) as its
+    /// process would, without measuring anything, and says of each whether the engine accepts it
+    /// (`Err` with the engine's reason where it refuses it): the contract between the plan and
+    /// the engine, which `tests/contract.rs` holds for every case the planner makes.
+    fn check_cell(&self, job: &CellJob) -> Result<Vec<Result<(), String>>, Error>;
 }
 
 /// A process an engine keeps for a whole run, which its cell processes reach on a Unix socket

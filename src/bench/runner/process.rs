@@ -11,13 +11,13 @@ use wait_timeout::ChildExt;
 
 use super::stderr::{StderrSummary, StderrTail};
 use super::{CellExecutor, Execution};
-use crate::bench::cell::CellJob;
+use crate::bench::cell::{CellJob, Outcome};
 use crate::bench::cell_process::NOT_APPLICABLE_STATUS;
 use crate::bench::interrupt::Interrupt;
 use crate::error::signal_name;
 use crate::error::Error;
 use crate::measure::host_allocator::HostAllocator;
-use crate::results::schema::{CellStatus, ProcessMeasurement};
+use crate::results::schema::CellStatus;
 
 /// Where a child's stderr lines (progress of time-to-accuracy cells) are forwarded.
 pub type LineSink = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
@@ -116,10 +116,10 @@ impl ProcessExecutor {
         let stderr = reader.join().unwrap_or_default();
         let result = match ended {
             Waited::Interrupted(signal) => Execution::Interrupted(signal),
-            Waited::TimedOut => Execution::Failed(CellStatus::Timeout {
-                limit_s: timeout.as_secs_f64(),
-                stderr_tail: stderr.tail,
-            }),
+            Waited::TimedOut => {
+                let status = CellStatus::Timeout { limit_s: timeout.as_secs_f64(), stderr_tail: stderr.tail };
+                failed_in(stderr.working_on, status)
+            }
             Waited::Exited => outcome(status, started.elapsed(), &output, stderr),
         };
         let _ = std::fs::remove_file(&output);
@@ -232,7 +232,7 @@ enum Waited {
 /// when it succeeded, else not applicable (with the reason its stderr gave) when it exited with
 /// [`NOT_APPLICABLE_STATUS`], else out of memory when its stderr said so, else how it ended.
 fn outcome(status: ExitStatus, elapsed: Duration, output: &Path, stderr: StderrSummary) -> Execution {
-    let StderrSummary { tail, out_of_memory, not_applicable } = stderr;
+    let StderrSummary { tail, out_of_memory, not_applicable, working_on } = stderr;
     if status.success() {
         return match read_measurement(output) {
             Ok(measurements) => Execution::Measured(measurements),
@@ -243,16 +243,28 @@ fn outcome(status: ExitStatus, elapsed: Duration, output: &Path, stderr: StderrS
         let reason = not_applicable.unwrap_or_else(|| {
             format!("the cell process exited with status {NOT_APPLICABLE_STATUS} (not applicable) without a reason")
         });
-        return Execution::Failed(CellStatus::NotApplicable { reason });
+        return failed_in(working_on, CellStatus::NotApplicable { reason, when_run: true });
     }
-    Execution::Failed(match out_of_memory {
-        Some(line) => CellStatus::OutOfMemory { error: line, stderr_tail: tail },
-        None => CellStatus::Failed { error: describe_exit(status, elapsed), stderr_tail: tail },
-    })
+    failed_in(
+        working_on,
+        match out_of_memory {
+            Some(line) => CellStatus::OutOfMemory { error: line, stderr_tail: tail },
+            None => CellStatus::Failed { error: describe_exit(status, elapsed), stderr_tail: tail },
+        },
+    )
 }
 
-/// The measurements a cell process wrote to `output`, one per cell of its job.
-fn read_measurement(output: &Path) -> Result<Vec<ProcessMeasurement>, Error> {
+/// A process that failed with `status`, while working on the side of cell `working_on` where its
+/// last announcement named one.
+fn failed_in(working_on: Option<String>, status: CellStatus) -> Execution {
+    match working_on {
+        Some(cell) => Execution::FailedIn { cell, status },
+        None => Execution::Failed(status),
+    }
+}
+
+/// What a cell process wrote to `output`: what became of each cell of its job.
+fn read_measurement(output: &Path) -> Result<Vec<Outcome>, Error> {
     let bytes = std::fs::read(output).map_err(|e| Error::io(output, e))?;
     serde_json::from_slice(&bytes).map_err(|e| Error::Json { path: output.to_path_buf(), source: e })
 }
@@ -332,9 +344,10 @@ mod tests {
                 other => panic!("expected a status, got {other:?}"),
             };
         let reason = Some("sdpa-flash: no kernel");
-        let expected = CellStatus::NotApplicable { reason: "sdpa-flash: no kernel".to_owned() };
+        let expected =
+            CellStatus::NotApplicable { reason: "sdpa-flash: no kernel".to_owned(), when_run: true };
         assert_eq!(status(i32::from(NOT_APPLICABLE_STATUS), reason), expected);
-        let CellStatus::NotApplicable { reason } = status(i32::from(NOT_APPLICABLE_STATUS), None) else {
+        let CellStatus::NotApplicable { reason, .. } = status(i32::from(NOT_APPLICABLE_STATUS), None) else {
             panic!("status 4 without a reason line is still not applicable")
         };
         assert!(reason.contains("without a reason"), "{reason}");

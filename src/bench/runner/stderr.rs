@@ -5,6 +5,7 @@
 use std::io::Read;
 
 use super::process::LineSink;
+use crate::bench::cell::SIDE_MARKER;
 
 /// Bytes of a failed child's stderr kept in the results (less the frames of C++ backtraces).
 pub const STDERR_TAIL_BYTES: usize = 4000;
@@ -40,6 +41,8 @@ pub struct StderrTail {
     out_of_memory: Option<String>,
     /// The reason on the last `error:` line that said the cell is not applicable.
     not_applicable: Option<String>,
+    /// The cell whose side the process last said it began work on ([`SIDE_MARKER`]).
+    working_on: Option<String>,
 }
 
 /// What a child's stderr said, once it is closed.
@@ -53,12 +56,23 @@ pub struct StderrSummary {
     /// The reason on the last `error: … not applicable: REASON` line, trimmed: why the cell
     /// cannot run here, when the process found that out.
     pub not_applicable: Option<String>,
+    /// The cell whose side the process last said it began work on alone ([`SIDE_MARKER`];
+    /// `None` where it said none, or began the windows that alternate between its sides after
+    /// it): where a process that died was, when it died.
+    pub working_on: Option<String>,
 }
 
 impl StderrTail {
     /// An empty tail that forwards each line to `sink`, if given.
     pub fn new(sink: Option<LineSink>) -> Self {
-        Self { sink, line: Vec::new(), kept: Vec::new(), out_of_memory: None, not_applicable: None }
+        Self {
+            sink,
+            line: Vec::new(),
+            kept: Vec::new(),
+            out_of_memory: None,
+            not_applicable: None,
+            working_on: None,
+        }
     }
 
     /// Takes the next bytes the child wrote.
@@ -91,13 +105,24 @@ impl StderrTail {
         }
         let start = self.kept.len().saturating_sub(STDERR_TAIL_BYTES);
         let tail = String::from_utf8_lossy(&self.kept[start..]).trim().to_owned();
-        StderrSummary { tail, out_of_memory: self.out_of_memory, not_applicable: self.not_applicable }
+        StderrSummary {
+            tail,
+            out_of_memory: self.out_of_memory,
+            not_applicable: self.not_applicable,
+            working_on: self.working_on,
+        }
     }
 
-    /// Handles the line read so far: forwards it, notes an allocation failure or a reason the cell
-    /// is not applicable, keeps it unless it is a backtrace frame.
+    /// Handles the line read so far: notes the side an announcement names (neither forwarded nor
+    /// kept); else forwards it, notes an allocation failure or a reason the cell is not
+    /// applicable, keeps it unless it is a backtrace frame.
     fn end_line(&mut self) {
         let text = String::from_utf8_lossy(&self.line);
+        if let Some(id) = text.strip_prefix(SIDE_MARKER) {
+            self.working_on = Some(id.trim()).filter(|id| !id.is_empty()).map(str::to_owned);
+            self.line.clear();
+            return;
+        }
         if let Some(sink) = &self.sink {
             sink(&text);
         }
@@ -118,8 +143,9 @@ impl StderrTail {
     }
 }
 
-/// Whether a line a process wrote to stderr says that an allocation failed.
-fn says_out_of_memory(line: &str) -> bool {
+/// Whether a line a process wrote to stderr (or an error's message) says that an allocation
+/// failed.
+pub(in crate::bench) fn says_out_of_memory(line: &str) -> bool {
     let line = line.to_lowercase();
     OUT_OF_MEMORY_MESSAGES.iter().any(|message| line.contains(message))
 }
@@ -149,6 +175,17 @@ mod tests {
         let summary = tail.finish();
         let lines = lines.lock().unwrap().clone();
         (summary, lines)
+    }
+
+    #[test]
+    fn the_last_side_announced_is_where_the_process_was_and_the_announcements_are_not_kept() {
+        let announce = |id: &str| format!("{SIDE_MARKER}{id}\n").into_bytes();
+        let (summary, lines) = read(&[&announce("a/b"), b"step\n", &announce("c/d")]);
+        assert_eq!(summary.working_on.as_deref(), Some("c/d"));
+        assert_eq!(lines, ["step"]);
+        assert_eq!(summary.tail, "step");
+        let (windows, _) = read(&[&announce("a/b"), &announce("")]);
+        assert_eq!(windows.working_on, None, "the windows belong to every side");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::tta::{self, TtaCase};
 use crate::bench::cell::data::{planned_steps, CellData, InputOptions};
 use crate::bench::cell::CellJob;
 use crate::bench::user_model;
-use crate::device::DeviceSpec;
+use crate::device::{DeviceSpec, RehearsedGpu};
 use crate::error::Error;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::results::store;
@@ -43,6 +43,8 @@ const TRICKS_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_tric
 const TTA_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_tta.py");
 /// The user's own network: its preparation (`prepare`) and how the engine script builds it.
 const USER_MODEL_SCRIPT: &str = include_str!("../../../../scripts/engine/user_model.py");
+/// The engine's device: every call that needs a CUDA device, and its stand-in on a rehearsed GPU.
+const DEVICE_SCRIPT: &str = include_str!("../../../../scripts/engine/engine_device.py");
 
 /// What the engine script reads from `engine-case.json` (its module documentation describes
 /// each field).
@@ -50,8 +52,15 @@ const USER_MODEL_SCRIPT: &str = include_str!("../../../../scripts/engine/user_mo
 struct EngineCase {
     /// [`ENGINE_CASE_FORMAT`].
     format: u32,
-    /// The resolved device both sides train on.
+    /// The resolved device both sides train on (the CPU, for a rehearsed GPU).
     device: DeviceSpec,
+    /// The GPU the CPU stands in for, on a rehearsal (`None`: a real device).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    as_if_cuda: Option<AsIfCuda>,
+    /// The memory budget the CUDA caching allocator is capped at (`run --memory-budget-mib`;
+    /// `None`: the device's own memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_budget_bytes: Option<u64>,
     /// The seed each side's generator gets once the side is built (dropout masks).
     seed: u64,
     /// Intra-op threads for PyTorch (`None`: PyTorch's own choice).
@@ -78,6 +87,25 @@ struct EngineCase {
     /// How the case's one side trains to a target, for a time-to-accuracy cell (`None` for a
     /// throughput or memory cell).
     time_to_accuracy: Option<TtaCase>,
+}
+
+/// The GPU a rehearsal stands the CPU in for, as the engine script reads it.
+#[derive(Debug, Serialize)]
+struct AsIfCuda {
+    /// Its class, for messages (`sm90`).
+    gpu: &'static str,
+    /// Its compute capability, major then minor.
+    capability: [u32; 2],
+    /// Its memory, bytes.
+    memory_bytes: u64,
+}
+
+impl AsIfCuda {
+    /// The description of `gpu`.
+    fn of(gpu: RehearsedGpu) -> Self {
+        let (major, minor) = gpu.capability();
+        AsIfCuda { gpu: gpu.id(), capability: [major, minor], memory_bytes: gpu.memory_bytes() }
+    }
 }
 
 /// The name of the reference's side in a case.
@@ -162,7 +190,9 @@ pub(super) fn write(job: &CellJob, reference: Option<&CellJob>, dir: &Path) -> R
     let baseline = CellKey { tricks: TrickSet::baseline(), reference_for: None, ..job.key.clone() };
     let case = EngineCase {
         format: ENGINE_CASE_FORMAT,
-        device: job.device,
+        device: if job.device.rehearsed().is_some() { DeviceSpec::Cpu } else { job.device },
+        as_if_cuda: job.device.rehearsed().map(AsIfCuda::of),
+        memory_budget_bytes: job.memory_budget_bytes,
         seed: job.key.seed,
         // The threads libtorch uses in this process, so that both engines compute on as many.
         threads: usize::try_from(tch::get_num_threads()).ok(),
@@ -279,5 +309,6 @@ pub fn write_scripts(dir: &Path) -> Result<PathBuf, Error> {
     write("engine/engine_tricks.py", TRICKS_SCRIPT)?;
     write("engine/engine_tta.py", TTA_SCRIPT)?;
     write("engine/user_model.py", USER_MODEL_SCRIPT)?;
+    write("engine/engine_device.py", DEVICE_SCRIPT)?;
     write("engine/pytorch_engine.py", ENGINE_SCRIPT)
 }

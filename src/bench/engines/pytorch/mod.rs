@@ -15,6 +15,7 @@ mod data;
 mod server;
 mod tta;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -27,9 +28,10 @@ use super::{CellEngine, RunServer};
 use crate::bench::cell::measure::{
     end_energy, timed_flops_per_sample, wants_another_window, within_budget, PROBE_STEPS,
 };
-use crate::bench::cell::paired::{record_window, rotate};
+use crate::bench::cell::paired::{build_order, record_window, rotate};
 use crate::bench::cell::phases::MIN_STEPS as BREAKDOWN_STEPS;
-use crate::bench::cell::{CellJob, TRACED_STEPS};
+use crate::bench::cell::{announce, dropped_out, CellJob, Outcome, TRACED_STEPS};
+use crate::bench::faults;
 use crate::bench::profile::Profile;
 use crate::bench::trace::TraceTarget;
 use crate::bench::user_model::read_description;
@@ -37,17 +39,20 @@ use crate::device::DeviceSpec;
 use crate::distributed::env::DistEnv;
 use crate::error::Error;
 use crate::ffi::Tf32;
+use crate::measure::energy::EnergyError;
 use crate::measure::flops::{Precision, StepArithmetic};
 use crate::measure::host_allocator::HostAllocator;
-use crate::measure::power::EnergyMeter;
+use crate::measure::power::{EnergyMeter, EnergySpan};
 use crate::measure::trace::read_operator_table;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::schema::{
-    CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, TraceRecord,
+    CellId, CellKey, CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, TraceRecord,
 };
+use crate::standin;
 use crate::train::recipe::Recipe;
-use crate::tricks::{Trick, TrickSet};
+use crate::tricks::Trick;
+use crate::vocabulary::StandIn;
 use crate::workloads::{user, WorkloadId};
 use server::PytorchServer;
 
@@ -68,8 +73,43 @@ impl CellEngine for Pytorch {
 
     /// The cells run in this one process: `ddp` does not apply on this engine, so `dist` is not
     /// used.
-    fn run_cell(&self, job: &CellJob, _dist: Option<&DistEnv>) -> Result<Vec<ProcessMeasurement>, Error> {
+    fn run_cell(&self, job: &CellJob, _dist: Option<&DistEnv>) -> Result<Vec<Outcome>, Error> {
         run(job, job.reference_side().as_ref())
+    }
+
+    /// The case written as the cell's process writes it, read by the engine (a case it refuses
+    /// refuses every side, with its message), and each side built there.
+    fn check_cell(&self, job: &CellJob) -> Result<Vec<Result<(), String>>, Error> {
+        let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-check-{}", std::process::id())));
+        let reference = job.reference_side();
+        case::write(job, reference.as_ref(), &scratch.0)?;
+        let names: Vec<String> = (0..job.arm_jobs().len())
+            .map(case::arm_name)
+            .chain(reference.map(|_| case::REFERENCE_SIDE.to_owned()))
+            .collect();
+        let mut engine = match start_engine(job, &scratch.0) {
+            Ok(engine) => engine,
+            Err(refused) => return Ok(names.iter().map(|_| Err(refused.to_string())).collect()),
+        };
+        let accepted = names
+            .iter()
+            .map(|name| engine.request(json!({"op": "build", "side": name})).map(drop))
+            .collect::<Vec<_>>();
+        engine.quit()?;
+        Ok(accepted.into_iter().map(|a| a.map_err(|e| e.to_string())).collect())
+    }
+}
+
+/// The engine of the case in `dir` for `job`'s process: a child of the run's fork server, or a
+/// Python of its own.
+fn start_engine(job: &CellJob, dir: &Path) -> Result<EngineProcess, Error> {
+    match &job.pytorch_server {
+        Some(socket) => EngineProcess::connect(socket, dir),
+        None => {
+            let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
+            let script = case::write_scripts(dir)?;
+            EngineProcess::start(&python, &script, dir)
+        }
     }
 }
 
@@ -86,6 +126,9 @@ struct EngineProcess {
     log: Option<PathBuf>,
     /// The engine, as messages name it.
     program: String,
+    /// Whether the engine stopped or misbehaved (no request can be made of it any more), as
+    /// opposed to refusing one request.
+    stopped: bool,
 }
 
 /// A timed window, as the engine replies.
@@ -145,8 +188,15 @@ impl EngineProcess {
             })?;
         let requests = Box::new(child.stdin.take().expect("stdin is piped"));
         let replies: Box<dyn Read> = Box::new(child.stdout.take().expect("stdout is piped"));
-        EngineProcess { child: Some(child), requests, replies: BufReader::new(replies), log: None, program }
-            .ready()
+        EngineProcess {
+            child: Some(child),
+            requests,
+            replies: BufReader::new(replies),
+            log: None,
+            program,
+            stopped: false,
+        }
+        .ready()
     }
 
     /// Asks the fork server listening on `socket` for an engine on the case in `dir`, whose
@@ -165,6 +215,7 @@ impl EngineProcess {
             replies: BufReader::new(replies),
             log: None,
             program,
+            stopped: false,
         };
         let hello = json!({
             "case": dir,
@@ -254,6 +305,7 @@ impl EngineProcess {
 
     /// The error of an engine that stopped or misbehaved, with its exit status when it exited.
     fn failed(&mut self, what: &str) -> Error {
+        self.stopped = true;
         let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
         let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
         Error::Process(format!(
@@ -277,9 +329,26 @@ impl EngineProcess {
         }
     }
 
-    /// Runs `steps` untimed steps of `side`.
-    fn warm_up(&mut self, side: &str, steps: usize) -> Result<(), Error> {
-        self.request(json!({"op": "warm_up", "side": side, "steps": steps})).map(drop)
+    /// Runs `steps` untimed steps of `side`; returns the seconds of those that compiled a graph
+    /// (`torch-compile`; `None` for a side not compiled).
+    fn warm_up(&mut self, side: &str, steps: usize) -> Result<Option<f64>, Error> {
+        let reply = self.request(json!({"op": "warm_up", "side": side, "steps": steps}))?;
+        Ok(reply.get("compile_s").and_then(Value::as_f64))
+    }
+
+    /// The calls that need a CUDA device that `side` and the engine's process stood in for on a
+    /// rehearsed GPU.
+    fn stood_in(&mut self, side: &str) -> Result<Vec<StandIn>, Error> {
+        let reply = self.request(json!({"op": "stood_in", "side": side}))?;
+        let names = reply.get("stood_in").and_then(Value::as_array).cloned().unwrap_or_default();
+        names
+            .iter()
+            .map(|name| {
+                name.as_str().and_then(StandIn::from_id).ok_or_else(|| {
+                    Error::Process(format!("the PyTorch engine ({}) named no stand-in: {name}", self.program))
+                })
+            })
+            .collect()
     }
 
     /// Times a window of `steps` steps of `side`.
@@ -347,70 +416,173 @@ impl Drop for Scratch {
 }
 
 /// Runs the cells of `job` on the PyTorch engine (its arms paired with `reference`, the job of
-/// their reference side, when they have one) and returns what it measured of each, in
-/// [`CellJob::members`] order.
-fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<ProcessMeasurement>, Error> {
+/// their reference side, when they have one) and returns what became of each, in
+/// [`CellJob::members`] order. An arm the engine refuses or fails drops out with its own status
+/// and the others go on; the process fails with its reference, or when the engine stops.
+fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<Outcome>, Error> {
     let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
     let written = case::write(job, reference, &scratch.0)?;
-    let flops = &written.forward_flops_per_sample;
     let profile = job.settings();
-    let mut engine = match &job.pytorch_server {
-        Some(socket) => EngineProcess::connect(socket, &scratch.0)?,
-        None => {
-            let python = job.python.clone().unwrap_or_else(crate::engine::default_python);
-            let script = case::write_scripts(&scratch.0)?;
-            EngineProcess::start(&python, &script, &scratch.0)?
-        }
-    };
+    if job.device.rehearsed().is_some() {
+        standin::record(StandIn::Kernels);
+        standin::record(StandIn::DeviceProperties);
+    }
+    let mut engine = start_engine(job, &scratch.0)?;
     if job.key.kind == CellKind::TimeToAccuracy {
-        let side = Built { job, name: case::arm_name(0), forward_flops_per_sample: flops[0] };
+        let flops = written.forward_flops_per_sample[0];
+        let side = Built { job, index: 0, name: case::arm_name(0), forward_flops_per_sample: flops };
         let measurement = trained_to_target(&mut engine, side, &written.recipe)?;
         engine.quit()?;
-        return Ok(vec![measurement]);
+        return Ok(vec![Ok(measurement)]);
     }
-    let base = engine.held()?;
-    let mut arms = Vec::new();
-    for (i, arm_job) in job.arm_jobs().iter().enumerate() {
-        let side = Built { job: arm_job, name: case::arm_name(i), forward_flops_per_sample: flops[i] };
-        arms.push(measure_side(&mut engine, &profile, side, (i > 0).then_some(base))?);
-    }
-    let mut measured_reference = None;
-    match reference {
-        _ if job.key.kind == CellKind::MemoryProbe => {}
-        Some(reference) => {
-            let name = case::REFERENCE_SIDE.to_owned();
-            let side = Built { job: reference, name, forward_flops_per_sample: flops[arms.len()] };
-            // The reference is measured alone, as an arm, only where its measurement is kept.
-            let mut reference_side = if job.measures_reference {
-                measure_side(&mut engine, &profile, side, Some(base))?
-            } else {
-                warmed_side(&mut engine, &profile, side)?
-            };
-            let timed = time_arms(&mut engine, &profile, &mut arms, &mut reference_side)?;
-            for (arm, windows) in arms.iter_mut().zip(timed.arms) {
-                arm.measurement.paired = Some(PairedWindows { reference: reference.key.id(), windows });
-            }
-            let cells = arms.len() + usize::from(job.measures_reference);
-            measured_reference = job.measures_reference.then_some(reference_side);
-            for side in arms.iter_mut().chain(measured_reference.iter_mut()) {
-                side.measurement.process_cells = cells;
-                side.measurement.timed_s = Some(timed.seconds / cells as f64);
-            }
-        }
-        None => time_alone(&mut engine, &profile, &mut arms[0].measurement)?,
-    }
-    for side in arms.iter_mut().chain(measured_reference.iter_mut()) {
-        finish_arm(&mut engine, &profile, side)?;
-        side.measurement.machine_after = Some(MachineState::read(job.device));
-    }
+    let reference = reference.filter(|_| job.key.kind != CellKind::MemoryProbe);
+    let (arms, reference_side) = build_sides(&mut engine, &profile, job, reference, &written)?;
+    let members = match reference_side {
+        Some(reference_side) => paired(&mut engine, &profile, job, arms, reference_side)?,
+        None => alone(&mut engine, &profile, arms)?,
+    };
+    let outcomes = finish_members(&mut engine, &profile, job.device, members)?;
     engine.quit()?;
-    Ok(arms.into_iter().chain(measured_reference).map(|side| side.measurement).collect())
+    Ok(outcomes)
 }
 
-/// A side the engine builds: the job of its cell, its name in the case and its network's forward
-/// FLOPs per sample.
+/// A side of the process: measuring, or dropped out with the error that stopped it.
+enum SideState {
+    Live(Box<MeasuredSide>),
+    Dropped(Error),
+}
+
+impl SideState {
+    /// `side` measured, or dropped out with its error where the engine refused or failed it and
+    /// still serves; the engine's own stop fails the process.
+    fn of(engine: &EngineProcess, side: Result<MeasuredSide, Error>) -> Result<Self, Error> {
+        match side {
+            Ok(side) => Ok(SideState::Live(Box::new(side))),
+            Err(e) if engine.stopped => Err(e),
+            Err(e) => Ok(SideState::Dropped(e)),
+        }
+    }
+}
+
+/// Builds and measures alone, in [`build_order`], each arm of `job` (in job order) and the
+/// `reference` side where there is one (measured alone too where the job measures it, else only
+/// warmed up); each side's peaks less what the sides built before it hold.
+fn build_sides(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    job: &CellJob,
+    reference: Option<&CellJob>,
+    written: &case::Written,
+) -> Result<(Vec<SideState>, Option<MeasuredSide>), Error> {
+    let flops = &written.forward_flops_per_sample;
+    let arm_jobs = job.arm_jobs();
+    let base = engine.held()?;
+    let mut arms: Vec<Option<SideState>> = arm_jobs.iter().map(|_| None).collect();
+    let mut reference_side = None;
+    let mut earlier = None;
+    for index in build_order(arm_jobs.len(), job.round) {
+        let built = match arm_jobs.get(index) {
+            Some(arm) => {
+                Built { job: arm, index, name: case::arm_name(index), forward_flops_per_sample: flops[index] }
+            }
+            None => match reference {
+                Some(reference) => {
+                    let name = case::REFERENCE_SIDE.to_owned();
+                    Built { job: reference, index, name, forward_flops_per_sample: flops[index] }
+                }
+                None => continue,
+            },
+        };
+        if index == arm_jobs.len() && !job.measures_reference {
+            reference_side = Some(warmed_side(engine, profile, built)?);
+        } else if index == arm_jobs.len() {
+            reference_side = Some(measure_side(engine, profile, built, earlier)?);
+        } else {
+            let side = measure_side(engine, profile, built, earlier);
+            arms[index] = Some(SideState::of(engine, side)?);
+        }
+        earlier = Some(base);
+    }
+    Ok((arms.into_iter().map(|a| a.expect("every arm is built")).collect(), reference_side))
+}
+
+/// The arms' windows paired with `reference`'s ([`time_arms`]); returns the process's members
+/// with their windows: the arms, then the reference where the job measures it.
+fn paired(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    job: &CellJob,
+    mut arms: Vec<SideState>,
+    mut reference: MeasuredSide,
+) -> Result<Vec<SideState>, Error> {
+    let timed = time_arms(engine, profile, &mut arms, &mut reference)?;
+    let reference_id = reference.id.clone();
+    for (arm, windows) in arms.iter_mut().zip(timed.arms) {
+        if let SideState::Live(arm) = arm {
+            arm.measurement.paired = Some(PairedWindows { reference: reference_id.clone(), windows });
+        }
+    }
+    if job.measures_reference {
+        arms.push(SideState::Live(Box::new(reference)));
+    }
+    let cells = arms.iter().filter(|a| matches!(a, SideState::Live(_))).count().max(1);
+    for arm in &mut arms {
+        if let SideState::Live(side) = arm {
+            side.measurement.process_cells = cells;
+            side.measurement.timed_s = Some(timed.seconds / cells as f64);
+        }
+    }
+    Ok(arms)
+}
+
+/// The windows of a process's one side, timed alone; a failure fails the process.
+fn alone(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    mut arms: Vec<SideState>,
+) -> Result<Vec<SideState>, Error> {
+    match arms.first_mut() {
+        Some(SideState::Live(side)) => time_alone(engine, profile, &mut side.measurement)?,
+        Some(SideState::Dropped(_)) => {
+            if let Some(SideState::Dropped(e)) = arms.pop() {
+                return Err(e);
+            }
+        }
+        None => {}
+    }
+    Ok(arms)
+}
+
+/// What became of each of `members` once the live ones are finished ([`finish_arm`], where an
+/// error drops one out), with the machine after them and the calls each stood in for.
+fn finish_members(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    device: DeviceSpec,
+    members: Vec<SideState>,
+) -> Result<Vec<Outcome>, Error> {
+    let mut outcomes = Vec::with_capacity(members.len());
+    for member in members {
+        let side = match member {
+            SideState::Live(mut side) => {
+                let finished = finish_arm(engine, profile, &mut side, device);
+                SideState::of(engine, finished.map(|()| *side))?
+            }
+            dropped => dropped,
+        };
+        outcomes.push(match side {
+            SideState::Live(side) => Ok(side.measurement),
+            SideState::Dropped(e) => Err(dropped_out(&e)),
+        });
+    }
+    Ok(outcomes)
+}
+
+/// A side the engine builds: the job of its cell, its place in the process (the arms in job
+/// order, then the reference), its name in the case and its network's forward FLOPs per sample.
 struct Built<'a> {
     job: &'a CellJob,
+    index: usize,
     name: String,
     forward_flops_per_sample: f64,
 }
@@ -427,6 +599,8 @@ impl Built<'_> {
 
 /// A side the engine has built and measured alone, and what is measured of it.
 struct MeasuredSide {
+    id: CellId,
+    index: usize,
     name: String,
     kind: CellKind,
     /// Where its profiler trace goes, when its job asks for one (`run --trace`).
@@ -444,6 +618,9 @@ fn measure_side(
     base: Option<Memory>,
 ) -> Result<MeasuredSide, Error> {
     let job = side.job;
+    let _scope = standin::SideScope::enter(side.index);
+    announce(Some(&job.key.id()));
+    faults::inject_into_side(job.key.id().as_str())?;
     let others = match base {
         Some(base) => Some(engine.held()?.without(base)),
         None => None,
@@ -451,7 +628,14 @@ fn measure_side(
     let mut measurement = side.unmeasured()?;
     measurement.machine_before = Some(MachineState::read(job.device));
     measure_alone(engine, profile, job, &side.name, &mut measurement, others)?;
-    Ok(MeasuredSide { name: side.name, kind: job.key.kind, trace: job.trace.clone(), measurement })
+    Ok(MeasuredSide {
+        id: job.key.id(),
+        index: side.index,
+        name: side.name,
+        kind: job.key.kind,
+        trace: job.trace.clone(),
+        measurement,
+    })
 }
 
 /// Builds `side` in `engine` and trains it from scratch to its target with `recipe`
@@ -465,6 +649,8 @@ fn trained_to_target(
 ) -> Result<ProcessMeasurement, Error> {
     let job = side.job;
     let profile = job.settings();
+    announce(Some(&job.key.id()));
+    faults::inject_into_side(job.key.id().as_str())?;
     let mut measurement = side.unmeasured()?;
     measurement.machine_before = Some(MachineState::read(job.device));
     engine.request(json!({"op": "build", "side": side.name}))?;
@@ -476,16 +662,22 @@ fn trained_to_target(
         measurement.memory = engine.memory()?;
     }
     measurement.machine_after = Some(MachineState::read(job.device));
+    if job.device.rehearsed().is_some() {
+        measurement.stood_in = stood_in(engine, &side.name, side.index)?;
+    }
     Ok(measurement)
 }
 
 /// Builds `side` in `engine` and warms it up, measuring nothing of it alone (a reference whose
 /// measurement is not kept).
 fn warmed_side(engine: &mut EngineProcess, profile: &Profile, side: Built) -> Result<MeasuredSide, Error> {
+    let _scope = standin::SideScope::enter(side.index);
+    announce(Some(&side.job.key.id()));
     engine.request(json!({"op": "build", "side": side.name}))?;
     engine.warm_up(&side.name, profile.warmup_steps)?;
     let measurement = side.unmeasured()?;
-    Ok(MeasuredSide { name: side.name, kind: side.job.key.kind, trace: None, measurement })
+    let (id, kind) = (side.job.key.id(), side.job.key.kind);
+    Ok(MeasuredSide { id, index: side.index, name: side.name, kind, trace: None, measurement })
 }
 
 /// What the windows of the arms timed: each arm's windows with the reference's next to them, and
@@ -495,28 +687,48 @@ struct TimedArms {
     seconds: f64,
 }
 
-/// Times the arms' windows and the reference's ([`rotate`]).
+/// Times the arms' windows and the reference's ([`rotate`]); an arm whose window the engine
+/// refuses or fails drops out.
 fn time_arms(
     engine: &mut EngineProcess,
     profile: &Profile,
-    arms: &mut [MeasuredSide],
+    arms: &mut [SideState],
     reference: &mut MeasuredSide,
 ) -> Result<TimedArms, Error> {
     let mut seconds = 0.0;
+    announce(None);
     let windows = rotate(profile, arms.len(), |which| {
-        let side = match which {
-            Some(i) => &mut arms[i],
-            None => &mut *reference,
+        let Some(i) = which else {
+            let window = engine.window(&reference.name, profile.steps_per_window)?;
+            seconds += window.seconds;
+            return Ok(Some(timed(window, &mut reference.measurement)));
         };
-        let window = engine.window(&side.name, profile.steps_per_window)?;
-        seconds += window.seconds;
-        Ok(timed(window, &mut side.measurement))
+        let SideState::Live(side) = &mut arms[i] else { return Ok(None) };
+        match engine.window(&side.name, profile.steps_per_window) {
+            Ok(window) => {
+                seconds += window.seconds;
+                Ok(Some(timed(window, &mut side.measurement)))
+            }
+            Err(e) if engine.stopped => Err(e),
+            Err(e) => {
+                arms[i] = SideState::Dropped(e);
+                Ok(None)
+            }
+        }
     })?;
     Ok(TimedArms { arms: windows, seconds })
 }
 
-/// A measured side after the windows: where its training steps' time goes and its last loss.
-fn finish_arm(engine: &mut EngineProcess, profile: &Profile, arm: &mut MeasuredSide) -> Result<(), Error> {
+/// A measured side after the windows: where its training steps' time goes, its last loss, its
+/// trace when asked for, the machine after it, and on a rehearsed GPU the calls it stood in for.
+fn finish_arm(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    arm: &mut MeasuredSide,
+    device: DeviceSpec,
+) -> Result<(), Error> {
+    let _scope = standin::SideScope::enter(arm.index);
+    announce(Some(&arm.id));
     if arm.kind == (CellKind::Throughput { phase: Phase::Train }) {
         let steps = profile.steps_per_window.max(BREAKDOWN_STEPS);
         match engine.breakdown(&arm.name, steps) {
@@ -529,7 +741,19 @@ fn finish_arm(engine: &mut EngineProcess, profile: &Profile, arm: &mut MeasuredS
     if let Some(target) = &arm.trace {
         arm.measurement.trace = Some(traced(engine, &arm.name, target)?);
     }
+    arm.measurement.machine_after = Some(MachineState::read(device));
+    if device.rehearsed().is_some() {
+        arm.measurement.stood_in = stood_in(engine, &arm.name, arm.index)?;
+    }
     Ok(())
+}
+
+/// The calls side `name` (the `index`th of the process) stood in for: the engine's, and this
+/// process's own for it (NVML, the kernels).
+fn stood_in(engine: &mut EngineProcess, name: &str, index: usize) -> Result<Vec<StandIn>, Error> {
+    let mut all: BTreeSet<StandIn> = engine.stood_in(name)?.into_iter().collect();
+    all.extend(standin::taken_by(index));
+    Ok(all.into_iter().collect())
 }
 
 /// Records side `name`'s profiler trace where `target` says: one step untraced, then
@@ -542,34 +766,37 @@ fn traced(engine: &mut EngineProcess, name: &str, target: &TraceTarget) -> Resul
 
 /// The arithmetic most of the engine's FLOPs run in for the cell of `job`, by the rule libtorch's
 /// cells follow ([`StepArithmetic::precision`]): the engine sets PyTorch's defaults, TF32 in
-/// cuDNN's convolutions and, under `tf32` only, in matmuls; its linears multiply in fp8 under
-/// `fp8-matmul`. The user's model is mostly convolutions as its description says.
+/// cuDNN's convolutions (except in `tf32`'s `strict-fp32` reference) and, under `tf32` only, in
+/// matmuls; its linears multiply in fp8 under `fp8-matmul`. The user's model is mostly
+/// convolutions as its description says.
 fn precision(job: &CellJob) -> Result<Precision, Error> {
     let mostly_convolutions = match job.key.workload {
         WorkloadId::Model => user::mostly_convolutions(&read_description(job.model_dir()?)?),
         workload => workload.is_cnn(),
     };
-    Ok(arithmetic(&job.key.tricks, job.device, mostly_convolutions).precision())
+    Ok(arithmetic(&job.key, job.device, mostly_convolutions).precision())
 }
 
-/// What decides the arithmetic of a PyTorch engine's step with `tricks` on `device`.
-fn arithmetic(tricks: &TrickSet, device: DeviceSpec, mostly_convolutions: bool) -> StepArithmetic {
+/// What decides the arithmetic of a PyTorch engine's step of cell `key` on `device`.
+fn arithmetic(key: &CellKey, device: DeviceSpec, mostly_convolutions: bool) -> StepArithmetic {
+    let tricks = &key.tricks;
     StepArithmetic {
         fp8_linears: tricks.has(Trick::Fp8Matmul),
         autocast: tricks.has(Trick::Amp) || tricks.has(Trick::AmpBf16),
-        tf32: Tf32 { matmul: tricks.has(Trick::Tf32), cudnn: true },
+        tf32: Tf32 { matmul: tricks.has(Trick::Tf32), cudnn: !key.is_reference_for(Trick::Tf32) },
         on_cuda: device.is_cuda(),
         mostly_convolutions,
     }
 }
 
-/// Side `name` (of `job`'s cell) alone: built, warmed up (its peaks kept apart), then a window's
-/// steps (and a memory probe's) whose peaks, less `others` (what the sides built before it hold),
-/// are the cell's (on a CPU those of its live tensors' bytes, as a libtorch process counts
-/// them), the device's held to the job's memory budget; on a GPU the energy of those steps, and
-/// of more untimed ones until the span is long enough to read. The first side's warm-up peaks are
-/// the engine's since it started; a later side's are not kept apart, since those peaks include
-/// the sides before it. `others` is `None` for the process's first side.
+/// Side `name` (of `job`'s cell) alone: built, warmed up (its peaks kept apart; under
+/// `torch-compile` the seconds of the steps that compiled are kept), then a memory probe's steps
+/// whose peaks, less `others` (what the sides built before it hold), are the cell's (on a CPU
+/// those of its live tensors' bytes, as a libtorch process counts them), the device's held to the
+/// job's memory budget; on a GPU then the energy of windows of steps (synchronised at their edges
+/// only, as libtorch's untimed steps are) until the span is long enough to read. The first side's
+/// warm-up peaks are the engine's since it started; a later side's are not kept apart, since
+/// those peaks include the sides before it. `others` is `None` for the process's first side.
 fn measure_alone(
     engine: &mut EngineProcess,
     profile: &Profile,
@@ -581,33 +808,43 @@ fn measure_alone(
     let first = others.is_none();
     let others = others.unwrap_or_default();
     engine.request(json!({"op": "build", "side": name}))?;
-    engine.warm_up(name, profile.warmup_steps)?;
+    measurement.compile_s = engine.warm_up(name, profile.warmup_steps)?;
     measurement.warmup_memory = if first { Some(engine.memory()?) } else { None };
-    // The engine synchronised the device before replying, and this process runs nothing on the
-    // GPU: the span starts with the device idle. A memory probe is not timed, so its energy is
-    // not measured.
-    let mut energy = (job.key.kind != CellKind::MemoryProbe)
-        .then(|| EnergyMeter::open(job.device).and_then(EnergyMeter::begin));
-    let (memory, samples) = engine.probe(name, profile.steps_per_window.max(PROBE_STEPS))?;
+    let (memory, _) = engine.probe(name, profile.steps_per_window.max(PROBE_STEPS))?;
     measurement.memory = memory.without(others);
-    if let Some(Ok(span)) = &mut energy {
-        span.count(samples);
-    }
-    while let Some(Ok(span)) = &mut energy {
-        if !span.wants_more_time() {
-            break;
-        }
-        let window = engine.window(name, profile.steps_per_window)?;
-        span.count(window.samples);
-    }
-    if let Some(energy) = energy {
-        end_energy(measurement, energy);
+    // A memory probe is not timed, so its energy is not measured. The engine synchronised the
+    // device before replying, and this process runs nothing on the GPU: the span starts with the
+    // device idle.
+    if job.key.kind != CellKind::MemoryProbe {
+        let energy = EnergyMeter::open(job.device).and_then(EnergyMeter::begin);
+        end_energy(measurement, energy_over_windows(engine, profile, name, energy)?);
     }
     let whole = measurement.warmup_memory.map_or(measurement.memory, |w| w.max(measurement.memory));
     // A Python process's resident set holds the interpreter and torch itself: the budget, a
     // bound on the tensors' bytes, holds the tensor peaks only (the device's, or on a CPU the
     // live CPU tensors').
     within_budget(&Memory { peak_rss_bytes: None, ..whole }, job.memory_budget_bytes)
+}
+
+/// `energy`'s span over windows of side `name`, at least one, until it is long enough to read.
+fn energy_over_windows(
+    engine: &mut EngineProcess,
+    profile: &Profile,
+    name: &str,
+    mut energy: Result<EnergySpan, EnergyError>,
+) -> Result<Result<EnergySpan, EnergyError>, Error> {
+    if energy.is_err() {
+        return Ok(energy);
+    }
+    loop {
+        let window = engine.window(name, profile.steps_per_window)?;
+        if let Ok(span) = &mut energy {
+            span.count(window.samples);
+            if !span.wants_more_time() {
+                return Ok(energy);
+            }
+        }
+    }
 }
 
 /// Times windows of the cell's side alone while the profile wants another.
@@ -634,20 +871,49 @@ fn timed(window: WindowReply, measurement: &mut ProcessMeasurement) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::schema::Phase;
+    use crate::workloads::WorkloadId;
+
+    /// A training cell of the shakespeare GPT (ResNet-56 where `convolutions`) with `tricks`.
+    fn key(tricks: &[Trick], convolutions: bool) -> CellKey {
+        CellKey {
+            workload: if convolutions { WorkloadId::Resnet56 } else { WorkloadId::GptShakespeare },
+            tricks: tricks.iter().copied().collect(),
+            batch_size: 64,
+            seed: 0,
+            kind: CellKind::Throughput { phase: Phase::Train },
+            reference_for: None,
+            aa_control: false,
+            engine: Engine::Pytorch,
+        }
+    }
 
     #[test]
     fn the_engines_arithmetic_counts_fp8_linears_in_fp8_as_libtorch_does() {
-        let set = |tricks: &[Trick]| tricks.iter().copied().collect::<TrickSet>();
         let gpu = DeviceSpec::Cuda(0);
-        let of = |tricks: &[Trick], convolutions| arithmetic(&set(tricks), gpu, convolutions).precision();
+        let of = |tricks: &[Trick], convolutions| {
+            arithmetic(&key(tricks, convolutions), gpu, convolutions).precision()
+        };
         assert_eq!(of(&[Trick::Fp8Matmul], false), Precision::Fp8);
         assert_eq!(of(&[Trick::Fp8Matmul, Trick::AmpBf16], false), Precision::Fp8);
         assert_eq!(of(&[Trick::Fp8Matmul, Trick::AmpBf16], true), Precision::Half);
         assert_eq!(of(&[], false), Precision::Fp32);
         assert_eq!(of(&[Trick::Tf32], false), Precision::Tf32);
         assert_eq!(of(&[], true), Precision::Tf32, "cuDNN's convolutions take TF32 by default");
-        let cpu = arithmetic(&set(&[Trick::Fp8Matmul, Trick::Tf32]), DeviceSpec::Cpu, false);
+        let cpu = arithmetic(&key(&[Trick::Fp8Matmul, Trick::Tf32], false), DeviceSpec::Cpu, false);
         assert_eq!(cpu.precision(), Precision::Fp8);
-        assert_eq!(arithmetic(&set(&[Trick::Tf32]), DeviceSpec::Cpu, false).precision(), Precision::Fp32);
+        assert_eq!(
+            arithmetic(&key(&[Trick::Tf32], false), DeviceSpec::Cpu, false).precision(),
+            Precision::Fp32
+        );
+    }
+
+    #[test]
+    fn the_strict_fp32_reference_runs_its_convolutions_in_fp32() {
+        let strict = CellKey { reference_for: Some(Trick::Tf32), ..key(&[], true) };
+        assert_eq!(arithmetic(&strict, DeviceSpec::Cuda(0), true).precision(), Precision::Fp32);
+        let rehearsed = DeviceSpec::AsIfCuda(crate::device::RehearsedGpu::Sm90);
+        assert_eq!(arithmetic(&strict, rehearsed, true).precision(), Precision::Fp32);
+        assert_eq!(arithmetic(&key(&[], true), rehearsed, true).precision(), Precision::Tf32);
     }
 }
