@@ -105,6 +105,7 @@ impl Variant {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: matches!(self, Variant::DebugApisOn).then_some(Trick::DebugOff),
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         }
     }

@@ -118,13 +118,19 @@ pub fn comparisons(cells: &[CellResult], design: Design) -> Vec<Comparison> {
         .collect()
 }
 
-/// Whether a measured cell of `key` is compared with a reference: a trick cell, the A/A control,
-/// or a reference cell that is not its trick's "off" side (`strict-fp32`).
+/// Whether a measured cell of `key` is compared with a reference: a trick cell, the A/A control
+/// (alone or not), or a reference cell that is not its trick's "off" side (`strict-fp32`).
 pub fn is_compared(key: &CellKey) -> bool {
     match key.reference_for {
         None => key.aa_control || !key.tricks.is_baseline(),
         Some(trick) => !trick.judged_against_own_reference(),
     }
+}
+
+/// Whether a cell of `key` is measured in the process design whatever the run's pairing: a trick
+/// of it, or of its reference, cannot be paired ([`crate::tricks::Pairing::Processes`]).
+pub fn is_process_design(key: &CellKey) -> bool {
+    !key.tricks.iter().chain(key.reference_for).all(Trick::pairs)
 }
 
 /// The position among `candidates` of the cell that a cell of `key` is compared with under
@@ -139,13 +145,14 @@ pub fn reference_position<'k>(
 }
 
 /// Under the leave-one-out design, the position among `candidates` of the largest set of `key`'s
-/// setting (workload, seed, kind and batch size) when `key` is that set less one trick.
+/// setting (workload, seed, kind and batch size) when `key` is that set less one trick; never for
+/// a reference cell or an A/A control, which keep their own references.
 fn leave_one_out_reference<'k>(
     key: &CellKey,
     design: Design,
     candidates: impl Iterator<Item = &'k CellKey>,
 ) -> Option<usize> {
-    if !design.compares_with_all_on() || key.reference_for.is_some() {
+    if !design.compares_with_all_on() || key.reference_for.is_some() || key.aa_control || key.alone {
         return None;
     }
     let any_batch = key.tricks.has(Trick::MaxBatch);
@@ -156,6 +163,7 @@ fn leave_one_out_reference<'k>(
                 && (any_batch || c.batch_size == key.batch_size)
                 && c.reference_for.is_none()
                 && !c.aa_control
+                && !c.alone
         })
         .max_by_key(|(_, c)| c.tricks.len())?;
     let lacks_one =
@@ -173,25 +181,39 @@ pub fn refresh_derived(results: &mut Results) {
     results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
 }
 
-/// The noise floors of each workload with a measured A/A control: its comparison with the
-/// baseline, in the design it was measured in. A control measured in pairs also gives the floor of
-/// the process design, for the cells a run cannot pair: its own windows, which ran in processes
-/// apart from the baseline cell's, against the baseline cell's.
+/// The noise floors of each workload with a measured A/A control: each control's comparison with
+/// its baseline, in the design it was measured in. The control paired with the baseline inside
+/// the multi-arm processes gives the paired floor; the control measured alone, against the
+/// baseline measured alone, the floor of the process design. Where no control was measured alone
+/// (files that predate it, and runs without multi-arm processes), a control measured in pairs in
+/// processes of its own gives the floor of the process design as such files were read: its own
+/// windows against the baseline cell's.
 pub fn noise_floors(cells: &[CellResult], comparisons: &[Comparison]) -> Vec<NoiseFloor> {
+    let compared = |control: &CellResult| comparisons.iter().find(|c| c.cell == control.id());
     let mut floors = Vec::new();
     for control in cells.iter().filter(|c| c.key.aa_control) {
-        let Some(c) = comparisons.iter().find(|c| c.cell == control.id()) else { continue };
+        let Some(c) = compared(control) else { continue };
         floors.push(floor_of(control, c));
-        let baseline = cells.iter().find(|b| b.id() == c.baseline && b.status == CellStatus::Ok);
-        // The floor of the process design compares the control's processes with the baseline's,
-        // which a multi-arm process holding both would not keep apart.
-        let own_processes = control.processes.iter().all(|p| p.process_cells == 1);
-        let apart = baseline
-            .filter(|_| c.design == MeasurementDesign::Paired && own_processes)
-            .and_then(|b| compare(control, b));
-        floors.extend(apart.map(|apart| floor_of(control, &apart)));
+        let alone = CellKey { alone: true, ..control.key.clone() };
+        let measured_alone = cells.iter().any(|a| a.key == alone && compared(a).is_some());
+        if !control.key.alone && !measured_alone {
+            floors.extend(apart_floor(cells, control, c));
+        }
     }
     floors
+}
+
+/// The floor of the process design from a `control` measured in pairs (`c`) in processes of its
+/// own, without a control measured alone: its own windows against the baseline cell's. `None`
+/// where the control shared its processes with other cells, whose windows a multi-arm process
+/// holding both would not keep apart.
+fn apart_floor(cells: &[CellResult], control: &CellResult, c: &Comparison) -> Option<NoiseFloor> {
+    let own_processes = control.processes.iter().all(|p| p.process_cells == 1);
+    if c.design != MeasurementDesign::Paired || !own_processes {
+        return None;
+    }
+    let baseline = cells.iter().find(|b| b.id() == c.baseline && b.status == CellStatus::Ok)?;
+    compare(control, baseline).map(|apart| floor_of(control, &apart))
 }
 
 /// The noise floor the A/A `control`'s comparison `c` sets: the largest distance from 1 of its
@@ -216,10 +238,12 @@ fn floor_of(control: &CellResult, c: &Comparison) -> NoiseFloor {
 
 /// Re-words as [`Verdict::WithinNoise`] every "faster" or "slower" throughput verdict whose
 /// speed-up lies within its workload's noise floor of the same design (any of the workload's
-/// floors where none was measured in that design; the A/A control's own verdict stays).
+/// floors where none was measured in that design; the A/A controls' own verdicts stay).
 fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floors: &[NoiseFloor]) {
     for comparison in comparisons.iter_mut() {
-        let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell) else { continue };
+        let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell && !c.key.aa_control) else {
+            continue;
+        };
         let of_workload = |f: &&NoiseFloor| {
             (f.workload, f.engine) == (cell.key.workload, cell.key.engine) && f.control != cell.id()
         };
@@ -340,15 +364,17 @@ pub fn noise_floor_half_width(results: &Results, workload: WorkloadId) -> Option
 /// The position among `candidates` of the reference of the trick configuration `key`: the
 /// configuration with another trick in place of one of its own where a trick of it is compared so
 /// and that configuration was measured (`sdpa-flash` against `flash-attention`), else the trick's
-/// own reference configuration where it has one and it was measured, else the baseline; with the
-/// same workload, seed and kind, and the same batch size (`max-batch`: the smallest batch, the
-/// recipe's).
+/// own reference configuration where it has one and it was measured, else the baseline: for a cell
+/// of the process design the baseline measured alone where there is one (the plain baseline in
+/// files that predate it); with the same workload, seed, kind and engine, and the same batch size
+/// (`max-batch`: the smallest batch, the recipe's). The A/A control measured alone is compared
+/// with the baseline measured alone, and no other cell with a cell measured alone.
 fn reference_index<'k>(
     key: &CellKey,
     candidates: impl Iterator<Item = &'k CellKey> + Clone,
 ) -> Option<usize> {
     let any_batch = key.tricks.has(Trick::MaxBatch);
-    let find = |tricks: &TrickSet, reference_for: Option<Trick>| {
+    let find = |tricks: &TrickSet, reference_for: Option<Trick>, alone: bool| {
         candidates
             .clone()
             .enumerate()
@@ -358,17 +384,22 @@ fn reference_index<'k>(
                     && c.tricks == *tricks
                     && !c.aa_control
                     && c.reference_for == reference_for
+                    && c.alone == alone
             })
             .min_by_key(|(_, c)| c.batch_size)
             .map(|(i, _)| i)
     };
     let baseline = TrickSet::baseline();
+    if key.alone {
+        return find(&baseline, None, true);
+    }
     let swapped = key.tricks.swapped_reference().filter(|_| key.reference_for.is_none());
     let own = key.tricks.iter().find(|t| t.judged_against_own_reference());
     swapped
-        .and_then(|tricks| find(&tricks, None))
-        .or_else(|| own.and_then(|t| find(&baseline, Some(t))))
-        .or_else(|| find(&baseline, None))
+        .and_then(|tricks| find(&tricks, None, false))
+        .or_else(|| own.and_then(|t| find(&baseline, Some(t), false)))
+        .or_else(|| is_process_design(key).then(|| find(&baseline, None, true)).flatten())
+        .or_else(|| find(&baseline, None, false))
 }
 
 /// One configuration's seeds: medians with unreached seeds counted as infinitely slow.
@@ -491,7 +522,7 @@ mod tests {
     use super::*;
     use crate::engine::Engine;
     use crate::results::energy::Energy;
-    use crate::results::schema::{CellId, CellKind, Phase};
+    use crate::results::schema::{CellId, CellKind, PairedWindow, Phase, Side};
     use crate::tricks::TrickSet;
     use crate::vocabulary::QualityMetric;
     use crate::workloads::WorkloadId;
@@ -520,6 +551,7 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);
@@ -673,6 +705,123 @@ mod tests {
         assert_eq!(comparisons(&cells, Design::Ablation)[1].baseline, cells[0].id());
     }
 
+    /// The baseline measured alone (the A/A control measured alone with `aa_control`), windows as
+    /// [`cell`]'s.
+    fn alone(aa_control: bool, windows: [[f64; 3]; 2]) -> CellResult {
+        let mut c = cell(TrickSet::baseline(), windows, 1);
+        (c.key.alone, c.key.aa_control) = (true, aa_control);
+        c
+    }
+
+    /// `c` with each process paired with `reference`, `ratio` its every pair's ratio, in a
+    /// multi-arm process of `cells` cells.
+    fn paired(mut c: CellResult, reference: &CellResult, ratio: f64, cells: usize) -> CellResult {
+        for p in &mut c.processes {
+            let windows = (0..4)
+                .flat_map(|pair| {
+                    let window = |side, samples_per_s| PairedWindow { pair, side, samples_per_s };
+                    [window(Side::Reference, 100.0), window(Side::Trick, 100.0 * ratio)]
+                })
+                .collect();
+            p.paired = Some(PairedWindows { reference: reference.id(), windows });
+            p.process_cells = cells;
+        }
+        c
+    }
+
+    #[test]
+    fn a_cell_of_the_process_design_is_compared_with_the_baseline_measured_alone_and_nothing_else_is() {
+        let base = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        let base_alone = alone(false, [[80.0; 3]; 2]);
+        let control_alone = alone(true, [[84.0; 3]; 2]);
+        let workers = cell(TrickSet::only(Trick::LoaderWorkers), [[120.0; 3]; 2], 1);
+        let channels_last = cell(TrickSet::only(Trick::ChannelsLast), [[150.0; 3]; 2], 1);
+        let cells =
+            [base.clone(), base_alone.clone(), control_alone.clone(), workers.clone(), channels_last.clone()];
+        for design in [Design::Ablation, Design::LeaveOneOut, Design::Stack] {
+            let cmp = comparisons(&cells, design);
+            let of = |c: &CellResult| {
+                cmp.iter().find(|x| x.cell == c.id()).map(|x| (x.baseline.clone(), x.speedup))
+            };
+            assert_eq!(of(&workers), Some((base_alone.id(), 1.5)), "{design}");
+            assert_eq!(of(&control_alone), Some((base_alone.id(), 1.05)), "{design}");
+            assert_eq!(of(&channels_last).map(|(b, _)| b), Some(base.id()), "{design}");
+            assert_eq!(of(&base_alone), None, "{design}");
+        }
+        let before = comparisons(&[base.clone(), workers.clone()], Design::Ablation);
+        assert_eq!((&before[0].baseline, before[0].speedup), (&base.id(), 1.2), "a file without it");
+        assert_eq!(base_alone.id().as_str(), "resnet20/baseline-alone/b64/s0/train");
+        assert_eq!(control_alone.id().as_str(), "resnet20/aa-control-alone/b64/s0/train");
+    }
+
+    #[test]
+    fn the_paired_floor_comes_from_the_control_among_the_arms_and_the_process_floor_from_the_pair_alone() {
+        let base = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        let mut control = cell(TrickSet::baseline(), [[100.0; 3]; 2], 1);
+        control.key.aa_control = true;
+        let control = paired(control, &base, 1.02, 4);
+        let base_alone = alone(false, [[80.0; 3]; 2]);
+        let control_alone = alone(true, [[88.0; 3]; 2]);
+        let workers = cell(TrickSet::only(Trick::LoaderWorkers), [[84.0; 3]; 2], 1);
+        let mut results_cells =
+            vec![base.clone(), control.clone(), base_alone.clone(), control_alone.clone(), workers];
+        let found = comparisons(&results_cells, Design::Ablation);
+        let floors = noise_floors(&results_cells, &found);
+        let read: Vec<_> = floors.iter().map(|f| (f.control.clone(), f.baseline.clone(), f.design)).collect();
+        assert_eq!(
+            read,
+            [
+                (control.id(), base.id(), MeasurementDesign::Paired),
+                (control_alone.id(), base_alone.id(), MeasurementDesign::Processes),
+            ]
+        );
+        assert!(
+            (floors[0].half_width - 0.02).abs() < 1e-9 && (floors[1].half_width - 0.1).abs() < 1e-9,
+            "{floors:?}"
+        );
+        let mut found = found;
+        apply_noise_floors(&mut found, &results_cells, &floors);
+        let verdict = |c: &CellResult| found.iter().find(|x| x.cell == c.id()).unwrap().verdict;
+        assert_eq!(verdict(&results_cells[4]), Verdict::WithinNoise, "1.05× within the ±10% floor alone");
+        assert_eq!(verdict(&control_alone), Verdict::Faster, "a control's own verdict stays");
+
+        // Without the pair alone, a control in processes of its own gives the process floor as
+        // before: its own windows against the baseline's.
+        results_cells.drain(2..4);
+        results_cells[1] = paired(results_cells[1].clone(), &base, 1.02, 1);
+        let floors = noise_floors(&results_cells, &comparisons(&results_cells, Design::Ablation));
+        let read: Vec<_> = floors.iter().map(|f| (f.control.clone(), f.baseline.clone(), f.design)).collect();
+        assert_eq!(
+            read,
+            [
+                (control.id(), base.id(), MeasurementDesign::Paired),
+                (control.id(), base.id(), MeasurementDesign::Processes),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_results_file_with_its_control_apart_keeps_its_floors() {
+        // Runs measured by the multi-arm design, their control apart beside loader-workers (and in
+        // the speedrun's, beside max-batch's throughput cell), whose floors this analysis wrote.
+        for report in [
+            "cpu-xeon-2core-20261205-quick-make-run-multi-arm",
+            "cpu-xeon-2core-20261205-quick-make-run-engines-agree",
+            "cpu-xeon-2core-20261205-quick-speedrun-both-engines",
+        ] {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("reports")
+                .join(report)
+                .join("results-1.json");
+            let results = crate::results::store::load(&path).unwrap();
+            let found = comparisons(&results.cells, results.run.design);
+            assert_eq!(noise_floors(&results.cells, &found), results.noise_floors, "{report}");
+            let mut again = results.clone();
+            refresh_derived(&mut again);
+            assert_eq!(again.comparisons, results.comparisons, "{report}");
+        }
+    }
+
     /// A finished time-to-accuracy cell of `tricks` (or `reference_for`'s reference) at `batch`
     /// and `seed`, reaching the target after `seconds` (or never).
     fn tta(
@@ -690,6 +839,7 @@ mod tests {
             kind: CellKind::TimeToAccuracy,
             reference_for,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         };
         let mut c = CellResult::new(key, CellStatus::Ok);

@@ -83,8 +83,7 @@ pub fn closing_summary(results: &Results, shown: &[WorkloadId], terminal: Termin
 fn batches(results: &Results, workload: WorkloadId, columns: usize) -> String {
     let mut out = String::from("\n  batch sizes\n");
     let unit = workload.family().sample_unit();
-    let cells = results.cells.iter().filter(|c| c.key.workload == workload && c.key.tricks.is_baseline());
-    for cell in cells.filter(|c| !c.key.aa_control && c.key.reference_for.is_none()) {
+    for cell in results.cells.iter().filter(|c| c.key.workload == workload && c.key.is_plain_baseline()) {
         let what = match (cell.key.kind, &cell.throughput, status_detail(cell)) {
             (CellKind::MemoryProbe, _, Some(detail)) => format!("probe: {detail}"),
             (CellKind::MemoryProbe, _, None) => "probe: fits".to_owned(),
@@ -347,12 +346,13 @@ fn speedup_text(c: &Comparison) -> String {
 }
 
 fn speedup_without_comparison(cell: &CellResult) -> String {
+    let alone = if cell.key.alone { ", alone" } else { "" };
     if cell.key.aa_control {
-        "(A/A control)".to_owned()
+        format!("(A/A control{alone})")
     } else if let Some(trick) = cell.key.reference_for {
         format!("({trick}'s reference)")
     } else if cell.key.tricks.is_baseline() && !cell.key.kind.runs_once() {
-        "(baseline)".to_owned()
+        format!("(baseline{alone})")
     } else {
         "-".to_owned()
     }

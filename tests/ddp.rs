@@ -207,6 +207,7 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         },
         device: DeviceSpec::Cpu,

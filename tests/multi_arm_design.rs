@@ -14,6 +14,11 @@
 //! nominal 5%; the intervals of cells the rule stopped hold the true effect as often as those of
 //! cells run to the last round; the rule stops cells (so rounds are saved) and never the A/A
 //! control or the baseline; and one process per round holds every arm.
+//!
+//! Beside a trick of the process design (`loader-workers`), the A/A control stays an arm of the
+//! baseline's process and the baseline and the control measured alone run every round, one model a
+//! process: on the stand-in, and in a real smoke-sized run on both engines, whose results show
+//! where each floor and comparison came from.
 
 #[allow(dead_code)]
 mod common;
@@ -32,7 +37,8 @@ use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
 
 use common::cells::measurement;
-use common::dirs::temp_dir;
+use common::cli::{text, trickbench};
+use common::dirs::{python, temp_dir};
 use common::plan::cpu_request;
 use common::run::{protocol, run_spec, RunInfoBuilder};
 
@@ -89,7 +95,7 @@ impl CellExecutor for StandIn {
             let windows = (0..profile.windows_per_process)
                 .map(|i| self.window(offset, true_effect(&job.key), i, profile.windows_per_process))
                 .collect();
-            return Execution::Measured(vec![measurement(job.round, windows)]);
+            return Execution::Measured(vec![Ok(measurement(job.round, windows))]);
         };
         let arms: Vec<CellKey> = std::iter::once(job.key.clone()).chain(job.arms.iter().cloned()).collect();
         let effects: Vec<f64> = arms
@@ -104,7 +110,7 @@ impl CellExecutor for StandIn {
             if side.is_none() {
                 reference_windows.push(rate);
             }
-            Ok(rate)
+            Ok(Some(rate))
         })
         .unwrap();
         let mut measured: Vec<ProcessMeasurement> = paired
@@ -122,7 +128,7 @@ impl CellExecutor for StandIn {
         }
         let cells = measured.len();
         measured.iter_mut().for_each(|m| m.process_cells = cells);
-        Execution::Measured(measured)
+        Execution::Measured(measured.into_iter().map(Ok).collect())
     }
 }
 
@@ -134,11 +140,16 @@ struct Outcome {
 
 /// One run of the stand-in's plan over 3 rounds, paired, 20 to 60 pairs a process, asking ±3%.
 fn simulate(seed: u64) -> Outcome {
-    let dir = temp_dir();
     let tricks: Vec<Trick> = EFFECTS.iter().map(|&(t, _)| t).collect();
+    simulate_tricks(seed, &tricks)
+}
+
+/// One run of the stand-in's plan of `tricks`, as [`simulate`]'s.
+fn simulate_tricks(seed: u64, tricks: &[Trick]) -> Outcome {
+    let dir = temp_dir();
     let request = PlanRequest {
         time_to_accuracy_batch_size: None,
-        ..cpu_request(ProfileName::Smoke, &[WorkloadId::Resnet8], &tricks)
+        ..cpu_request(ProfileName::Smoke, &[WorkloadId::Resnet8], tricks)
     };
     let protocol = Protocol {
         rounds: 3,
@@ -253,4 +264,119 @@ fn one_process_a_round_holds_every_arm_and_measures_the_baseline() {
     let baseline =
         outcome.results.cells.iter().find(|c| c.key.tricks.is_empty() && !c.key.aa_control).unwrap();
     assert!(baseline.processes.iter().all(|p| p.process_cells >= 2 && p.window_samples_per_s.len() >= 20));
+}
+
+#[test]
+fn beside_a_trick_of_the_process_design_the_control_stays_an_arm_and_the_cells_alone_run_every_round() {
+    let outcome = simulate_tricks(0, &[Trick::ChannelsLast, Trick::LoaderWorkers]);
+    let results = &outcome.results;
+    let cell = |configuration: &str| {
+        let id = format!("resnet8/{configuration}/b32/s0/train");
+        results.cells.iter().find(|c| c.id().as_str() == id).unwrap_or_else(|| panic!("no {id}"))
+    };
+    for configuration in ["baseline", "aa-control", "baseline-alone", "aa-control-alone", "loader-workers"] {
+        assert_eq!(cell(configuration).processes.len(), 3, "{configuration} runs every round");
+    }
+    assert_eq!(cell("channels-last").processes.len(), 2, "decided after two rounds");
+    let control = cell("aa-control");
+    let shared: Vec<usize> = control.processes.iter().map(|p| p.process_cells).collect();
+    assert_eq!(
+        shared,
+        [3, 3, 2],
+        "the control shares the baseline's process, with channels-last until decided"
+    );
+    for configuration in ["baseline-alone", "aa-control-alone"] {
+        let alone = cell(configuration);
+        assert!(
+            alone.processes.iter().all(|p| p.process_cells == 1 && p.paired.is_none()),
+            "{configuration}"
+        );
+    }
+    let alone_jobs = outcome.jobs.iter().filter(|j| j.key.alone);
+    assert!(alone_jobs
+        .clone()
+        .all(|j| j.arms.is_empty() && j.paired_with.is_none() && !j.measures_reference));
+    assert_eq!(alone_jobs.count(), 6, "two cells alone, three rounds, never a warm-up");
+}
+
+/// The cell of `results` whose id is `resnet8/CONFIGURATION/b32/s0/train` on `engine`.
+fn smoke_cell<'r>(results: &'r Results, configuration: &str, engine: Engine) -> &'r CellResult {
+    let suffix = if engine == Engine::Pytorch { "@pytorch" } else { "" };
+    let id = format!("resnet8/{configuration}/b32/s0/train{suffix}");
+    results.cells.iter().find(|c| c.id().as_str() == id).unwrap_or_else(|| panic!("no cell {id}"))
+}
+
+#[test]
+fn a_real_run_reads_the_paired_floor_from_inside_the_arms_and_the_process_floor_from_the_pair_alone() {
+    let dir = temp_dir();
+    let python = python();
+    let out = trickbench(
+        dir.path(),
+        &[
+            "run",
+            "--profile",
+            "smoke",
+            "--workload",
+            "resnet8",
+            "--device",
+            "cpu",
+            "--tricks",
+            "channels-last,zero-grad-none,loader-workers",
+            "--engine",
+            "both",
+            "--python",
+            python.to_str().unwrap(),
+            "--no-time-to-accuracy",
+            "--rounds",
+            "2",
+            "--windows",
+            "2",
+            "--steps-per-window",
+            "2",
+            "--out",
+            "run",
+        ],
+    );
+    assert!(out.status.success(), "run failed: {}", text(&out.stderr));
+    let results = trickbench::results::store::load(&dir.path().join("run/results.json")).unwrap();
+    for engine in [Engine::Libtorch, Engine::Pytorch] {
+        let cell = |configuration: &str| smoke_cell(&results, configuration, engine);
+        let control = cell("aa-control");
+        assert_eq!(control.processes.len(), 2, "{engine}");
+        assert!(
+            control.processes.iter().all(|p| p.process_cells > 2 && p.paired.is_some()),
+            "{engine}: the control shares the multi-arm process: {:?}",
+            control.processes.iter().map(|p| p.process_cells).collect::<Vec<_>>()
+        );
+        for alone in ["baseline-alone", "aa-control-alone"] {
+            let alone = cell(alone);
+            assert_eq!(alone.status, CellStatus::Ok, "{}", alone.id());
+            assert!(alone.processes.len() == 2 && alone.processes.iter().all(|p| p.process_cells == 1));
+        }
+        let floors: Vec<&NoiseFloor> = results.noise_floors.iter().filter(|f| f.engine == engine).collect();
+        let floor = |design| {
+            let of: Vec<&&NoiseFloor> = floors.iter().filter(|f| f.design == design).collect();
+            assert_eq!(of.len(), 1, "{engine}: one {design:?} floor: {floors:?}");
+            (of[0].control.clone(), of[0].baseline.clone())
+        };
+        assert_eq!(floor(MeasurementDesign::Paired), (control.id(), cell("baseline").id()));
+        assert_eq!(
+            floor(MeasurementDesign::Processes),
+            (cell("aa-control-alone").id(), cell("baseline-alone").id())
+        );
+        let compared = |configuration: &str| {
+            let id = cell(configuration).id();
+            results.comparisons.iter().find(|c| c.cell == id).unwrap_or_else(|| panic!("{id} not compared"))
+        };
+        let workers = compared("loader-workers");
+        assert_eq!(
+            (workers.design, &workers.baseline),
+            (MeasurementDesign::Processes, &cell("baseline-alone").id())
+        );
+        let channels_last = compared("channels-last");
+        assert_eq!(
+            (channels_last.design, &channels_last.baseline),
+            (MeasurementDesign::Paired, &cell("baseline").id())
+        );
+    }
 }

@@ -50,7 +50,7 @@ impl CellExecutor for MockExecutor {
             let factor = if key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
             let mut process = measurement(job.round, jitter.iter().map(|j| 100.0 * factor * j).collect());
             process.process_cells = members.len();
-            process
+            Ok(process)
         });
         Execution::Measured(measured.collect())
     }
@@ -478,7 +478,7 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
     let mut executor =
         fake_program(dir.path(), &format!("echo 'step 1' >&2; echo 'step 2' >&2; echo '{json}' > \"$5\""))
             .with_stderr_lines(std::sync::Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_owned())));
-    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(vec![measured]));
+    assert_eq!(executor.execute(&job(), Duration::from_secs(5)), Execution::Measured(vec![Ok(measured)]));
     assert_eq!(*lines.lock().unwrap(), ["step 1", "step 2"]);
 }
 
@@ -498,7 +498,7 @@ impl CellExecutor for SlowFirstOfRound {
         let mut outcome = self.inner.execute(job, timeout);
         if let (true, Execution::Measured(processes)) = (first, &mut outcome) {
             self.slowed.push(job.key.id().to_string());
-            for process in processes {
+            for process in processes.iter_mut().flatten() {
                 process.window_samples_per_s.iter_mut().for_each(|w| *w *= 0.7);
             }
         }
@@ -536,7 +536,7 @@ impl CellExecutor for Drifting {
         let slowdown = 0.97f64.powi(self.inner.calls.len() as i32);
         let mut outcome = self.inner.execute(job, timeout);
         if let Execution::Measured(processes) = &mut outcome {
-            for process in processes {
+            for process in processes.iter_mut().flatten() {
                 process.window_samples_per_s.iter_mut().for_each(|w| *w *= slowdown);
             }
         }

@@ -60,10 +60,10 @@ impl CellExecutor for Mock {
             }
         });
         let windows = [1.0, 0.98, 1.02, 1.01].iter().map(|j| 100.0 * factor * j * (1.0 + round / 100.0));
-        Execution::Measured(vec![ProcessMeasurement {
+        Execution::Measured(vec![Ok(ProcessMeasurement {
             time_to_accuracy,
             ..measurement(job.round, windows.collect())
-        }])
+        })])
     }
 }
 

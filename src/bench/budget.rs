@@ -3,7 +3,8 @@
 //! seconds. The cells and processes counted are those `run` would plan ([`Plan::ablation`], on
 //! every engine of the request, scheduled by [`Plan::schedule`] and grouped into multi-arm
 //! processes by [`processes::group`]), so the count includes every round's warm-up process, the
-//! A/A control and each trick's own reference cells. A process of several cells costs that of a
+//! A/A control, each trick's own reference cells, and the baseline and the control measured alone
+//! beside a trick of the process design. A process of several cells costs that of a
 //! process of one, and a share of it for each further cell ([`ProcessCosts::arm_share`]). The
 //! sequential rule may stop decided cells before the last round; the estimate does not count on
 //! it.
@@ -191,6 +192,9 @@ pub struct BudgetPlan {
     /// The tricks that add no process here, with the reason of one of their cells (not
     /// applicable on this device or engine, say).
     pub free: Vec<(Trick, String)>,
+    /// Whether the plan measures the baseline and the A/A control alone too, one model a process
+    /// (a trick of the process design is among those measured).
+    pub alone: bool,
     /// Cell processes the plan runs, warm-ups included.
     pub processes: usize,
     /// Seconds the plan's processes are expected to take.
@@ -234,6 +238,14 @@ fn not_applicable_reason(requests: &[PlanRequest], trick: Trick) -> Option<Strin
     })
 }
 
+/// Whether the ablation of `tricks` on `requests` measures the baseline and the A/A control alone.
+fn measures_alone(requests: &[PlanRequest], tricks: &[Trick]) -> bool {
+    requests.iter().any(|request| {
+        let request = PlanRequest { tricks: tricks.to_vec(), ..request.clone() };
+        Plan::ablation(&request).cells.iter().any(|c| c.key.alone)
+    })
+}
+
 /// Fits the tricks (in their order, the most valuable first) into `budget_s` at `costs`:
 /// one round first, adding each trick whose processes still fit and leaving out those that do not;
 /// then, when every trick fit, as many more rounds (up to `max_rounds`) as the budget holds.
@@ -253,6 +265,7 @@ pub fn fit(
         tricks: Vec::new(),
         left_out: Vec::new(),
         free: Vec::new(),
+        alone: false,
         processes,
         estimate_s,
         budget_s,
@@ -279,6 +292,7 @@ pub fn fit(
         }
     }
     (plan.processes, plan.estimate_s) = (processes, estimate_s);
+    plan.alone = measures_alone(requests, &plan.tricks);
     if plan.left_out.is_empty() {
         for rounds in 2..=max_rounds {
             let (p, s) = estimate(requests, &plan.tricks, rounds, costs)?;
@@ -327,8 +341,9 @@ impl fmt::Display for BudgetPlan {
         let measured: Vec<&str> =
             self.tricks.iter().filter(|t| !self.free.iter().any(|(f, _)| f == *t)).map(|t| t.id()).collect();
         let control = if measured.is_empty() { "" } else { ", A/A control" };
+        let alone = if self.alone { ", baseline and A/A control alone" } else { "" };
         let tricks: String = measured.iter().map(|t| format!(", {t}")).collect();
-        writeln!(f, "  measured: baseline{control}{tricks}")?;
+        writeln!(f, "  measured: baseline{control}{alone}{tricks}")?;
         for (trick, why) in &self.free {
             writeln!(f, "  no process of its own: {trick}: {why}")?;
         }
@@ -405,6 +420,24 @@ mod tests {
         let plan = fit(&requests, &cheap, 100.0, 1).unwrap();
         // The warm-up, then on each engine the baseline with three arms: 4 × (1 + 3 × 0.25) s.
         assert_eq!((plan.processes, plan.estimate_s), (3, 4.0 + 2.0 * 7.0));
+    }
+
+    #[test]
+    fn a_trick_of_the_process_design_brings_the_baseline_and_the_control_measured_alone() {
+        let tricks = [Trick::ChannelsLast, Trick::CudnnBenchmark];
+        let requests = requests(&[WorkloadId::Resnet56], &tricks);
+        let costs = ProcessCosts::uniform(1.0);
+        // The warm-up, then on each engine the baseline with the A/A control and channels-last as
+        // its arms (1 + 2 × 0.5 s); cudnn-benchmark adds on each engine its own process and the
+        // baseline's and the control's alone.
+        let plan = fit(&requests, &costs, 100.0, 1).unwrap();
+        assert_eq!((plan.processes, plan.estimate_s, plan.alone), (9, 1.0 + 2.0 * 5.0, true));
+        assert!(plan
+            .to_string()
+            .contains("measured: baseline, A/A control, baseline and A/A control alone, "));
+        let short = fit(&requests, &costs, 7.0, 1).unwrap();
+        assert_eq!((short.processes, short.estimate_s, short.alone), (3, 5.0, false));
+        assert_eq!(short.left_out, [(Trick::CudnnBenchmark, 6, 6.0)]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::hardware::Hardware;
 use crate::measure::host_allocator::HostAllocator;
 use crate::results::model::UserModel;
 use crate::results::schema::{
-    ArmsPerProcess, DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo,
+    multi_arm, ArmsPerProcess, DataInfo, MeasurementDesign, ProfileSettings, Protocol, RunInfo,
 };
 use crate::results::system::git_commit;
 use crate::stats::{BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
@@ -271,6 +271,7 @@ impl RunConfig {
                     has_images: request.inputs.images.is_some(),
                     missing_text: missing_text.map(str::to_owned),
                     engines: self.engines.clone(),
+                    multi_arm: multi_arm(request.pairing, request.arms_per_process),
                     ..PlanRequest::new(vec![workload], request.tricks.clone(), hardware.clone(), settings)
                 })
             })

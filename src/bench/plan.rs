@@ -4,7 +4,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::analysis::{is_compared, reference_position};
+use crate::analysis::{is_compared, is_process_design, reference_position};
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
@@ -84,12 +84,18 @@ pub struct PlanRequest {
     pub model: Option<UserModel>,
     /// Whether the largest batch that fits the user's model is probed before its cells.
     pub probe_model_batch: bool,
+    /// Whether the run's paired cells share multi-arm processes ([`crate::bench::processes`]), as
+    /// they do unless `run --unpaired` or `--single-arm` says otherwise. Where they do, a workload
+    /// with cells of the process design has its baseline and A/A control measured alone as well
+    /// (`baseline-alone`, `aa-control-alone`).
+    pub multi_arm: bool,
 }
 
 impl PlanRequest {
     /// The request for `workloads` with `tricks` on `hardware`, every workload at `profile`'s
     /// sizes: its batch size, time-to-accuracy batch size and seeds, and large batch; seed 0, no
-    /// batch probed yet, no image files to decode and no text file missing.
+    /// batch probed yet, no image files to decode and no text file missing, paired cells sharing
+    /// multi-arm processes.
     pub fn new(
         workloads: Vec<WorkloadId>,
         tricks: Vec<Trick>,
@@ -111,6 +117,7 @@ impl PlanRequest {
             engines: vec![Engine::Libtorch],
             model: None,
             probe_model_batch: true,
+            multi_arm: true,
         }
     }
 }
@@ -128,7 +135,7 @@ impl Plan {
                 plan.extend(trick_cells(request, workload, trick));
             }
         }
-        plan.on_engines(request)
+        plan.on_engines(request).with_alone_cells(request)
     }
 
     /// The plan with each cell (planned on libtorch by the design) planned as well on every other
@@ -168,7 +175,7 @@ impl Plan {
                 }));
             }
         }
-        plan
+        plan.with_alone_cells(request)
     }
 
     /// The leave-one-out design's cells of `workload` (planned on libtorch) with the set of tricks
@@ -245,7 +252,7 @@ impl Plan {
                 }
             }
         }
-        plan
+        plan.with_alone_cells(request)
     }
 
     /// The speedrun design's second half for `workload` on `engine`: the baseline and
@@ -321,6 +328,55 @@ impl Plan {
         plan.on_engines(request)
     }
 
+    /// The plan with the baseline and the A/A control measured alone (`baseline-alone`,
+    /// `aa-control-alone`) on each engine whose applicable A/A control has beside it an applicable
+    /// throughput cell of the process design, where `request`'s paired cells share multi-arm
+    /// processes; after the last such control of their workload, kind, batch and seed, each on
+    /// every such engine in turn. The baseline and the control are measured among many models
+    /// there; a cell of the process design, one model a process, is compared with the baseline
+    /// measured in processes of that shape, and the control alone against it is that design's
+    /// noise floor.
+    fn with_alone_cells(self, request: &PlanRequest) -> Plan {
+        if !request.multi_arm {
+            return self;
+        }
+        let setting = |k: &CellKey| (k.workload, k.kind, k.batch_size, k.seed);
+        let controls: Vec<&CellKey> = self
+            .cells
+            .iter()
+            .filter(|c| c.not_applicable.is_none() && c.key.aa_control && !c.key.alone)
+            .map(|c| &c.key)
+            .filter(|k| self.has_process_design(k))
+            .collect();
+        let mut plan = Plan { cells: Vec::new() };
+        for cell in &self.cells {
+            plan.extend([cell.clone()]);
+            let of_setting: Vec<&CellKey> =
+                controls.iter().copied().filter(|k| setting(k) == setting(&cell.key)).collect();
+            if of_setting.last().is_some_and(|k| **k == cell.key) {
+                for aa_control in [false, true] {
+                    plan.extend(of_setting.iter().map(|k| PlannedCell {
+                        key: CellKey { aa_control, alone: true, ..(*k).clone() },
+                        not_applicable: None,
+                    }));
+                }
+            }
+        }
+        plan
+    }
+
+    /// Whether the plan has an applicable throughput cell of the process design
+    /// ([`is_process_design`]) of `key`'s engine, workload and kind.
+    fn has_process_design(&self, key: &CellKey) -> bool {
+        self.cells.iter().any(|c| {
+            let k = &c.key;
+            c.not_applicable.is_none()
+                && !k.kind.runs_once()
+                && (k.engine, k.workload, k.kind) == (key.engine, key.workload, key.kind)
+                && is_process_design(k)
+        })
+    }
+
     /// Adds `cells` not already planned (the same cell can be asked for by two tricks).
     pub fn extend(&mut self, cells: impl IntoIterator<Item = PlannedCell>) {
         for cell in cells {
@@ -376,17 +432,18 @@ impl Plan {
     /// The reference cell the processes of cell `index` are paired with under `design`: the cell
     /// it is compared with ([`reference_position`]) among the plan's applicable cells, where both
     /// time throughput of the same kind and batch size and every trick on either side can be
-    /// paired ([`crate::tricks::Pairing`]); `None` where the cell keeps processes of its own.
+    /// paired ([`crate::tricks::Pairing`]); `None` where the cell keeps processes of its own (a
+    /// cell measured alone always does).
     pub fn paired_reference(&self, index: usize, design: Design) -> Option<CellKey> {
         let cell = &self.cells[index];
         let key = &cell.key;
-        if cell.not_applicable.is_some() || key.kind.runs_once() || !is_compared(key) {
+        if cell.not_applicable.is_some() || key.kind.runs_once() || key.alone || !is_compared(key) {
             return None;
         }
         let candidates: Vec<&CellKey> =
             self.cells.iter().filter(|c| c.not_applicable.is_none()).map(|c| &c.key).collect();
         let reference = candidates[reference_position(key, design, candidates.iter().copied())?];
-        let pairable = |k: &CellKey| k.tricks.iter().chain(k.reference_for).all(Trick::pairs);
+        let pairable = |k: &CellKey| !is_process_design(k) && !k.alone;
         let alike = (reference.kind, reference.batch_size) == (key.kind, key.batch_size);
         (alike && pairable(key) && pairable(reference)).then(|| reference.clone())
     }
@@ -472,6 +529,7 @@ fn planned(request: &PlanRequest, workload: WorkloadId, tricks: TrickSet, kind: 
         kind,
         reference_for: None,
         aa_control: false,
+        alone: false,
         engine: Engine::Libtorch,
     };
     PlannedCell { not_applicable: why_not(request, &key, &key.tricks), key }
@@ -1164,6 +1222,8 @@ mod tests {
         let expected = [
             ("baseline train", "—"),
             ("aa-control train", "baseline train"),
+            ("baseline-alone train", "—"),
+            ("aa-control-alone train", "—"),
             ("baseline eval", "—"),
             ("channels-last train", "baseline train"),
             ("baseline+debug-apis-on train", "—"),
@@ -1179,6 +1239,79 @@ mod tests {
         let checkpointing =
             pairs(&memory, Design::Ablation).into_iter().find(|(c, _)| c.starts_with("checkpointing"));
         assert_eq!(checkpointing.unwrap().1, "baseline train");
+    }
+
+    /// The ids of `plan`'s cells measured alone, in plan order.
+    fn alone(plan: &Plan) -> Vec<String> {
+        plan.cells.iter().filter(|c| c.key.alone).map(|c| c.key.id().to_string()).collect()
+    }
+
+    #[test]
+    fn the_baseline_and_the_control_are_measured_alone_beside_a_cell_of_the_process_design() {
+        let both = vec![Engine::Libtorch, Engine::Pytorch];
+        let r =
+            PlanRequest { engines: both.clone(), ..request(vec![Trick::ChannelsLast, Trick::LoaderWorkers]) };
+        let plan = Plan::ablation(&r);
+        let ids: Vec<String> = plan.cells.iter().take(8).map(|c| c.key.id().to_string()).collect();
+        assert_eq!(
+            ids,
+            [
+                "resnet20/baseline/b128/s0/train",
+                "resnet20/baseline/b128/s0/train@pytorch",
+                "resnet20/aa-control/b128/s0/train",
+                "resnet20/aa-control/b128/s0/train@pytorch",
+                "resnet20/baseline-alone/b128/s0/train",
+                "resnet20/baseline-alone/b128/s0/train@pytorch",
+                "resnet20/aa-control-alone/b128/s0/train",
+                "resnet20/aa-control-alone/b128/s0/train@pytorch",
+            ]
+        );
+        assert!(plan.cells[4..8].iter().all(|c| c.not_applicable.is_none()));
+        let control = plan.cells.iter().position(|c| c.key.id() == "resnet20/aa-control-alone/b128/s0/train");
+        assert_eq!(plan.paired_reference(control.unwrap(), Design::Ablation), None, "never paired");
+        let one_engine = Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::LoaderWorkers]));
+        assert_eq!(alone(&one_engine).len(), 2);
+        assert_eq!(alone(&Plan::leave_one_out(&r)).len(), 4, "under every design");
+        let rankings = [(Engine::Libtorch, vec![Trick::ChannelsLast, Trick::LoaderWorkers])];
+        assert_eq!(alone(&Plan::stack(&r, &rankings)).len(), 4, "once");
+
+        assert!(alone(&Plan::ablation(&request(vec![Trick::ChannelsLast, Trick::ZeroGradNone]))).is_empty());
+        let apart = PlanRequest { multi_arm: false, ..r };
+        assert!(
+            alone(&Plan::ablation(&apart)).is_empty(),
+            "without multi-arm processes the baseline is alone"
+        );
+    }
+
+    #[test]
+    fn the_cells_measured_alone_are_planned_only_on_the_engines_and_workloads_where_the_process_design_applies(
+    ) {
+        // DDP runs on libtorch only; cudnn-benchmark on both engines, and only where there are
+        // convolutions.
+        let gpus = |tricks: Vec<Trick>, workloads: Vec<WorkloadId>| PlanRequest {
+            hardware: Hardware::with_gpus(2),
+            engines: vec![Engine::Libtorch, Engine::Pytorch],
+            time_to_accuracy_batch_size: None,
+            workloads,
+            ..request(tricks)
+        };
+        let ddp = Plan::ablation(&gpus(vec![Trick::ChannelsLast, Trick::Ddp], vec![WorkloadId::Resnet20]));
+        assert_eq!(
+            alone(&ddp),
+            ["resnet20/baseline-alone/b128/s0/train", "resnet20/aa-control-alone/b128/s0/train"]
+        );
+        let workloads = vec![WorkloadId::Resnet20, WorkloadId::GptMini];
+        let cudnn = Plan::ablation(&gpus(vec![Trick::AmpBf16, Trick::CudnnBenchmark], workloads));
+        assert_eq!(
+            alone(&cudnn),
+            [
+                "resnet20/baseline-alone/b128/s0/train",
+                "resnet20/baseline-alone/b128/s0/train@pytorch",
+                "resnet20/aa-control-alone/b128/s0/train",
+                "resnet20/aa-control-alone/b128/s0/train@pytorch",
+            ],
+            "the GPT has no convolution to autotune"
+        );
     }
 
     #[test]

@@ -4,16 +4,17 @@
 //! tricks can be arms among others ([`Trick::joins_arms`]) run in one process, in the order the
 //! schedule drew them; the reference cell itself, where it has no reference of its own (the
 //! baseline, `debug-off`'s reference), is measured in that process too, its windows those its
-//! arms were paired with (so a reference with one arm shares that arm's process). Every other slot keeps a process of its own: a round's warm-up, a cell
-//! of the process design, a trick that keeps its own pairs ([`crate::tricks::Pairing::OwnPairs`]),
-//! a slot the caller wants apart (a traced one), and the A/A control of an engine and workload
-//! that has cells of the process design, whose floor for that design compares the control's
-//! processes with the baseline's and so needs them to be different processes.
+//! arms were paired with (so a reference with one arm shares that arm's process). The A/A control
+//! is one of the baseline's arms like any trick, so the paired floor comes from inside these
+//! processes. Every other slot keeps a process of its own: a round's warm-up, a cell of the
+//! process design, a trick that keeps its own pairs ([`crate::tricks::Pairing::OwnPairs`]), the
+//! baseline and the control measured alone ([`crate::results::schema::CellKey::alone`]), and a
+//! slot the caller wants apart (a traced one).
 
 use crate::bench::design::Design;
 use crate::bench::plan::{Plan, Slot};
 use crate::results::schema::CellKey;
-use crate::tricks::{Pairing, Trick};
+use crate::tricks::Trick;
 
 /// The slots one cell process measures.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +63,7 @@ pub fn group(
         }
         let key = &plan.cells[slot.cell].key;
         let joins = key.tricks.iter().chain(key.reference_for).all(Trick::joins_arms);
-        let control_apart = key.aa_control && has_process_design(plan, key);
-        plan.paired_reference(slot.cell, design).filter(|_| joins && !control_apart)
+        plan.paired_reference(slot.cell, design).filter(|_| joins)
     };
     let mut processes: Vec<(Option<(usize, CellKey)>, ProcessSlots)> = Vec::new();
     for slot in schedule {
@@ -86,8 +86,8 @@ pub fn group(
     )
 }
 
-/// `processes` with each reference cell that has no reference of its own (a cell measured alone,
-/// not a warm-up, not apart) moved into the process of its arms in its round.
+/// `processes` with each reference cell that has no reference of its own (in a process of that
+/// cell only, not a warm-up, not apart) moved into the process of its arms in its round.
 fn host_references(
     plan: &Plan,
     design: Design,
@@ -115,17 +115,6 @@ fn host_references(
         }
     }
     processes.into_iter().enumerate().filter(|(i, _)| !hosted.contains(i)).map(|(_, (_, p))| p).collect()
-}
-
-/// Whether `plan` has a throughput cell of the process design on `key`'s engine and workload: a
-/// cell with a trick (or a reference) that cannot be paired.
-fn has_process_design(plan: &Plan, key: &CellKey) -> bool {
-    plan.cells.iter().any(|c| {
-        let k = &c.key;
-        c.not_applicable.is_none()
-            && (k.engine, k.workload, k.kind) == (key.engine, key.workload, key.kind)
-            && k.tricks.iter().chain(k.reference_for).any(|t| matches!(t.pairing(), Pairing::Processes(_)))
-    })
 }
 
 #[cfg(test)]
@@ -187,14 +176,25 @@ mod tests {
     }
 
     #[test]
-    fn the_control_of_a_workload_with_cells_of_the_process_design_keeps_its_own_process() {
+    fn the_control_joins_the_multi_arm_process_beside_a_cell_of_the_process_design_measured_alone() {
         let plan = plan(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::LoaderWorkers]);
-        let processes = round_zero(&plan, true, |_| false);
-        assert!(processes.contains(&"resnet8/aa-control/b128/s0/train".to_owned()), "{processes:?}");
-        assert!(processes.contains(&"resnet8/loader-workers/b128/s0/train".to_owned()), "{processes:?}");
-        assert!(processes.iter().any(
-            |p| p.starts_with("resnet8/channels-last") && p.ends_with("| resnet8/baseline/b128/s0/train")
-        ));
+        let mut processes = round_zero(&plan, true, |_| false);
+        processes.sort();
+        assert_eq!(
+            processes,
+            [
+                "resnet8/aa-control-alone/b128/s0/train",
+                "resnet8/aa-control/b128/s0/train resnet8/channels-last/b128/s0/train \
+                 resnet8/zero-grad-none/b128/s0/train | resnet8/baseline/b128/s0/train",
+                "resnet8/baseline-alone/b128/s0/train",
+                "resnet8/loader-workers/b128/s0/train",
+            ]
+        );
+        let schedule = plan.schedule(2, 0);
+        let grouped = group(&plan, &schedule, Design::Ablation, true, |_| false);
+        let alone = |p: &&ProcessSlots| p.slots().any(|s| plan.cells[s.cell].key.alone);
+        assert!(grouped.iter().filter(alone).all(|p| p.slots().count() == 1), "one model a process");
+        assert_eq!(grouped.iter().filter(alone).count(), 4, "two cells alone, two rounds");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::bench::stopping::{self, Decision};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::schema::{
-    ArmsPerProcess, CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo,
+    CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo,
     SpeedrunChoice,
 };
 use crate::results::store;
@@ -142,9 +142,7 @@ pub fn run(
         results.speedrun.push(choice.clone());
     }
     let pending = pending_slots(spec, &results);
-    let protocol = &spec.info.protocol;
-    let multi_arm =
-        protocol.pairing == MeasurementDesign::Paired && protocol.arms_per_process == ArmsPerProcess::Many;
+    let multi_arm = spec.info.protocol.multi_arm();
     let processes = processes::group(&spec.plan, &pending, spec.info.design, multi_arm, |s| traced(spec, s));
     store::save(&results, &path)?;
     let mut run = Running { spec, path: &path, results, executor, observer };

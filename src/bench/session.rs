@@ -21,9 +21,7 @@ use crate::engine::probe_python;
 use crate::error::Error;
 use crate::results::model::UserModel;
 use crate::results::rehearsal::Rehearsed;
-use crate::results::schema::{
-    profile_text, ArmsPerProcess, CellResult, MeasurementDesign, Results, SpeedrunChoice,
-};
+use crate::results::schema::{profile_text, CellResult, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
 use crate::summary::workload_summary;
 use crate::workloads::{Family, WorkloadId};
@@ -289,9 +287,7 @@ impl Session<'_> {
         let protocol = &self.spec.info.protocol;
         let plan = design.known_plan(requests);
         let slots = plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
-        let multi_arm = protocol.pairing == MeasurementDesign::Paired
-            && protocol.arms_per_process == ArmsPerProcess::Many;
-        let processes = processes::group(&plan, &slots, design, multi_arm, |_| false).len();
+        let processes = processes::group(&plan, &slots, design, protocol.multi_arm(), |_| false).len();
         (processes, plan.cells.iter().filter(|c| c.not_applicable.is_none()).count())
     }
 }

@@ -390,6 +390,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         };
         let train = CellKind::Throughput { phase: Phase::Train };

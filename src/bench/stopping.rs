@@ -14,7 +14,8 @@
 //!
 //! Only paired cells stop: their processes carry their own reference, so two processes already
 //! give an interval over processes. The A/A controls and the references always run every round,
-//! since every verdict is read against them; a cell of the process design runs every round too.
+//! since every verdict is read against them; so do a cell of the process design and the baseline
+//! and the control measured alone, which it is compared and read against.
 //! A decision is recorded in the cell (`CellResult::decided`) and holds for the rest of the run,
 //! its later phases and a `--resume` included.
 
@@ -29,8 +30,8 @@ pub const FIRST_LOOK_PROCESSES: usize = 2;
 
 /// Whether `cell`'s paired processes so far decide its verdict against its engine's and
 /// workload's paired A/A floor in `results` ([`floor_half_width`]); `None` while undecided, for
-/// an A/A control, a cell that is not paired, or one with fewer than [`FIRST_LOOK_PROCESSES`]
-/// processes.
+/// an A/A control (measured alone or not), a cell that is not paired (the baseline measured alone
+/// among them), or one with fewer than [`FIRST_LOOK_PROCESSES`] processes.
 pub fn decision(cell: &CellResult, results: &Results) -> Option<Decision> {
     if cell.key.aa_control || cell.status != CellStatus::Ok {
         return None;

@@ -123,6 +123,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         }
     }

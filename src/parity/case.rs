@@ -96,6 +96,7 @@ impl ExportRequest {
                 kind: CellKind::Throughput { phase: Phase::Train },
                 reference_for: None,
                 aa_control: false,
+                alone: false,
                 engine: Engine::Libtorch,
             },
             device: self.device,

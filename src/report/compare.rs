@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::engine::Engine;
 use crate::report::model::{self, Effect, TrickVerdict};
 use crate::results::schema::{
-    CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict, AA_CONTROL_LABEL,
+    configuration_label, CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict,
 };
 use crate::tricks::{Metric, Trick, TrickSet};
 use crate::workloads::WorkloadId;
@@ -24,6 +24,8 @@ pub(crate) struct JoinKey {
     pub reference_for: Option<Trick>,
     /// Whether this is the A/A control (the baseline measured again under its own name).
     pub aa_control: bool,
+    /// Whether the cell was measured alone (the baseline or the A/A control, one model a process).
+    pub alone: bool,
     /// The batch size.
     pub batch_size: usize,
     /// What the cell measures.
@@ -42,6 +44,7 @@ impl JoinKey {
             tricks: cell.key.tricks.clone(),
             reference_for: cell.key.reference_for,
             aa_control: cell.key.aa_control,
+            alone: cell.key.alone,
             batch_size: cell.key.batch_size,
             kind: cell.key.kind,
             profile,
@@ -69,11 +72,8 @@ impl JoinKey {
             CellKind::TimeToAccuracy => " (time to accuracy)",
             CellKind::MemoryProbe => " (memory probe)",
         };
-        let configuration = match self.reference_for.and_then(Trick::reference_label) {
-            _ if self.aa_control => AA_CONTROL_LABEL.to_owned(),
-            Some(reference) => format!("{}+{reference}", self.tricks.label()),
-            None => self.tricks.label(),
-        };
+        let configuration =
+            configuration_label(&self.tricks, self.reference_for, self.aa_control, self.alone);
         let engine = if self.engine.is_libtorch() { String::new() } else { format!(" @{}", self.engine) };
         format!("{configuration}{kind}{engine}")
     }

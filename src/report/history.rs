@@ -297,6 +297,7 @@ pub(crate) mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         }
     }

@@ -812,6 +812,7 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         };
         Comparison {

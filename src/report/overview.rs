@@ -656,11 +656,7 @@ fn baseline_text(results: &[Results], g: &Group) -> String {
 fn baseline_of<'a>(g: &'a Group, engine: Engine) -> Option<&'a CellResult> {
     let baseline = g.entries.iter().find(|e| {
         let key = &e.cell.key;
-        key.tricks.is_baseline()
-            && !key.aa_control
-            && key.reference_for.is_none()
-            && key.engine == engine
-            && is_throughput(e, Phase::Train)
+        key.is_plain_baseline() && key.engine == engine && is_throughput(e, Phase::Train)
     });
     baseline.map(|e| e.cell)
 }

@@ -510,6 +510,19 @@ impl ArmsPerProcess {
     }
 }
 
+impl Protocol {
+    /// Whether the paired cells share multi-arm processes: paired, many arms a process.
+    pub fn multi_arm(&self) -> bool {
+        multi_arm(self.pairing, self.arms_per_process)
+    }
+}
+
+/// Whether a run measuring trick cells as `pairing` says with `arms_per_process` puts the cells
+/// paired with one reference into one multi-arm process a round.
+pub fn multi_arm(pairing: MeasurementDesign, arms_per_process: ArmsPerProcess) -> bool {
+    pairing == MeasurementDesign::Paired && arms_per_process == ArmsPerProcess::Many
+}
+
 /// Which phase a throughput cell times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -568,6 +581,13 @@ pub struct CellKey {
     /// interleaved like any trick, whose ratio to the baseline is the run's noise floor.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub aa_control: bool,
+    /// The cell is measured alone: one model in a process of its own every round, never an arm of
+    /// a multi-arm process nor the reference it hosts. Only the baseline and the A/A control are
+    /// (`baseline-alone`, `aa-control-alone`), beside a cell of the process design, which is
+    /// compared with the baseline measured in processes of its own shape; the control alone,
+    /// against the baseline alone, gives that design's noise floor. False in files that predate it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub alone: bool,
     /// The engine the cell trains on (libtorch in files that predate engines).
     #[serde(default, skip_serializing_if = "Engine::is_libtorch")]
     pub engine: Engine,
@@ -576,19 +596,43 @@ pub struct CellKey {
 /// The configuration label of the A/A control cell (`resnet8/aa-control/b128/s0/train`).
 pub const AA_CONTROL_LABEL: &str = "aa-control";
 
+/// What a cell measured alone adds to its configuration's label
+/// (`resnet8/baseline-alone/b128/s0/train`, `resnet8/aa-control-alone/b128/s0/train`).
+pub const ALONE_SUFFIX: &str = "-alone";
+
+/// The configuration in words, as a cell's id names it: the trick label (`baseline`,
+/// `amp+channels-last`), with the reference's label appended for a reference cell
+/// (`baseline+debug-apis-on`); `aa-control` for the A/A control; either with `-alone` after it for
+/// a cell measured alone (`baseline-alone`).
+pub fn configuration_label(
+    tricks: &TrickSet,
+    reference_for: Option<Trick>,
+    aa_control: bool,
+    alone: bool,
+) -> String {
+    let label = match reference_for.and_then(Trick::reference_label) {
+        _ if aa_control => AA_CONTROL_LABEL.to_owned(),
+        Some(reference) => format!("{}+{reference}", tricks.label()),
+        None => tricks.label(),
+    };
+    if alone {
+        format!("{label}{ALONE_SUFFIX}")
+    } else {
+        label
+    }
+}
+
 impl CellKey {
-    /// The configuration in words: the trick label (`baseline`, `amp+channels-last`), with the
-    /// reference's label appended for a reference cell (`baseline+debug-apis-on`); `aa-control`
-    /// for the A/A control.
+    /// The configuration in words ([`configuration_label`]): `baseline`, `amp+channels-last`,
+    /// `baseline+debug-apis-on`, `aa-control`, `baseline-alone`.
     pub fn configuration_label(&self) -> String {
-        if self.aa_control {
-            return AA_CONTROL_LABEL.to_owned();
-        }
-        let tricks = self.tricks.label();
-        match self.reference_for.and_then(Trick::reference_label) {
-            Some(reference) => format!("{tricks}+{reference}"),
-            None => tricks,
-        }
+        configuration_label(&self.tricks, self.reference_for, self.aa_control, self.alone)
+    }
+
+    /// Whether this is the workload's baseline: every trick off, no reference's switch on, not
+    /// the A/A control, and not measured alone.
+    pub fn is_plain_baseline(&self) -> bool {
+        self.tricks.is_baseline() && self.reference_for.is_none() && !self.aa_control && !self.alone
     }
 
     /// Whether this is the reference ("off") cell of `trick`.
@@ -1484,6 +1528,21 @@ mod tests {
         assert_eq!(read.engine, Engine::Libtorch);
     }
 
+    #[test]
+    fn the_baseline_and_the_control_measured_alone_say_so_and_other_keys_read_as_before() {
+        let baseline = cell(CellKind::Throughput { phase: Phase::Train }, CellStatus::Ok).key;
+        let alone = CellKey { alone: true, ..baseline.clone() };
+        let control = CellKey { aa_control: true, ..alone.clone() };
+        assert_eq!(alone.id().as_str(), "resnet8/baseline-alone/b32/s0/train");
+        assert_eq!(control.id_on(Engine::Pytorch).as_str(), "resnet8/aa-control-alone/b32/s0/train@pytorch");
+        assert!(baseline.is_plain_baseline() && !alone.is_plain_baseline() && !control.is_plain_baseline());
+        let written = serde_json::to_value(&baseline).unwrap();
+        assert!(written.get("alone").is_none(), "{written}");
+        assert_eq!(serde_json::to_value(&alone).unwrap()["alone"], true);
+        let read: CellKey = serde_json::from_value(written).unwrap();
+        assert!(!read.alone);
+    }
+
     fn cell(kind: CellKind, status: CellStatus) -> CellResult {
         let key = CellKey {
             workload: WorkloadId::Resnet8,
@@ -1493,6 +1552,7 @@ mod tests {
             kind,
             reference_for: None,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         };
         CellResult::new(key, status)

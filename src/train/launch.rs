@@ -257,7 +257,7 @@ mod tests {
         let mut graphed = GraphedStep::new(rehearsal).unwrap();
         let mut calls = 0;
         for k in 0..GRAPH_WARMUP_STEPS + 2 {
-            graphed
+            let _outputs = graphed
                 .step(&batch(k as f64), |inputs, targets| {
                     calls += 1;
                     if calls == GRAPH_WARMUP_STEPS + 1 {

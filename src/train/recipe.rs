@@ -418,6 +418,7 @@ mod tests {
             kind: CellKind::TimeToAccuracy,
             reference_for,
             aa_control: false,
+            alone: false,
             engine: Engine::Libtorch,
         }
     }

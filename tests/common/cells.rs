@@ -21,6 +21,7 @@ pub fn train_key(workload: WorkloadId, tricks: &[Trick]) -> CellKey {
         kind: CellKind::Throughput { phase: Phase::Train },
         reference_for: None,
         aa_control: false,
+        alone: false,
         engine: Engine::Libtorch,
     }
 }

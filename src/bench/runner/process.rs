@@ -337,6 +337,7 @@ mod tests {
             tail: "error: cell x: not applicable: sdpa-flash: no kernel".to_owned(),
             out_of_memory: None,
             not_applicable: reason.map(str::to_owned),
+            working_on: None,
         };
         let status =
             |code, reason| match outcome(exited(code), Duration::from_secs(1), output, stderr(reason)) {

@@ -26,7 +26,9 @@ fn effect_label(g: &Group, e: &Entry) -> String {
     let added: Vec<Trick> = set.iter().filter(|t| !reference.has(*t)).collect();
     let dropped: Vec<Trick> = reference.iter().filter(|t| !set.has(*t)).collect();
     if e.cell.key.aa_control {
-        return format!("A/A control (noise floor){}", suffix(g, e));
+        let floor =
+            if e.cell.key.alone { "alone (noise floor of separate processes)" } else { "(noise floor)" };
+        return format!("A/A control {floor}{}", suffix(g, e));
     }
     let largest = g.entries.iter().all(|x| x.cell.key.tricks.len() <= set.len());
     let base = match (added.as_slice(), dropped.as_slice()) {
@@ -93,7 +95,8 @@ fn speedup_caption(g: &Group, entries: &[&Entry], confidence: f64) -> String {
 }
 
 /// The trick cells of a group except the stack's cumulative steps, which have their own figure,
-/// then the A/A control (the baseline against itself: the run's noise floor).
+/// then the A/A controls (the baseline against itself: the run's noise floors, paired and, where
+/// the control was measured alone, of separate processes).
 fn effect_entries<'e>(g: &'e Group, chain: Option<&[&Entry]>) -> Vec<&'e Entry<'e>> {
     let in_chain = |e: &Entry| {
         e.cell.key.tricks.iter().count() > 1

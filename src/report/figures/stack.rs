@@ -28,13 +28,14 @@ fn train_cells<'e, 'a>(
 }
 
 /// Whether `e` can be a link of a chain on `engine`: a training-throughput cell of that engine
-/// that finished, not a reference cell or the A/A control.
+/// that finished, not a reference cell, the A/A control or a cell measured alone.
 fn is_link(e: &Entry, engine: Engine) -> bool {
     let k = &e.cell.key;
     k.kind == (CellKind::Throughput { phase: Phase::Train })
         && k.engine == engine
         && k.reference_for.is_none()
         && !k.aa_control
+        && !k.alone
         && e.cell.throughput.is_some()
 }
 

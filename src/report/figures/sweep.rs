@@ -31,7 +31,7 @@ fn out_of_memory(e: &Entry) -> bool {
 
 /// The configurations swept: those with memory probes or training cells at several batch sizes,
 /// and the largest-batch trick, each with its probes and training cells (reference cells and the
-/// A/A control left out).
+/// A/A control and the cells measured alone left out).
 fn sweeps<'e, 'a>(g: &'e Group<'a>) -> Sweeps<'e, 'a> {
     let mut batches: BTreeMap<&TrickSet, BTreeSet<usize>> = BTreeMap::new();
     for e in g.entries.iter().filter(|e| is_train(e) && e.cell.key.reference_for.is_none()) {
@@ -44,7 +44,7 @@ fn sweeps<'e, 'a>(g: &'e Group<'a>) -> Sweeps<'e, 'a> {
         let k = &e.cell.key;
         let several = batches.get(&k.tricks).is_some_and(|b| b.len() >= 2);
         let swept = several || probed.contains(&k.tricks) || k.tricks.has(Trick::MaxBatch);
-        if swept && (is_probe(e) || is_train(e)) && k.reference_for.is_none() && !k.aa_control {
+        if swept && (is_probe(e) || is_train(e)) && k.reference_for.is_none() && !k.aa_control && !k.alone {
             sweeps.entry((k.engine, k.tricks.clone(), k.seed)).or_default().push(e);
         }
     }

@@ -90,11 +90,13 @@ fn cells_of(r: &Results) -> BTreeMap<JoinKey, &CellResult> {
     cells
 }
 
-/// Whether `cell` is a baseline or trick throughput cell: not the A/A control, nor a trick's
+/// Whether `cell` is a baseline or trick throughput cell: not the A/A control, nor a cell measured
+/// alone (the baseline and the control beside the process design's cells), nor a trick's
 /// reference cell that is compared with nothing itself.
 fn gated(r: &Results, cell: &CellResult) -> bool {
     matches!(cell.key.kind, CellKind::Throughput { .. })
         && !cell.key.aa_control
+        && !cell.key.alone
         && (cell.key.reference_for.is_none() || comparison(r, cell).is_some())
 }
 

@@ -884,7 +884,8 @@ mod tests {
             kind: CellKind::Throughput { phase: Phase::Train },
             reference_for: None,
             aa_control: false,
-            engine: Engine::Pytorch,
+            alone: false,
+            engine: crate::engine::Engine::Pytorch,
         }
     }
 
