@@ -91,6 +91,16 @@ std::atomic<bool> trace_running{false};
 // Bytes held by live CPU tensors allocated through the counting allocator, and their peak.
 std::atomic<int64_t> cpu_live_bytes{0};
 std::atomic<int64_t> cpu_peak_bytes{0};
+// Their highest since tb_reset_cpu_high_water: a rehearsed GPU's model of the caching allocator's
+// reserved bytes, which keep every block handed out until the cache is emptied.
+std::atomic<int64_t> cpu_high_water_bytes{0};
+
+// Raises `peak` to `live` where that is higher.
+void raise_to(std::atomic<int64_t>& peak, int64_t live) {
+  int64_t seen = peak.load();
+  while (live > seen && !peak.compare_exchange_weak(seen, live)) {
+  }
+}
 // Each allocation starts with a header holding its size; 64 bytes keep the data 64-byte aligned.
 constexpr size_t kCpuHeaderBytes = 64;
 
@@ -117,9 +127,8 @@ struct CountingCpuAllocator final : c10::Allocator {
     auto* base = static_cast<char*>(c10::alloc_cpu(n + kCpuHeaderBytes));
     *reinterpret_cast<size_t*>(base) = n;
     const int64_t live = cpu_live_bytes.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
-    int64_t peak = cpu_peak_bytes.load();
-    while (live > peak && !cpu_peak_bytes.compare_exchange_weak(peak, live)) {
-    }
+    raise_to(cpu_peak_bytes, live);
+    raise_to(cpu_high_water_bytes, live);
     void* data = base + kCpuHeaderBytes;
     report_to_profiler(data, static_cast<int64_t>(n), live);
     return {data, data, &counting_cpu_delete, c10::Device(c10::DeviceType::CPU)};
@@ -299,6 +308,12 @@ void tb_cpu_memory_stats(int64_t* out) {
 
 // Resets the CPU peak to the bytes live now.
 void tb_reset_cpu_memory_peak() { cpu_peak_bytes.store(cpu_live_bytes.load()); }
+
+// The highest bytes of live CPU tensors since the last tb_reset_cpu_high_water.
+int64_t tb_cpu_high_water_bytes() { return cpu_high_water_bytes.load(); }
+
+// Resets the high-water mark of CPU tensors to the bytes live now.
+void tb_reset_cpu_high_water() { cpu_high_water_bytes.store(cpu_live_bytes.load()); }
 
 // Resets the peak statistics of accelerator `device_index`.
 int tb_reset_peak_memory_stats(int device_index) {

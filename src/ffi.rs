@@ -40,6 +40,8 @@ mod raw {
         pub fn tb_install_cpu_memory_counter() -> c_int;
         pub fn tb_cpu_memory_stats(out: *mut i64);
         pub fn tb_reset_cpu_memory_peak();
+        pub fn tb_cpu_high_water_bytes() -> i64;
+        pub fn tb_reset_cpu_high_water();
         pub fn tb_empty_cache() -> c_int;
         pub fn tb_set_autocast(is_cuda: c_int, enabled: c_int, dtype: c_int) -> c_int;
         pub fn tb_autocast_enabled(is_cuda: c_int) -> c_int;
@@ -239,6 +241,19 @@ pub fn cpu_memory_stats() -> (u64, u64) {
 pub fn reset_cpu_memory_peak() {
     // SAFETY: no argument; the shim's counters are atomics, safe from any thread.
     unsafe { raw::tb_reset_cpu_memory_peak() }
+}
+
+/// The highest bytes of live CPU tensors since [`reset_cpu_high_water`] (or since
+/// [`install_cpu_memory_counter`]); unlike the peak, [`reset_cpu_memory_peak`] leaves it alone.
+pub fn cpu_high_water_bytes() -> u64 {
+    // SAFETY: no argument; the shim's counters are atomics, safe from any thread.
+    unsafe { raw::tb_cpu_high_water_bytes() }.max(0) as u64
+}
+
+/// Resets the high-water mark of CPU tensors to the bytes live now.
+pub fn reset_cpu_high_water() {
+    // SAFETY: no argument; the shim's counters are atomics, safe from any thread.
+    unsafe { raw::tb_reset_cpu_high_water() }
 }
 
 /// Returns cached, unused accelerator memory to the driver.

@@ -75,49 +75,28 @@ pub fn taken_by(side: usize) -> Vec<StandIn> {
 
 /// The caching allocator's model on a rehearsed device: allocated is the bytes of live CPU
 /// tensors (the shim's counting allocator, [`ffi::cpu_memory_stats`]); reserved is the highest
-/// allocated since the cache was last emptied, as a caching allocator keeps every block it handed
-/// out until then.
+/// allocated since the cache was last emptied ([`ffi::cpu_high_water_bytes`]), as a caching
+/// allocator keeps every block it handed out until then.
 pub mod allocator {
     use super::*;
-
-    /// The highest live bytes seen since the cache was last emptied, as of the last reading or
-    /// reset of the peaks.
-    static HIGH_WATER: Mutex<u64> = Mutex::new(0);
-
-    /// The high-water mark, raised to `peak` (a peak of live bytes just read).
-    fn raised(peak: u64) -> u64 {
-        let mut high = HIGH_WATER.lock().unwrap_or_else(PoisonError::into_inner);
-        *high = (*high).max(peak);
-        *high
-    }
 
     /// (allocated, reserved) bytes now.
     pub fn held() -> (u64, u64) {
         record(StandIn::AllocatorStatistics);
-        let (live, peak) = ffi::cpu_memory_stats();
-        (live, raised(peak).max(live))
+        (ffi::cpu_memory_stats().0, ffi::cpu_high_water_bytes())
     }
 
     /// (peak allocated since the peaks were last reset, peak reserved) bytes: the reserved bytes
     /// never fall without an emptied cache, so their peak is the reserved bytes now.
     pub fn peaks() -> (u64, u64) {
         record(StandIn::AllocatorStatistics);
-        let peak = ffi::cpu_memory_stats().1;
-        (peak, raised(peak))
-    }
-
-    /// Keeps the peak since the last reset in the high-water mark; call before the counter's peak
-    /// is reset.
-    pub fn before_peak_reset() {
-        record(StandIn::AllocatorStatistics);
-        raised(ffi::cpu_memory_stats().1);
+        (ffi::cpu_memory_stats().1, ffi::cpu_high_water_bytes())
     }
 
     /// Empties the cache: the reserved bytes fall back to those allocated.
     pub fn empty_cache() {
         record(StandIn::EmptyCache);
-        let live = ffi::cpu_memory_stats().0;
-        *HIGH_WATER.lock().unwrap_or_else(PoisonError::into_inner) = live;
+        ffi::reset_cpu_high_water();
     }
 }
 

@@ -22,8 +22,7 @@ use crate::bench::stopping::{self, Decision};
 use crate::bench::trace::{CellGlob, TraceTarget};
 use crate::error::Error;
 use crate::results::schema::{
-    CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo,
-    SpeedrunChoice,
+    CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo, SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;

@@ -18,9 +18,6 @@ use crate::standin;
 pub fn reset_peaks(device: DeviceSpec) -> Result<(), Error> {
     // Best effort: an older or locked-down kernel only makes the resident peak less specific.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    if device.rehearsed().is_some() {
-        standin::allocator::before_peak_reset();
-    }
     ffi::reset_cpu_memory_peak();
     match device.cuda_index() {
         Some(i) => Ok(ffi::reset_peak_memory_stats(i)?),

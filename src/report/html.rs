@@ -416,6 +416,7 @@ pub(crate) fn report(
         title => run_title(report.results, "report"),
         conclusion => conclusion,
         synthetic => Serde(report.synthetic()),
+        rehearsals => Serde(report.rehearsals()),
         runs => Serde(runs(report.results)),
         protocols => Serde(protocols(report.results)),
         overviews => Serde(overviews),

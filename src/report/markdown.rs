@@ -42,6 +42,7 @@ pub(crate) fn summary(
     let ctx = context! {
         title => html::run_title(report.results, "results"),
         synthetic => Serde(report.synthetic()),
+        rehearsals => Serde(report.rehearsals()),
         runs => Serde(runs),
         overviews => Serde(overviews),
         tta_summary => Serde(report.time_to_accuracy_rows()),

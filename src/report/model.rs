@@ -10,6 +10,7 @@ use crate::device::DeviceSpec;
 use crate::engine::Engine;
 use crate::report::plots::Rgb;
 use crate::results::model::UserModel;
+use crate::results::rehearsal::{RehearsalTally, Rehearsed};
 use crate::results::schema::{
     time_ratio_text, CellKind, CellResult, CellStatus, Comparison, Phase, Results, TtaSummary, Verdict,
 };
@@ -110,6 +111,11 @@ impl<'a> Report<'a> {
     /// Whether any results file was measured on synthetic data.
     pub fn synthetic(&self) -> bool {
         self.results.iter().any(|r| r.run.data.synthetic)
+    }
+
+    /// Each results file that is a rehearsal of a GPU run on the CPU, told as such.
+    pub fn rehearsals(&self) -> Vec<RehearsalView> {
+        self.results.iter().filter_map(|r| RehearsalView::of(r)).collect()
     }
 
     /// Every cell of every group.
@@ -877,5 +883,60 @@ mod tests {
         seen.sort_by_key(|c| (c.0, c.1, c.2));
         seen.dedup();
         assert_eq!(seen.len(), n);
+    }
+}
+
+/// A rehearsal of a GPU run on the CPU, as a report tells it: what it rehearsed, its cases by how
+/// far it took them, and each case.
+#[derive(Debug, Serialize)]
+pub struct RehearsalView {
+    /// The run's id.
+    pub id: String,
+    /// The GPU rehearsed, in words (`sm90 (an H100 or H200)`).
+    pub gpu: String,
+    /// The cases by status in one line ([`RehearsalTally::line`]).
+    pub tally: String,
+    /// Each refused case, with why.
+    pub refused: Vec<String>,
+    /// Each case the plan made: its id, its status and the calls its tricks stood in for.
+    pub cases: Vec<RehearsedCaseView>,
+}
+
+/// One case of a rehearsal.
+#[derive(Debug, Serialize)]
+pub struct RehearsedCaseView {
+    /// The cell's id.
+    pub id: String,
+    /// `stepped`, `stood in` or `refused`.
+    pub status: &'static str,
+    /// The calls its tricks stood in for, or why it was refused.
+    pub detail: String,
+}
+
+impl RehearsalView {
+    /// The view of `results` when it is a rehearsal.
+    fn of(results: &Results) -> Option<RehearsalView> {
+        let gpu = results.run.device.rehearsed()?;
+        let tally = RehearsalTally::of(results)?;
+        let cases = results
+            .cells
+            .iter()
+            .filter_map(|c| {
+                let rehearsed = c.rehearsed()?;
+                let detail = match &rehearsed {
+                    Rehearsed::Stepped => String::new(),
+                    Rehearsed::StoodIn(calls) => calls.iter().map(|s| s.id()).collect::<Vec<_>>().join(", "),
+                    Rehearsed::Refused(why) => why.clone(),
+                };
+                Some(RehearsedCaseView { id: c.id().to_string(), status: rehearsed.label(), detail })
+            })
+            .collect();
+        Some(RehearsalView {
+            id: results.run.id.clone(),
+            gpu: format!("{} ({})", gpu.id(), gpu.examples()),
+            tally: tally.line(),
+            refused: tally.refused.iter().map(|(id, why)| format!("{id}: {why}")).collect(),
+            cases,
+        })
     }
 }

@@ -28,8 +28,10 @@ use crate::ffi;
 use crate::measure::flops::Precision;
 use crate::measure::phases;
 use crate::results::phases::StepPhase;
-use crate::results::schema::{CellKey, Memory};
+use crate::results::schema::{CellKey, CellKind, Memory, Phase};
+use crate::standin;
 use crate::tricks::{Trick, TrickSet};
+use crate::vocabulary::StandIn;
 use crate::workloads::gpt::{sdp_switches, AttentionBackend};
 use crate::workloads::Workload;
 use average::WeightAverage;
@@ -120,9 +122,35 @@ pub fn apply_switches(key: &CellKey, device: DeviceSpec) -> Result<(), Error> {
         tch::Cuda::cudnn_set_benchmark(key.tricks.has(Trick::CudnnBenchmark));
     }
     ffi::set_anomaly_mode(key.is_reference_for(Trick::DebugOff));
-    ffi::set_sdp_enabled(sdp_switches(key.tricks.forced_attention_backend())?)?;
+    ffi::set_sdp_enabled(attention_switches(key, device)?)?;
     let strict = key.is_reference_for(Trick::Tf32);
     Ok(ffi::set_tf32(ffi::Tf32 { matmul: key.tricks.has(Trick::Tf32), cudnn: !strict })?)
+}
+
+/// The `scaled_dot_product_attention` backends of the cell `key` on `device`: exactly the one a
+/// forced-backend trick names, else all of them; on a rehearsed GPU with the math backend beside a
+/// forced one the CPU has no kernel for ([`StandIn::AttentionKernel`]).
+fn attention_switches(key: &CellKey, device: DeviceSpec) -> Result<ffi::SdpEnabled, Error> {
+    let forced = key.tricks.forced_attention_backend();
+    let mut enabled = sdp_switches(forced)?;
+    if device.rehearsed().is_some() && forced.is_some_and(|backend| no_cpu_kernel(backend, key)) {
+        standin::record(StandIn::AttentionKernel);
+        enabled.math = true;
+    }
+    Ok(enabled)
+}
+
+/// Whether the CPU has no kernel for `backend` in the steps of the cell `key`: memory-efficient
+/// and cuDNN attention never, FlashAttention not with dropout (in training, where the workload
+/// applies it).
+fn no_cpu_kernel(backend: AttentionBackend, key: &CellKey) -> bool {
+    match backend {
+        AttentionBackend::EfficientAttention | AttentionBackend::CudnnAttention => true,
+        AttentionBackend::FlashAttention => {
+            key.kind != (CellKind::Throughput { phase: Phase::Eval }) && key.workload.trains_with_dropout()
+        }
+        AttentionBackend::Explicit | AttentionBackend::Math | AttentionBackend::Overrideable => false,
+    }
 }
 
 /// A model being trained: what its steps compute, how they are launched, and the metrics they

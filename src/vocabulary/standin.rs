@@ -28,10 +28,10 @@ pub enum StandIn {
     Nvml,
     /// Which kernel `scaled_dot_product_attention` dispatches to by default.
     SdpaChoice,
-    /// The caching allocator's mode (expandable segments), set and read back.
-    AllocatorSettings,
-    /// Capping the caching allocator at the memory budget.
+    /// Capping the caching allocator at the run's memory budget.
     AllocatorCap,
+    /// The caching allocator's expandable segments turned on, and read back.
+    AllocatorSettings,
     /// Capturing the step into a CUDA graph on a side stream, and replaying it.
     GraphCapture,
     /// Pinned host buffers and non-blocking host-to-device copies.
@@ -55,8 +55,8 @@ impl StandIn {
         StandIn::DeviceProperties,
         StandIn::Nvml,
         StandIn::SdpaChoice,
-        StandIn::AllocatorSettings,
         StandIn::AllocatorCap,
+        StandIn::AllocatorSettings,
         StandIn::GraphCapture,
         StandIn::PinnedMemory,
         StandIn::AttentionKernel,
@@ -90,8 +90,9 @@ impl StandIn {
         StandIn::ALL.into_iter().find(|s| s.id() == id)
     }
 
-    /// Whether every case of a rehearsal goes through it (the kernels, the device's clock and
-    /// allocator, its properties and NVML), so that it says nothing of what a case's tricks do.
+    /// Whether every case of a rehearsal goes through it whatever its tricks (the kernels, the
+    /// device's clock and allocator, its properties and NVML, the run's memory budget), so that it
+    /// says nothing of what a case's tricks do.
     pub fn every_case(self) -> bool {
         matches!(
             self,
@@ -103,6 +104,7 @@ impl StandIn {
                 | StandIn::DeviceProperties
                 | StandIn::Nvml
                 | StandIn::SdpaChoice
+                | StandIn::AllocatorCap
         )
     }
 
@@ -127,7 +129,7 @@ impl StandIn {
             }
             StandIn::SdpaChoice => "`torch._fused_sdp_choice` on CUDA tensors",
             StandIn::AllocatorSettings => {
-                "`torch.cuda.memory._set_allocator_settings(\"expandable_segments:…\")`, \
+                "`torch.cuda.memory._set_allocator_settings(\"expandable_segments:True\")`, \
                  `CUDACachingAllocator::setAllocatorSettings`, the segments' `expandable` flag"
             }
             StandIn::AllocatorCap => {
@@ -184,7 +186,7 @@ impl StandIn {
         match self {
             StandIn::Kernels => "every throughput cell is `ok` on both engines with a finite last loss",
             StandIn::DeviceSynchronize => {
-                "windows are timed between synchronisations: no window under 1 ms per step"
+                "each training cell's windows and its breakdown's CUDA-event phases agree on its step's time"
             }
             StandIn::CudaEvents => {
                 "each training cell's breakdown says `cuda-events` and its phases sum to its step"
@@ -255,6 +257,13 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), StandIn::ALL.len());
+    }
+
+    #[test]
+    fn the_table_in_the_gpu_docs_is_the_boundarys() {
+        let docs = include_str!("../../docs/gpu.md");
+        let table = StandIn::table();
+        assert!(docs.contains(&table), "docs/gpu.md must hold StandIn::table() as it is now:\n{table}");
     }
 
     #[test]

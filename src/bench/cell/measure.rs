@@ -14,13 +14,15 @@ use crate::measure::memory;
 use crate::measure::power::{EnergyMeter, EnergySpan};
 use crate::measure::timer::{synchronize, SyncedTimer};
 use crate::results::machine::MachineState;
+use crate::results::schema::CellKey;
 use crate::results::schema::{CellKind, Memory, Phase, ProcessMeasurement};
 use crate::stats::{median_ci, relative_half_width};
 use crate::train::recipe::Recipe;
 use crate::train::Trainer;
 use crate::tricks::{Trick, TrickSet};
+use crate::vocabulary::{AttentionBackend, StandIn};
 use crate::workloads::gpt::NO_ATTENTION_KERNEL;
-use crate::workloads::Workload;
+use crate::workloads::{Family, Workload};
 
 /// Training steps of a memory probe (after the steps that reach the steady state).
 pub const PROBE_STEPS: usize = 2;
@@ -93,19 +95,36 @@ pub(in crate::bench) fn measure<W: Workload>(
 
 /// The measurement of the cell `job` before anything is measured: what `trainer` runs (precision,
 /// attention kernel, FLOPs per sample), with no windows, memory or time to accuracy yet.
-pub(super) fn unmeasured<W: Workload>(
+pub(in crate::bench) fn unmeasured<W: Workload>(
     job: &CellJob,
     trainer: &Trainer<W>,
 ) -> Result<ProcessMeasurement, Error> {
     let flops_per_sample =
         timed_flops_per_sample(job.key.kind, trainer.workload().forward_flops_per_sample());
-    let attention_backend = trainer
-        .attention_backend(job.key.batch_size)
-        .map_err(|e| forced_backend_without_kernel(&job.key.tricks, e))?;
+    let attention_backend = match job.device.rehearsed() {
+        Some(_) if uses_sdpa(&job.key) => rehearsed_attention_backend(&job.key),
+        _ => trainer
+            .attention_backend(job.key.batch_size)
+            .map_err(|e| forced_backend_without_kernel(&job.key.tricks, e))?,
+    };
     Ok(ProcessMeasurement {
         attention_backend,
         ..ProcessMeasurement::new(job.round, flops_per_sample, trainer.precision())
     })
+}
+
+/// Whether the cell `key`'s GPT attends through `scaled_dot_product_attention` (under
+/// `flash-attention` or a trick that forces one of its backends).
+fn uses_sdpa(key: &CellKey) -> bool {
+    key.workload.family() == Family::CharGpt
+        && (key.tricks.has(Trick::FlashAttention) || key.tricks.forced_attention_backend().is_some())
+}
+
+/// The kernel a rehearsed GPU's SDPA would run for the cell `key`: the backend its tricks force,
+/// else not known on the CPU ([`StandIn::SdpaChoice`]).
+fn rehearsed_attention_backend(key: &CellKey) -> Option<AttentionBackend> {
+    crate::standin::record(StandIn::SdpaChoice);
+    key.tricks.forced_attention_backend()
 }
 
 /// `error` as [`Error::NotApplicable`] when `tricks` force an attention backend and `error` says

@@ -596,6 +596,18 @@ mod tests {
     }
 
     #[test]
+    fn the_sides_are_built_in_an_order_reversed_every_other_round() {
+        assert_eq!(build_order(3, 0), [0, 1, 2, 3], "the arms, then the reference");
+        assert_eq!(build_order(3, 1), [3, 2, 1, 0], "the reference first");
+        assert_eq!(build_order(3, 2), build_order(3, 0));
+        // Over two rounds every side's place averages to the middle.
+        for side in 0..=3 {
+            let place = |round| build_order(3, round).iter().position(|&s| s == side).unwrap();
+            assert_eq!(place(0) + place(1), 3, "side {side}");
+        }
+    }
+
+    #[test]
     fn williams_rows_balance_places_and_neighbours() {
         for n in 1..=11 {
             check_balance(n);

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{CellEngine, RunServer};
 use crate::bench::cell::data::{planned_steps, CellData};
-use crate::bench::cell::measure::{measure, CellContext};
+use crate::bench::cell::measure::{measure, unmeasured, CellContext};
 use crate::bench::cell::parallel::parallel_plan;
 use crate::bench::cell::{announce, paired, CellJob, Outcome};
 use crate::bench::faults;
@@ -21,10 +21,9 @@ use crate::results::schema::{CellKey, ProcessMeasurement};
 use crate::standin;
 use crate::train::parallel::ParallelPlan;
 use crate::train::recipe::Recipe;
-use crate::train::{apply_process_tricks, Trainer};
+use crate::train::{apply_process_tricks, apply_switches, Trainer};
 use crate::vocabulary::StandIn;
 use crate::workloads::build::{gpt_for, resnet_for, scripted_for};
-use crate::workloads::gpt::sdp_switches;
 use crate::workloads::{Family, WorkloadId};
 
 /// The libtorch engine.
@@ -79,29 +78,31 @@ impl CellEngine for Libtorch {
 /// The vocabulary the contract check builds a GPT for: tiny Shakespeare's 65 characters.
 const CHECK_VOCABULARY: usize = 65;
 
-/// Whether libtorch's loop accepts the side of `job`: its recipe, its network and its trainer
-/// built as its process builds them on the job's device (the tensors on the CPU where the device
-/// is rehearsed), the attention backend it forces settable; nothing trained.
+/// Whether libtorch's loop accepts the side of `job`: its switches set, its recipe, its network
+/// and its trainer built as its process builds them on the job's device (the tensors on the CPU
+/// where the device is rehearsed), and what its measurement records of them before any step (its
+/// attention kernel); nothing trained.
 fn check_side(job: &CellJob) -> Result<(), Error> {
     let key = &job.key;
     let profile = job.settings();
-    let recipe =
-        Recipe::for_cell(key, &profile.tta, profile.tta.planned_steps.unwrap_or(1), job.super_convergence);
-    sdp_switches(key.tricks.forced_attention_backend())?;
+    let steps = profile.tta.planned_steps.unwrap_or(1);
+    let recipe = Recipe::for_cell(key, &profile.tta, steps, job.super_convergence);
     let device = job.device;
+    apply_switches(key, device)?;
     match key.workload.family() {
         Family::CifarResnet => {
-            Trainer::new(resnet_for(key, &recipe, device.tch())?, &key.tricks, device, &recipe).map(drop)
+            let trainer =
+                Trainer::new(resnet_for(key, &recipe, device.tch())?, &key.tricks, device, &recipe)?;
+            unmeasured(job, &trainer).map(drop)
         }
         Family::CharGpt => {
-            Trainer::new(gpt_for(key, CHECK_VOCABULARY, device.tch())?, &key.tricks, device, &recipe)
-                .map(drop)
+            let gpt = gpt_for(key, CHECK_VOCABULARY, device.tch())?;
+            unmeasured(job, &Trainer::new(gpt, &key.tricks, device, &recipe)?).map(drop)
         }
         Family::UserModel => {
             let dir = job.model_dir()?;
-            let model = read_description(dir)?;
-            Trainer::new(scripted_for(key, dir, &model, device.tch())?, &key.tricks, device, &recipe)
-                .map(drop)
+            let model = scripted_for(key, dir, &read_description(dir)?, device.tch())?;
+            unmeasured(job, &Trainer::new(model, &key.tricks, device, &recipe)?).map(drop)
         }
     }
 }

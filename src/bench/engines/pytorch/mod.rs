@@ -889,6 +889,107 @@ mod tests {
         }
     }
 
+    /// An engine that answers every request at once, but a window, which takes 50 ms, and
+    /// keeps the ops it was asked for.
+    #[derive(Clone, Default)]
+    struct FakeEngine(std::rc::Rc<std::cell::RefCell<(Vec<u8>, Vec<String>)>>);
+
+    impl FakeEngine {
+        /// The reply to `request`.
+        fn reply(op: &str) -> Value {
+            match op {
+                "build" => json!({"ok": true}),
+                "warm_up" => json!({"ok": true, "compile_s": null}),
+                "probe" => {
+                    json!({"peak_allocated_bytes": 1, "peak_reserved_bytes": 1, "peak_rss_bytes": 1, "samples": 64})
+                }
+                "window" => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    json!({"samples": 32, "seconds": 0.05, "host_reads": 0})
+                }
+                _ => json!({"peak_allocated_bytes": 1, "peak_reserved_bytes": 1, "peak_rss_bytes": 1}),
+            }
+        }
+
+        /// The ops asked for, in order.
+        fn ops(&self) -> Vec<String> {
+            self.0.borrow().1.clone()
+        }
+    }
+
+    impl Write for FakeEngine {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let request: Value = serde_json::from_slice(bytes.trim_ascii()).expect("one request a write");
+            let op = request["op"].as_str().unwrap().to_owned();
+            let reply = format!("{}\n", Self::reply(&op));
+            let mut state = self.0.borrow_mut();
+            state.0.extend(reply.bytes());
+            state.1.push(op);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Read for FakeEngine {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let mut state = self.0.borrow_mut();
+            let n = out.len().min(state.0.len());
+            out[..n].copy_from_slice(&state.0[..n]);
+            state.0.drain(..n);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_sides_energy_span_holds_its_windows_and_not_its_memory_probe() {
+        let fake = FakeEngine::default();
+        let mut engine = EngineProcess {
+            child: None,
+            requests: Box::new(fake.clone()),
+            replies: BufReader::new(Box::new(fake.clone())),
+            log: None,
+            program: "a fake engine".to_owned(),
+            stopped: false,
+        };
+        let job = CellJob {
+            key: key(&[], false),
+            device: DeviceSpec::AsIfCuda(crate::device::RehearsedGpu::Sm90),
+            profile: crate::bench::profile::ProfileName::Smoke,
+            data_dir: PathBuf::new(),
+            round: 0,
+            images: None,
+            text: None,
+            memory_budget_bytes: None,
+            super_convergence: false,
+            protocol: None,
+            family_settings: None,
+            trace: None,
+            paired_with: None,
+            arms: Vec::new(),
+            measures_reference: false,
+            python: None,
+            pytorch_server: None,
+            model_dir: None,
+        };
+        let profile = job.settings();
+        let mut measurement = ProcessMeasurement::new(0, 1.0, Precision::Fp32);
+        measure_alone(&mut engine, &profile, &job, "trick", &mut measurement, None).unwrap();
+        let ops = fake.ops();
+        let windows = ops.iter().filter(|op| *op == "window").count();
+        assert_eq!(ops[..4], ["build", "warm_up", "memory", "probe"], "{ops:?}");
+        assert!(ops[4..].iter().all(|op| op == "window") && windows >= 2, "{ops:?}");
+        let energy = measurement.energy.unwrap_or_else(|| panic!("{:?}", measurement.energy_unavailable));
+        assert_eq!(
+            energy.samples,
+            Some(32 * windows),
+            "the span counts its windows' samples, not the probe's"
+        );
+        assert!(energy.interval_s >= 1.0, "{energy:?}");
+    }
+
     #[test]
     fn the_engines_arithmetic_counts_fp8_linears_in_fp8_as_libtorch_does() {
         let gpu = DeviceSpec::Cuda(0);
