@@ -1,7 +1,6 @@
 //! The rehearsal of a GPU run on the CPU (`run --device as-if-cuda:sm90`), short: the CUDA tricks
-//! of the GPU check on ResNet-8 and the 2-layer GPT, both engines, two rounds (so each build order
-//! runs), every case the plan makes built and stepped, each call that needs a CUDA device stood
-//! in and named in the results. The whole GPU plan's rehearsal is `scripts/device-check
+//! of the GPU check on ResNet-8 and the 2-layer GPT, both engines, one round, every case the plan
+//! makes built and stepped, each call that needs a CUDA device stood in and named in the results. The whole GPU plan's rehearsal is `scripts/device-check
 //! --as-if-cuda` (docs/gpu.md).
 //!
 //! It also holds what the rehearsal found of the GPU paths, each a case that a CPU run never
@@ -29,12 +28,12 @@ use common::dirs::{python, temp_dir};
 const TRICKS: &str = "amp,amp-bf16,tf32,cuda-graphs,cudnn-benchmark,pin-memory,sdpa-flash,sdpa-cudnn,\
                       sdpa-mem-efficient,sdpa-math,fp8-matmul,channels-last,zero-grad-none";
 
-/// `trickbench run` of `tricks` on `workload` in `dir` into `out` with `args`, smoke-sized, two
-/// rounds of short windows; its results.
+/// `trickbench run` of `tricks` on `workload` in `dir` into `out` with `args`, smoke-sized, one
+/// round of short windows; its results.
 fn run(dir: &Path, out: &str, workload: &str, tricks: &str, args: &[&str]) -> Results {
     let python = python();
     let mut command = vec!["run", "--profile", "smoke", "--workload", workload, "--tricks", tricks];
-    command.extend(["--no-time-to-accuracy", "--rounds", "2", "--windows", "2", "--steps-per-window", "1"]);
+    command.extend(["--no-time-to-accuracy", "--rounds", "1", "--windows", "2", "--steps-per-window", "1"]);
     command.extend([
         "--data",
         "data",

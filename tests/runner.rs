@@ -33,6 +33,9 @@ struct MockExecutor {
     calls: Vec<(String, usize)>,
     jobs: Vec<CellJob>,
     failures: HashMap<String, CellStatus>,
+    /// Cells whose side drops out of its process with this status while the process measures
+    /// the others.
+    drop_outs: HashMap<String, CellStatus>,
 }
 
 impl CellExecutor for MockExecutor {
@@ -47,6 +50,9 @@ impl CellExecutor for MockExecutor {
         }
         let jitter = [1.0, 0.99, 1.01, 1.005];
         let measured = members.iter().map(|key| {
+            if let Some(status) = self.drop_outs.get(key.id().as_str()) {
+                return Err(status.clone());
+            }
             let factor = if key.tricks.has(Trick::ChannelsLast) { 1.5 } else { 1.0 };
             let mut process = measurement(job.round, jitter.iter().map(|j| 100.0 * factor * j).collect());
             process.process_cells = members.len();
@@ -166,6 +172,42 @@ fn a_failing_cell_is_recorded_and_the_run_goes_on() {
     assert_eq!(mock.calls.iter().filter(|(id, _)| id.contains("channels-last")).count(), 1);
     assert_eq!(mock.calls.len(), 9);
     assert_eq!(results.comparisons.len(), 2, "zero-grad-none and the A/A control");
+}
+
+#[test]
+fn an_arm_that_drops_out_costs_no_process_beyond_the_plan() {
+    let dir = temp_dir();
+    let spec = spec(dir.path(), vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
+    let mut planned_mock = MockExecutor::default();
+    let planned =
+        runner::run(&run_spec_again(&spec, dir.path().join("planned")), &mut planned_mock, &mut Silent)
+            .unwrap();
+    let mut mock = MockExecutor::default();
+    let dropped =
+        CellStatus::Failed { error: "no fp8 kernel for this shape".into(), stderr_tail: String::new() };
+    mock.drop_outs.insert("resnet8/channels-last/b32/s0/train".into(), dropped.clone());
+    let results =
+        runner::run(&run_spec_again(&spec, dir.path().join("dropped")), &mut mock, &mut Silent).unwrap();
+    assert_eq!(cell(&results, "resnet8/channels-last/b32/s0/train").status, dropped);
+    assert!(
+        mock.jobs.len() <= planned_mock.jobs.len(),
+        "{} processes, {} planned",
+        mock.jobs.len(),
+        planned_mock.jobs.len()
+    );
+    for id in ["resnet8/zero-grad-none/b32/s0/train", "resnet8/aa-control/b32/s0/train"] {
+        assert_eq!(
+            cell(&results, id).processes.len(),
+            cell(&planned, id).processes.len(),
+            "{id} measured every round"
+        );
+    }
+}
+
+/// `spec` writing into `out_dir` instead.
+fn run_spec_again(spec: &RunSpec, out_dir: PathBuf) -> RunSpec {
+    std::fs::create_dir_all(&out_dir).unwrap();
+    RunSpec { out_dir, ..spec.clone() }
 }
 
 #[test]
@@ -472,7 +514,8 @@ fn process_executor_reads_the_measurement_and_forwards_stderr_lines() {
         energy_unavailable: None,
         ..measurement(0, vec![10.0, 11.0])
     };
-    let json = serde_json::to_string(&[&measured]).unwrap();
+    let outcome: trickbench::bench::cell::Outcome = Ok(measured.clone());
+    let json = serde_json::to_string(&[&outcome]).unwrap();
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let sink = lines.clone();
     let mut executor =

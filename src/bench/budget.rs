@@ -7,7 +7,10 @@
 //! beside a trick of the process design. A process of several cells costs that of a
 //! process of one, and a share of it for each further cell ([`ProcessCosts::arm_share`]). The
 //! sequential rule may stop decided cells before the last round; the estimate does not count on
-//! it.
+//! it. What a failure costs is counted too: a side that fails drops out of its process, which goes
+//! on with the others, so a failed arm costs no process beyond its share of the one planned (a
+//! test in `tests/runner.rs` holds it); only a process that dies costs another, the others run
+//! again together, which no plan can foresee and a phase's own limit bounds.
 
 use std::collections::BTreeMap;
 use std::fmt;
