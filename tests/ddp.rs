@@ -233,10 +233,10 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
         ["launch", "--nproc-per-node", "2", "--", "cell", "--job", "job.json", "--output", "out.json"];
     let out = trickbench(dir.path(), &launch, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let measured: Vec<ProcessMeasurement> =
+    let outcomes: Vec<trickbench::bench::cell::Outcome> =
         serde_json::from_slice(&std::fs::read(dir.path().join("out.json")).unwrap()).unwrap();
-    let [measured] = &measured[..] else { panic!("one cell, one measurement: {measured:?}") };
-    let measured = measured.clone();
+    let [Ok(measured)] = &outcomes[..] else { panic!("one cell, one measurement: {outcomes:?}") };
+    let measured: ProcessMeasurement = measured.clone();
     assert!(!measured.window_samples_per_s.is_empty());
     assert!(measured.last_loss.is_some_and(f64::is_finite));
     // Both ranks' samples count: each timed step took 8 images on each of the 2 ranks.

@@ -112,7 +112,7 @@ fn the_plan_for_a_gpu_at_8_s_a_process_fits_the_deadline_with_the_headline_trick
             assert!(measured.split(", ").any(|t| t.trim() == *trick), "{phase} lacks {trick}:\n{section}");
         }
     }
-    assert!(plan.contains("on an assumed Hopper GPU"), "{plan}");
+    assert!(plan.contains("on an assumed sm90 GPU (an H100 or H200)"), "{plan}");
 }
 
 #[test]

@@ -53,25 +53,16 @@ fn job(
     settings: &JobSettings,
 ) -> CellJob {
     let slot = arms[0];
+    let key = plan.cells[slot.cell].key.clone();
     CellJob {
-        key: plan.cells[slot.cell].key.clone(),
-        device: settings.device,
-        profile: settings.profile,
-        data_dir: settings.data_dir.clone(),
         round: slot.round,
-        images: None,
         text: settings.text.clone(),
-        memory_budget_bytes: None,
         super_convergence: design.trains_super_convergence(),
-        protocol: None,
-        family_settings: None,
-        trace: None,
         paired_with: plan.paired_reference(slot.cell, design),
         arms: arms[1..].iter().map(|s| plan.cells[s.cell].key.clone()).collect(),
         measures_reference: reference.is_some(),
         python: Some(settings.python.clone()),
-        pytorch_server: None,
-        model_dir: None,
+        ..CellJob::new(key, settings.device, settings.profile, settings.data_dir.clone())
     }
 }
 

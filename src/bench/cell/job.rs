@@ -79,6 +79,32 @@ pub struct CellJob {
 }
 
 impl CellJob {
+    /// The job of measuring `key` alone in round 0 on `device`, at `profile`'s settings and
+    /// protocol, on the CIFAR-10 files in `data_dir`: no text, image files or user model, no
+    /// memory budget, no trace, no reference beside it, the default Python and no fork server.
+    pub fn new(key: CellKey, device: DeviceSpec, profile: ProfileName, data_dir: PathBuf) -> CellJob {
+        CellJob {
+            key,
+            device,
+            profile,
+            data_dir,
+            round: 0,
+            images: None,
+            text: None,
+            memory_budget_bytes: None,
+            super_convergence: false,
+            protocol: None,
+            family_settings: None,
+            trace: None,
+            paired_with: None,
+            arms: Vec::new(),
+            measures_reference: false,
+            python: None,
+            pytorch_server: None,
+            model_dir: None,
+        }
+    }
+
     /// The folder the cell's user model was prepared in; an error for a cell without one.
     pub fn model_dir(&self) -> Result<&std::path::Path, crate::error::Error> {
         self.model_dir.as_deref().ok_or_else(|| {

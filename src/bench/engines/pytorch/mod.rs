@@ -889,8 +889,8 @@ mod tests {
         }
     }
 
-    /// An engine that answers every request at once, but a window, which takes 50 ms, and
-    /// keeps the ops it was asked for.
+    /// An engine that answers every request at once, but a window, which takes 50 ms (and a
+    /// warm-up, whose steps took 2.5 s to compile), and keeps the ops it was asked for.
     #[derive(Clone, Default)]
     struct FakeEngine(std::rc::Rc<std::cell::RefCell<(Vec<u8>, Vec<String>)>>);
 
@@ -899,7 +899,7 @@ mod tests {
         fn reply(op: &str) -> Value {
             match op {
                 "build" => json!({"ok": true}),
-                "warm_up" => json!({"ok": true, "compile_s": null}),
+                "warm_up" => json!({"ok": true, "compile_s": 2.5}),
                 "probe" => {
                     json!({"peak_allocated_bytes": 1, "peak_reserved_bytes": 1, "peak_rss_bytes": 1, "samples": 64})
                 }
@@ -944,7 +944,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sides_energy_span_holds_its_windows_and_not_its_memory_probe() {
+    fn a_sides_energy_span_holds_its_windows_and_not_its_memory_probe_and_its_compile_seconds_are_kept() {
         let fake = FakeEngine::default();
         let mut engine = EngineProcess {
             child: None,
@@ -954,26 +954,13 @@ mod tests {
             program: "a fake engine".to_owned(),
             stopped: false,
         };
-        let job = CellJob {
-            key: key(&[], false),
-            device: DeviceSpec::AsIfCuda(crate::device::RehearsedGpu::Sm90),
-            profile: crate::bench::profile::ProfileName::Smoke,
-            data_dir: PathBuf::new(),
-            round: 0,
-            images: None,
-            text: None,
-            memory_budget_bytes: None,
-            super_convergence: false,
-            protocol: None,
-            family_settings: None,
-            trace: None,
-            paired_with: None,
-            arms: Vec::new(),
-            measures_reference: false,
-            python: None,
-            pytorch_server: None,
-            model_dir: None,
-        };
+        let rehearsed = DeviceSpec::AsIfCuda(crate::device::RehearsedGpu::Sm90);
+        let job = CellJob::new(
+            key(&[], false),
+            rehearsed,
+            crate::bench::profile::ProfileName::Smoke,
+            PathBuf::new(),
+        );
         let profile = job.settings();
         let mut measurement = ProcessMeasurement::new(0, 1.0, Precision::Fp32);
         measure_alone(&mut engine, &profile, &job, "trick", &mut measurement, None).unwrap();
@@ -988,6 +975,7 @@ mod tests {
             "the span counts its windows' samples, not the probe's"
         );
         assert!(energy.interval_s >= 1.0, "{energy:?}");
+        assert_eq!(measurement.compile_s, Some(2.5), "the warm-up's compile seconds");
     }
 
     #[test]
