@@ -25,11 +25,6 @@ use trickbench::workloads::WorkloadId;
 use common::cli::synthetic_cifar;
 use common::dirs::{python, temp_dir};
 
-/// The devices the contract holds on: the CPU, and a rehearsal of each GPU class.
-fn devices() -> Vec<DeviceSpec> {
-    std::iter::once(DeviceSpec::Cpu).chain(RehearsedGpu::ALL.map(DeviceSpec::AsIfCuda)).collect()
-}
-
 /// The smoke profile's request for `workload` with `tricks` on `device`, both engines, one seed.
 fn request(workload: WorkloadId, tricks: &[Trick], device: DeviceSpec) -> PlanRequest {
     let settings = ProfileName::Smoke.settings(workload.family());
@@ -78,20 +73,43 @@ fn refusals(workload: WorkloadId, device: DeviceSpec, dir: &Path, servers: &Serv
     (refused, checked)
 }
 
-#[test]
-fn every_case_the_planner_makes_is_accepted_by_both_engines_on_the_cpu_and_each_rehearsed_gpu() {
+/// Every case of both workloads' plans on `device` is accepted by both engines.
+fn holds_on(device: DeviceSpec) {
     let dir = temp_dir();
     synthetic_cifar(dir.path(), "data", 256, 64);
     let text = "First Citizen:\nBefore we proceed any further, hear me speak.\n".repeat(400);
     std::fs::write(dir.path().join("text.txt"), text).unwrap();
     let servers = Servers::start(&python()).unwrap();
     let mut refused = Vec::new();
-    for device in devices() {
-        for workload in [WorkloadId::Resnet8, WorkloadId::GptMini] {
-            let (found, checked) = refusals(workload, device, dir.path(), &servers);
-            assert!(checked > 20, "{device} {workload}: only {checked} sides checked");
-            refused.extend(found);
-        }
+    for workload in [WorkloadId::Resnet8, WorkloadId::GptMini] {
+        let (found, checked) = refusals(workload, device, dir.path(), &servers);
+        assert!(checked > 20, "{device} {workload}: only {checked} sides checked");
+        refused.extend(found);
     }
     assert!(refused.is_empty(), "cases the plan made that an engine refused:\n{}", refused.join("\n"));
+}
+
+#[test]
+fn every_case_the_planner_makes_on_the_cpu_is_accepted_by_both_engines() {
+    holds_on(DeviceSpec::Cpu);
+}
+
+#[test]
+fn every_case_the_planner_makes_for_an_sm80_gpu_is_accepted_by_both_engines() {
+    holds_on(DeviceSpec::AsIfCuda(RehearsedGpu::Sm80));
+}
+
+#[test]
+fn every_case_the_planner_makes_for_an_sm90_gpu_is_accepted_by_both_engines() {
+    holds_on(DeviceSpec::AsIfCuda(RehearsedGpu::Sm90));
+}
+
+#[test]
+fn every_case_the_planner_makes_for_an_sm100_gpu_is_accepted_by_both_engines() {
+    holds_on(DeviceSpec::AsIfCuda(RehearsedGpu::Sm100));
+}
+
+#[test]
+fn the_contract_holds_on_every_gpu_class_a_rehearsal_knows() {
+    assert_eq!(RehearsedGpu::ALL, [RehearsedGpu::Sm80, RehearsedGpu::Sm90, RehearsedGpu::Sm100]);
 }

@@ -113,7 +113,7 @@ fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_go
     let faults = format!("hang@{BASELINE},segv@{CHANNELS_LAST},abort@{ZERO_GRAD_NONE},oom@{NO_BIAS}");
     let tricks = "channels-last,zero-grad-none,no-bias-before-bn";
     let out =
-        run_command(dir.path(), "run", tricks, &["--cell-timeout-s", "10"], Some(&faults)).output().unwrap();
+        run_command(dir.path(), "run", tricks, &["--cell-timeout-s", "5"], Some(&faults)).output().unwrap();
     // The run goes on after its cells fail, and then says so in its status.
     assert_eq!(out.status.code(), Some(3), "the run must survive its cells: {}", text(&out.stderr));
     let results = store::load(&dir.path().join("run/results.json")).unwrap();
@@ -128,7 +128,7 @@ fn crashing_aborting_hanging_and_out_of_memory_cells_are_recorded_and_the_run_go
     signal_failure(ZERO_GRAD_NONE, ["signal 6", "SIGABRT"], "abort");
     match &cell(&results, BASELINE).status {
         CellStatus::Timeout { limit_s, stderr_tail } => {
-            assert_eq!(*limit_s, 10.0);
+            assert_eq!(*limit_s, 5.0);
             assert!(stderr_tail.contains("injecting fault 'hang'"), "{stderr_tail}");
         }
         other => panic!("expected a timeout, got {other:?}"),

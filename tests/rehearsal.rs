@@ -1,7 +1,7 @@
 //! The rehearsal of a GPU run on the CPU (`run --device as-if-cuda:sm90`), short: the CUDA tricks
 //! of the GPU check on ResNet-8 and the 2-layer GPT, both engines, one round, every case the plan
-//! makes built and stepped, each call that needs a CUDA device stood in and named in the results. The whole GPU plan's rehearsal is `scripts/device-check
-//! --as-if-cuda` (docs/gpu.md).
+//! makes built and stepped, each call that needs a CUDA device stood in and named in the results.
+//! The whole GPU plan's rehearsal is `scripts/device-check --as-if-cuda` (docs/gpu.md).
 //!
 //! It also holds what the rehearsal found of the GPU paths, each a case that a CPU run never
 //! built: the strict-fp32 reference runs on the PyTorch engine; each side of a multi-arm process

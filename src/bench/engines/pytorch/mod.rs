@@ -80,14 +80,18 @@ impl CellEngine for Pytorch {
     /// The case written as the cell's process writes it, read by the engine (a case it refuses
     /// refuses every side, with its message), and each side built there.
     fn check_cell(&self, job: &CellJob) -> Result<Vec<Result<(), String>>, Error> {
-        let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-check-{}", std::process::id())));
+        let temp = std::env::temp_dir();
+        let scratch = tempfile::Builder::new()
+            .prefix("trickbench-check-")
+            .tempdir_in(&temp)
+            .map_err(|e| Error::io(&temp, e))?;
         let reference = job.reference_side();
-        case::write(job, reference.as_ref(), &scratch.0)?;
+        case::write(job, reference.as_ref(), scratch.path())?;
         let names: Vec<String> = (0..job.arm_jobs().len())
             .map(case::arm_name)
             .chain(reference.map(|_| case::REFERENCE_SIDE.to_owned()))
             .collect();
-        let mut engine = match start_engine(job, &scratch.0) {
+        let mut engine = match start_engine(job, scratch.path()) {
             Ok(engine) => engine,
             Err(refused) => return Ok(names.iter().map(|_| Err(refused.to_string())).collect()),
         };

@@ -22,8 +22,9 @@ pub struct PytorchServer {
     /// Its standard input, held open: the server ends at EOF on it, so also when the run is
     /// killed.
     _stdin: ChildStdin,
-    /// The folder holding the scripts and the socket.
-    dir: PathBuf,
+    /// The folder holding the scripts and the socket, one of its own for each server (a process
+    /// may hold several), removed when dropped, once the server is stopped.
+    _dir: tempfile::TempDir,
     /// The Unix socket cell processes connect to.
     socket: PathBuf,
 }
@@ -32,10 +33,13 @@ impl PytorchServer {
     /// Starts the server with `python` and the host allocator `allocator` (which the engines
     /// forked from it inherit) and waits until it listens.
     pub fn start(python: &Path, allocator: HostAllocator) -> Result<Self, Error> {
-        let dir = std::env::temp_dir().join(format!("trickbench-engine-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let script = super::case::write_scripts(&dir)?;
-        let socket = dir.join("engine.sock");
+        let temp = std::env::temp_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("trickbench-engine-")
+            .tempdir_in(&temp)
+            .map_err(|e| Error::io(&temp, e))?;
+        let script = super::case::write_scripts(dir.path())?;
+        let socket = dir.path().join("engine.sock");
         let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
         let mut child = server_command(python, &script, &socket, allocator)
             .stdin(Stdio::piped())
@@ -50,7 +54,7 @@ impl PytorchServer {
         let stdin = child.stdin.take().expect("stdin is piped");
         let mut first = String::new();
         let read = BufReader::new(child.stdout.take().expect("stdout is piped")).read_line(&mut first);
-        let server = PytorchServer { child, _stdin: stdin, dir, socket };
+        let server = PytorchServer { child, _stdin: stdin, _dir: dir, socket };
         let serving = serde_json::from_str::<Value>(&first).ok().and_then(|v| v.get("serving").cloned());
         match (read, serving) {
             (Ok(_), Some(Value::Bool(true))) => Ok(server),
@@ -82,7 +86,6 @@ impl Drop for PytorchServer {
     fn drop(&mut self) {
         self.child.kill().ok();
         self.child.wait().ok();
-        std::fs::remove_dir_all(&self.dir).ok();
     }
 }
 
