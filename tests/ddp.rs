@@ -198,36 +198,18 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     synthetic_cifar(dir.path(), "cifar", 256, 64);
     // The cell machinery on CPU: the plan never makes this cell here (ddp needs ≥ 2 GPUs), but a
     // job handed to two launched ranks runs the same code a GPU machine's ranks run, with gloo.
-    let job = CellJob {
-        key: CellKey {
-            workload: WorkloadId::Resnet8,
-            tricks: TrickSet::only(Trick::Ddp),
-            batch_size: 8,
-            seed: 0,
-            kind: CellKind::Throughput { phase: Phase::Train },
-            reference_for: None,
-            aa_control: false,
-            alone: false,
-            engine: Engine::Libtorch,
-        },
-        device: DeviceSpec::Cpu,
-        profile: ProfileName::Smoke,
-        data_dir: dir.path().join("cifar"),
-        round: 0,
-        images: None,
-        text: None,
-        memory_budget_bytes: None,
-        super_convergence: false,
-        protocol: None,
-        family_settings: None,
-        trace: None,
-        paired_with: None,
-        arms: Vec::new(),
-        measures_reference: false,
-        python: None,
-        pytorch_server: None,
-        model_dir: None,
+    let key = CellKey {
+        workload: WorkloadId::Resnet8,
+        tricks: TrickSet::only(Trick::Ddp),
+        batch_size: 8,
+        seed: 0,
+        kind: CellKind::Throughput { phase: Phase::Train },
+        reference_for: None,
+        aa_control: false,
+        alone: false,
+        engine: Engine::Libtorch,
     };
+    let job = CellJob::new(key, DeviceSpec::Cpu, ProfileName::Smoke, dir.path().join("cifar"));
     std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
     let launch =
         ["launch", "--nproc-per-node", "2", "--", "cell", "--job", "job.json", "--output", "out.json"];

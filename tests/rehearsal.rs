@@ -24,9 +24,11 @@ use trickbench::vocabulary::{AttentionBackend, StandIn};
 use common::cli::{synthetic_cifar, text, trickbench};
 use common::dirs::{python, temp_dir};
 
-/// The GPU check's CUDA tricks, and two that need no GPU.
-const TRICKS: &str = "amp,amp-bf16,tf32,cuda-graphs,cudnn-benchmark,pin-memory,sdpa-flash,sdpa-cudnn,\
-                      sdpa-mem-efficient,sdpa-math,fp8-matmul,channels-last,zero-grad-none";
+/// The GPU check's CUDA tricks that bring a call of their own to stand in for, or a reference of
+/// their own (strict-fp32, amp-bf16 beside a forced backend); not cudnn-benchmark, only a flag in
+/// processes of its own, which the whole GPU plan's rehearsal runs.
+const TRICKS: &str = "amp,amp-bf16,tf32,cuda-graphs,pin-memory,sdpa-flash,sdpa-cudnn,sdpa-mem-efficient,\
+                      sdpa-math,fp8-matmul";
 
 /// `trickbench run` of `tricks` on `workload` in `dir` into `out` with `args`, smoke-sized, one
 /// round of short windows; its results.
@@ -91,7 +93,7 @@ fn a_rehearsal_steps_every_cuda_case_on_both_engines_and_names_each_call_it_stoo
         run(dir.path(), "rehearsal", "all", TRICKS, &["--device", "as-if-cuda:sm90", "--engine", "both"]);
     let tally = RehearsalTally::of(&results).expect("a rehearsal's tally");
     assert!(tally.refused.is_empty(), "refused: {:?}", tally.refused);
-    assert!(tally.cases() > 40, "{}", tally.line());
+    assert!(tally.cases() > 30, "{}", tally.line());
     for cell in &results.cells {
         let id = cell.id();
         match cell.rehearsed() {

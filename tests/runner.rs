@@ -391,26 +391,7 @@ fn fake_program(dir: &Path, body: &str) -> ProcessExecutor {
 
 fn job() -> CellJob {
     let s = spec(Path::new("unused"), vec![]);
-    CellJob {
-        key: s.plan.cells[0].key.clone(),
-        device: DeviceSpec::Cpu,
-        profile: ProfileName::Smoke,
-        data_dir: PathBuf::from("unused"),
-        round: 0,
-        images: None,
-        text: None,
-        memory_budget_bytes: None,
-        super_convergence: false,
-        protocol: None,
-        family_settings: None,
-        trace: None,
-        paired_with: None,
-        arms: Vec::new(),
-        measures_reference: false,
-        python: None,
-        pytorch_server: None,
-        model_dir: None,
-    }
+    CellJob::new(s.plan.cells[0].key.clone(), DeviceSpec::Cpu, ProfileName::Smoke, PathBuf::from("unused"))
 }
 
 #[test]

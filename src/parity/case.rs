@@ -87,35 +87,20 @@ pub struct ExportRequest {
 impl ExportRequest {
     /// The job of the baseline training-throughput cell this request describes.
     pub fn job(&self) -> CellJob {
+        let key = CellKey {
+            workload: self.workload,
+            tricks: TrickSet::default(),
+            batch_size: self.batch_size,
+            seed: self.seed,
+            kind: CellKind::Throughput { phase: Phase::Train },
+            reference_for: None,
+            aa_control: false,
+            alone: false,
+            engine: Engine::Libtorch,
+        };
         CellJob {
-            key: CellKey {
-                workload: self.workload,
-                tricks: TrickSet::default(),
-                batch_size: self.batch_size,
-                seed: self.seed,
-                kind: CellKind::Throughput { phase: Phase::Train },
-                reference_for: None,
-                aa_control: false,
-                alone: false,
-                engine: Engine::Libtorch,
-            },
-            device: self.device,
-            profile: self.profile,
-            data_dir: self.data_dir.clone(),
-            round: 0,
-            images: None,
             text: self.text.clone(),
-            memory_budget_bytes: None,
-            super_convergence: false,
-            protocol: None,
-            family_settings: None,
-            trace: None,
-            paired_with: None,
-            arms: Vec::new(),
-            measures_reference: false,
-            python: None,
-            pytorch_server: None,
-            model_dir: None,
+            ..CellJob::new(key, self.device, self.profile, self.data_dir.clone())
         }
     }
 }
