@@ -115,7 +115,7 @@ impl<'a> Report<'a> {
 
     /// Each results file that is a rehearsal of a GPU run on the CPU, told as such.
     pub fn rehearsals(&self) -> Vec<RehearsalView> {
-        self.results.iter().filter_map(|r| RehearsalView::of(r)).collect()
+        self.results.iter().filter_map(RehearsalView::of).collect()
     }
 
     /// Every cell of every group.

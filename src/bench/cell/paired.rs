@@ -193,7 +193,7 @@ pub(in crate::bench) fn measure<W: Workload>(
 /// GPU warming, the allocator filling) favours none of them.
 pub fn build_order(arms: usize, round: usize) -> Vec<usize> {
     let order = 0..=arms;
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         order.collect()
     } else {
         order.rev().collect()
