@@ -80,11 +80,7 @@ impl CellEngine for Pytorch {
     /// The case written as the cell's process writes it, read by the engine (a case it refuses
     /// refuses every side, with its message), and each side built there.
     fn check_cell(&self, job: &CellJob) -> Result<Vec<Result<(), String>>, Error> {
-        let temp = std::env::temp_dir();
-        let scratch = tempfile::Builder::new()
-            .prefix("trickbench-check-")
-            .tempdir_in(&temp)
-            .map_err(|e| Error::io(&temp, e))?;
+        let scratch = scratch_dir("trickbench-check-")?;
         let reference = job.reference_side();
         case::write(job, reference.as_ref(), scratch.path())?;
         let names: Vec<String> = (0..job.arm_jobs().len())
@@ -410,13 +406,10 @@ fn data_limit_bytes() -> Option<u64> {
     (got && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
-/// A scratch folder, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
+/// A scratch folder of its own in the temporary folder, named from `prefix`, removed when dropped.
+fn scratch_dir(prefix: &str) -> Result<tempfile::TempDir, Error> {
+    let temp = std::env::temp_dir();
+    tempfile::Builder::new().prefix(prefix).tempdir_in(&temp).map_err(|e| Error::io(&temp, e))
 }
 
 /// Runs the cells of `job` on the PyTorch engine (its arms paired with `reference`, the job of
@@ -424,14 +417,14 @@ impl Drop for Scratch {
 /// [`CellJob::members`] order. An arm the engine refuses or fails drops out with its own status
 /// and the others go on; the process fails with its reference, or when the engine stops.
 fn run(job: &CellJob, reference: Option<&CellJob>) -> Result<Vec<Outcome>, Error> {
-    let scratch = Scratch(std::env::temp_dir().join(format!("trickbench-pytorch-{}", std::process::id())));
-    let written = case::write(job, reference, &scratch.0)?;
+    let scratch = scratch_dir("trickbench-pytorch-")?;
+    let written = case::write(job, reference, scratch.path())?;
     let profile = job.settings();
     if job.device.rehearsed().is_some() {
         standin::record(StandIn::Kernels);
         standin::record(StandIn::DeviceProperties);
     }
-    let mut engine = start_engine(job, &scratch.0)?;
+    let mut engine = start_engine(job, scratch.path())?;
     if job.key.kind == CellKind::TimeToAccuracy {
         let flops = written.forward_flops_per_sample[0];
         let side = Built { job, index: 0, name: case::arm_name(0), forward_flops_per_sample: flops };

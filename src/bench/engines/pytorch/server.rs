@@ -33,11 +33,7 @@ impl PytorchServer {
     /// Starts the server with `python` and the host allocator `allocator` (which the engines
     /// forked from it inherit) and waits until it listens.
     pub fn start(python: &Path, allocator: HostAllocator) -> Result<Self, Error> {
-        let temp = std::env::temp_dir();
-        let dir = tempfile::Builder::new()
-            .prefix("trickbench-engine-")
-            .tempdir_in(&temp)
-            .map_err(|e| Error::io(&temp, e))?;
+        let dir = super::scratch_dir("trickbench-engine-")?;
         let script = super::case::write_scripts(dir.path())?;
         let socket = dir.path().join("engine.sock");
         let program = format!("{} {} --serve {}", python.display(), script.display(), socket.display());
