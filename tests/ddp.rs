@@ -14,11 +14,11 @@ use wait_timeout::ChildExt;
 
 use trickbench::distributed::env::{REQUIRED, TIMEOUT_S};
 use trickbench::distributed::launch::free_port;
-use trickbench::engine::Engine;
 use trickbench::results::schema::CellStatus;
 use trickbench::results::store;
 use trickbench::tricks::Trick;
 
+use common::cells::{train_key, KeyWith};
 use common::cli::{command, synthetic_cifar, text};
 use common::dirs::temp_dir;
 
@@ -190,25 +190,14 @@ fn a_ddp_cell_runs_as_two_gloo_ranks_and_rank_0_reports_their_summed_throughput(
     use trickbench::bench::profile::ProfileName;
     use trickbench::device::DeviceSpec;
     use trickbench::results::phases::StepPhase;
-    use trickbench::results::schema::{CellKey, CellKind, Phase, ProcessMeasurement};
-    use trickbench::tricks::TrickSet;
+    use trickbench::results::schema::ProcessMeasurement;
     use trickbench::workloads::{Family, WorkloadId};
 
     let dir = temp_dir();
     synthetic_cifar(dir.path(), "cifar", 256, 64);
     // The cell machinery on CPU: the plan never makes this cell here (ddp needs ≥ 2 GPUs), but a
     // job handed to two launched ranks runs the same code a GPU machine's ranks run, with gloo.
-    let key = CellKey {
-        workload: WorkloadId::Resnet8,
-        tricks: TrickSet::only(Trick::Ddp),
-        batch_size: 8,
-        seed: 0,
-        kind: CellKind::Throughput { phase: Phase::Train },
-        reference_for: None,
-        aa_control: false,
-        alone: false,
-        engine: Engine::Libtorch,
-    };
+    let key = train_key(WorkloadId::Resnet8, &[Trick::Ddp]).with_batch(8);
     let job = CellJob::new(key, DeviceSpec::Cpu, ProfileName::Smoke, dir.path().join("cifar"));
     std::fs::write(dir.path().join("job.json"), serde_json::to_vec(&job).unwrap()).unwrap();
     let launch =
