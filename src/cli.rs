@@ -51,6 +51,10 @@ pub enum Command {
     /// Train the same network, weights and batches in trickbench and in eager PyTorch: do the
     /// losses agree, and how fast is each step.
     Parity(ParityArgs),
+    /// Is a trick's effect on the PyTorch engine the effect your own plain script gets? Times each
+    /// trick in a minimal eager script (plain.py, written apart from the engine) beside the
+    /// engine, in the same rounds and pairing, and says where the two effects disagree.
+    Crosscheck(CrosscheckArgs),
     /// Prepare datasets.
     #[command(subcommand)]
     Data(DataCommand),
@@ -549,6 +553,39 @@ pub struct ParityArgs {
     #[arg(long)]
     pub python: Option<PathBuf>,
     /// Output directory (default: reports/runs/<time>-<profile>-parity).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of `trickbench crosscheck`.
+#[derive(Debug, Args)]
+pub struct CrosscheckArgs {
+    /// Comma-separated trick ids, each checked on the workload the plain script writes it for:
+    /// channels-last, zero-grad-none, fused-optimizer, no-bias-before-bn and debug-off on ResNet-8;
+    /// flash-attention and jit-fusion on the 2-layer GPT. Default: all of them.
+    #[arg(long, value_delimiter = ',', value_name = "TRICKS")]
+    pub tricks: Vec<Trick>,
+    /// The profile (batch sizes, warm-up, window length), device, seed, batch size and data.
+    #[command(flatten)]
+    pub training: TrainingArgs,
+    /// Rounds, each one process of the engine and one of the plain script for every trick, the
+    /// order of the tricks and of the two sources reversed every other round.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Pairs of windows every process times (both sources time exactly this many).
+    #[arg(long, default_value_t = 40)]
+    pub pairs: usize,
+    /// Training steps per timed window, on both sources (default: the profile's).
+    #[arg(long)]
+    pub steps_per_window: Option<usize>,
+    /// The host allocator every process starts with: tuned or system (as `run --host-allocator`).
+    #[arg(long, value_enum, default_value_t = HostAllocator::Tuned)]
+    pub host_allocator: HostAllocator,
+    /// Python interpreter with PyTorch, for both sources (default: .venv/bin/python when present,
+    /// else python3).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Output directory (default: reports/runs/<time>-<profile>-crosscheck).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

@@ -1,6 +1,7 @@
 //! trickbench: measures PyTorch training speed-up tricks, on and off, on reference models.
 pub mod analysis;
 pub mod bench;
+pub mod crosscheck;
 pub mod data;
 pub mod device;
 pub mod distributed;

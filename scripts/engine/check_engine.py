@@ -368,7 +368,9 @@ def not_applicable(engine, side, contains):
 def timed_window(engine, side, steps, host_reads=None, per_row=1):
     """A window of `steps` steps of `side`, each batch row `per_row` samples (a GPT window's
     tokens); checks its reply and returns it."""
-    reply = engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=steps)
+    reply = engine.ok(("samples", "seconds", "host_reads", "minor_faults"), op="window", side=side, steps=steps)
+    faults = reply["minor_faults"]
+    check(isinstance(faults, int) and faults >= 0, f"window {side}: minor_faults {faults}")
     expected = steps * BATCH * per_row
     check(reply["samples"] == expected, f"window {side}: samples {reply['samples']}, expected {expected}")
     check(isinstance(reply["seconds"], float) and 0 < reply["seconds"] < 60, f"window {side}: seconds {reply}")

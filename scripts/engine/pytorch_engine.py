@@ -1525,16 +1525,24 @@ def warm_up(side, steps):
 
 
 def window(side, steps):
-    """Times `steps` steps between two device synchronisations."""
+    """Times `steps` steps between two device synchronisations; counts the minor page faults the
+    process takes meanwhile."""
     with side.switched():
         samples, reads = side.rows(steps), side.metrics.host_reads
+        faults = minor_faults()
         side.synchronize()
         started = time.perf_counter()
         for _ in range(steps):
             side.step()
         side.synchronize()
         seconds = time.perf_counter() - started
-    return {"samples": samples, "seconds": seconds, "host_reads": side.metrics.host_reads - reads}
+        faults = minor_faults() - faults
+    return {"samples": samples, "seconds": seconds, "host_reads": side.metrics.host_reads - reads, "minor_faults": faults}
+
+
+def minor_faults():
+    """Minor page faults this process (every thread of it) has taken so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 # The phases of a step in the order a step runs them, as trickbench names them.

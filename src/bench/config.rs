@@ -454,7 +454,7 @@ fn run_profiles(
 
 /// The measurement protocol of a run with the run-wide settings of `profile`, its rounds' orders
 /// drawn from `order_seed`.
-fn protocol(
+pub(crate) fn protocol(
     profile: &Profile,
     memory_budget_bytes: Option<u64>,
     order_seed: u64,

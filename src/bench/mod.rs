@@ -13,7 +13,7 @@ pub mod cell_process;
 pub mod config;
 pub mod contract;
 pub mod design;
-mod engines;
+pub(crate) mod engines;
 pub mod faults;
 pub mod inputs;
 pub mod interrupt;

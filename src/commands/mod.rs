@@ -11,6 +11,7 @@ macro_rules! refuse {
 
 mod catalogue;
 mod cell;
+mod crosscheck;
 mod data;
 mod ddp;
 pub mod exit;
@@ -65,6 +66,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Launch(args) => ddp::launch(&args),
         Command::DdpCheck(args) => ddp::check(&args),
         Command::Cell(args) => cell::cell(&args),
+        Command::Crosscheck(args) => crosscheck::crosscheck(&args),
         Command::Parity(args) => parity::parity(&args),
         Command::ParitySide(args) => parity::side(&args),
     }

@@ -1,7 +1,8 @@
 //! Measuring: device-synchronised timing, where a step's time goes, peak memory, energy, the
 //! machine's state around a cell and the system record, profiler traces and the operators they
-//! record, and the host allocator the measuring processes run with.
+//! record, the host allocator the measuring processes run with and the page faults they take.
 pub mod energy;
+pub mod faults;
 pub mod flops;
 pub mod host_allocator;
 pub mod machine;

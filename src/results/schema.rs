@@ -1122,6 +1122,11 @@ pub struct ProcessMeasurement {
     /// empty on a real device and on the CPU).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stood_in: Vec<StandIn>,
+    /// Minor page faults the process took during this side's timed windows, all of them
+    /// together: pages the kernel mapped in as the steps touched memory the allocator had handed
+    /// back to it or never held (`None` where not counted, and in files that predate the count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_page_faults: Option<u64>,
 }
 
 /// A process that measured one cell (the default of [`ProcessMeasurement::process_cells`]).
@@ -1221,6 +1226,14 @@ impl ProcessMeasurement {
             process_cells: 1,
             compile_s: None,
             stood_in: Vec::new(),
+            timed_page_faults: None,
+        }
+    }
+
+    /// Adds the minor page faults of one timed window (nothing where they were not counted).
+    pub fn count_page_faults(&mut self, faults: Option<u64>) {
+        if let Some(faults) = faults {
+            *self.timed_page_faults.get_or_insert(0) += faults;
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::measure::energy::EnergyError;
+use crate::measure::faults::FaultCount;
 use crate::measure::memory;
 use crate::measure::power::{EnergyMeter, EnergySpan};
 use crate::measure::timer::{synchronize, SyncedTimer};
@@ -283,12 +284,14 @@ fn time_windows<W: Workload>(
     let mut energy = begin_energy(device);
     let reads_before = trainer.metrics_mut().host_reads();
     while trainer.any_rank(wants_another_window(profile, &measurement.window_samples_per_s))? {
+        let faults = FaultCount::start();
         let timer = SyncedTimer::start(device);
         let mut samples = 0;
         for _ in 0..profile.steps_per_window {
             samples += step(trainer)?;
         }
         let seconds = timer.stop();
+        measurement.count_page_faults(faults.stop());
         *measurement.timed_s.get_or_insert(0.0) += seconds;
         measurement.window_samples_per_s.push(samples as f64 / seconds);
         measurement.timed_samples += samples;

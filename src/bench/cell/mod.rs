@@ -10,7 +10,7 @@
 pub(super) mod data;
 mod job;
 pub(super) mod measure;
-pub(super) mod paired;
+pub(crate) mod paired;
 pub(super) mod parallel;
 pub(super) mod phases;
 mod prepared;

@@ -27,6 +27,7 @@ use crate::bench::faults;
 use crate::bench::profile::Profile;
 use crate::device::DeviceSpec;
 use crate::error::Error;
+use crate::measure::faults::FaultCount;
 use crate::measure::memory;
 use crate::measure::power::EnergySpan;
 use crate::measure::timer::SyncedTimer;
@@ -406,7 +407,9 @@ fn arm_window<W: Workload>(
 ) -> Result<f64, Error> {
     let _scope = standin::SideScope::enter(arm.index);
     let reads = arm.side.trainer.metrics_mut().host_reads();
+    let faults = FaultCount::start();
     let (samples, seconds) = arm.side.window(profile.steps_per_window, device)?;
+    arm.measurement.count_page_faults(faults.stop());
     arm.measurement.host_metric_reads += arm.side.trainer.metrics_mut().host_reads() - reads;
     *timed_s += seconds;
     Ok(record_window(&mut arm.measurement, samples, seconds))

@@ -140,6 +140,9 @@ struct WindowReply {
     seconds: f64,
     /// Host reads of training metrics in the window.
     host_reads: u64,
+    /// Minor page faults the engine's process took in the window.
+    #[serde(default)]
+    minor_faults: Option<u64>,
 }
 
 /// The memory peaks, as the engine replies.
@@ -862,6 +865,7 @@ fn time_alone(
 /// per second.
 fn timed(window: WindowReply, measurement: &mut ProcessMeasurement) -> f64 {
     measurement.host_metric_reads += window.host_reads;
+    measurement.count_page_faults(window.minor_faults);
     record_window(measurement, window.samples, window.seconds)
 }
 
