@@ -111,8 +111,8 @@ fn the_plain_script_lists_the_tricks_the_library_says_it_writes() {
 fn bad_input_is_refused_naming_the_flag_or_file() {
     let dir = temp_dir();
     let refused = |args: &[&str], needle: &str| {
-        let out =
-            trickbench(dir.path(), &[&["crosscheck", "--device", "cpu", "--out", "cc"][..], args].concat());
+        let device = if args.contains(&"--device") { &[][..] } else { &["--device", "cpu"][..] };
+        let out = trickbench(dir.path(), &[&["crosscheck", "--out", "cc"][..], device, args].concat());
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {needle:?} not in {stderr}");

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::bench::config::{RunConfig, WorkloadChoice};
-use crate::bench::profile::Profile;
+use crate::bench::profile::{Profile, ProfileName};
 use crate::data::text::TextCorpus;
 use crate::data::{cifar, import, synth};
 use crate::error::Error;
@@ -182,6 +182,32 @@ pub fn resolve_text(
         sample_unit: "tokens".to_owned(),
     };
     Ok(TextSource::Found { path: path.to_path_buf(), info })
+}
+
+/// The CIFAR-10 folder a comparison of `families` under `profile` reads: `data`, found (or made)
+/// and checked where a ResNet is among them ([`resolve_data`]); an error naming `--text`, and
+/// `instead` (what the user can pass without the GPT), where the GPT is among them and `text` is
+/// not a file.
+pub fn comparison_data(
+    data: &Path,
+    text: &Path,
+    families: &[Family],
+    profile: ProfileName,
+    instead: &str,
+    note: &dyn Fn(&str),
+) -> Result<PathBuf, Error> {
+    if families.contains(&Family::CharGpt) && !text.is_file() {
+        return Err(Error::Invalid(format!(
+            "--text {}: no such file; the GPT trains on it (`trickbench data fetch shakespeare --out \
+             data/shakespeare` or `make data` writes the default), or {instead}",
+            text.display()
+        )));
+    }
+    if !families.contains(&Family::CifarResnet) {
+        return Ok(data.to_path_buf());
+    }
+    let cifar = profile.settings(Family::CifarResnet);
+    Ok(resolve_data(data, cifar.train_samples, cifar.test_samples, note)?.0)
 }
 
 /// The data directory to train on and its description: real CIFAR-10 when `dir` holds it,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::bench::inputs::resolve_data;
+use crate::bench::inputs::comparison_data;
 use crate::bench::profile::{ProfileName, ProfileRequest};
 use crate::crosscheck::PLAIN_TRICKS;
 use crate::device::DeviceSpec;
@@ -94,7 +94,9 @@ impl CrosscheckConfig {
             note(&format!("note: {}", profile_text(profile.id(), Some(&reason))));
         }
         let checks = checks(&request.tricks)?;
-        let data_dir = data_dir(&request, &checks, profile, note)?;
+        let families: Vec<Family> = checks.iter().map(|(w, _)| w.family()).collect();
+        let instead = "check ResNet-8's tricks alone (--tricks)";
+        let data_dir = comparison_data(&request.data, &request.text, &families, profile, instead, note)?;
         let out = request.out.clone().unwrap_or_else(|| {
             let started = chrono::Utc::now().format("%Y%m%d-%H%M%S");
             PathBuf::from("reports/runs").join(format!("{started}-{profile}-crosscheck"))
@@ -135,30 +137,6 @@ fn checks(tricks: &[Trick]) -> Result<Vec<(WorkloadId, Trick)>, Error> {
 /// The tricks' ids, comma-separated.
 fn trick_list(tricks: &[Trick]) -> String {
     tricks.iter().map(|t| t.id()).collect::<Vec<_>>().join(", ")
-}
-
-/// CIFAR-10's folder, prepared where a ResNet is checked; an error naming --text where the GPT
-/// is checked and its text is missing.
-fn data_dir(
-    request: &CrosscheckRequest,
-    checks: &[(WorkloadId, Trick)],
-    profile: ProfileName,
-    note: &dyn Fn(&str),
-) -> Result<PathBuf, Error> {
-    let needs = |family: Family| checks.iter().any(|(w, _)| w.family() == family);
-    if needs(Family::CharGpt) && !request.text.is_file() {
-        return Err(Error::Invalid(format!(
-            "--text {}: no such file; the GPT trains on it (`trickbench data fetch shakespeare --out \
-             data/shakespeare` or `make data` writes the default), or check ResNet-8's tricks alone \
-             (--tricks)",
-            request.text.display()
-        )));
-    }
-    if !needs(Family::CifarResnet) {
-        return Ok(request.data.clone());
-    }
-    let cifar = profile.settings(Family::CifarResnet);
-    Ok(resolve_data(&request.data, cifar.train_samples, cifar.test_samples, note)?.0)
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ fn progress_line(
 
 /// The checks in the order round `round` runs them: as asked in even rounds, reversed in odd ones.
 fn round_order(checks: usize, round: usize) -> Vec<usize> {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         (0..checks).collect()
     } else {
         (0..checks).rev().collect()
@@ -140,7 +140,7 @@ fn round_order(checks: usize, round: usize) -> Vec<usize> {
 
 /// Which source's process of a trick runs first in round `round`: the engine's in even rounds.
 fn source_order(round: usize) -> [Source; 2] {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         [Source::Engine, Source::Plain]
     } else {
         [Source::Plain, Source::Engine]

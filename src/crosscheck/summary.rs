@@ -10,25 +10,22 @@ pub const SUMMARY_FILE: &str = "summary.md";
 /// the disagreements in a sentence.
 pub fn terminal(results: &CrosscheckResults) -> String {
     let mut out = format!("{}\n", wrap(&heading(results), 100, "    "));
-    out.push_str(&format!(
-        "  {:<9} {:<18} {:<22} {:<22} {}\n",
-        "workload", "trick", "PyTorch engine", "plain script", "agree?"
-    ));
+    out.push_str(&row(["workload", "trick", "PyTorch engine", "plain script", "agree?"]));
     for check in &results.checks {
-        out.push_str(&format!(
-            "  {:<9} {:<18} {:<22} {:<22} {}\n",
-            check.workload.id(),
-            check.trick.id(),
-            effect_text(&check.engine),
-            effect_text(&check.plain),
-            verdict_text(check)
-        ));
+        let (engine, plain) = (effect_text(&check.engine), effect_text(&check.plain));
+        out.push_str(&row([check.workload.id(), check.trick.id(), &engine, &plain, &verdict_text(check)]));
         if check.agreement.is_some_and(|a| !a.agrees()) {
             out.push_str(&format!("{}\n", wrap(&format!("      {}", faults_sentence(check)), 100, "      ")));
         }
     }
     out.push_str(&format!("{}\n", wrap(&format!("  {}", conclusion(results)), 100, "    ")));
     out
+}
+
+/// One line of the terminal's table: workload, trick, the two effects and the verdict.
+fn row(cells: [&str; 5]) -> String {
+    let [workload, trick, engine, plain, verdict] = cells;
+    format!("  {workload:<9} {trick:<17} {engine:<20} {plain:<20} {verdict}\n")
 }
 
 /// `text` broken at spaces into lines of at most `width` columns, every line after the first
@@ -164,7 +161,7 @@ fn verdict_text(check: &TrickCheck) -> String {
     match check.agreement {
         Some(Agreement::Agree { .. }) => "agree".to_owned(),
         Some(Agreement::Disagree { plain_over_engine }) => {
-            format!("DISAGREE (plain ÷ engine {plain_over_engine:.3})")
+            format!("DISAGREE (plain/engine {plain_over_engine:.2})")
         }
         None => "not measured on both".to_owned(),
     }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::bench::config::WorkloadChoice;
-use crate::bench::inputs::resolve_data;
+use crate::bench::inputs::comparison_data;
 use crate::bench::profile::{ProfileName, ProfileRequest};
 use crate::device::DeviceSpec;
 use crate::error::Error;
@@ -101,7 +101,9 @@ impl ParityConfig {
         }
         request.compile = modes;
         let workloads = resolve_workloads(&request.workloads, profile);
-        let data_dir = data_dir(&request, &workloads, profile, note)?;
+        let families: Vec<Family> = workloads.iter().map(|w| w.family()).collect();
+        let instead = "pass --workload resnet";
+        let data_dir = comparison_data(&request.data, &request.text, &families, profile, instead, note)?;
         let started = chrono::Utc::now();
         let out = request.out.clone().unwrap_or_else(|| {
             PathBuf::from("reports/runs")
@@ -124,28 +126,6 @@ fn check_counts(request: &ParityRequest) -> Result<(), Error> {
         Some((flag, _)) => Err(Error::Invalid(format!("{flag} must be at least 1"))),
         None => Ok(()),
     }
-}
-
-/// The CIFAR-10 directory, found (or fetched) when a ResNet is compared; and the text file
-/// checked when a GPT is.
-fn data_dir(
-    request: &ParityRequest,
-    workloads: &[WorkloadId],
-    profile: ProfileName,
-    note: &dyn Fn(&str),
-) -> Result<PathBuf, Error> {
-    if workloads.iter().any(|w| w.family() == Family::CharGpt) && !request.text.is_file() {
-        return Err(Error::Invalid(format!(
-            "--text {}: no such file; the GPT trains on it (`trickbench data fetch shakespeare --out \
-             data/shakespeare` or `make data` writes the default), or pass --workload resnet",
-            request.text.display()
-        )));
-    }
-    if !workloads.iter().any(|w| w.family() == Family::CifarResnet) {
-        return Ok(request.data.clone());
-    }
-    let cifar = profile.settings(Family::CifarResnet);
-    Ok(resolve_data(&request.data, cifar.train_samples, cifar.test_samples, note)?.0)
 }
 
 /// The workloads of `choices`, in order and without repeats.

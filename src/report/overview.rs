@@ -410,7 +410,10 @@ const SYSTEM_ALLOCATOR_GAP: &str = "This run left glibc's malloc as a plain scri
     depends on how each engine's process allocates. In make run on the 2-core VM the engines \
     disagreed under it on no-grad-eval (ResNet-8 1.30× in PyTorch, 1.51× on libtorch) and \
     loader-workers, and agreed on both in the same hour under the default --host-allocator tuned, \
-    which keeps freed memory (docs/methodology.md)";
+    which keeps freed memory. Each side's faults in its timed windows are in the results \
+    (processes[].timed_page_faults); trickbench crosscheck found the same for a plain script beside \
+    the PyTorch engine, channels-last 1.19× in the script and 1.28× in the engine, whose NCHW \
+    reference faulted 7,300 more pages a step than its channels-last side (docs/crosscheck.md)";
 
 /// The phase of a training step that changed most from cell `e`'s reference to `e`, in words
 /// ([`phases::largest_change`]), where both have a step breakdown.
