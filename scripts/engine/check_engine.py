@@ -365,10 +365,14 @@ def not_applicable(engine, side, contains):
     check(again == reply, f"window on not-applicable {side}: expected the same reason, got {again}")
 
 
+# What a window's reply holds.
+WINDOW_KEYS = ("samples", "seconds", "host_reads", "minor_faults")
+
+
 def timed_window(engine, side, steps, host_reads=None, per_row=1):
     """A window of `steps` steps of `side`, each batch row `per_row` samples (a GPT window's
     tokens); checks its reply and returns it."""
-    reply = engine.ok(("samples", "seconds", "host_reads", "minor_faults"), op="window", side=side, steps=steps)
+    reply = engine.ok(WINDOW_KEYS, op="window", side=side, steps=steps)
     faults = reply["minor_faults"]
     check(isinstance(faults, int) and faults >= 0, f"window {side}: minor_faults {faults}")
     expected = steps * BATCH * per_row
@@ -921,7 +925,7 @@ def rehearse(engine, side, optional=()):
         print(f"note: {side} not rehearsed: {reply['not_applicable']}", flush=True)
         return None
     check(set(reply) == {"ok", "compile_s"}, f"as-if: warm_up {side}: {reply}")
-    engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=2)
+    engine.ok(WINDOW_KEYS, op="window", side=side, steps=2)
     keys = ("peak_allocated_bytes", "peak_reserved_bytes", "peak_rss_bytes", "samples")
     probe = engine.ok(keys, op="probe", side=side, steps=2)
     allocated, reserved = probe["peak_allocated_bytes"], probe["peak_reserved_bytes"]

@@ -341,7 +341,8 @@ impl Sources<'_> {
         config.request.host_allocator.apply(&mut command);
         let timeout = Duration::from_secs_f64(settings.cell_timeout_s);
         Ok(match run_plain(&mut command, timeout, &self.python_text())? {
-            Ok(()) => read_plain(output.path(), round, config.steps_per_window())?,
+            Ok(()) => read_plain(output.path(), round, config.steps_per_window())
+                .unwrap_or_else(|e| Measured::Failed(e.to_string())),
             Err(why) => Measured::Failed(why),
         })
     }

@@ -46,6 +46,7 @@ mod tests {
         }
         assert_eq!(pages.iter().step_by(4096).map(|&b| b as usize).sum::<usize>(), (64 << 20) / 4096);
         let faults = count.stop().expect("Linux counts minor faults");
-        assert!(faults >= 1000, "{faults} faults touching 16,384 fresh pages");
+        // 16,384 pages of 4 KiB, or 32 of 2 MiB where transparent huge pages back the allocation.
+        assert!(faults >= 32, "{faults} faults touching 64 MiB of fresh pages");
     }
 }
