@@ -583,7 +583,7 @@ def write_user_case(directory, prepared, sides, dtype=None):
 def trained(engine, side, steps, samples_per_batch):
     """A window of `steps` steps of `side` (samples counted as targets); returns its last loss,
     which must be finite."""
-    reply = engine.ok(("samples", "seconds", "host_reads"), op="window", side=side, steps=steps)
+    reply = engine.ok(("samples", "seconds", "host_reads", "minor_faults"), op="window", side=side, steps=steps)
     check(reply["samples"] == steps * samples_per_batch, f"window {side}: {reply}, {samples_per_batch} a batch")
     loss = engine.ok(("loss",), op="loss", side=side)["loss"]
     check(isinstance(loss, float) and math.isfinite(loss), f"loss {side}: {loss}")

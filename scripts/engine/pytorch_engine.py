@@ -132,8 +132,10 @@ Then one reply per request, in order:
         torch-compile), then synchronises the device. compile_s (torch-compile only; else null)
         is the wall time of the side's first step and of any step that compiled a new graph.
     {"op": "window", "side": S, "steps": N}    (N ≥ 1)
-                                           -> {"samples": int, "seconds": float, "host_reads": int}
+                                           -> {"samples": int, "seconds": float, "host_reads": int,
+                                               "minor_faults": int}
         Sets S's switches, synchronises, times N steps with time.perf_counter, synchronises.
+        minor_faults: the minor page faults the process took meanwhile (getrusage).
         samples: the samples the N steps took, as trickbench counts them: every target
         (targets.numel(): images, a GPT window's tokens, or a user batch's targets);
         host_reads: the metric reads to the host (.item(), .tolist()) made in the window.
