@@ -60,6 +60,7 @@ pub fn run(config: &CrosscheckConfig, progress: &dyn Fn(&str)) -> Result<Crossch
     let total =
         config.request.rounds * results.checks.iter().filter(|c| c.not_applicable.is_none()).count() * 2;
     let mut done = 0;
+    save(&results, &config.out)?;
     for round in 0..config.request.rounds {
         for index in round_order(results.checks.len(), round) {
             if results.checks[index].not_applicable.is_some() {
@@ -75,7 +76,6 @@ pub fn run(config: &CrosscheckConfig, progress: &dyn Fn(&str)) -> Result<Crossch
             }
         }
     }
-    save(&results, &config.out)?;
     Ok(results)
 }
 
@@ -155,10 +155,11 @@ type Keys = Vec<Option<(CellKey, CellKey)>>;
 fn empty_results(config: &CrosscheckConfig) -> Result<(CrosscheckResults, Keys), Error> {
     let settings = config.profile.settings(crate::workloads::Family::CifarResnet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+    let hardware = Hardware::probe(config.device);
     let (checks, keys): (Vec<TrickCheck>, Keys) = config
         .checks
         .iter()
-        .map(|&(workload, trick)| planned_check(config, workload, trick))
+        .map(|&(workload, trick)| planned_check(config, &hardware, workload, trick))
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .unzip();
@@ -182,10 +183,11 @@ fn empty_results(config: &CrosscheckConfig) -> Result<(CrosscheckResults, Keys),
 }
 
 /// `trick`'s check on `workload` (its cell on the PyTorch engine and the cell a run pairs it
-/// with, as the ablation plans them, or why the engine cannot run it here), and those two cells
-/// where it can.
+/// with, as the ablation plans them on `hardware`, or why the engine cannot run it there), and
+/// those two cells where it can.
 fn planned_check(
     config: &CrosscheckConfig,
+    hardware: &Hardware,
     workload: WorkloadId,
     trick: Trick,
 ) -> Result<(TrickCheck, Option<(CellKey, CellKey)>), Error> {
@@ -196,7 +198,7 @@ fn planned_check(
         batch_size,
         seed: config.request.seed,
         multi_arm: false,
-        ..PlanRequest::new(vec![workload], vec![trick], Hardware::probe(config.device), &settings)
+        ..PlanRequest::new(vec![workload], vec![trick], hardware.clone(), &settings)
     };
     let plan = Plan::ablation(&request);
     let train = CellKind::Throughput { phase: Phase::Train };

@@ -2,6 +2,10 @@
 
 use crate::crosscheck::results::{Agreement, CrosscheckResults, SourceEffect, TrickCheck};
 use crate::stats::Estimate;
+use crate::terminal::wrap;
+
+/// The terminal's width the answer is wrapped to.
+const COLUMNS: usize = 100;
 
 /// The file the Markdown summary is written to, beside the results.
 pub const SUMMARY_FILE: &str = "summary.md";
@@ -9,16 +13,16 @@ pub const SUMMARY_FILE: &str = "summary.md";
 /// The terminal's answer: one line per trick, each source's effect and whether they agree, then
 /// the disagreements in a sentence.
 pub fn terminal(results: &CrosscheckResults) -> String {
-    let mut out = format!("{}\n", wrap(&heading(results), 100, "    "));
+    let mut out = format!("{}\n", wrap(&heading(results), COLUMNS, 4));
     out.push_str(&row(["workload", "trick", "PyTorch engine", "plain script", "agree?"]));
     for check in &results.checks {
         let (engine, plain) = (effect_text(&check.engine), effect_text(&check.plain));
         out.push_str(&row([check.workload.id(), check.trick.id(), &engine, &plain, &verdict_text(check)]));
         if check.agreement.is_some_and(|a| !a.agrees()) {
-            out.push_str(&format!("{}\n", wrap(&format!("      {}", faults_sentence(check)), 100, "      ")));
+            out.push_str(&format!("{}\n", wrap(&format!("      {}", faults_sentence(check)), COLUMNS, 0)));
         }
     }
-    out.push_str(&format!("{}\n", wrap(&format!("  {}", conclusion(results)), 100, "    ")));
+    out.push_str(&format!("{}\n", wrap(&format!("  {}", conclusion(results)), COLUMNS, 2)));
     out
 }
 
@@ -26,27 +30,6 @@ pub fn terminal(results: &CrosscheckResults) -> String {
 fn row(cells: [&str; 5]) -> String {
     let [workload, trick, engine, plain, verdict] = cells;
     format!("  {workload:<9} {trick:<17} {engine:<20} {plain:<20} {verdict}\n")
-}
-
-/// `text` broken at spaces into lines of at most `width` columns, every line after the first
-/// starting with `indent`.
-fn wrap(text: &str, width: usize, indent: &str) -> String {
-    let body = text.trim_start();
-    let mut lines = vec![text[..text.len() - body.len()].to_owned()];
-    let mut fresh = true;
-    for word in body.split(' ') {
-        let line = lines.last_mut().expect("one line at least");
-        if fresh {
-            line.push_str(word);
-            fresh = false;
-        } else if line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(format!("{indent}{word}"));
-        } else {
-            line.push(' ');
-            line.push_str(word);
-        }
-    }
-    lines.join("\n")
 }
 
 /// `summary.md`: the heading, the table with each source's processes and pairs, and the
@@ -186,21 +169,5 @@ fn conclusion(results: &CrosscheckResults) -> String {
             judged.len(),
             disagree.join(", ")
         ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wrapped_lines_keep_the_first_line_s_indent_and_stay_within_the_width() {
-        let text = format!("  {}", "word ".repeat(40).trim_end());
-        let wrapped = wrap(&text, 30, "    ");
-        let lines: Vec<&str> = wrapped.lines().collect();
-        assert!(lines[0].starts_with("  word") && !lines[0].starts_with("   "), "{wrapped}");
-        assert!(lines[1..].iter().all(|l| l.starts_with("    word")), "{wrapped}");
-        assert!(lines.iter().all(|l| l.chars().count() <= 30), "{wrapped}");
-        assert_eq!(wrapped.split_whitespace().count(), 40);
     }
 }
