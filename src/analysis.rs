@@ -4,6 +4,7 @@
 //! catalogue's facts (what each trick is compared with, which memory figure it is judged by) and
 //! the GPUs' peak FLOP/s.
 
+use crate::diagnosis::{diagnose, floor_for};
 use crate::measure::flops::peak_flops_per_s;
 use crate::results::energy::EnergyMethod;
 use crate::results::schema::{
@@ -172,11 +173,13 @@ fn leave_one_out_reference<'k>(
 }
 
 /// Everything `results` derives from its cells: the comparisons, with each workload's noise
-/// floor applied to their verdicts, the noise floors, and the time-to-accuracy summaries.
+/// floor applied to their verdicts and each one's diagnosis (its ceiling and cause), the noise
+/// floors, and the time-to-accuracy summaries.
 pub fn refresh_derived(results: &mut Results) {
     let mut found = comparisons(&results.cells, results.run.design);
     results.noise_floors = noise_floors(&results.cells, &found);
     apply_noise_floors(&mut found, &results.cells, &results.noise_floors);
+    diagnose(&mut found, &results.cells, &results.noise_floors);
     results.comparisons = found;
     results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
 }
@@ -244,14 +247,7 @@ fn apply_noise_floors(comparisons: &mut [Comparison], cells: &[CellResult], floo
         let Some(cell) = cells.iter().find(|c| c.id() == comparison.cell && !c.key.aa_control) else {
             continue;
         };
-        let of_workload = |f: &&NoiseFloor| {
-            (f.workload, f.engine) == (cell.key.workload, cell.key.engine) && f.control != cell.id()
-        };
-        let floor = floors
-            .iter()
-            .filter(of_workload)
-            .find(|f| f.design == comparison.design)
-            .or_else(|| floors.iter().find(of_workload));
+        let floor = floor_for(comparison, cell, floors);
         let significant = matches!(comparison.verdict, Verdict::Faster | Verdict::Slower);
         if let Some(floor) = floor.filter(|_| significant) {
             if (comparison.speedup - 1.0).abs() <= floor.half_width {
@@ -462,6 +458,7 @@ fn compare_paired(
         verdict: verdict_of(&estimate),
         memory_ratio: measured.and_then(|r| memory_ratio(cell, r)),
         design: MeasurementDesign::Paired,
+        diagnosis: None,
     })
 }
 
@@ -514,6 +511,7 @@ fn compare(cell: &CellResult, baseline: &CellResult) -> Option<Comparison> {
         verdict: verdict_of(&estimate),
         memory_ratio: memory_ratio(cell, baseline),
         design: MeasurementDesign::Processes,
+        diagnosis: None,
     })
 }
 
@@ -803,7 +801,9 @@ mod tests {
     #[test]
     fn a_results_file_with_its_control_apart_keeps_its_floors() {
         // Runs measured by the multi-arm design, their control apart beside loader-workers (and in
-        // the speedrun's, beside max-batch's throughput cell), whose floors this analysis wrote.
+        // the speedrun's, beside max-batch's throughput cell), whose floors and verdicts this
+        // analysis wrote, their intervals since widened on the log scale (a change of at most
+        // 1e-3 there) and their comparisons since diagnosed.
         for report in [
             "cpu-xeon-2core-20261205-quick-make-run-multi-arm",
             "cpu-xeon-2core-20261205-quick-make-run-engines-agree",
@@ -815,10 +815,26 @@ mod tests {
                 .join("results-1.json");
             let results = crate::results::store::load(&path).unwrap();
             let found = comparisons(&results.cells, results.run.design);
-            assert_eq!(noise_floors(&results.cells, &found), results.noise_floors, "{report}");
+            let floors = noise_floors(&results.cells, &found);
+            assert_eq!(floors.len(), results.noise_floors.len(), "{report}");
+            for (again, stored) in floors.iter().zip(&results.noise_floors) {
+                assert_eq!((&again.control, again.design), (&stored.control, stored.design), "{report}");
+                assert!(
+                    (again.half_width - stored.half_width).abs() < 1e-3,
+                    "{report}: {again:?} {stored:?}"
+                );
+            }
             let mut again = results.clone();
             refresh_derived(&mut again);
-            assert_eq!(again.comparisons, results.comparisons, "{report}");
+            for (again, stored) in again.comparisons.iter().zip(&results.comparisons) {
+                assert_eq!(
+                    (&again.cell, again.verdict, again.speedup),
+                    (&stored.cell, stored.verdict, stored.speedup)
+                );
+                assert!((again.speedup_ci_low - stored.speedup_ci_low).abs() < 1e-3, "{report}: {again:?}");
+                assert!((again.speedup_ci_high - stored.speedup_ci_high).abs() < 1e-3, "{report}: {again:?}");
+            }
+            assert_eq!(again.comparisons.len(), results.comparisons.len(), "{report}");
         }
     }
 

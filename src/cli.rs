@@ -278,18 +278,23 @@ pub struct RunArgs {
     /// Continue the run in --out, skipping cells already measured.
     #[arg(long, requires = "out")]
     pub resume: bool,
-    /// Record a profiler trace of the chosen cells: 3 steps after the timed windows of each one's
-    /// first process, under the Kineto profiler of the cell's engine (libtorch's, or
-    /// torch.profiler's on the PyTorch engine: operators with input shapes and the memory they
-    /// allocate; CUDA kernels on a GPU), written to <out>/traces/ as gzipped Chrome-trace JSON
-    /// (.json.gz), which https://ui.perfetto.dev and chrome://tracing open as it is, with a table
-    /// of the longest operators in the report; `trickbench ops` compares them operator by
-    /// operator. Without a value: every training and evaluation throughput cell;
-    /// with one, the cells whose id matches the glob (`*` also matches `/`). Ids are
-    /// WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g. resnet8/baseline/b32/s0/train or
-    /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace '*channels-last*'`.
-    #[arg(long, value_name = "CELL_GLOB", num_args = 0..=1, default_missing_value = "*")]
+    /// Which cells record a profiler trace (default: every training and evaluation throughput
+    /// cell): 3 steps after the timed windows of each one's first process, under the Kineto
+    /// profiler of the cell's engine (libtorch's, or torch.profiler's on the PyTorch engine:
+    /// operators with input shapes and the memory they allocate; CUDA kernels on a GPU), written to
+    /// <out>/traces/ as gzipped Chrome-trace JSON (.json.gz), which https://ui.perfetto.dev and
+    /// chrome://tracing open as it is. The traces give each trick its ceiling and the cause of a
+    /// null, negative or disputed effect, a table of the longest operators in the report, and what
+    /// `trickbench ops` compares operator by operator. The glob keeps the cells whose id matches it
+    /// (`*` also matches `/`). Ids are WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g.
+    /// resnet8/baseline/b32/s0/train or resnet8/amp+channels-last/b32/s0/eval: `--trace
+    /// 'resnet8/*/train'`, `--trace '*channels-last*'`.
+    #[arg(long, value_name = "CELL_GLOB", conflicts_with = "no_trace")]
     pub trace: Option<CellGlob>,
+    /// Record no profiler trace: no ceiling for the tricks that act on operators, and no cause read
+    /// from their operators.
+    #[arg(long)]
+    pub no_trace: bool,
     /// With --design speedrun: take the tricks' measured effects from this results file instead of
     /// running the ablation first. Repeatable (a throughput run and a convergence run, say); a
     /// trick measured in several files is taken from the first. A file measured on another kind of

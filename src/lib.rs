@@ -4,6 +4,7 @@ pub mod bench;
 pub mod crosscheck;
 pub mod data;
 pub mod device;
+pub mod diagnosis;
 pub mod distributed;
 pub mod engine;
 pub mod environment;

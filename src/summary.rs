@@ -155,7 +155,7 @@ fn header(results: &Results) -> String {
 }
 
 /// The column headings and one row per cell that `include` picks, each followed by the lines
-/// that explain its status and its noise.
+/// that explain its status, its cause where the run diagnosed one, and its noise.
 fn cell_rows(results: &Results, include: &impl Fn(&CellResult) -> bool) -> String {
     let target = results.run.protocol.target_ci_half_width;
     let cells: Vec<&CellResult> = results.cells.iter().filter(|c| include(c)).collect();
@@ -181,6 +181,10 @@ fn cell_rows(results: &Results, include: &impl Fn(&CellResult) -> bool) -> Strin
         );
         if let Some(detail) = status_detail(cell) {
             let _ = writeln!(out, "    {detail}");
+        }
+        let diagnosis = comparison.and_then(|c| c.diagnosis.as_ref()).filter(|d| d.cause.is_some());
+        if let Some(why) = diagnosis.and_then(report::why_text) {
+            let _ = writeln!(out, "    why: {why}");
         }
         if let Some(warning) = cell.noise_warning(comparison, target) {
             let _ = writeln!(out, "    {warning}");

@@ -551,8 +551,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     // file, so nothing trains); a third shard has nothing to do.
     let shard = |i: &str| {
         let run = ["run", "--profile", "smoke", "--device", "cpu", "--no-time-to-accuracy"];
-        let args =
-            ["--tricks", "channels-last", "--data", "synth", "--text", "none.txt", "--trace", "--shard", i];
+        let args = ["--tricks", "channels-last", "--data", "synth", "--text", "none.txt", "--shard", i];
         let out_dir = format!("sweep/shard-{}", &i[..1]);
         let out = trickbench(dir.path(), &[&run[..], &args[..], &["--out", &out_dir]].concat());
         assert!(out.status.success(), "shard {i}: {}", text(&out.stderr));
@@ -598,7 +597,7 @@ fn shards_run_apart_and_merge_into_one_results_file_and_report() {
     assert!(dir.path().join("merged/index.html").is_file());
     // Each shard's traces are copied beside the merged results, whose report links them.
     let traced: Vec<&str> = results.cells.iter().filter_map(|c| c.trace()).map(|t| t.path.as_str()).collect();
-    assert_eq!(traced.len(), 3, "--trace without a glob: every ResNet throughput cell");
+    assert_eq!(traced.len(), 2, "by default every ResNet throughput cell but the A/A control");
     let merged_html = std::fs::read_to_string(dir.path().join("merged/index.html")).unwrap();
     for path in &traced {
         assert!(dir.path().join("merged").join(path).is_file(), "{path} not copied");

@@ -15,8 +15,11 @@ use trickbench::engine::Engine;
 use trickbench::report::{
     render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
 };
+use trickbench::results::diagnosis::{Cause, Ceiling, Diagnosis};
 use trickbench::results::schema::{CellKey, MeasurementDesign, NoiseFloor, Results};
 use trickbench::terminal::Terminal;
+use trickbench::tricks::Trick;
+use trickbench::vocabulary::StepPart;
 use trickbench::workloads::WorkloadId;
 
 use common::dirs::{checkout, kept_output_dir, temp_dir};
@@ -176,6 +179,11 @@ fn csv_has_one_row_per_cell_with_units() {
         "throughput_median_samples_per_s",
         "peak_rss_bytes",
         "speedup_x",
+        "ceiling_speedup",
+        "ceiling_part",
+        "ceiling_share_percent",
+        "cause",
+        "cause_detail",
         "time_to_target_s",
     ] {
         assert!(headers.iter().any(|x| x == h), "cells.csv lacks column {h}");
@@ -1112,4 +1120,290 @@ fn a_forced_attention_backend_says_which_kernel_ran_and_when_it_is_the_defaults(
     let page = std::fs::read_to_string(&files.index_html).unwrap();
     assert!(page.contains("cudnn-attention ran; the default ran flash-attention"), "a distinct kernel");
     assert!(!page.contains(same));
+}
+
+/// `results` with a diagnosis beside the comparison of each single-trick `trick` cell on the
+/// engines of `diagnoses`: a ceiling from its convolutions' share of the step (a fraction) and a
+/// cause where one is given.
+fn with_diagnoses(mut results: Results, trick: Trick, diagnoses: &[(Engine, f64, Option<Cause>)]) -> Results {
+    for (engine, share, cause) in diagnoses {
+        let cell = results
+            .cells
+            .iter()
+            .find(|c| {
+                c.key.engine == *engine && c.key.tricks == [trick].into_iter().collect() && !c.key.aa_control
+            })
+            .unwrap_or_else(|| panic!("no {trick:?} cell on {engine}"))
+            .id();
+        let c = results.comparisons.iter_mut().find(|c| c.cell == cell).unwrap();
+        c.diagnosis = Some(Diagnosis {
+            ceiling: Some(Ceiling::new(StepPart::ConvolutionsAndMatmuls, share * 100.0, 100.0)),
+            ceiling_unavailable: None,
+            cause: cause.clone(),
+        });
+    }
+    results
+}
+
+/// The texts of the first screen's "Ceiling and cause" cells, by trick.
+fn why_cells(doc: &Html) -> Vec<(String, String)> {
+    let rows = Selector::parse("table.verdicts tbody tr").unwrap();
+    let (first, why) = (Selector::parse("td").unwrap(), Selector::parse("td.why").unwrap());
+    doc.select(&rows)
+        .map(|r| {
+            let trick = r.select(&first).next().unwrap().text().collect::<String>().trim().to_owned();
+            let cell = r.select(&why).next().unwrap_or_else(|| panic!("no ceiling cell for {trick}"));
+            (trick, cell.text().collect())
+        })
+        .collect()
+}
+
+/// A run whose comparisons carry diagnoses gives each engine's ceiling and cause on its first
+/// screen: in the verdict table (each labelled with its engine where there are two, the cause's
+/// sentence behind its short line), in summary.md's table, and in the figure as a tick with its
+/// words in the marker's hover text.
+#[test]
+fn a_diagnosed_run_gives_each_engines_ceiling_and_cause_on_its_first_screen() {
+    let no_kernel = Cause::NoKernelChanged { kernels: 12, part_change_ms: 0.1, step_ms: 100.0 };
+    let results = with_diagnoses(
+        fixtures::two_engine_run(),
+        Trick::ChannelsLast,
+        &[(Engine::Pytorch, 0.3, Some(no_kernel.clone())), (Engine::Libtorch, 0.9, None)],
+    );
+    let out = kept_output_dir("diagnosis");
+    let files = render_report(&[results], &out).unwrap();
+    let doc = check_files(&files);
+    let header = Selector::parse("table.verdicts thead th").unwrap();
+    let headers: Vec<String> = doc.select(&header).map(|h| h.text().collect()).collect();
+    assert_eq!(headers[4..], ["On libtorch", "Ceiling and cause"]);
+    let cells = why_cells(&doc);
+    let channels_last = &cells.iter().find(|(t, _)| t == "channels-last").unwrap().1;
+    let pytorch = "PyTorch: convolutions and matmuls 30.0% of the step: at most 1.43×no kernel changed: same 12 kernels";
+    assert!(channels_last.starts_with(pytorch), "{channels_last}");
+    assert!(channels_last.contains(&no_kernel.sentence()), "{channels_last}");
+    assert!(
+        channels_last.ends_with("libtorch: convolutions and matmuls 90.0% of the step: at most 10.00×"),
+        "{channels_last}"
+    );
+    assert_eq!(cells.iter().find(|(t, _)| t == "debug-off").unwrap().1, "—");
+    let summary = Selector::parse("td.why details.cause summary").unwrap();
+    let title = doc.select(&summary).next().unwrap().value().attr("title").unwrap().to_owned();
+    assert_eq!(title, no_kernel.sentence());
+    let md = std::fs::read_to_string(&files.summary_md).unwrap();
+    assert!(md.contains("| On libtorch | Ceiling and cause |\n|---|---|---|---|---|---|\n"), "{md}");
+    assert!(
+        md.contains(
+            "| PyTorch: convolutions and matmuls 30.0% of the step: at most 1.43× — no kernel changed: same 12 \
+             kernels<br>libtorch: convolutions and matmuls 90.0% of the step: at most 10.00× |\n"
+        ),
+        "{md}"
+    );
+    let glance = Selector::parse("figure.glance .wide svg").unwrap();
+    let svg = doc.select(&glance).next().unwrap().html();
+    let hover =
+        "channels-last in PyTorch: no measurable effect, 1.01× [0.99, 1.03]; ceiling: convolutions and \
+                 matmuls 30.0% of the step: at most 1.43×; cause: no kernel changed: same 12 kernels";
+    assert_eq!(svg.matches(hover).count(), 2, "the marker and its tick say it: {svg}");
+    assert!(svg.contains("ceiling: the most the trick could give"), "the legend names the tick");
+    let caption = Selector::parse("figure.glance figcaption").unwrap();
+    let caption: String = doc.select(&caption).next().unwrap().text().collect();
+    assert!(caption.contains("A dark tick at a marker's height is that engine's ceiling"), "{caption}");
+}
+
+/// With one engine, a diagnosed trick's ceiling and cause stand without an engine's name, and a
+/// run without diagnoses keeps its table as it was.
+#[test]
+fn a_one_engine_run_gives_its_ceilings_unlabelled() {
+    let bound = Cause::BoundElsewhere { ceiling: 1.01, floor_half_width: 0.023 };
+    let results =
+        with_diagnoses(fixtures::cpu_run(), Trick::ChannelsLast, &[(Engine::Libtorch, 0.01, Some(bound))]);
+    let out = temp_dir();
+    let files = render_report(&[results], out.path()).unwrap();
+    let doc = page(out.path());
+    let cells = why_cells(&doc);
+    let channels_last = &cells.iter().find(|(t, _)| t == "channels-last").unwrap().1;
+    assert!(
+        channels_last.starts_with(
+            "convolutions and matmuls 1.0% of the step: at most 1.01×bound elsewhere: at most 1.01× inside ±2.3%"
+        ),
+        "{channels_last}"
+    );
+    let md = std::fs::read_to_string(&files.summary_md).unwrap();
+    assert!(
+        md.contains("| Trick | Judged by | Verdict | Effect on its metric | Ceiling and cause |"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            " | convolutions and matmuls 1.0% of the step: at most 1.01× — bound elsewhere: at most 1.01× \
+                     inside ±2.3% |\n"
+        ),
+        "{md}"
+    );
+    let plain = temp_dir();
+    let files = render_report(&[fixtures::cpu_run()], plain.path()).unwrap();
+    let md = std::fs::read_to_string(&files.summary_md).unwrap();
+    assert!(!md.contains("Ceiling and cause") && !page(plain.path()).html().contains("td class=\"why\""));
+}
+
+/// `results` with `diagnosis` beside the comparison of `trick`'s training cell on `engine`.
+fn with_diagnosis(
+    mut results: Results,
+    trick: Trick,
+    engine: Engine,
+    diagnosis: trickbench::results::diagnosis::Diagnosis,
+) -> Results {
+    use trickbench::results::schema::{CellKind, Phase};
+    let cell = results
+        .cells
+        .iter()
+        .find(|c| {
+            c.key.engine == engine
+                && c.key.tricks == [trick].into_iter().collect()
+                && c.key.reference_for.is_none()
+                && c.key.kind == CellKind::Throughput { phase: Phase::Train }
+        })
+        .unwrap_or_else(|| panic!("no {trick:?} cell on {engine}"))
+        .id();
+    let c = results.comparisons.iter_mut().find(|c| c.cell == cell).unwrap();
+    c.diagnosis = Some(diagnosis);
+    results
+}
+
+/// The two-engine fixture diagnosed: channels-last bound elsewhere in PyTorch (its ceiling only on
+/// libtorch, where it helps), checkpointing adding work on both engines, zero-copy's ceiling on
+/// libtorch, and debug-off without a ceiling.
+fn two_engines_diagnosed() -> Results {
+    use trickbench::results::diagnosis::{Cause, Ceiling, Diagnosis, OpChange};
+    let diagnosis = |ceiling: Option<Ceiling>, cause: Option<Cause>| Diagnosis {
+        ceiling,
+        ceiling_unavailable: ceiling.is_none().then(|| "it slows every operator".to_owned()),
+        cause,
+    };
+    let added = |ms: f64| Cause::AddedWork {
+        operators: vec![OpChange {
+            name: "aten::convolution_backward".to_owned(),
+            activity: None,
+            calls_change: 0.0,
+            self_ms_change: ms,
+        }],
+        added_ms: ms,
+        step_ms: 100.0,
+    };
+    let conv = Ceiling::new(StepPart::ConvolutionsAndMatmuls, 1.2, 100.0);
+    let bound = Cause::BoundElsewhere { ceiling: conv.speedup, floor_half_width: 0.023 };
+    let mut r = fixtures::two_engine_run();
+    r = with_diagnosis(r, Trick::ChannelsLast, Engine::Pytorch, diagnosis(Some(conv), Some(bound)));
+    let wide = Ceiling::new(StepPart::ConvolutionsAndMatmuls, 20.0, 100.0);
+    r = with_diagnosis(r, Trick::ChannelsLast, Engine::Libtorch, diagnosis(Some(wide), None));
+    let memory = Ceiling::new(StepPart::MemoryOnly, 0.0, 100.0);
+    r = with_diagnosis(r, Trick::Checkpointing, Engine::Pytorch, diagnosis(Some(memory), Some(added(3.1))));
+    r = with_diagnosis(r, Trick::Checkpointing, Engine::Libtorch, diagnosis(Some(memory), Some(added(1.2))));
+    let loader = Ceiling::new(StepPart::Loader, 20.0, 100.0);
+    r = with_diagnosis(r, Trick::ZeroCopy, Engine::Libtorch, diagnosis(Some(loader), None));
+    for engine in [Engine::Pytorch, Engine::Libtorch] {
+        r = with_diagnosis(r, Trick::DebugOff, engine, diagnosis(None, None));
+    }
+    r
+}
+
+/// The lines of `summary` that say why (or give a ceiling), trimmed.
+fn why_lines(summary: &str) -> Vec<&str> {
+    let lines = summary.lines().map(str::trim_start);
+    lines.filter(|l| l.starts_with("why: ") || l.starts_with("ceiling: ")).collect()
+}
+
+#[test]
+fn the_terminal_summary_says_why_under_each_diagnosed_trick_within_its_width() {
+    let results = two_engines_diagnosed();
+    for columns in [40, 80, 100] {
+        let summary = trickbench::summary::closing_summary(&results, &[], Terminal::of_width(columns));
+        let widest = summary.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= columns, "a line of {widest} at {columns} columns:\n{summary}");
+    }
+    let summary = trickbench::summary::closing_summary(&results, &[], Terminal::of_width(100));
+    let lines: Vec<&str> = summary.lines().collect();
+    let under = |trick: &str| {
+        let at = lines.iter().position(|l| l.trim_start().starts_with(&format!("{trick} "))).unwrap();
+        lines[at + 1..].iter().find(|l| !l.trim_start().starts_with('!')).copied().unwrap()
+    };
+    assert_eq!(
+        under("channels-last"),
+        "      why: PyTorch: bound elsewhere: at most 1.01× inside ±2.3% · libtorch: ceiling 1.25×"
+    );
+    assert_eq!(
+        under("checkpointing"),
+        "      why: it added work: PyTorch aten::convolution_backward +3.10 ms"
+    );
+    let next = lines.iter().position(|l| *l == under("checkpointing")).unwrap() + 1;
+    assert_eq!(lines[next], format!("{}libtorch aten::convolution_backward +1.20 ms", " ".repeat(26)));
+    assert_eq!(under("zero-copy (libtorch only)"), "      ceiling: at most 1.25× on libtorch");
+    assert_eq!(why_lines(&summary).len(), 3, "debug-off has neither ceiling nor cause: {summary}");
+
+    let plain =
+        trickbench::summary::closing_summary(&fixtures::two_engine_run(), &[], Terminal::of_width(100));
+    assert!(why_lines(&plain).is_empty(), "{plain}");
+}
+
+#[test]
+fn the_terminal_summary_of_one_engine_says_why_without_naming_it() {
+    use trickbench::results::diagnosis::{Cause, Ceiling, Diagnosis};
+    let ceiling = Ceiling::new(StepPart::ConvolutionsAndMatmuls, 1.2, 100.0);
+    let cause = Cause::BoundElsewhere { ceiling: ceiling.speedup, floor_half_width: 0.023 };
+    let diagnosis = Diagnosis { ceiling: Some(ceiling), ceiling_unavailable: None, cause: Some(cause) };
+    let results = with_diagnosis(fixtures::cpu_run(), Trick::ZeroGradNone, Engine::Libtorch, diagnosis);
+    let summary = trickbench::summary::closing_summary(&results, &[], Terminal::of_width(80));
+    assert_eq!(why_lines(&summary), ["why: bound elsewhere: at most 1.01× inside ±2.3%"], "{summary}");
+    let verbose =
+        trickbench::summary::closing_summary(&results, &[], Terminal { columns: 100, verbose: true });
+    let (_, table) = verbose.split_once("resnet20/zero-grad-none/b128/s0/train ").unwrap();
+    let under = table.lines().nth(1).unwrap();
+    assert_eq!(under, "    why: bound elsewhere: at most 1.01× inside ±2.3%", "the cell table says it too");
+}
+
+#[test]
+fn cells_csv_gives_each_comparison_s_ceiling_and_cause_and_leaves_them_empty_elsewhere() {
+    use trickbench::results::diagnosis::{Cause, Ceiling, Diagnosis};
+    let ceiling = Ceiling::new(StepPart::Optimizer, 4.0, 100.0);
+    let cause = Cause::NotFound { looked_at: "no trace of the reference".to_owned() };
+    let diagnosis =
+        Diagnosis { ceiling: Some(ceiling), ceiling_unavailable: None, cause: Some(cause.clone()) };
+    let results = with_diagnosis(fixtures::cpu_run(), Trick::ZeroGradNone, Engine::Libtorch, diagnosis);
+    let out = temp_dir();
+    let files = render_report(&[results], out.path()).unwrap();
+    let mut reader = csv::Reader::from_path(&files.csv).unwrap();
+    let headers = reader.headers().unwrap().clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("no {name}"));
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    let row = rows.iter().find(|r| &r[column("cell_id")] == "resnet20/zero-grad-none/b128/s0/train").unwrap();
+    let speedup: f64 = row[column("ceiling_speedup")].parse().unwrap();
+    assert!((speedup - 1.0 / 0.96).abs() < 1e-9, "{speedup}");
+    assert_eq!(&row[column("ceiling_part")], "optimizer");
+    let share: f64 = row[column("ceiling_share_percent")].parse().unwrap();
+    assert!((share - 4.0).abs() < 1e-9, "{share}");
+    assert_eq!(&row[column("cause")], "not-found");
+    assert_eq!(&row[column("cause_detail")], cause.sentence());
+    let others = rows.iter().filter(|r| r != &row);
+    for name in ["ceiling_speedup", "ceiling_part", "ceiling_share_percent", "cause", "cause_detail"] {
+        assert!(others.clone().all(|r| r[column(name)].is_empty()), "{name} is empty without a diagnosis");
+    }
+}
+
+#[test]
+fn a_comparison_says_why_beside_a_null_or_negative_effect() {
+    let here = two_engines_diagnosed();
+    let mut there = fixtures::two_engine_run();
+    there.system.hostname = Some("fixture-other-host".to_owned());
+    there.run.id = "fixture-other-host".to_owned();
+    let out = temp_dir();
+    let compared = render_comparison(&[here, there], &[None, None], CompareBy::Auto, out.path()).unwrap();
+    let md = std::fs::read_to_string(&compared.files.summary_md).unwrap();
+    let row = |label: &str| {
+        md.lines().find(|l| l.starts_with(&format!("| {label} |"))).unwrap_or_else(|| panic!("{md}"))
+    };
+    let pytorch = row("resnet20 · channels-last @pytorch · b128");
+    assert!(pytorch.contains(" · why: bound elsewhere: at most 1.01× inside ±2.3% |"), "{pytorch}");
+    assert_eq!(pytorch.matches("why:").count(), 1, "the other device has no diagnosis: {pytorch}");
+    let libtorch = row("resnet20 · channels-last · b128");
+    assert!(!libtorch.contains("why:"), "it helps on libtorch: {libtorch}");
 }

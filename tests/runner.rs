@@ -138,11 +138,15 @@ fn only_the_first_measured_process_of_a_traced_cell_records_a_trace() {
     };
     let mut mock = MockExecutor::default();
     runner::run(&traced, &mut mock, &mut Silent).unwrap();
-    let traced_jobs: Vec<(String, usize)> =
-        mock.jobs.iter().filter(|j| j.trace.is_some()).map(|j| (j.key.id().to_string(), j.round)).collect();
-    assert_eq!(traced_jobs, [("resnet8/channels-last/b32/s0/train".to_owned(), 0)]);
-    let target = mock.jobs.iter().find_map(|j| j.trace.clone()).unwrap();
-    assert_eq!(target.results_dir, dir.path());
+    let traced_jobs: Vec<(Vec<String>, usize)> = mock
+        .jobs
+        .iter()
+        .filter_map(|j| j.trace.as_ref().map(|t| (t.cells.iter().map(|c| c.to_string()).collect(), j.round)))
+        .collect();
+    assert_eq!(traced_jobs, [(vec!["resnet8/channels-last/b32/s0/train".to_owned()], 0)]);
+    let targets = mock.jobs.iter().find_map(|j| j.trace.clone()).unwrap();
+    assert_eq!(targets.results_dir, dir.path());
+    let target = targets.target(&targets.cells[0]).unwrap();
     assert_eq!(target.file, "traces/resnet8_channels-last_b32_s0_train.json.gz");
     // The round's warm-up process is the baseline's, and is never traced, even under `*`.
     let other = temp_dir();

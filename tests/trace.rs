@@ -11,9 +11,11 @@ use std::path::Path;
 use scraper::{Html, Selector};
 use trickbench::bench::cell::TRACED_STEPS;
 use trickbench::measure::host_allocator::HostAllocator;
-use trickbench::measure::trace::read_operator_table;
+use trickbench::measure::trace::read_trace_record;
 use trickbench::results::schema::TraceActivity;
+use trickbench::results::schema::Verdict;
 use trickbench::results::store;
+use trickbench::vocabulary::StepPart;
 
 use common::cells::cell;
 use common::cli::{synthetic_cifar, text, trickbench};
@@ -77,7 +79,8 @@ fn a_traced_cell_writes_a_chrome_trace_that_its_results_and_report_point_at() {
     let baseline = cell(&results, "resnet8/baseline/b32/s0/train");
     let trace = baseline.trace().expect("the baseline is traced");
     assert_eq!((trace.path.as_str(), trace.steps), (file, TRACED_STEPS));
-    assert_eq!(trace.operators, read_operator_table(&path).unwrap(), "the table is what the file holds");
+    let read = read_trace_record(&path, file, TRACED_STEPS).unwrap();
+    assert_eq!(trace, &read, "the table and the operators per step are what the file holds");
     assert!(trace.operators.iter().all(|o| o.activity == TraceActivity::CpuOp), "no GPU activity on a CPU");
     assert!(trace.operators.iter().any(|o| o.name.contains("convolution") && o.self_us > 0.0));
     let traced_rounds: Vec<usize> =
@@ -106,14 +109,58 @@ fn a_traced_cell_writes_a_chrome_trace_that_its_results_and_report_point_at() {
 }
 
 #[test]
+fn a_run_traces_every_cell_but_the_control_by_default_and_diagnoses_each_trick_from_its_traces() {
+    let dir = temp_dir();
+    synthetic_cifar(dir.path(), "synth", 2000, 500);
+    let out = run(dir.path(), "run", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let results = store::load(&dir.path().join("run/results.json")).unwrap();
+    let traced: Vec<String> =
+        results.cells.iter().filter(|c| c.trace().is_some()).map(|c| c.id().to_string()).collect();
+    assert_eq!(traced, ["resnet8/baseline/b32/s0/train", "resnet8/channels-last/b32/s0/train"]);
+    let step = cell(&results, "resnet8/baseline/b32/s0/train").trace().unwrap().step.clone().unwrap();
+    assert!(step.step_ms > step.outside_ops_ms && step.outside_ops_ms > 0.0, "{step:?}");
+    let conv =
+        step.operators.iter().find(|o| o.name == "aten::mkldnn_convolution").expect("a CPU convolution");
+    assert!(conv.kernel_calls > 0.0 && conv.input_types.as_deref().is_some_and(|t| t.starts_with("float")));
+
+    let comparison = |results: &trickbench::results::schema::Results, id: &str| {
+        results.comparisons.iter().find(|c| c.cell.as_str() == id).cloned().unwrap()
+    };
+    let channels_last = comparison(&results, "resnet8/channels-last/b32/s0/train");
+    let diagnosis = channels_last.diagnosis.expect("a trick's comparison is diagnosed");
+    let ceiling = diagnosis.ceiling.expect("from the baseline's trace");
+    assert_eq!(ceiling.part, StepPart::ConvolutionsAndMatmuls);
+    assert!(ceiling.speedup > 1.0 && ceiling.part_ms < ceiling.step_ms, "{ceiling:?}");
+    assert_eq!(
+        diagnosis.cause.is_some(),
+        channels_last.verdict != Verdict::Faster,
+        "a cause beside no speed-up"
+    );
+    assert!(comparison(&results, "resnet8/aa-control/b32/s0/train").diagnosis.is_none(), "not the control");
+
+    let bare = run(dir.path(), "bare", &["--no-trace"]);
+    assert!(bare.status.success(), "{}", text(&bare.stderr));
+    assert!(!dir.path().join("bare/traces").exists());
+    let results = store::load(&dir.path().join("bare/results.json")).unwrap();
+    let diagnosis = comparison(&results, "resnet8/channels-last/b32/s0/train").diagnosis.unwrap();
+    let why = diagnosis.ceiling_unavailable.expect("no trace, no ceiling of operators");
+    assert!(why.contains("has no profiler trace"), "{why}");
+
+    let both = run(dir.path(), "both", &["--no-trace", "--trace", "*"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(text(&both.stderr).contains("--no-trace"), "{}", text(&both.stderr));
+}
+
+#[test]
 fn a_glob_that_matches_no_cell_is_refused_before_any_cell_runs() {
     let dir = temp_dir();
     synthetic_cifar(dir.path(), "synth", 200, 100);
     let out = run(dir.path(), "run", &["--trace", "gpt*"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--trace 'gpt*' matches none of the run's 3 throughput cells"), "{stderr}");
-    assert!(stderr.contains("resnet8/baseline/b32/s0/train, resnet8/aa-control/b32/s0/train"), "{stderr}");
+    assert!(stderr.contains("--trace 'gpt*' matches none of the run's 2 throughput cells"), "{stderr}");
+    assert!(stderr.contains("resnet8/baseline/b32/s0/train, resnet8/channels-last/b32/s0/train"), "{stderr}");
     assert!(!dir.path().join("run/results.json").exists(), "nothing was measured");
     let out = run(dir.path(), "run", &["--trace", "resnet8/[baseline"]);
     let stderr = text(&out.stderr);
@@ -124,7 +171,7 @@ fn a_glob_that_matches_no_cell_is_refused_before_any_cell_runs() {
 fn ops_sets_a_traced_trick_beside_its_traced_reference_operator_by_operator() {
     let dir = temp_dir();
     synthetic_cifar(dir.path(), "synth", 2000, 500);
-    let untraced = run(dir.path(), "plain", &["--host-allocator", "system"]);
+    let untraced = run(dir.path(), "plain", &["--host-allocator", "system", "--no-trace"]);
     assert!(untraced.status.success(), "{}", text(&untraced.stderr));
     assert!(text(&untraced.stderr).contains("note: host allocator system (glibc malloc's defaults"));
     let plain = store::load(&dir.path().join("plain/results.json")).unwrap();
@@ -133,7 +180,9 @@ fn ops_sets_a_traced_trick_beside_its_traced_reference_operator_by_operator() {
     assert!(summary.contains("host allocator system"), "{summary}");
     let refused = trickbench(dir.path(), &["ops", "plain/results.json"]);
     assert_eq!(refused.status.code(), Some(2));
-    assert!(text(&refused.stderr).contains("plain/results.json has no traced cell: run with --trace"));
+    assert!(
+        text(&refused.stderr).contains("plain/results.json has no traced cell: it was run with --no-trace")
+    );
 
     let out = run(dir.path(), "run", &["--trace", "resnet8/*/train"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -684,6 +684,12 @@ def check_agreement(engine, name, sides, pairs, optional=(), per_row=1):
         check(set(reply) == {"ok", "compile_s"}, f"{name}: warm_up {side}: {reply}")
         check((reply["compile_s"] is not None) == compiled, f"{name}: warm_up {side}: {reply}")
         check(not compiled or reply["compile_s"] > 0, f"{name}: warm_up {side}: {reply}")
+        counters = engine.ok(("graph_breaks", "graphs", "recompiles"), op="compile_counters", side=side)
+        if compiled:
+            check(counters["graphs"] >= 1 and counters["recompiles"] >= 0, f"{name}: {side}: {counters}")
+            check(counters["graph_breaks"] >= 0, f"{name}: {side}: {counters}")
+        else:
+            check(set(counters.values()) == {None}, f"{name}: compile_counters {side}: {counters}")
         trained.append(side)
     for window_index in range(3):
         losses = {}

@@ -131,6 +131,11 @@ Then one reply per request, in order:
         Sets S's process-wide switches and runs N untimed steps (at least 1 under
         torch-compile), then synchronises the device. compile_s (torch-compile only; else null)
         is the wall time of the side's first step and of any step that compiled a new graph.
+    {"op": "compile_counters", "side": S}  -> {"graph_breaks": int, "graphs": int, "recompiles": int}
+                                              | {"graph_breaks": null, "graphs": null, "recompiles": null}
+        torch._dynamo's counters of the process for a side under torch-compile (nulls for a side
+        not compiled): its graph breaks, the graphs compiled, and the graphs compiled after the
+        side's first step (recompiles).
     {"op": "window", "side": S, "steps": N}    (N ≥ 1)
                                            -> {"samples": int, "seconds": float, "host_reads": int,
                                                "minor_faults": int}
@@ -1228,6 +1233,8 @@ class Side:
         self.capture_peaks = (None, None)  # the device's allocated and reserved peaks over the capture
         self.eval_graph = None
         self.steps_done = 0
+        # Graphs dynamo had compiled once the side's first step ran (torch-compile).
+        self.first_step_graphs = None
         self.marks = None
         # A side training to a target: its schedulers, weight average and held-out evaluation.
         self.recipe = engine_tta.Recipe(self, case.tta, case.held_out) if case.tta is not None else None
@@ -1522,8 +1529,24 @@ def warm_up(side, steps):
             side.synchronize()
             if compiled and (first or parity.graphs_compiled() > before):
                 compile_s += time.perf_counter() - started
+            if compiled and first:
+                side.first_step_graphs = parity.graphs_compiled()
         side.synchronize()
     return compile_s if compiled else None
+
+
+def compile_counters(side):
+    """torch._dynamo's counters of the process for a side under torch-compile: its graph breaks,
+    the graphs compiled, and the graphs compiled after the side's first step (recompiles); nulls
+    for a side not compiled."""
+    if not side.settings.compiled:
+        return {"graph_breaks": None, "graphs": None, "recompiles": None}
+    from torch._dynamo.utils import counters
+
+    graphs = parity.graphs_compiled()
+    first = graphs if side.first_step_graphs is None else side.first_step_graphs
+    breaks = sum(counters["graph_break"].values())
+    return {"graph_breaks": breaks, "graphs": graphs, "recompiles": graphs - first}
 
 
 def window(side, steps):
@@ -1874,6 +1897,7 @@ REQUEST_FIELDS = {
     "build": ("side",),
     "warm_up": ("side", "steps"),
     "window": ("side", "steps"),
+    "compile_counters": ("side",),
     "probe": ("side", "steps"),
     "breakdown": ("side", "steps"),
     "memory": (),
@@ -1957,6 +1981,8 @@ class Engine:
             return {"ok": True, "compile_s": self.guarded(side, warm_up, request["steps"])}
         if op == "window":
             return self.guarded(side, window, request["steps"])
+        if op == "compile_counters":
+            return compile_counters(side)
         if op == "profile":
             return {"ops": self.guarded(side, profile, request["steps"])}
         if op == "trace":

@@ -219,7 +219,7 @@ fn estimate(
         let request = PlanRequest { tricks: tricks.to_vec(), ..request.clone() };
         let plan = Plan::ablation(&request);
         let slots = plan.schedule(rounds, 0);
-        let grouped = processes::group(&plan, &slots, Design::Ablation, true, |_| false);
+        let grouped = processes::group(&plan, &slots, Design::Ablation, true);
         processes += grouped.len();
         for process in grouped {
             let keys: Vec<&CellKey> = process.slots().map(|s| &plan.cells[s.cell].key).collect();

@@ -36,7 +36,7 @@ pub struct JobSettings {
 /// processes as a run groups them, paired as the runner pairs them.
 pub fn first_round_jobs(plan: &Plan, design: Design, settings: &JobSettings) -> Vec<CellJob> {
     let schedule = plan.schedule(1, 0);
-    processes::group(plan, &schedule, design, true, |_| false)
+    processes::group(plan, &schedule, design, true)
         .into_iter()
         .filter(|p| !p.is_warmup())
         .map(|p| job(plan, design, &p.arms, p.reference, settings))

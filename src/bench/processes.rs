@@ -8,8 +8,8 @@
 //! is one of the baseline's arms like any trick, so the paired floor comes from inside these
 //! processes. Every other slot keeps a process of its own: a round's warm-up, a cell of the
 //! process design, a trick that keeps its own pairs ([`crate::tricks::Pairing::OwnPairs`]), the
-//! baseline and the control measured alone ([`crate::results::schema::CellKey::alone`]), and a
-//! slot the caller wants apart (a traced one).
+//! baseline and the control measured alone ([`crate::results::schema::CellKey::alone`]). A traced
+//! slot stays among its arms: every member of a process traces its own steps after the windows.
 
 use crate::bench::design::Design;
 use crate::bench::plan::{Plan, Slot};
@@ -46,19 +46,12 @@ impl ProcessSlots {
 
 /// The processes of `schedule` under `design` when `multi_arm` (else one process per slot), in
 /// the order the schedule runs them: a multi-arm process takes the place of its first slot.
-/// `apart` says which slots must keep a process of their own.
-pub fn group(
-    plan: &Plan,
-    schedule: &[Slot],
-    design: Design,
-    multi_arm: bool,
-    apart: impl Fn(&Slot) -> bool,
-) -> Vec<ProcessSlots> {
+pub fn group(plan: &Plan, schedule: &[Slot], design: Design, multi_arm: bool) -> Vec<ProcessSlots> {
     if !multi_arm {
         return schedule.iter().copied().map(ProcessSlots::one).collect();
     }
     let arm_reference = |slot: &Slot| -> Option<CellKey> {
-        if slot.is_warmup() || apart(slot) {
+        if slot.is_warmup() {
             return None;
         }
         let key = &plan.cells[slot.cell].key;
@@ -78,21 +71,15 @@ pub fn group(
             None => processes.push((None, ProcessSlots::one(*slot))),
         }
     }
-    host_references(
-        plan,
-        design,
-        processes.into_iter().map(|(g, p)| (g.map(|(_, r)| r), p)).collect(),
-        &apart,
-    )
+    host_references(plan, design, processes.into_iter().map(|(g, p)| (g.map(|(_, r)| r), p)).collect())
 }
 
 /// `processes` with each reference cell that has no reference of its own (in a process of that
-/// cell only, not a warm-up, not apart) moved into the process of its arms in its round.
+/// cell only, not a warm-up) moved into the process of its arms in its round.
 fn host_references(
     plan: &Plan,
     design: Design,
     mut processes: Vec<(Option<CellKey>, ProcessSlots)>,
-    apart: &impl Fn(&Slot) -> bool,
 ) -> Vec<ProcessSlots> {
     let mut hosted = Vec::new();
     for i in 0..processes.len() {
@@ -104,7 +91,6 @@ fn host_references(
             g.is_none()
                 && p.arms.len() == 1
                 && !slot.is_warmup()
-                && !apart(slot)
                 && slot.round == round
                 && plan.cells[slot.cell].key == *reference
                 && plan.paired_reference(slot.cell, design).is_none()
@@ -138,9 +124,9 @@ mod tests {
 
     /// The ids of the cells of each measured process of round 0 of `plan` grouped with
     /// `multi_arm`, each process's arms then (after a `|`) its measured reference.
-    fn round_zero(plan: &Plan, multi_arm: bool, apart: impl Fn(&Slot) -> bool) -> Vec<String> {
+    fn round_zero(plan: &Plan, multi_arm: bool) -> Vec<String> {
         let schedule = plan.schedule(2, 0);
-        group(plan, &schedule, Design::Ablation, multi_arm, apart)
+        group(plan, &schedule, Design::Ablation, multi_arm)
             .into_iter()
             .filter(|p| !p.is_warmup() && p.arms[0].round == 0)
             .map(|p| {
@@ -157,7 +143,7 @@ mod tests {
     fn arms_of_one_reference_share_a_process_which_measures_the_reference_too() {
         let plan =
             plan(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::Checkpointing, Trick::DebugOff]);
-        let mut processes = round_zero(&plan, true, |_| false);
+        let mut processes = round_zero(&plan, true);
         processes.sort();
         assert_eq!(
             processes,
@@ -169,7 +155,7 @@ mod tests {
             ]
         );
         let schedule = plan.schedule(2, 0);
-        let grouped = group(&plan, &schedule, Design::Ablation, true, |_| false);
+        let grouped = group(&plan, &schedule, Design::Ablation, true);
         let slots: usize = grouped.iter().map(|p| p.slots().count()).sum();
         assert_eq!(slots, schedule.len(), "every slot runs once");
         assert!(grouped.iter().all(|p| p.slots().all(|s| s.round == p.arms[0].round)), "one round a process");
@@ -178,7 +164,7 @@ mod tests {
     #[test]
     fn the_control_joins_the_multi_arm_process_beside_a_cell_of_the_process_design_measured_alone() {
         let plan = plan(vec![Trick::ChannelsLast, Trick::ZeroGradNone, Trick::LoaderWorkers]);
-        let mut processes = round_zero(&plan, true, |_| false);
+        let mut processes = round_zero(&plan, true);
         processes.sort();
         assert_eq!(
             processes,
@@ -191,20 +177,16 @@ mod tests {
             ]
         );
         let schedule = plan.schedule(2, 0);
-        let grouped = group(&plan, &schedule, Design::Ablation, true, |_| false);
+        let grouped = group(&plan, &schedule, Design::Ablation, true);
         let alone = |p: &&ProcessSlots| p.slots().any(|s| plan.cells[s.cell].key.alone);
         assert!(grouped.iter().filter(alone).all(|p| p.slots().count() == 1), "one model a process");
         assert_eq!(grouped.iter().filter(alone).count(), 4, "two cells alone, two rounds");
     }
 
     #[test]
-    fn without_multi_arm_processes_or_for_a_slot_kept_apart_each_slot_has_its_own() {
+    fn without_multi_arm_processes_each_slot_has_its_own() {
         let plan = plan(vec![Trick::ChannelsLast, Trick::ZeroGradNone]);
-        let one_each = round_zero(&plan, false, |_| false);
+        let one_each = round_zero(&plan, false);
         assert_eq!(one_each.len(), 4, "baseline, A/A control and two tricks: {one_each:?}");
-        let channels_last = |s: &Slot| plan.cells[s.cell].key.tricks.has(Trick::ChannelsLast);
-        let apart = round_zero(&plan, true, channels_last);
-        assert!(apart.contains(&"resnet8/channels-last/b128/s0/train".to_owned()), "{apart:?}");
-        assert_eq!(apart.len(), 2, "{apart:?}");
     }
 }

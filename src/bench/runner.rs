@@ -19,10 +19,11 @@ use crate::bench::interrupt::Interrupt;
 use crate::bench::plan::{Plan, Slot};
 use crate::bench::processes::{self, ProcessSlots};
 use crate::bench::stopping::{self, Decision};
-use crate::bench::trace::{CellGlob, TraceTarget};
+use crate::bench::trace::{CellGlob, TraceTargets};
 use crate::error::Error;
 use crate::results::schema::{
-    CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo, SpeedrunChoice,
+    CellId, CellKey, CellResult, CellStatus, EarlyDecision, MeasurementDesign, Results, RunInfo,
+    SpeedrunChoice,
 };
 use crate::results::store;
 use crate::results::system::SystemInfo;
@@ -142,7 +143,7 @@ pub fn run(
     }
     let pending = pending_slots(spec, &results);
     let multi_arm = spec.info.protocol.multi_arm();
-    let processes = processes::group(&spec.plan, &pending, spec.info.design, multi_arm, |s| traced(spec, s));
+    let processes = processes::group(&spec.plan, &pending, spec.info.design, multi_arm);
     store::save(&results, &path)?;
     let mut run = Running { spec, path: &path, results, executor, observer };
     for (n, process) in processes.iter().enumerate() {
@@ -364,10 +365,22 @@ fn pending_slots(spec: &RunSpec, results: &Results) -> Vec<Slot> {
         .collect()
 }
 
+/// Where the process of `arms` and `reference` writes the profiler traces of the members the run
+/// traces in their slots ([`traced`]); `None` where it traces none.
+fn trace_targets(spec: &RunSpec, arms: &[Slot], reference: Option<Slot>) -> Option<TraceTargets> {
+    let cells: Vec<CellId> = arms
+        .iter()
+        .chain(&reference)
+        .filter(|s| traced(spec, s))
+        .map(|s| spec.plan.cells[s.cell].key.id())
+        .collect();
+    (!cells.is_empty()).then(|| TraceTargets { results_dir: spec.out_dir.clone(), cells })
+}
+
 /// The job of the process of `arms` (slots of one round; their cells paired with one reference
 /// when there are several) and of `reference`, the slot of that reference cell when the process
-/// measures it too: with a trace to record when the run traces the first arm's cell in this slot
-/// ([`traced`]).
+/// measures it too: with the traces to record of its members the run traces in these slots
+/// ([`trace_targets`]).
 fn job_for(spec: &RunSpec, arms: &[Slot], reference: Option<Slot>) -> CellJob {
     let slot = arms[0];
     let key = &spec.plan.cells[slot.cell].key;
@@ -390,7 +403,7 @@ fn job_for(spec: &RunSpec, arms: &[Slot], reference: Option<Slot>) -> CellJob {
             .iter()
             .find(|s| s.family == key.workload.family())
             .cloned(),
-        trace: traced(spec, &slot).then(|| TraceTarget::new(spec.out_dir.clone(), &key.id())),
+        trace: trace_targets(spec, arms, reference),
         paired_with: paired.then(|| spec.plan.paired_reference(slot.cell, spec.info.design)).flatten(),
         arms: arms[1..].iter().map(|s| spec.plan.cells[s.cell].key.clone()).collect(),
         measures_reference: reference.is_some(),

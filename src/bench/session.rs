@@ -287,7 +287,7 @@ impl Session<'_> {
         let protocol = &self.spec.info.protocol;
         let plan = design.known_plan(requests);
         let slots = plan.schedule(protocol.rounds, protocol.order_seed.unwrap_or(0));
-        let processes = processes::group(&plan, &slots, design, protocol.multi_arm(), |_| false).len();
+        let processes = processes::group(&plan, &slots, design, protocol.multi_arm()).len();
         (processes, plan.cells.iter().filter(|c| c.not_applicable.is_none()).count())
     }
 }

@@ -32,20 +32,30 @@ impl FromStr for CellGlob {
 }
 
 impl CellGlob {
+    /// The glob of every cell (`*`).
+    pub fn every_cell() -> Self {
+        CellGlob(glob::Pattern::new("*").expect("`*` is a glob"))
+    }
+
     /// The glob as written.
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
 
-    /// Whether the cell `key` is traced: a training or evaluation throughput cell whose id matches.
+    /// Whether the cell `key` is traced: a training or evaluation throughput cell, not an A/A
+    /// control, whose id matches.
     pub fn traces(&self, key: &CellKey) -> bool {
         traceable(key) && self.0.matches(key.id().as_str())
     }
 
     /// Refuses a glob that matches none of `plan`'s applicable throughput cells, naming the glob
     /// and showing some of their ids. A plan with no cells (a batch sweep, whose cells follow from
-    /// its probes) is not checked.
+    /// its probes) is not checked, nor the glob of every cell (a run without throughput cells
+    /// traces none).
     pub fn check(&self, plan: &Plan) -> Result<(), Error> {
+        if self.as_str() == "*" {
+            return Ok(());
+        }
         let ids: Vec<CellId> = plan
             .cells
             .iter()
@@ -73,9 +83,10 @@ impl CellGlob {
 }
 
 /// Whether a cell of `key` can be traced: it times training steps or evaluation batches
-/// (time-to-accuracy cells and memory probes are not traced).
+/// (time-to-accuracy cells and memory probes are not traced), and it is not an A/A control, a
+/// copy of the baseline whose trace would be the baseline's.
 fn traceable(key: &CellKey) -> bool {
-    matches!(key.kind, CellKind::Throughput { .. })
+    matches!(key.kind, CellKind::Throughput { .. }) && !key.aa_control
 }
 
 /// Where a cell process writes its trace.
@@ -96,6 +107,22 @@ impl TraceTarget {
     /// The trace file's path.
     pub fn path(&self) -> PathBuf {
         self.results_dir.join(&self.file)
+    }
+}
+
+/// Where a cell process writes the profiler traces of the members it traces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceTargets {
+    /// The run's output folder, which holds its results file.
+    pub results_dir: PathBuf,
+    /// The cells whose steps the process traces.
+    pub cells: Vec<CellId>,
+}
+
+impl TraceTargets {
+    /// Where the trace of cell `id` goes, when the process traces it.
+    pub fn target(&self, id: &CellId) -> Option<TraceTarget> {
+        self.cells.contains(id).then(|| TraceTarget::new(self.results_dir.clone(), id))
     }
 }
 
@@ -147,6 +174,8 @@ mod tests {
         for kind in [CellKind::TimeToAccuracy, CellKind::MemoryProbe] {
             assert!(!glob("*").traces(&key(&[], kind)), "{kind:?} cells are not traced");
         }
+        let control = CellKey { aa_control: true, ..baseline.clone() };
+        assert!(!CellGlob::every_cell().traces(&control), "the A/A control is the baseline's copy");
         let error = "[".parse::<CellGlob>().unwrap_err().to_string();
         assert!(error.starts_with("'[' is not a glob of cell ids"), "{error}");
     }
@@ -173,9 +202,18 @@ mod tests {
         );
         assert!(glob("*/amp/*").check(&plan).is_err(), "a cell that cannot run is not traced");
         let only_tta = Plan { cells: vec![planned(key(&[], CellKind::TimeToAccuracy), None)] };
-        let error = glob("*").check(&only_tta).unwrap_err().to_string();
+        let error = glob("*/train").check(&only_tta).unwrap_err().to_string();
         assert!(error.contains("no training or evaluation throughput cell"), "{error}");
+        assert!(CellGlob::every_cell().check(&only_tta).is_ok(), "the default traces what there is");
         assert!(glob("gpt*").check(&Plan { cells: Vec::new() }).is_ok(), "a batch sweep's cells come later");
+    }
+
+    #[test]
+    fn a_process_traces_the_members_its_targets_name() {
+        let (traced, other) = (key(&[Trick::ChannelsLast], TRAIN).id(), key(&[], TRAIN).id());
+        let targets = TraceTargets { results_dir: "runs/r".into(), cells: vec![traced.clone()] };
+        assert_eq!(targets.target(&traced), Some(TraceTarget::new("runs/r".into(), &traced)));
+        assert_eq!(targets.target(&other), None);
     }
 
     #[test]

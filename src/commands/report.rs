@@ -106,8 +106,8 @@ pub fn ops(args: &OpsArgs) -> Result<()> {
     let pairs = traced_pairs(&results, &dir, args.cell.as_ref())?;
     if pairs.is_empty() && results.cells.iter().all(|c| c.trace().is_none()) {
         refuse!(
-            "{} has no traced cell: run with --trace (e.g. --trace 'resnet8/*/train') to record the traces \
-             this compares",
+            "{} has no traced cell: it was run with --no-trace (or before runs traced by default); run \
+             again without --no-trace to record the traces this compares",
             args.results.display()
         );
     }

@@ -7,6 +7,7 @@ use trickbench::bench::config::{InputPaths, RunConfig, RunRequest};
 use trickbench::bench::overrides::{ProfileOverrides, TtaOverrides};
 use trickbench::bench::progress::{Progress, ProgressMode};
 use trickbench::bench::session;
+use trickbench::bench::trace::CellGlob;
 use trickbench::results::schema::{ArmsPerProcess, MeasurementDesign};
 use trickbench::summary::closing_summary;
 use trickbench::terminal::{wrap, Terminal};
@@ -31,6 +32,15 @@ pub fn run(args: &RunArgs) -> Result<()> {
         &finished.out_dir,
     )?;
     Ok(session::refuse_failed_cells(&finished.results, &finished.out_dir)?)
+}
+
+/// The cells the run traces: those `--trace` chooses, every throughput cell without it, none
+/// with `--no-trace`.
+fn traced_cells(args: &RunArgs) -> Option<CellGlob> {
+    if args.no_trace {
+        return None;
+    }
+    Some(args.trace.clone().unwrap_or_else(CellGlob::every_cell))
 }
 
 /// The run the flags ask for.
@@ -80,7 +90,7 @@ fn request(args: &RunArgs) -> RunRequest {
         },
         out: args.out.clone(),
         resume: args.resume,
-        trace: args.trace.clone(),
+        trace: traced_cells(args),
         from: args.from.clone(),
         engine: args.engine,
         python: args.python.clone(),

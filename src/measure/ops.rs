@@ -4,7 +4,7 @@
 //! ranked. This is how a gap between the engines, or what a trick changed, is found.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::measure::trace::{complete_events, read_events, TraceEvent};
 use crate::results::schema::TraceActivity;
+use crate::results::traced::{StepOperator, TracedStep};
 
 /// ATen operators that allocate, alias, view, reshape or convert a tensor without arithmetic (where they
 /// call no other operator: `aten::to` and `aten::contiguous` that have nothing to do). Whether an
@@ -171,6 +172,91 @@ fn op_profile(events: &[TraceEvent], steps: usize) -> OpProfile {
         step_ms: span_us / 1e3 / n,
         outside_ops_ms: (span_us - covered_us) / 1e3 / n,
     }
+}
+
+/// What one operator's calls added up to in a trace, while [`traced_step`] reads it.
+#[derive(Default)]
+struct Calls {
+    calls: f64,
+    kernel_calls: f64,
+    self_us: f64,
+    total_us: f64,
+    longest_us: f64,
+    input_types: Option<String>,
+    input_shapes: Option<String>,
+    shapes: BTreeSet<String>,
+}
+
+/// The operators of `events`, which recorded `steps` steps, per step, longest self time first,
+/// with the training thread's step, its time outside operators and the device's busy time.
+pub(crate) fn traced_step(events: &[TraceEvent], steps: usize) -> TracedStep {
+    let complete = complete_events(events);
+    let found = sweep(&complete, &[]);
+    let mut rows: BTreeMap<(TraceActivity, &str), Calls> = BTreeMap::new();
+    for (&(event, activity), f) in complete.iter().zip(&found) {
+        let row = rows.entry((activity, event.name.as_str())).or_default();
+        row.calls += 1.0;
+        row.self_us += f.self_us;
+        row.total_us += event.dur;
+        if activity == TraceActivity::CpuOp && is_arithmetic(&event.name) && !f.calls_aten {
+            row.kernel_calls += 1.0;
+        }
+        let shapes = event.args.shapes();
+        row.shapes.extend(shapes.clone());
+        if event.dur > row.longest_us || row.calls == 1.0 {
+            row.longest_us = event.dur;
+            row.input_types = event.args.tensor_types();
+            row.input_shapes = shapes;
+        }
+    }
+    let n = steps.max(1) as f64;
+    let mut operators: Vec<StepOperator> = rows
+        .into_iter()
+        .map(|((activity, name), row)| StepOperator {
+            name: name.to_owned(),
+            activity,
+            calls: row.calls / n,
+            kernel_calls: row.kernel_calls / n,
+            self_ms: row.self_us / 1e3 / n,
+            total_ms: row.total_us / 1e3 / n,
+            input_types: row.input_types,
+            input_shapes: row.input_shapes,
+            distinct_shapes: row.shapes.len(),
+        })
+        .collect();
+    operators.sort_by(|a, b| b.self_ms.total_cmp(&a.self_ms).then(a.name.cmp(&b.name)));
+    let (span_us, covered_us) = training_thread_span(&complete);
+    TracedStep {
+        step_ms: span_us / 1e3 / n,
+        outside_ops_ms: (span_us - covered_us) / 1e3 / n,
+        device_busy_ms: device_busy_us(&complete).map(|us| us / 1e3 / n),
+        operators,
+    }
+}
+
+/// The time in which the device ran a kernel or a copy among `complete` (the union of their
+/// intervals), microseconds; `None` where there is none.
+fn device_busy_us(complete: &[(&TraceEvent, TraceActivity)]) -> Option<f64> {
+    let mut spans: Vec<(f64, f64)> = complete
+        .iter()
+        .filter(|(_, a)| *a != TraceActivity::CpuOp)
+        .map(|(e, _)| (e.ts, e.ts + e.dur))
+        .collect();
+    if spans.is_empty() {
+        return None;
+    }
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut busy = 0.0;
+    let mut open = spans[0];
+    for (start, end) in spans.into_iter().skip(1) {
+        if start <= open.1 {
+            open.1 = open.1.max(end);
+        } else {
+            busy += open.1 - open.0;
+            open = (start, end);
+        }
+    }
+    Some(busy + open.1 - open.0)
 }
 
 /// On the thread with the most CPU operators among `complete`: the time from its first operator's
@@ -392,6 +478,44 @@ mod tests {
 
     fn op(name: &str) -> OpName {
         OpName { activity: TraceActivity::CpuOp, name: name.to_owned() }
+    }
+
+    #[test]
+    fn a_traced_step_keeps_every_operator_per_step_with_the_time_outside_them_and_the_devices_busy_time() {
+        let step = traced_step(&events(), 2);
+        assert!((step.step_ms - 0.056).abs() < 1e-12, "{}", step.step_ms);
+        assert!((step.outside_ops_ms - 0.044).abs() < 1e-12, "{}", step.outside_ops_ms);
+        assert!((step.device_busy_ms.unwrap() - 0.002).abs() < 1e-12);
+        let conv = step.operator(TraceActivity::CpuOp, "aten::mkldnn_convolution").unwrap();
+        assert_eq!((conv.calls, conv.kernel_calls), (1.0, 1.0));
+        assert!(
+            (conv.self_ms - 0.0055).abs() < 1e-12 && (conv.total_ms - 0.006).abs() < 1e-12,
+            "less the empty inside one call"
+        );
+        let outer = step.operator(TraceActivity::CpuOp, "aten::conv2d").unwrap();
+        assert_eq!(outer.kernel_calls, 0.0, "it calls an arithmetic operator");
+        assert_eq!(step.kernels(), [("aten::mkldnn_convolution", 1.0), ("aten::relu", 1.0)]);
+        assert_eq!(step.gpu_kernels(), [("sgemm", 0.5)]);
+        assert!(step.operators.windows(2).all(|w| w[0].self_ms >= w[1].self_ms), "longest first");
+    }
+
+    #[test]
+    fn a_traced_operator_keeps_its_longest_calls_types_and_counts_its_shape_sets() {
+        let json = r#"[
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0,
+           "args": {"Input Dims": [[8, 4], [4, 2]], "Input type": ["float", "float"]}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 9.0,
+           "args": {"Input Dims": [[16, 4], [4, 2], []], "Input type": ["c10::Half", "c10::Half", "Scalar"]}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 20.0, "dur": 1.0,
+           "args": {"Input Dims": [[8, 4], [4, 2]], "Input type": ["float", "float"]}}
+        ]"#;
+        let events: Vec<TraceEvent> = serde_json::from_str(json).unwrap();
+        let step = traced_step(&events, 1);
+        let mm = &step.operators[0];
+        assert_eq!(mm.input_types.as_deref(), Some("c10::Half c10::Half"));
+        assert_eq!(mm.input_shapes.as_deref(), Some("[16,4] [4,2]"));
+        assert_eq!((mm.calls, mm.distinct_shapes), (3.0, 2));
+        assert_eq!(step.device_busy_ms, None, "no device activity on a CPU");
     }
 
     #[test]

@@ -13,9 +13,9 @@ use serde::Deserialize;
 use crate::device::DeviceSpec;
 use crate::error::Error;
 use crate::ffi;
-use crate::measure::ops::sweep;
+use crate::measure::ops::{sweep, traced_step};
 use crate::measure::timer::synchronize;
-use crate::results::schema::{TraceActivity, TraceOperator};
+use crate::results::schema::{TraceActivity, TraceOperator, TraceRecord};
 use crate::results::store::{self, StoreError};
 
 /// Rows of each activity (CPU operators, GPU kernels, GPU copies) kept in a trace's table.
@@ -121,16 +121,13 @@ pub(crate) struct EventArgs {
     /// tensors.
     #[serde(rename = "Input Dims", default)]
     input_dims: Vec<serde_json::Value>,
+    /// One entry per input: its type as the profiler names it (`float`, `c10::Half`, `Scalar`),
+    /// empty for an absent input.
+    #[serde(rename = "Input type", default)]
+    input_types: Vec<serde_json::Value>,
     /// A memory event's bytes: allocated (> 0) or freed (< 0).
     #[serde(rename = "Bytes", default)]
     pub bytes: Option<i64>,
-}
-
-/// The operator table of the Chrome trace in `path` (gzipped where its name ends in `.gz`, as
-/// [`Profiling::save`] writes it; plain JSON otherwise): per activity the [`TOP_OPERATORS`]
-/// operators with the longest total duration, longest first.
-pub fn read_operator_table(path: &Path) -> Result<Vec<TraceOperator>, Error> {
-    Ok(operator_table(&read_events(path)?, TOP_OPERATORS))
 }
 
 /// The events of the Chrome trace in `path` (gzipped where its name ends in `.gz`).
@@ -212,6 +209,40 @@ fn operator_table(events: &[TraceEvent], top: usize) -> Vec<TraceOperator> {
 /// rounding noise.
 fn to_nanoseconds(us: f64) -> f64 {
     (us * 1e3).round() / 1e3
+}
+
+impl EventArgs {
+    /// The shapes of its tensor inputs ([`shapes_text`]).
+    pub(crate) fn shapes(&self) -> Option<String> {
+        shapes_text(&self.input_dims)
+    }
+
+    /// The types of the inputs that are tensors (those with sizes), space-separated (`float
+    /// c10::Half`); `None` when no input is a tensor or the trace records no types.
+    pub(crate) fn tensor_types(&self) -> Option<String> {
+        let types: Vec<&str> = self
+            .input_dims
+            .iter()
+            .zip(&self.input_types)
+            .filter(|(d, _)| d.as_array().is_some_and(|sizes| !sizes.is_empty()))
+            .filter_map(|(_, t)| t.as_str())
+            .filter(|t| !t.is_empty())
+            .collect();
+        (!types.is_empty()).then(|| types.join(" "))
+    }
+}
+
+/// The operator table and the per-step operators ([`TracedStep`]) of the trace in `path`, which
+/// recorded `steps` steps, as its [`TraceRecord`] under `file` (its path relative to the results
+/// folder).
+pub fn read_trace_record(path: &Path, file: &str, steps: usize) -> Result<TraceRecord, Error> {
+    let events = read_events(path)?;
+    Ok(TraceRecord {
+        path: file.to_owned(),
+        steps,
+        operators: operator_table(&events, TOP_OPERATORS),
+        step: Some(traced_step(&events, steps)),
+    })
 }
 
 /// The shapes of the tensor inputs among `dims` (one entry per input), space-separated in compact
@@ -306,8 +337,14 @@ mod tests {
         let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::default());
         std::io::Write::write_all(&mut encoder, TRACE.as_bytes()).unwrap();
         std::fs::write(&gzipped, encoder.finish().unwrap()).unwrap();
-        assert_eq!(read_operator_table(&plain).unwrap(), table(TOP_OPERATORS));
-        assert_eq!(read_operator_table(&gzipped).unwrap(), table(TOP_OPERATORS));
+        assert_eq!(
+            read_trace_record(&plain, "t.json.gz", 1).map(|r| r.operators).unwrap(),
+            table(TOP_OPERATORS)
+        );
+        assert_eq!(
+            read_trace_record(&gzipped, "t.json.gz", 1).map(|r| r.operators).unwrap(),
+            table(TOP_OPERATORS)
+        );
     }
 
     #[test]
@@ -315,13 +352,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("broken.json");
         std::fs::write(&path, r#"{"schemaVersion": 1}"#).unwrap();
-        let error = read_operator_table(&path).unwrap_err().to_string();
+        let error = read_trace_record(&path, "t.json.gz", 1).unwrap_err().to_string();
         assert!(error.contains("broken.json") && error.contains("traceEvents"), "{error}");
-        let missing = read_operator_table(&dir.path().join("absent.json")).unwrap_err().to_string();
+        let missing =
+            read_trace_record(&dir.path().join("absent.json"), "t.json.gz", 1).unwrap_err().to_string();
         assert!(missing.contains("absent.json"), "{missing}");
         let not_gzipped = dir.path().join("plain.json.gz");
         std::fs::write(&not_gzipped, TRACE).unwrap();
-        let error = read_operator_table(&not_gzipped).unwrap_err().to_string();
+        let error = read_trace_record(&not_gzipped, "t.json.gz", 1).unwrap_err().to_string();
         assert!(error.contains("plain.json.gz"), "{error}");
     }
 
@@ -337,7 +375,7 @@ mod tests {
         let _ = input.conv2d(&weight, None::<&tch::Tensor>, [1, 1], [0, 0], [1, 1], 1);
         profiling.save(&path).unwrap();
         assert!(std::fs::read(&path).unwrap().starts_with(&[0x1f, 0x8b]), "the trace is gzipped");
-        let rows = read_operator_table(&path).unwrap();
+        let rows = read_trace_record(&path, "t.json.gz", 1).map(|r| r.operators).unwrap();
         let conv = row(&rows, "aten::conv2d");
         assert_eq!(conv.input_shapes.as_deref(), Some("[2,3,8,8] [4,3,3,3]"));
         assert_eq!(

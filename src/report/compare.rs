@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::report::model::{self, Effect, TrickVerdict};
+use crate::results::diagnosis::{Cause, Diagnosis};
 use crate::results::schema::{
     configuration_label, CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict,
 };
@@ -110,16 +111,43 @@ pub(crate) struct DeviceCell {
     /// The trick's verdict on the metric it is judged by, as the run's own report gives it, where
     /// the device measured it.
     pub judged: Option<TrickVerdict>,
+    /// Where the trick's effect on its metric is null or negative on this device: its cause and
+    /// ceiling in one short line ([`why_text`]), where the run diagnosed them.
+    pub why: Option<String>,
 }
 
 impl DeviceCell {
+    /// One device's view of a row from the cell it measured and its results file (`found`;
+    /// `None` where the device did not measure the cell).
+    fn of(found: Option<(&CellResult, &Results)>) -> DeviceCell {
+        let comparison = found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id()));
+        let judged = found
+            .zip(comparison)
+            .map(|((cell, r), c)| model::judged(cell, c, r.cells.iter().find(|x| x.id() == c.baseline)));
+        let null_or_negative = judged.as_ref().is_some_and(|v| null_or_negative(v.effect));
+        DeviceCell {
+            cell: found.map(|(c, _)| c.clone()),
+            speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
+            verdict: comparison.map(|c| c.verdict),
+            design: comparison.map(|c| c.design),
+            memory_ratio: comparison.and_then(|c| c.memory_ratio),
+            why: comparison
+                .and_then(|c| c.diagnosis.as_ref())
+                .filter(|_| null_or_negative)
+                .and_then(why_text),
+            judged,
+        }
+    }
+
     /// Full text: the verdict on the trick's own metric and the effect in words ("helps: 0.56×
-    /// memory, 0.72× throughput"), or what happened instead.
+    /// memory, 0.72× throughput"), with why where the effect is null or negative, or what happened
+    /// instead.
     pub fn text(&self) -> String {
-        match (&self.cell, &self.judged) {
-            (None, _) => "missing".to_owned(),
-            (Some(_), Some(v)) => format!("{}: {}", v.effect.label(), v.text),
-            (Some(c), None) => model::status_summary(&c.status),
+        match (&self.cell, &self.judged, &self.why) {
+            (None, ..) => "missing".to_owned(),
+            (Some(_), Some(v), None) => format!("{}: {}", v.effect.label(), v.text),
+            (Some(_), Some(v), Some(why)) => format!("{}: {} · why: {why}", v.effect.label(), v.text),
+            (Some(c), None, _) => model::status_summary(&c.status),
         }
     }
 
@@ -259,23 +287,7 @@ impl<'a> Comparison<'a> {
             .filter(|(key, _)| matches!(key.kind, CellKind::Throughput { .. }) && !key.tricks.is_baseline())
             .map(|(key, cells)| Row {
                 label: key.label(),
-                cells: cells
-                    .into_iter()
-                    .map(|found| {
-                        let comparison =
-                            found.and_then(|(c, r)| r.comparisons.iter().find(|x| x.cell == c.id()));
-                        DeviceCell {
-                            cell: found.map(|(c, _)| c.clone()),
-                            speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
-                            verdict: comparison.map(|c| c.verdict),
-                            design: comparison.map(|c| c.design),
-                            memory_ratio: comparison.and_then(|c| c.memory_ratio),
-                            judged: found.zip(comparison).map(|((cell, r), c)| {
-                                model::judged(cell, c, r.cells.iter().find(|x| x.id() == c.baseline))
-                            }),
-                        }
-                    })
-                    .collect(),
+                cells: cells.into_iter().map(DeviceCell::of).collect(),
                 key,
             })
             .collect();
@@ -340,6 +352,24 @@ fn devices(results: &[Results], reports: &[Option<String>], labels: Vec<String>)
             }
         })
         .collect()
+}
+
+/// Whether `effect` is null or negative: the trick hurts, or shows no effect the measurement or
+/// the noise floor can tell.
+fn null_or_negative(effect: Effect) -> bool {
+    matches!(effect, Effect::Hurts | Effect::Unmeasurable | Effect::WithinNoise)
+}
+
+/// A diagnosis in one short line: its cause's short line with the ceiling after it ("it added
+/// work: aten::copy_ +1.20 ms (ceiling 1.04×)"; a cause of bound elsewhere states its ceiling
+/// itself), or the ceiling alone ("ceiling 1.04×"); `None` where it has neither.
+pub(crate) fn why_text(d: &Diagnosis) -> Option<String> {
+    let ceiling = d.ceiling.filter(|c| c.speedup.is_finite()).map(|c| format!("ceiling {:.2}×", c.speedup));
+    match (&d.cause, ceiling) {
+        (Some(cause @ Cause::BoundElsewhere { .. }), _) | (Some(cause), None) => Some(cause.short()),
+        (Some(cause), Some(ceiling)) => Some(format!("{} ({ceiling})", cause.short())),
+        (None, ceiling) => ceiling,
+    }
 }
 
 /// A CUDA-style version number, or "none".

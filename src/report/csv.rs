@@ -10,9 +10,11 @@ use crate::report::compare::Comparison;
 use crate::report::history::{History, Point, Shift};
 use crate::report::model::{self, Report};
 use crate::report::ReportError;
+use crate::results::diagnosis::Cause;
 use crate::results::energy::EnergyMethod;
 use crate::results::phases::{PhaseClock, StepBreakdown, StepPhase};
 use crate::results::schema::{CellId, CellKind, MeasurementDesign, Phase};
+use crate::vocabulary::StepPart;
 use crate::workloads::gpt::AttentionBackend;
 
 /// One row of `cells.csv`.
@@ -49,6 +51,18 @@ struct CellRow<'a> {
     /// How the speed-up was measured ("paired", "processes").
     design: Option<&'static str>,
     memory_ratio_x: Option<f64>,
+    /// The most the trick could give here, × throughput: Amdahl's bound on the part of the
+    /// reference's step it acts on.
+    ceiling_speedup: Option<f64>,
+    /// The part of the step the ceiling is read from (`optimizer`, `convolutions-and-matmuls`, …).
+    ceiling_part: Option<StepPart>,
+    /// That part's share of the reference's step, percent.
+    ceiling_share_percent: Option<f64>,
+    /// Why the effect is null, negative or disputed between the engines, by its name in
+    /// `results.json` (`bound-elsewhere`, `added-work`, …).
+    cause: Option<String>,
+    /// The cause in sentences, with its numbers.
+    cause_detail: Option<String>,
     tta_metric: Option<&'a str>,
     tta_target: Option<f64>,
     tta_budget_s: Option<f64>,
@@ -89,6 +103,12 @@ struct CellRow<'a> {
     step_instrumented_samples_per_s: Option<f64>,
 }
 
+/// The name `cause` is tagged with in a results file (`bound-elsewhere`).
+fn cause_tag(cause: &Cause) -> Option<String> {
+    let tagged = serde_json::to_value(cause).ok()?;
+    tagged.get("cause")?.as_str().map(str::to_owned)
+}
+
 fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
     move |source| ReportError::Csv { path: path.to_owned(), source }
 }
@@ -102,6 +122,8 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
         let (t, m, tta, c) = (cell.throughput, cell.memory, cell.time_to_accuracy.as_ref(), e.comparison);
         let steps = cell.step_breakdown();
         let phase = |p: StepPhase| steps.as_ref().and_then(|b| b.phase_ms(p));
+        let diagnosis = c.and_then(|c| c.diagnosis.as_ref());
+        let (ceiling, cause) = (diagnosis.and_then(|d| d.ceiling), diagnosis.and_then(|d| d.cause.as_ref()));
         let row = CellRow {
             results_file: super::results_file_name(e.file),
             run_id: &r.run.id,
@@ -137,6 +159,11 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             verdict: c.map(|c| model::verdict_label(c.verdict)),
             design: c.map(|c| c.design.label()),
             memory_ratio_x: c.and_then(|c| c.memory_ratio),
+            ceiling_speedup: ceiling.map(|c| c.speedup),
+            ceiling_part: ceiling.map(|c| c.part),
+            ceiling_share_percent: ceiling.map(|c| c.share_percent()),
+            cause: cause.and_then(cause_tag),
+            cause_detail: cause.map(Cause::sentence),
             tta_metric: tta.map(|t| t.metric.id()),
             tta_target: tta.map(|t| t.target),
             tta_budget_s: tta.map(|t| t.budget_s),

@@ -23,6 +23,9 @@ pub(crate) struct Gain {
     pub ratio: f64,
     /// The 95% interval of `ratio`, where the design gives one (throughput only).
     pub interval: Option<(f64, f64)>,
+    /// The most the trick could have given on this engine, × throughput (its ceiling), where
+    /// known and the metric is throughput.
+    pub ceiling: Option<f64>,
 }
 
 impl Gain {
@@ -38,7 +41,13 @@ impl Gain {
             Metric::Memory => (c.memory_ratio?, None),
             _ => (c.speedup, Some((c.speedup_ci_low, c.speedup_ci_high))),
         };
-        Some(Gain { engine, effect, metric, ratio, interval })
+        let ceiling = match metric {
+            Metric::Throughput | Metric::EvalThroughput => {
+                c.diagnosis.as_ref().and_then(|d| d.ceiling).map(|c| c.speedup).filter(|s| s.is_finite())
+            }
+            Metric::Memory | Metric::TimeToAccuracy => None,
+        };
+        Some(Gain { engine, effect, metric, ratio, interval, ceiling })
             .filter(|g| g.ratio > 0.0 && g.ratio.is_finite())
     }
 
@@ -46,7 +55,7 @@ impl Gain {
     /// own; `None` where either median is missing.
     pub(crate) fn of_time_to_accuracy(engine: Engine, effect: Effect, summary: &TtaSummary) -> Option<Gain> {
         let ratio = summary.speedup.filter(|s| *s > 0.0 && s.is_finite())?;
-        Some(Gain { engine, effect, metric: Metric::TimeToAccuracy, ratio, interval: None })
+        Some(Gain { engine, effect, metric: Metric::TimeToAccuracy, ratio, interval: None, ceiling: None })
     }
 
     /// How many times better the metric got (>1: better): `ratio`, inverted for memory, where
@@ -96,6 +105,7 @@ mod tests {
             verdict: Verdict::Faster,
             memory_ratio,
             design: MeasurementDesign::Paired,
+            diagnosis: None,
         }
     }
 

@@ -1,6 +1,8 @@
 //! A CI gate on two runs of one plan, a base and a new one: the baseline's throughput and every
 //! trick's effect, each judged a confident regression, a confident improvement, no change or not
 //! compared (docs/ci-gate.md has the rule), written as a Markdown summary and a JUnit XML file.
+//! Beside a speed-up the new run did not find faster, both say why where that run diagnosed it:
+//! the cause it measured and the trick's ceiling.
 //!
 //! The rule ([`judge_change`]): the new run's interval must exclude the base run's point, and the
 //! change (new ÷ base − 1) must be larger than the threshold: the larger of the two runs' A/A noise
@@ -149,6 +151,10 @@ pub struct Check {
     pub threshold: Threshold,
     /// The gate's verdict.
     pub verdict: GateVerdict,
+    /// Where the new run's speed-up is not faster (null or negative): why, in one short line from
+    /// its diagnosis, its cause and ceiling ("it added work: aten::copy_ +1.20 ms (ceiling
+    /// 1.04×)"); `None` elsewhere, and where the run diagnosed neither.
+    pub why: Option<String>,
 }
 
 /// A run as the gate names it.

@@ -321,6 +321,7 @@ pub(crate) mod tests {
             verdict: Verdict::NoSignificantEffect,
             memory_ratio: Some(memory),
             design: MeasurementDesign::Processes,
+            diagnosis: None,
         });
         if !r.cells.iter().any(|c| c.key.tricks.is_baseline()) {
             r.cells.push(base);

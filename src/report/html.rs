@@ -454,6 +454,8 @@ struct CompareCellView {
     badge: String,
     /// The effect in words under the badge ("" when there is none).
     detail: String,
+    /// Why a null or negative effect, with its ceiling ("" when there is no cause).
+    why: String,
     class: &'static str,
 }
 
@@ -475,7 +477,8 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
                             (model::status_summary(&c.status), String::new(), model::status_class(&c.status))
                         }
                     };
-                    CompareCellView { text: cell.text(), badge, detail, class }
+                    let why = cell.why.clone().unwrap_or_default();
+                    CompareCellView { text: cell.text(), badge, detail, why, class }
                 })
                 .collect(),
         })

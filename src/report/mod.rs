@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use crate::results::schema::{CellResult, Comparison, Results};
 use crate::workloads::WorkloadId;
 
+pub(crate) use compare::why_text;
 pub use history::CompareBy;
 pub use index::write_index;
 pub(crate) use model::Effect;

@@ -830,6 +830,7 @@ mod tests {
             verdict,
             memory_ratio: Some(memory),
             design: MeasurementDesign::Processes,
+            diagnosis: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::measure::host_allocator::HostAllocator;
 use crate::report::gain::Gain;
 use crate::report::model::{self, Effect, Entry, Group, Report, TrickVerdict};
 use crate::report::phases;
+use crate::results::diagnosis::Cause;
 use crate::results::model::UserModel;
 use crate::results::schema::{
     CellId, CellKey, CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Phase,
@@ -84,6 +85,45 @@ pub(crate) struct VerdictRow {
     /// The effect on each engine that measured it as a number, PyTorch's first (empty where no
     /// engine has one: failed, not reached, not measured).
     pub gains: Vec<Gain>,
+    /// Why, on each engine that diagnosed it, PyTorch's first: its ceiling and, for an effect
+    /// that is null, negative or disputed, its cause.
+    pub why: Vec<Why>,
+}
+
+/// One engine's ceiling and cause of a trick's effect, in words.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Why {
+    /// The engine.
+    pub engine: Engine,
+    /// The ceiling ("the optimizer and zeroing 4.0% of the step: at most 1.04×"), or why there is
+    /// none ("no ceiling: …").
+    pub ceiling: String,
+    /// The cause in one short line ("bound elsewhere: at most 1.01× inside ±2.3%"), where the
+    /// effect needs one.
+    pub cause_short: Option<String>,
+    /// The cause's name, the start of its short line ("bound elsewhere").
+    pub cause_name: Option<&'static str>,
+    /// The cause in sentences, with its numbers.
+    pub cause: Option<String>,
+}
+
+impl Why {
+    /// The diagnosis of comparison `c` of a cell on `engine`, where it has one.
+    pub(crate) fn of(engine: Engine, c: &Comparison) -> Option<Why> {
+        let d = c.diagnosis.as_ref()?;
+        let ceiling = match (&d.ceiling, &d.ceiling_unavailable) {
+            (Some(ceiling), _) => ceiling.text(),
+            (None, Some(why)) => format!("no ceiling: {why}"),
+            (None, None) => "no ceiling".to_owned(),
+        };
+        Some(Why {
+            engine,
+            ceiling,
+            cause_short: d.cause.as_ref().map(Cause::short),
+            cause_name: d.cause.as_ref().map(Cause::name),
+            cause: d.cause.as_ref().map(Cause::sentence),
+        })
+    }
 }
 
 /// How two engines disagree on a trick, and why where that is known.
@@ -232,6 +272,7 @@ fn row(g: &Group, e: &Entry, metric: Metric, verdict: TrickVerdict) -> VerdictRo
         only_on: None,
         kernels: kernels_note(g, e),
         gains: Vec::new(),
+        why: e.comparison.and_then(|c| Why::of(e.cell.key.engine, c)).into_iter().collect(),
     }
 }
 
@@ -324,6 +365,7 @@ fn side_by_side(results: &[Results], g: &Group, rows: Vec<(VerdictRow, &Entry)>)
             (Engine::Pytorch, Some((libtorch, other))) => {
                 row.libtorch = Some(format!("{}: {}", libtorch.label, libtorch.verdict.text));
                 row.gains.extend(libtorch.gains.iter().copied());
+                row.why.extend(libtorch.why.iter().cloned());
                 let run = &results[e.file].run;
                 let plain_malloc =
                     run.protocol.host_allocator == HostAllocator::System && !run.device.is_cuda();
@@ -344,8 +386,9 @@ fn side_by_side(results: &[Results], g: &Group, rows: Vec<(VerdictRow, &Entry)>)
 
 /// How the PyTorch row `row` of cell `e` and the libtorch row `libtorch` of cell `other` disagree,
 /// if they do: one helps where the other hurts, or, for a trick judged by throughput, the
-/// intervals of their effects do not overlap (verdicts that differ only across the edge of
-/// significance, their intervals overlapping, are not a disagreement); with the trick's known
+/// intervals of their effects do not overlap and at least one of them helps or hurts (verdicts
+/// that differ only across the edge of significance, their intervals overlapping, and two
+/// verdicts of no effect, are not a disagreement); with the trick's known
 /// cause of a gap between the engines (or else how the engines' work differs for it, where the
 /// catalogue says, or else the host allocator where `plain_malloc`: a CPU run that left glibc's
 /// malloc as it is), and
@@ -366,6 +409,8 @@ fn disagreement(
         _ => false,
     };
     let effects = [row.verdict.effect, libtorch.verdict.effect];
+    // Two verdicts of no effect never disagree, however their intervals lie.
+    let apart = apart && (effects.contains(&Effect::Helps) || effects.contains(&Effect::Hurts));
     let how = if effects.contains(&Effect::Helps) && effects.contains(&Effect::Hurts) {
         format!("the engines disagree: it {} in PyTorch and {} on libtorch", row.label, libtorch.label)
     } else if apart {
@@ -475,6 +520,7 @@ fn leave_one_out_rows(g: &Group) -> Vec<VerdictRow> {
             only_on: None,
             kernels: None,
             gains,
+            why: Vec::new(),
         });
     }
     rows

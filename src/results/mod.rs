@@ -3,6 +3,7 @@
 //! the system, storage, upgrades of older versions, and the merge of a sharded sweep. It imports
 //! only the ground floor: the vocabulary its values are named in, the engine and device names, the
 //! statistics and the error type.
+pub mod diagnosis;
 pub mod energy;
 pub mod machine;
 pub mod merge;
@@ -13,3 +14,4 @@ pub mod rehearsal;
 pub mod schema;
 pub mod store;
 pub mod system;
+pub mod traced;

@@ -5,10 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
+use crate::results::diagnosis::Diagnosis;
 use crate::results::energy::{Energy, EnergyMethod};
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::system::SystemInfo;
+use crate::results::traced::TracedStep;
 use crate::stats;
 use crate::vocabulary::{
     AttentionBackend, Design, Family, HostAllocator, MemoryFigure, Metric, Precision, ProfileName,
@@ -1127,6 +1129,21 @@ pub struct ProcessMeasurement {
     /// back to it or never held (`None` where not counted, and in files that predate the count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_page_faults: Option<u64>,
+    /// What `torch.compile` did over the whole process, from `torch._dynamo`'s counters (the
+    /// PyTorch engine's `torch-compile` cells; `None` elsewhere and in files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_counters: Option<CompileCounters>,
+}
+
+/// What `torch.compile` did in a process, from `torch._dynamo.utils.counters`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompileCounters {
+    /// Graph breaks: places where dynamo stopped a graph and ran Python eagerly.
+    pub graph_breaks: u64,
+    /// Graphs compiled (`unique_graphs`).
+    pub graphs: u64,
+    /// Compilations beyond the first of each frame (recompiles after a guard failed).
+    pub recompiles: u64,
 }
 
 /// A process that measured one cell (the default of [`ProcessMeasurement::process_cells`]).
@@ -1227,6 +1244,7 @@ impl ProcessMeasurement {
             compile_s: None,
             stood_in: Vec::new(),
             timed_page_faults: None,
+            compile_counters: None,
         }
     }
 
@@ -1252,6 +1270,10 @@ pub struct TraceRecord {
     /// The operators with the longest total duration in the file, longest first: at most
     /// [`crate::measure::trace::TOP_OPERATORS`] of each activity the trace holds.
     pub operators: Vec<TraceOperator>,
+    /// Every operator of the traced steps, per step, with the time outside operators (`None` in
+    /// files that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<TracedStep>,
 }
 
 /// One operator (or GPU kernel, or copy) of a trace, over all its calls in the traced steps.
@@ -1484,6 +1506,11 @@ pub struct Comparison {
     /// How the speed-up was measured: pairs of windows in one process, or one process per side
     /// (`processes` in files that predate pairing).
     pub design: MeasurementDesign,
+    /// The most the trick could give here and, beside an effect that is null, negative or
+    /// disputed between the engines, its measured cause (`None` for the A/A control and in files
+    /// that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<Diagnosis>,
 }
 
 /// How a speed-up was measured.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Metric, Need, Trick};
-use crate::vocabulary::Family;
+use crate::vocabulary::{Family, StepPart};
 
 /// Every fact about one trick; the trick table holds one per trick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +15,9 @@ pub struct TrickInfo {
     pub metric: Metric,
     /// The part of training the trick changes.
     pub stage: Stage,
+    /// The part of a training step whose share of the reference's step bounds the trick's
+    /// speed-up (its ceiling), or why none does.
+    pub acts_on: ActsOn,
     /// What the baseline ("off") does.
     pub off: Wording,
     /// What the trick ("on") does.
@@ -41,6 +44,16 @@ pub struct TrickInfo {
     pub colour: [u8; 3],
     /// What the guides claim for the trick, in one sentence naming its source.
     pub claim: &'static str,
+}
+
+/// What bounds a trick's speed-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActsOn {
+    /// A part of the step: removed entirely, it would give `1 / (1 - its share)` of the
+    /// reference's step (Amdahl's bound).
+    Part(StepPart),
+    /// No one part of a step bounds it; the text says why.
+    Unbounded(&'static str),
 }
 
 /// A description in each workload family's terms.

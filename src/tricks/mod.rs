@@ -15,7 +15,7 @@ use crate::vocabulary::Family;
 
 pub use crate::vocabulary::{MemoryFigure, Metric, Trick, TrickSet};
 pub use applicability::{Applicability, Need};
-pub use info::{InPytorch, Pairing, Reference, Stage, TrickInfo, Wording};
+pub use info::{ActsOn, InPytorch, Pairing, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 
 impl Trick {
@@ -70,6 +70,11 @@ impl Trick {
     /// The part of training the trick changes.
     pub fn stage(self) -> Stage {
         self.info().stage
+    }
+
+    /// The part of a step that bounds the trick's speed-up, or why none does.
+    pub fn acts_on(self) -> ActsOn {
+        self.info().acts_on
     }
 
     /// Which peak memory the trick's cells are compared by.

@@ -3,9 +3,10 @@
 //! guides' claim). The match is exhaustive: a new trick does not compile until it has its entry.
 
 use super::info::Wording::{ByFamily, Same};
-use super::info::{InPytorch, Pairing, Reference, Stage, TrickInfo};
+use super::info::{ActsOn, InPytorch, Pairing, Reference, Stage, TrickInfo};
 use super::{MemoryFigure, Metric};
 use super::{Need, Trick};
+use crate::vocabulary::StepPart;
 
 /// The baseline of both mixed-precision tricks.
 const FP32_EVERYWHERE: &str = "fp32 everywhere";
@@ -32,6 +33,14 @@ const SDPA_OFF: &str = "scaled_dot_product_attention with every backend allowed,
 /// on a CUDA GPU.
 const SDPA_REFERENCE: Reference =
     Reference::Swapped { with: Trick::FlashAttention, cuda_precision: Some(Trick::AmpBf16) };
+
+/// Why a trick judged by time to accuracy has no ceiling.
+const TRAINED_TO_TARGET_UNBOUNDED: &str =
+    "judged by time to accuracy: it changes what the steps learn, not how fast one step runs";
+
+/// Why `no-grad-eval` has no ceiling.
+const EVALUATION_UNBOUNDED: &str = "it acts on evaluation, whose batches are not broken into phases: \
+                                    autograd's recording inside every operator";
 
 /// Why a trick judged by time to accuracy is not paired.
 const TRAINED_TO_TARGET: Pairing =
@@ -79,6 +88,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(4),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to fp16 with dynamic loss scaling"),
             reference: Reference::Baseline,
@@ -96,6 +106,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(4),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same(FP32_EVERYWHERE),
             on: Same("autocast to bf16, no loss scaling"),
             reference: Reference::Baseline,
@@ -112,6 +123,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(6),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same("cuDNN picks convolution algorithms by heuristics"),
             on: Same("cuDNN autotunes convolution algorithms on first use"),
             reference: Reference::Baseline,
@@ -136,6 +148,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(7),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Metrics),
             off: Same("loss and accuracy read to the host (.item()) every step"),
             on: Same("metrics accumulated on the device, read once per log interval"),
             reference: Reference::Baseline,
@@ -153,6 +166,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(15),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same("convolutions followed by BatchNorm carry a bias"),
             on: Same("no bias in convolutions followed by BatchNorm"),
             reference: Reference::Baseline,
@@ -171,6 +185,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(11),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Optimizer),
             off: Same("gradients zero-filled before each backward"),
             on: Same("gradients set to None before each backward"),
             reference: Reference::Baseline,
@@ -187,6 +202,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(16),
             metric: Metric::EvalThroughput,
             stage: Stage::Evaluation,
+            acts_on: ActsOn::Unbounded(EVALUATION_UNBOUNDED),
             off: Same("evaluation records autograd graphs"),
             on: Same("evaluation under no-grad"),
             reference: Reference::Baseline,
@@ -203,6 +219,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same("NCHW (contiguous) activations and weights"),
             on: Same("NHWC (channels_last) activations and weights"),
             reference: Reference::Baseline,
@@ -224,6 +241,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(2),
             metric: Metric::Throughput,
             stage: Stage::Loader,
+            acts_on: ActsOn::Part(StepPart::Loader),
             off: ByFamily {
                 cifar_resnet: "batches assembled and augmented on the training thread",
                 char_gpt: "batches of random windows assembled on the training thread",
@@ -254,6 +272,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(2),
             metric: Metric::Throughput,
             stage: Stage::Loader,
+            acts_on: ActsOn::Part(StepPart::Loader),
             off: Same("pageable host tensors, blocking host-to-device copies"),
             on: Same("reused pinned host buffers, non-blocking host-to-device copies"),
             reference: Reference::Baseline,
@@ -271,6 +290,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(12),
             metric: Metric::Throughput,
             stage: Stage::Loader,
+            acts_on: ActsOn::Part(StepPart::Loader),
             off: ByFamily {
                 cifar_resnet: "each batch's pixels copied from host vectors into a new tensor",
                 char_gpt: "each batch's tokens copied into a new tensor",
@@ -295,6 +315,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Loader,
+            acts_on: ActsOn::Part(StepPart::Loader),
             off: Same("random crop and flip per image in a CPU loop"),
             on: Same("random crop and flip of the whole batch on the training device"),
             reference: Reference::Baseline,
@@ -312,6 +333,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Loader,
+            acts_on: ActsOn::Part(StepPart::Loader),
             off: Same("with --images PATH, every batch decodes its JPEG/PNG files (else the packed split)"),
             on: Same("the images decoded once and packed in memory"),
             reference: Reference::Baseline,
@@ -332,6 +354,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(5),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Optimizer),
             off: Same("SGD or AdamW updates each parameter in turn (several small kernels each)"),
             on: Same("SGD or AdamW updates every parameter in one fused multi-tensor kernel"),
             reference: Reference::Baseline,
@@ -349,6 +372,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same(
                 "PyTorch's default: TF32 in cuDNN convolutions, fp32 matmuls at full precision (a separate \
                  strict-fp32 reference cell forbids TF32 in both)",
@@ -373,6 +397,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(18),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Elementwise),
             off: ByFamily {
                 cifar_resnet: "residual epilogue as eager ops: add, then ReLU (a kernel each)",
                 char_gpt: "GELU and the residual dropout-add as eager ops (a kernel each)",
@@ -398,6 +423,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(13),
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded("the debugging APIs slow every operator of the step, so no one part of it bounds their removal"),
             off: Same("autograd anomaly detection left on (a separate debug-apis-on reference cell)"),
             on: Same("anomaly detection off, as in the plain recipe"),
             reference: Reference::Own,
@@ -415,6 +441,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Overhead),
             off: Same("every kernel of the step launched from the host, op by op"),
             on: Same(
                 "after 3 warm-up steps on a side stream, the whole step (forward, backward, optimizer with \
@@ -440,6 +467,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Overhead),
             off: Same("eager PyTorch: every operation dispatched one by one from Python"),
             on: Same(
                 "the model wrapped in torch.compile: TorchDynamo captures the forward as a graph, \
@@ -467,6 +495,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(1),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Schedule,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: ByFamily {
                 cifar_resnet: "step schedule: the base rate, ÷10 at 50% and 75% of training, momentum 0.9",
                 char_gpt: "the recipe's schedule: linear warm-up over 100 steps to 1e-3, cosine decay to \
@@ -497,6 +526,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(3),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Schedule,
+            acts_on: ActsOn::Unbounded("it changes the batch size, so its steps are not its reference's steps"),
             off: Same("the recipe's batch and learning rate"),
             on: Same(
                 "the largest batch that fits (probed in child processes, doubling until out of memory), \
@@ -520,6 +550,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("Adam with L2 added to the gradient (a separate adam-l2 reference cell)"),
             on: Same("AdamW: weight decay decoupled from the adaptive update"),
             reference: Reference::Own,
@@ -540,6 +571,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LARS: momentum SGD with a layer-wise trust ratio ‖w‖/‖∇w + λw‖"),
             reference: Reference::Baseline,
@@ -557,6 +589,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(5),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same(SGD_AT_THE_LARGE_BATCH),
             on: Same("LAMB: Adam updates scaled by a layer-wise trust ratio ‖w‖/‖update‖"),
             reference: Reference::Baseline,
@@ -573,6 +606,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: ByFamily {
                 cifar_resnet: "the recipe's SGD with momentum for every parameter",
                 char_gpt: "the recipe's AdamW for every parameter",
@@ -607,6 +641,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(8),
             metric: Metric::Memory,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::MemoryOnly),
             off: Same("every activation kept for backward"),
             on: Same("only each segment's input kept; segments recomputed in backward"),
             reference: Reference::Baseline,
@@ -624,6 +659,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(9),
             metric: Metric::Memory,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::MemoryOnly),
             off: Same("the whole batch in one forward and backward"),
             on: Same("4 micro-batches per optimizer step, gradients accumulated"),
             reference: Reference::Baseline,
@@ -641,6 +677,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Memory,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::MemoryOnly),
             off: Same("the CUDA caching allocator's fixed-size segments (expandable_segments:False)"),
             on: Same(
                 "expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): one segment per \
@@ -669,6 +706,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(14),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("no clipping"),
             on: ByFamily {
                 cifar_resnet: "gradients clipped to global norm 2.0, computed on the device without a host \
@@ -690,6 +728,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Loader,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("raw pixels scaled to [0, 1] (a separate raw-inputs reference cell)"),
             on: Same("per-channel standardised inputs, as in the recipe"),
             reference: Reference::Own,
@@ -706,6 +745,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(17),
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same(
                 "no BatchNorm: plainly initialised convolutions with biases (a separate no-batch-norm \
                  reference cell)",
@@ -728,6 +768,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("training loss: cross-entropy against the one-hot targets"),
             on: Same(
                 "training loss: cross-entropy against targets smoothed by 0.2 (airbench's value: 0.82 on the \
@@ -752,6 +793,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("evaluation uses the raw trained weights"),
             on: Same(
                 "an exponential moving average of every weight and BatchNorm running statistic, updated \
@@ -779,6 +821,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Evaluation,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same("each test image evaluated once"),
             on: Same(
                 "evaluation logits the mean of each test image's and its horizontal mirror's (airbench's \
@@ -800,6 +843,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::TimeToAccuracy,
             stage: Stage::Step,
+            acts_on: ActsOn::Unbounded(TRAINED_TO_TARGET_UNBOUNDED),
             off: Same(
                 "BatchNorm running statistics at PyTorch's momentum 0.1: running = 0.9·running + 0.1·batch",
             ),
@@ -825,6 +869,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Attention),
             off: Same(ATTENTION_WRITTEN_OUT),
             on: Same(
                 "scaled_dot_product_attention with is_causal: one fused kernel (FlashAttention or \
@@ -847,6 +892,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Attention),
             off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with only its FlashAttention backend allowed (FlashAttention-2 \
@@ -874,6 +920,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Attention),
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only cuDNN's fused attention allowed"),
             reference: SDPA_REFERENCE,
@@ -902,6 +949,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Attention),
             off: Same(SDPA_OFF),
             on: Same("scaled_dot_product_attention with only memory-efficient attention (xFormers' kernel) allowed"),
             reference: SDPA_REFERENCE,
@@ -925,6 +973,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::Attention),
             off: Same(SDPA_OFF),
             on: Same(
                 "scaled_dot_product_attention with only its math backend allowed: the same ops as the \
@@ -945,6 +994,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: None,
             metric: Metric::Throughput,
             stage: Stage::Step,
+            acts_on: ActsOn::Part(StepPart::ConvolutionsAndMatmuls),
             off: Same("the attention and MLP projections as matmuls in the activations' dtype"),
             on: Same(
                 "the attention and MLP projections as fp8 matmuls (torch._scaled_mm) with outputs in bf16 \
@@ -980,6 +1030,7 @@ pub(super) fn info(trick: Trick) -> &'static TrickInfo {
             guide_number: Some(10),
             metric: Metric::Throughput,
             stage: Stage::Processes,
+            acts_on: ActsOn::Unbounded("it spreads the step over devices: its bound is the number of devices, not a part of one step"),
             off: Same(
                 "DataParallel: one process drives every GPU, copying the weights to each every step, \
                  splitting a batch of N × the cell's batch over them and adding their gradients onto the \

@@ -2,7 +2,7 @@
 //! records, with their names on the command line and in the file. The designs, profiles and host
 //! allocators ([`run`]), the tricks and sets of them ([`trick`]), the workloads and their families
 //! ([`workload`]), the held-out quality metrics ([`quality`]), the precision and attention
-//! kernels a cell ran ([`numerics`]), and the calls a rehearsal of a GPU run stands in for
+//! kernels a cell ran ([`numerics`]), the parts of a step a trick acts on ([`part`]), and the calls a rehearsal of a GPU run stands in for
 //! ([`standin`]).
 //!
 //! It imports nothing above the error type (which a name that is none of these converts into), so
@@ -12,6 +12,7 @@
 //! (`tricks/`), a workload's model in `workloads/`, a design's phases in `bench/`.
 
 pub mod numerics;
+pub mod part;
 pub mod quality;
 pub mod run;
 pub mod standin;
@@ -19,6 +20,7 @@ pub mod trick;
 pub mod workload;
 
 pub use numerics::{AttentionBackend, Precision};
+pub use part::StepPart;
 pub use quality::QualityMetric;
 pub use run::{Design, HostAllocator, ProfileName, ProfileRequest, TtaSettings, PROFILE_REQUESTS};
 pub use standin::StandIn;

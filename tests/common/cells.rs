@@ -89,6 +89,7 @@ pub fn comparison(cell: &CellId, baseline: &CellId, speedup: f64, spread: f64) -
         verdict,
         memory_ratio: None,
         design: MeasurementDesign::Processes,
+        diagnosis: None,
     }
 }
 

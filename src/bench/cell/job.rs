@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::profile::{Profile, ProfileName};
-use crate::bench::trace::TraceTarget;
+use crate::bench::trace::{TraceTarget, TraceTargets};
 use crate::device::DeviceSpec;
 use crate::results::schema::{CellKey, FamilySettings, Protocol};
 
@@ -46,10 +46,11 @@ pub struct CellJob {
     /// training), which replace the profile's (`None`: the profile's own).
     #[serde(default)]
     pub family_settings: Option<FamilySettings>,
-    /// Where to write the profiler trace the process records after its timed windows (`run
-    /// --trace`, in the first measured process of a chosen throughput cell; `None`: no trace).
+    /// Where to write the profiler traces the process records after its timed windows, and of
+    /// which of its members (the run's traced cells, in their first measured process; `None`: no
+    /// trace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace: Option<TraceTarget>,
+    pub trace: Option<TraceTargets>,
     /// The reference cell the process builds beside this one and times in alternating windows
     /// (the paired design; `None`: the process measures this cell alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,18 +126,16 @@ impl CellJob {
         settings
     }
 
+    /// Where this job's own cell's trace goes, when its process traces it.
+    pub fn trace_target(&self) -> Option<TraceTarget> {
+        self.trace.as_ref()?.target(&self.key.id())
+    }
+
     /// The job of the reference side of this paired job: the same process settings for the
-    /// reference cell, with no trace and no pairing of its own.
+    /// reference cell, with no pairing of its own.
     pub fn reference_side(&self) -> Option<CellJob> {
         let key = self.paired_with.clone()?;
-        Some(CellJob {
-            key,
-            trace: None,
-            paired_with: None,
-            arms: Vec::new(),
-            measures_reference: false,
-            ..self.clone()
-        })
+        Some(CellJob { key, paired_with: None, arms: Vec::new(), measures_reference: false, ..self.clone() })
     }
 
     /// The cells this job's process measures, in the order its measurements come back: this
@@ -153,10 +152,10 @@ impl CellJob {
     }
 
     /// The job of each arm of this job's process (this cell, then [`Self::arms`]), as a job of
-    /// that cell alone beside the reference; only this cell's keeps the trace.
+    /// that cell alone beside the reference.
     pub fn arm_jobs(&self) -> Vec<CellJob> {
         let one = CellJob { arms: Vec::new(), measures_reference: false, ..self.clone() };
-        let others = self.arms.iter().map(|key| CellJob { key: key.clone(), trace: None, ..one.clone() });
+        let others = self.arms.iter().map(|key| CellJob { key: key.clone(), ..one.clone() });
         std::iter::once(one.clone()).chain(others).collect()
     }
 

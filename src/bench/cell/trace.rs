@@ -4,8 +4,8 @@
 
 use super::measure::CellContext;
 use crate::error::Error;
-use crate::measure::trace::{read_operator_table, Profiling};
-use crate::results::schema::{ProcessMeasurement, TraceRecord};
+use crate::measure::trace::{read_trace_record, Profiling};
+use crate::results::schema::ProcessMeasurement;
 
 /// Steps (training steps or evaluation batches) recorded under the profiler.
 pub const TRACED_STEPS: usize = 3;
@@ -18,7 +18,7 @@ pub(super) fn record(
     measurement: &mut ProcessMeasurement,
     mut step: impl FnMut() -> Result<(), Error>,
 ) -> Result<(), Error> {
-    let Some(target) = &process.job.trace else {
+    let Some(target) = process.job.trace_target() else {
         return Ok(());
     };
     step()?;
@@ -31,10 +31,6 @@ pub(super) fn record(
     };
     let path = target.path();
     profiling.save(&path)?;
-    measurement.trace = Some(TraceRecord {
-        path: target.file.clone(),
-        steps: TRACED_STEPS,
-        operators: read_operator_table(&path)?,
-    });
+    measurement.trace = Some(read_trace_record(&path, &target.file, TRACED_STEPS)?);
     Ok(())
 }

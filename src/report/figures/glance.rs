@@ -6,12 +6,15 @@ use crate::engine::Engine;
 use crate::report::gain::Gain;
 use crate::report::html::GLANCE_SECTION;
 use crate::report::model::{self, Group};
-use crate::report::overview::{glance_slug, group_floors, widest_floor, Overview, VerdictRow};
+use crate::report::overview::{glance_slug, group_floors, widest_floor, Overview, VerdictRow, Why};
 use crate::report::plots::{Chart, Dot, DotChart, DotRow, DotSeries, Shape};
 use crate::results::schema::{MeasurementDesign, Results};
 use crate::tricks::Metric;
 
 use super::{footnote, key, Figure};
+
+/// What a ceiling's tick means, in the figure's legend.
+const CEILING_KEY: &str = "ceiling: the most the trick could give";
 
 /// The engines in the order their markers are drawn in a row, with their shapes.
 const SERIES: [(Engine, Shape); 2] = [(Engine::Pytorch, Shape::Circle), (Engine::Libtorch, Shape::Diamond)];
@@ -41,6 +44,7 @@ pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Fig
     } else {
         "× better on the trick's own metric, log (right of 1×: better)"
     };
+    let ceilings = rows.iter().flat_map(|r| &r.dots).any(|d| d.ceiling.is_some());
     let chart = DotChart {
         title: format!("Each trick's effect — {}", g.title()),
         x_label: x_label.to_owned(),
@@ -49,13 +53,14 @@ pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Fig
         series,
         rows,
         key: key(&effects),
+        ceiling_key: ceilings.then(|| CEILING_KEY.to_owned()),
         footnote: footnote("No marker", &missing),
     };
     Some(Figure {
         section: GLANCE_SECTION,
         slug: glance_slug(g),
         title: format!("Every trick's effect — {}", g.title()),
-        caption: caption(&drawn, engines.len() > 1),
+        caption: caption(&drawn, engines.len() > 1, ceilings),
         chart: Chart::Dots(chart),
     })
 }
@@ -66,7 +71,7 @@ fn lead(r: &VerdictRow) -> f64 {
 }
 
 /// A row of the figure: the trick (with its metric where that is not throughput), a marker per
-/// engine, and each engine's effect as the metric reads it.
+/// engine with its ceiling where known, and each engine's effect as the metric reads it.
 fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
     let metric = r.gains[0].metric;
     let label = match metric {
@@ -85,18 +90,21 @@ fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
             Metric::TimeToAccuracy => gain.text(),
             _ => format!("{:.2}×", gain.ratio),
         });
+        let why = r.why.iter().find(|w| w.engine == *engine);
         dots.push(Dot {
             series,
             value: gain.factor(),
             ci: gain.factor_interval(),
             colour: gain.effect.colour(),
             hover: format!(
-                "{} {}: {}, {}",
+                "{} {}: {}, {}{}",
                 r.trick,
                 model::engine_words(*engine),
                 gain.effect.label(),
-                gain.text()
+                gain.text(),
+                why.map_or_else(String::new, why_text)
             ),
+            ceiling: gain.ceiling,
         });
     }
     let unit = match metric {
@@ -106,6 +114,13 @@ fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
     DotRow { label, note: format!("{}{unit}", notes.join(" · ")), dots }
 }
 
+/// An engine's ceiling and cause as a hover text continues its effect: "; ceiling: the optimizer
+/// and zeroing 4.0% of the step: at most 1.04×; cause: bound elsewhere: …".
+fn why_text(why: &Why) -> String {
+    let cause = why.cause_short.as_ref().map_or_else(String::new, |c| format!("; cause: {c}"));
+    format!("; ceiling: {}{cause}", why.ceiling)
+}
+
 /// The shaded band: the widest paired A/A floor of the group's engines and files, where one was
 /// measured.
 fn band(results: &[Results], g: &Group) -> Option<(f64, f64, String)> {
@@ -113,8 +128,8 @@ fn band(results: &[Results], g: &Group) -> Option<(f64, f64, String)> {
     Some((1.0 - widest, 1.0 + widest, format!("noise floor (A/A), ±{:.1}%", widest * 100.0)))
 }
 
-/// How to read the figure.
-fn caption(drawn: &[&VerdictRow], two_engines: bool) -> String {
+/// How to read the figure; `ceilings` where a marker has its ceiling's tick.
+fn caption(drawn: &[&VerdictRow], two_engines: bool, ceilings: bool) -> String {
     let mut text = String::from(
         "Each trick at how many times better it made its own metric, with its 95% interval where measured; \
          colour is its verdict",
@@ -132,6 +147,12 @@ fn caption(drawn: &[&VerdictRow], two_engines: bool) -> String {
         text.push_str(" A convergence trick stands at the reference's time to the target ÷ its own.");
     }
     text.push_str(" Grey band: the paired A/A noise floor.");
+    if ceilings {
+        text.push_str(
+            " A dark tick at a marker's height is that engine's ceiling: the most the trick could give, \
+             were the part of the step it acts on to take no time.",
+        );
+    }
     text
 }
 
@@ -140,5 +161,57 @@ fn engine_name(engine: Engine) -> &'static str {
     match engine {
         Engine::Pytorch => "eager PyTorch",
         Engine::Libtorch => "libtorch",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::{Effect, TrickVerdict};
+
+    fn gain(engine: Engine, ratio: f64, ceiling: Option<f64>) -> Gain {
+        let (effect, metric, interval) =
+            (Effect::Unmeasurable, Metric::Throughput, Some((ratio - 0.02, ratio + 0.02)));
+        Gain { engine, effect, metric, ratio, interval, ceiling }
+    }
+
+    #[test]
+    fn each_engines_marker_carries_its_ceiling_and_says_it_with_its_cause() {
+        let effect = Effect::Unmeasurable;
+        let row = VerdictRow {
+            trick: "zero-grad-none".to_owned(),
+            metric: Metric::Throughput.label(),
+            verdict: TrickVerdict { effect, text: "1.01× throughput [0.99, 1.03] (paired)".to_owned() },
+            label: effect.label(),
+            class: effect.class(),
+            anchor: "cell-zero-grad-none".to_owned(),
+            libtorch: None,
+            disagreement: None,
+            only_on: None,
+            kernels: None,
+            gains: vec![gain(Engine::Pytorch, 1.01, Some(1.04)), gain(Engine::Libtorch, 0.99, None)],
+            why: vec![Why {
+                engine: Engine::Pytorch,
+                ceiling: "the optimizer and zeroing 4.0% of the step: at most 1.04×".to_owned(),
+                cause_short: Some("bound elsewhere: at most 1.04× inside ±2.3%".to_owned()),
+                cause_name: Some("bound elsewhere"),
+                cause: Some("Bound elsewhere: …".to_owned()),
+            }],
+        };
+        let drawn = dot_row(&row, &SERIES);
+        let (pytorch, libtorch) = (&drawn.dots[0], &drawn.dots[1]);
+        assert_eq!((pytorch.ceiling, libtorch.ceiling), (Some(1.04), None));
+        assert!(
+            pytorch.hover.ends_with(
+                "; ceiling: the optimizer and zeroing 4.0% of the step: at most 1.04×; cause: bound elsewhere: \
+                 at most 1.04× inside ±2.3%"
+            ),
+            "{}",
+            pytorch.hover
+        );
+        assert!(!libtorch.hover.contains("ceiling"), "{}", libtorch.hover);
+        let text = caption(&[&row], true, true);
+        assert!(text.contains("A dark tick at a marker's height is that engine's ceiling"), "{text}");
+        assert!(!caption(&[&row], true, false).contains("tick"));
     }
 }

@@ -7,10 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{
     judge_change, Check, GateVerdict, Quantity, Reading, RunName, Threshold, MEMORY_THRESHOLD_FRACTION,
 };
-use crate::report::compare::JoinKey;
+use crate::report::compare::{why_text, JoinKey};
 use crate::report::history::short_commit;
 use crate::report::model;
-use crate::results::schema::{CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, Results};
+use crate::results::schema::{
+    CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, Results, Verdict,
+};
 use crate::tricks::Metric;
 
 /// One run's side of a check.
@@ -21,6 +23,8 @@ struct Side {
     reading: Result<Reading, String>,
     /// The run's A/A noise floor that holds for it, a fraction; `None` where the run has none.
     floor_fraction: Option<f64>,
+    /// Why its speed-up is not faster, where it is a speed-up and the run diagnosed it.
+    why: Option<String>,
 }
 
 /// Every quantity either run measured, compared, in join-key order.
@@ -44,6 +48,7 @@ fn check(key: &JoinKey, base: Option<Side>, new: Option<Side>) -> Option<Check> 
         |s: &Option<Side>| s.as_ref().map_or_else(|| Err("not measured".to_owned()), |s| s.reading.clone());
     let floor = |s: &Option<Side>| s.as_ref().and_then(|s| s.floor_fraction);
     let (threshold, threshold_fraction) = threshold(quantity, floor(&base), floor(&new));
+    let why = new.as_ref().and_then(|s| s.why.clone());
     let (base, new) = (reading(&base), reading(&new));
     let (verdict, change_fraction) = match (&base, &new) {
         (Ok(b), Ok(n)) => match judge_change(quantity.better(), b.point, n, threshold_fraction) {
@@ -63,6 +68,7 @@ fn check(key: &JoinKey, base: Option<Side>, new: Option<Side>) -> Option<Check> 
         threshold_fraction,
         threshold,
         verdict,
+        why,
     })
 }
 
@@ -121,7 +127,13 @@ fn side(r: &Results, cell: &CellResult) -> Side {
         Quantity::MemoryRatio => None,
         Quantity::SpeedUp | Quantity::RemovalSpeedUp => compared.and_then(|c| floor(r, &key, Some(c.design))),
     };
-    Side { quantity, reading: reading(cell, compared, quantity), floor_fraction }
+    let why = compared
+        .filter(|c| {
+            quantity == Quantity::SpeedUp && c.verdict != Verdict::Faster && cell.status == CellStatus::Ok
+        })
+        .and_then(|c| c.diagnosis.as_ref())
+        .and_then(why_text);
+    Side { quantity, reading: reading(cell, compared, quantity), floor_fraction, why }
 }
 
 /// What `cell` measures: a baseline's throughput, or its trick's effect as the report judges it

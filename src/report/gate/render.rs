@@ -196,10 +196,13 @@ fn neither_reason(c: &Check) -> String {
 /// One check as a table row.
 fn markdown_row(c: &Check) -> String {
     let unit = if c.quantity == Quantity::BaselineThroughput { " (samples/s)" } else { "" };
-    let verdict = match c.verdict {
+    let mut verdict = match c.verdict {
         GateVerdict::Regression => "**regression**".to_owned(),
         _ => verdict_text(c),
     };
+    if let Some(why) = &c.why {
+        verdict.push_str(&format!(" · why: {why}"));
+    }
     let cells = [
         format!("{} {}{unit}", c.what, c.quantity.label()),
         reading_text(c.quantity, &c.base),
@@ -243,18 +246,20 @@ pub(super) fn junit(gate: &Gate) -> String {
 
 /// One check as a test case.
 fn junit_case(c: &Check) -> String {
+    let why = c.why.as_ref().map_or_else(String::new, |why| format!("; why: {why}"));
     let body = match c.verdict {
         GateVerdict::Regression => format!(
             "<failure type=\"regression\" message=\"{}\">{}</failure>",
             escape(&format!("regression: {}", numbers(c))),
-            escape(&format!("{}: {}", label(c), numbers(c)))
+            escape(&format!("{}: {}{why}", label(c), numbers(c)))
         ),
         GateVerdict::NotCompared => {
             format!("<skipped message=\"{}\"/>", escape(&format!("not compared: {}", not_compared_reason(c))))
         }
-        GateVerdict::Improvement | GateVerdict::NoChange => {
-            format!("<system-out>{}</system-out>", escape(&format!("{}: {}", c.verdict.label(), numbers(c))))
-        }
+        GateVerdict::Improvement | GateVerdict::NoChange => format!(
+            "<system-out>{}</system-out>",
+            escape(&format!("{}: {}{why}", c.verdict.label(), numbers(c)))
+        ),
     };
     format!(
         "    <testcase classname=\"trickbench.gate.{}\" name=\"{}\">{body}</testcase>\n",
@@ -283,7 +288,7 @@ pub(super) fn escape(text: &str) -> String {
 }
 
 /// The gate for a terminal: the verdict line, then each regression and improvement with its
-/// numbers.
+/// numbers, and under it why where the new run's speed-up is null or negative.
 pub(super) fn terminal(gate: &Gate) -> String {
     let mut text = format!("gate: {}\n", verdict_line(gate));
     let changed = gate
@@ -292,6 +297,9 @@ pub(super) fn terminal(gate: &Gate) -> String {
         .filter(|c| matches!(c.verdict, GateVerdict::Regression | GateVerdict::Improvement));
     for c in changed {
         text.push_str(&format!("  {:<12} {} · {}: {}\n", c.verdict.label(), c.workload, c.what, numbers(c)));
+        if let Some(why) = &c.why {
+            text.push_str(&format!("  {:<12} why: {why}\n", ""));
+        }
     }
     text
 }

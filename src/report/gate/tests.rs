@@ -1,9 +1,12 @@
 use super::*;
 use crate::report::history::tests::{key, run};
+use crate::results::diagnosis::{Cause, Ceiling, Diagnosis, OpChange};
 use crate::results::schema::{
-    CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Throughput, Verdict,
+    CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, PairedWindow, PairedWindows,
+    ProcessMeasurement, Side, Throughput, Verdict,
 };
 use crate::tricks::Trick;
+use crate::vocabulary::{Precision, StepPart};
 
 /// A reading at `point` with the interval [low, high].
 fn at(point: f64, low: f64, high: f64) -> Reading {
@@ -44,6 +47,7 @@ fn with_cell(
         verdict: Verdict::NoSignificantEffect,
         memory_ratio: Some(memory),
         design: MeasurementDesign::Paired,
+        diagnosis: None,
     });
     r.cells.push(cell);
     r
@@ -229,4 +233,98 @@ fn junit_escapes_what_it_quotes_and_fails_each_regression() {
         "{xml}"
     );
     assert_eq!(xml.matches("<failure").count(), 1);
+}
+
+/// `r` with channels-last paired with its baseline in two processes that saw it `ratios.0` and
+/// `ratios.1` times as fast, five pairs each, compared as a run's analysis compares it.
+fn with_paired_processes(mut r: Results, ratios: (f64, f64)) -> Results {
+    let baseline = r.cells.iter().find(|c| c.key.tricks.is_baseline()).expect("a baseline");
+    let (throughput, baseline) = (baseline.throughput, baseline.id());
+    let process = |round, ratio: f64| {
+        let windows = (0..5)
+            .flat_map(|pair| {
+                let window = |side, samples_per_s| PairedWindow { pair, side, samples_per_s };
+                [window(Side::Reference, 400.0), window(Side::Trick, 400.0 * ratio)]
+            })
+            .collect();
+        ProcessMeasurement {
+            paired: Some(PairedWindows { reference: baseline.clone(), windows }),
+            ..ProcessMeasurement::new(round, 1e9, Precision::Fp32)
+        }
+    };
+    let cell = CellResult {
+        throughput,
+        processes: vec![process(0, ratios.0), process(1, ratios.1)],
+        ..CellResult::new(key(&[Trick::ChannelsLast]), CellStatus::Ok)
+    };
+    r.cells.push(cell);
+    r.comparisons = crate::analysis::comparisons(&r.cells, r.run.design);
+    r
+}
+
+/// Whether `text` holds a number with a minus sign.
+fn has_negative_number(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    chars.windows(2).any(|w| matches!(w[0], '-' | '−') && w[1].is_ascii_digit())
+}
+
+#[test]
+fn a_speed_up_s_interval_stays_above_zero_on_a_run_noisy_past_its_floor() {
+    let base =
+        with_cell(with_baseline("a", "aaaaaaa", 400.0), &[Trick::ChannelsLast], &[], (1.0, 0.98, 1.02), 1.0);
+    // The processes saw channels-last 0.05× and 2× as fast: an A/A floor of ±212%, and a bootstrap
+    // interval from 0.05 that widening by √2 on the linear scale would take below 0.
+    let new = with_paired_processes(with_baseline("b", "bbbbbbb", 400.0), (0.05, 2.0));
+    let new = with_floor(new, MeasurementDesign::Paired, 2.12);
+    let gate = judge(&base, &new, false).unwrap();
+    let trick = check(&gate, "channels-last · b128");
+    let (low, high) = trick.new.as_ref().unwrap().interval.unwrap();
+    assert!(low > 0.0 && low < 0.05 && high > 2.0, "{trick:?}");
+    assert_eq!((trick.threshold_fraction, trick.verdict), (2.12, GateVerdict::NoChange));
+    let markdown = gate.markdown();
+    let row = markdown.lines().find(|l| l.starts_with("| channels-last")).unwrap();
+    assert!(row.contains("±212.0% (A/A)") && !has_negative_number(row), "{row}");
+    let junit = gate.junit();
+    let case = junit.lines().find(|l| l.contains("channels-last")).unwrap();
+    assert!(!has_negative_number(case), "{case}");
+    assert!(has_negative_number("1.029× [-0.391, 1.583]") && !has_negative_number("a-b | --- |"));
+}
+
+/// The diagnosis of a speed-up that added work, `aten::copy_` 1.2 ms a step, where the part the
+/// trick acts on is 4% of the step.
+fn added_work() -> Diagnosis {
+    let copy =
+        OpChange { name: "aten::copy_".into(), activity: None, calls_change: 42.0, self_ms_change: 1.2 };
+    Diagnosis {
+        ceiling: Some(Ceiling::new(StepPart::ConvolutionsAndMatmuls, 4.0, 100.0)),
+        ceiling_unavailable: None,
+        cause: Some(Cause::AddedWork { operators: vec![copy], added_ms: 1.5, step_ms: 100.0 }),
+    }
+}
+
+#[test]
+fn a_speed_up_that_is_not_faster_says_why_beside_its_verdict() {
+    let base =
+        with_cell(with_baseline("a", "aaaaaaa", 400.0), &[Trick::ChannelsLast], &[], (1.3, 1.28, 1.32), 1.0);
+    let mut new =
+        with_cell(with_baseline("b", "bbbbbbb", 400.0), &[Trick::ChannelsLast], &[], (0.9, 0.88, 0.92), 1.0);
+    new.comparisons[0].verdict = Verdict::Slower;
+    new.comparisons[0].diagnosis = Some(added_work());
+    let gate = judge(&base, &new, false).unwrap();
+    let why = "it added work: aten::copy_ +1.20 ms (ceiling 1.04×)";
+    assert_eq!(check(&gate, "channels-last · b128").why.as_deref(), Some(why));
+    let markdown = gate.markdown();
+    let row = markdown.lines().find(|l| l.starts_with("| channels-last")).unwrap();
+    assert!(row.ends_with(&format!("| **regression** · why: {why} |")), "{row}");
+    let terminal = gate.terminal_text();
+    let lines: Vec<&str> = terminal.lines().collect();
+    let at = lines.iter().position(|l| l.trim_start().starts_with("regression")).unwrap();
+    assert_eq!(lines[at + 1].trim(), format!("why: {why}"), "{terminal}");
+    assert!(gate.junit().contains(&format!("; why: {why}</failure>")), "{}", gate.junit());
+
+    // Faster: the gate gives no why, whatever the diagnosis holds.
+    new.comparisons[0] = Comparison { verdict: Verdict::Faster, ..new.comparisons[0].clone() };
+    let gate = judge(&base, &new, false).unwrap();
+    assert_eq!(check(&gate, "channels-last · b128").why, None);
+    assert!(!gate.markdown().contains("why:"), "{}", gate.markdown());
 }

@@ -27,6 +27,15 @@ const SERIES_STEP: i32 = 8;
 const MIN_TICK_GAP: i32 = 44;
 /// The noise band's fill.
 const BAND: RGBColor = RGBColor(226, 230, 234);
+/// A ceiling's tick: a dark grey that no verdict colour uses.
+const CEILING: RGBColor = RGBColor(73, 80, 87);
+/// Half the height of a ceiling's tick, SVG pixels: twice an interval's end cap.
+const CEILING_HALF: i32 = 6;
+/// The legend's words for a ceiling's arrowhead at the plot's edge.
+const BEYOND_KEY: &str = "ceiling beyond the axis";
+/// The farthest a ceiling stretches the axis, on the value scale; a ceiling beyond the axis that
+/// the markers and this reach is drawn as an arrowhead at the plot's edge.
+const CEILING_REACH: f64 = 3.0;
 
 /// Rows of effects, each with a marker per series and its interval.
 #[derive(Debug, Clone)]
@@ -45,6 +54,8 @@ pub(crate) struct DotChart {
     pub rows: Vec<DotRow>,
     /// What each marker colour means.
     pub key: Vec<(Rgb, String)>,
+    /// What a ceiling's tick means, as the legend says it (`None`: no entry in the legend).
+    pub ceiling_key: Option<String>,
     /// A line under the chart (rows left out, and why).
     pub footnote: Option<String>,
 }
@@ -89,8 +100,11 @@ pub(crate) struct Dot {
     pub ci: Option<(f64, f64)>,
     /// Its colour.
     pub colour: Rgb,
-    /// What hovering over it shows.
+    /// What hovering over it (and over its ceiling) shows.
     pub hover: String,
+    /// The most its effect could be, on the value axis, drawn as a tick at its series' height
+    /// (`None`: no tick).
+    pub ceiling: Option<f64>,
 }
 
 impl Dot {
@@ -100,6 +114,33 @@ impl Dot {
 
     fn high(&self) -> f64 {
         self.ci.map_or(self.value, |c| c.1).max(self.value)
+    }
+
+    /// The ceiling, where it is a positive, finite value.
+    fn drawn_ceiling(&self) -> Option<f64> {
+        self.ceiling.filter(|v| *v > 0.0 && v.is_finite())
+    }
+}
+
+/// Where a ceiling is drawn, in SVG pixels: never outside the plot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CeilingMark {
+    /// A tick at this x, on the axis.
+    Tick(i32),
+    /// An arrowhead pointing right at the plot's right edge (this x): the ceiling lies beyond the
+    /// axis.
+    Beyond(i32),
+    /// An arrowhead pointing left at the plot's left edge (this x): the ceiling lies below the
+    /// axis.
+    Below(i32),
+}
+
+impl CeilingMark {
+    /// Where the mark touches its value or its edge, SVG pixels.
+    fn x(self) -> i32 {
+        match self {
+            CeilingMark::Tick(x) | CeilingMark::Beyond(x) | CeilingMark::Below(x) => x,
+        }
     }
 }
 
@@ -128,6 +169,8 @@ enum Legend {
     Series(usize),
     Band,
     Colour(usize),
+    Ceiling,
+    Beyond,
 }
 
 impl Layout {
@@ -161,7 +204,9 @@ impl Layout {
                 .collect(),
         };
         let series = c.series.len().max(1) as i32;
-        let legend = legend_rows(c, width_px - 2 * PAD);
+        let beyond =
+            c.rows.iter().flat_map(|r| &r.dots).filter_map(Dot::drawn_ceiling).any(|v| v < lo || v > hi);
+        let legend = legend_rows(c, beyond, width_px - 2 * PAD);
         let x_label = wrap(&c.x_label, BODY_EM, width_px - 2 * PAD);
         let footnote = c.footnote.as_deref().map_or_else(Vec::new, |f| wrap(f, SMALL_EM, width_px - 2 * PAD));
         let plot_top = PAD + TITLE_LINE * title.len() as i32 + 8;
@@ -241,6 +286,18 @@ impl Layout {
         self.plot_left + (f * f64::from(self.plot_width)).round() as i32
     }
 
+    /// Where ceiling `v` is drawn: a tick where it lies on the axis, else an arrowhead at the
+    /// edge it lies beyond.
+    fn ceiling_mark(&self, v: f64) -> CeilingMark {
+        if v > self.hi {
+            CeilingMark::Beyond(self.plot_left + self.plot_width)
+        } else if v < self.lo {
+            CeilingMark::Below(self.plot_left)
+        } else {
+            CeilingMark::Tick(self.x(v))
+        }
+    }
+
     /// The axis ticks, thinned so that no two labels lie closer than [`MIN_TICK_GAP`].
     fn ticks(&self) -> Vec<f64> {
         let mut kept: Vec<f64> = Vec::new();
@@ -253,8 +310,9 @@ impl Layout {
     }
 }
 
-/// The legend in rows no wider than `max_px`: the series' markers, the band, the colours.
-fn legend_rows(c: &DotChart, max_px: i32) -> Vec<Vec<Legend>> {
+/// The legend in rows no wider than `max_px`: the series' markers, the band, the colours, the
+/// ceiling's tick and, where a ceiling lies `beyond` the axis, its arrowhead.
+fn legend_rows(c: &DotChart, beyond: bool, max_px: i32) -> Vec<Vec<Legend>> {
     let mut entries: Vec<(Legend, i32)> =
         c.series.iter().enumerate().map(|(i, s)| (Legend::Series(i), width(&s.name, SMALL_EM))).collect();
     if let Some((_, _, label)) = &c.band {
@@ -262,16 +320,27 @@ fn legend_rows(c: &DotChart, max_px: i32) -> Vec<Vec<Legend>> {
     }
     entries
         .extend(c.key.iter().enumerate().map(|(i, (_, label))| (Legend::Colour(i), width(label, SMALL_EM))));
+    if let Some(label) = &c.ceiling_key {
+        entries.push((Legend::Ceiling, width(label, SMALL_EM)));
+    }
+    if beyond {
+        entries.push((Legend::Beyond, width(BEYOND_KEY, SMALL_EM)));
+    }
     key_layout(entries, max_px)
 }
 
-/// The value range: every marker, interval, the band and the reference, padded by 5% of the log
-/// range.
+/// The value range: every marker, interval, the band, the reference and the ceilings (each taken
+/// no farther than [`CEILING_REACH`]), padded by 5% of the log range.
 fn range(c: &DotChart) -> (f64, f64) {
-    let dots = c.rows.iter().flat_map(|r| &r.dots).flat_map(|d| [d.low(), d.high()]);
+    let dots = c.rows.iter().flat_map(|r| &r.dots);
+    let ceilings = dots.clone().filter_map(Dot::drawn_ceiling).map(|v| v.min(CEILING_REACH));
     let band = c.band.iter().flat_map(|b| [b.0, b.1]);
-    let values =
-        dots.chain(band).chain(c.reference.iter().map(|r| r.0)).filter(|v| *v > 0.0 && v.is_finite());
+    let values = dots
+        .flat_map(|d| [d.low(), d.high()])
+        .chain(ceilings)
+        .chain(band)
+        .chain(c.reference.iter().map(|r| r.0))
+        .filter(|v| *v > 0.0 && v.is_finite());
     let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
     if !lo.is_finite() {
         return (0.5, 2.0);
@@ -395,7 +464,25 @@ fn draw_dot<DB: DrawingBackend>(
     let x = l.x(dot.value);
     marker(root, (x, y), shape, colour)?;
     hovers.add((low.min(x) - 6, y - 6), ((high.max(x) - low.min(x)) + 12, 12), &dot.hover);
+    if let Some(v) = dot.drawn_ceiling() {
+        let mark = l.ceiling_mark(v);
+        ceiling(root, mark, y)?;
+        hovers.add((mark.x() - 4, y - CEILING_HALF), (8, 2 * CEILING_HALF), &dot.hover);
+    }
     Ok(())
+}
+
+/// Draws ceiling `mark` at height `y`: a vertical tick, or an arrowhead inside the plot's edge.
+fn ceiling<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, mark: CeilingMark, y: i32) -> DrawResult<DB> {
+    let h = CEILING_HALF;
+    let points = match mark {
+        CeilingMark::Tick(x) => {
+            return root.draw(&PathElement::new(vec![(x, y - h), (x, y + h)], CEILING.stroke_width(2)));
+        }
+        CeilingMark::Beyond(x) => vec![(x - h - 2, y - h), (x, y), (x - h - 2, y + h)],
+        CeilingMark::Below(x) => vec![(x + h + 2, y - h), (x, y), (x + h + 2, y + h)],
+    };
+    root.draw(&Polygon::new(points, CEILING.filled()))
 }
 
 fn marker<DB: DrawingBackend>(
@@ -437,6 +524,14 @@ fn legend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart, l: &L
                     root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], colour.plotters().filled()))?;
                     label
                 }
+                Legend::Ceiling => {
+                    ceiling(root, CeilingMark::Tick(x + 6), y)?;
+                    c.ceiling_key.as_ref().expect("a ceiling entry has its key")
+                }
+                Legend::Beyond => {
+                    ceiling(root, CeilingMark::Beyond(x + 12), y)?;
+                    BEYOND_KEY
+                }
             };
             text(root, label, (x + 18, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
             x += 18 + width(label, SMALL_EM) + 18;
@@ -460,6 +555,7 @@ mod tests {
                     ci: Some((0.9 + i as f64, 1.1 + i as f64)),
                     colour: Rgb(0, 0, 0),
                     hover: String::new(),
+                    ceiling: None,
                 })
                 .collect(),
         };
@@ -474,6 +570,7 @@ mod tests {
             ],
             rows: notes.iter().enumerate().map(|(i, n)| row(i, n)).collect(),
             key: vec![(Rgb(0, 114, 178), "helps".to_owned())],
+            ceiling_key: None,
             footnote: Some("No marker — inconclusive: lars, lamb.".to_owned()),
         }
     }
@@ -503,5 +600,31 @@ mod tests {
         let (top, bottom) = l.spans()[1];
         assert_eq!(top, l.row_top(1) + l.heading_height(1), "no line crosses the heading");
         assert!(bottom > top);
+    }
+
+    #[test]
+    fn a_ceiling_is_a_tick_on_the_axis_or_an_arrowhead_at_the_edge_it_lies_beyond() {
+        let bare = Layout::of(&chart(&["1.00× · 1.01×", "2.00× · 2.10×"]), Form::Wide);
+        assert!(bare.hi < 2.5);
+        let mut c = chart(&["1.00× · 1.01×", "2.00× · 2.10×"]);
+        c.rows[0].dots[0].ceiling = Some(2.5);
+        c.rows[0].dots[1].ceiling = Some(1.04);
+        c.rows[1].dots[1].ceiling = Some(50.0);
+        c.rows[1].dots[1].hover = "trick-1 on libtorch: ceiling at most 50.00×".to_owned();
+        c.ceiling_key = Some("ceiling: the most it could give".to_owned());
+        let l = Layout::of(&c, Form::Wide);
+        assert!(l.hi >= 2.5 && l.hi < CEILING_REACH * 1.2, "{}", l.hi);
+        let (left, right) = (l.plot_left, l.plot_left + l.plot_width);
+        for v in [2.5, 1.04] {
+            assert!(matches!(l.ceiling_mark(v), CeilingMark::Tick(x) if (left..=right).contains(&x)));
+        }
+        assert_eq!(l.ceiling_mark(50.0), CeilingMark::Beyond(right));
+        assert_eq!(l.ceiling_mark(l.lo / 2.0), CeilingMark::Below(left));
+        assert!(l.legend.iter().flatten().any(|e| matches!(e, Legend::Ceiling)));
+        assert!(l.legend.iter().flatten().any(|e| matches!(e, Legend::Beyond)));
+        assert!(!bare.legend.iter().flatten().any(|e| matches!(e, Legend::Ceiling | Legend::Beyond)));
+        let svg = super::super::render_svg(&super::super::Chart::Dots(c), Form::Narrow).unwrap();
+        assert!(svg.contains("ceiling: the most it could give"), "the legend names the tick");
+        assert_eq!(svg.matches("ceiling at most 50.00×").count(), 2, "the dot and its ceiling hover");
     }
 }

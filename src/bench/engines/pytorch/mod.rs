@@ -43,11 +43,12 @@ use crate::measure::energy::EnergyError;
 use crate::measure::flops::{Precision, StepArithmetic};
 use crate::measure::host_allocator::HostAllocator;
 use crate::measure::power::{EnergyMeter, EnergySpan};
-use crate::measure::trace::read_operator_table;
+use crate::measure::trace::read_trace_record;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::schema::{
-    CellId, CellKey, CellKind, Memory, PairedWindow, PairedWindows, Phase, ProcessMeasurement, TraceRecord,
+    CellId, CellKey, CellKind, CompileCounters, Memory, PairedWindow, PairedWindows, Phase,
+    ProcessMeasurement, TraceRecord,
 };
 use crate::standin;
 use crate::train::recipe::Recipe;
@@ -339,6 +340,19 @@ impl EngineProcess {
         Ok(reply.get("compile_s").and_then(Value::as_f64))
     }
 
+    /// `torch._dynamo`'s counters of the process for `side` under `torch-compile`: its graph
+    /// breaks, graphs and recompiles (`None` where the engine has none for it).
+    fn compile_counters(&mut self, side: &str) -> Result<Option<CompileCounters>, Error> {
+        let reply = self.request(json!({"op": "compile_counters", "side": side}))?;
+        let count = |key: &str| reply.get(key).and_then(Value::as_u64);
+        Ok(match (count("graph_breaks"), count("graphs"), count("recompiles")) {
+            (Some(graph_breaks), Some(graphs), Some(recompiles)) => {
+                Some(CompileCounters { graph_breaks, graphs, recompiles })
+            }
+            _ => None,
+        })
+    }
+
     /// The calls that need a CUDA device that `side` and the engine's process stood in for on a
     /// rehearsed GPU.
     fn stood_in(&mut self, side: &str) -> Result<Vec<StandIn>, Error> {
@@ -605,6 +619,8 @@ struct MeasuredSide {
     kind: CellKind,
     /// Where its profiler trace goes, when its job asks for one (`run --trace`).
     trace: Option<TraceTarget>,
+    /// Whether it runs under `torch-compile`, whose counters are read after its windows.
+    compiled: bool,
     measurement: ProcessMeasurement,
 }
 
@@ -633,7 +649,8 @@ fn measure_side(
         index: side.index,
         name: side.name,
         kind: job.key.kind,
-        trace: job.trace.clone(),
+        trace: job.trace_target(),
+        compiled: job.key.tricks.has(Trick::TorchCompile),
         measurement,
     })
 }
@@ -677,7 +694,15 @@ fn warmed_side(engine: &mut EngineProcess, profile: &Profile, side: Built) -> Re
     engine.warm_up(&side.name, profile.warmup_steps)?;
     let measurement = side.unmeasured()?;
     let (id, kind) = (side.job.key.id(), side.job.key.kind);
-    Ok(MeasuredSide { id, index: side.index, name: side.name, kind, trace: None, measurement })
+    Ok(MeasuredSide {
+        id,
+        index: side.index,
+        name: side.name,
+        kind,
+        trace: None,
+        compiled: false,
+        measurement,
+    })
 }
 
 /// What the windows of the arms timed: each arm's windows with the reference's next to them, and
@@ -738,6 +763,9 @@ fn finish_arm(
     }
     let loss = engine.request(json!({"op": "loss", "side": arm.name}))?;
     arm.measurement.last_loss = loss.get("loss").and_then(Value::as_f64);
+    if arm.compiled {
+        arm.measurement.compile_counters = engine.compile_counters(&arm.name)?;
+    }
     if let Some(target) = &arm.trace {
         arm.measurement.trace = Some(traced(engine, &arm.name, target)?);
     }
@@ -761,7 +789,7 @@ fn stood_in(engine: &mut EngineProcess, name: &str, index: usize) -> Result<Vec<
 fn traced(engine: &mut EngineProcess, name: &str, target: &TraceTarget) -> Result<TraceRecord, Error> {
     let path = std::path::absolute(target.path()).map_err(|e| Error::io(target.path(), e))?;
     engine.request(json!({"op": "trace", "side": name, "steps": TRACED_STEPS, "path": path}))?;
-    Ok(TraceRecord { path: target.file.clone(), steps: TRACED_STEPS, operators: read_operator_table(&path)? })
+    read_trace_record(&path, &target.file, TRACED_STEPS)
 }
 
 /// The arithmetic most of the engine's FLOPs run in for the cell of `job`, by the rule libtorch's
