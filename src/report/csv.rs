@@ -60,7 +60,7 @@ struct CellRow<'a> {
     ceiling_share_percent: Option<f64>,
     /// Why the effect is null, negative or disputed between the engines, by its name in
     /// `results.json` (`bound-elsewhere`, `added-work`, …).
-    cause: Option<String>,
+    cause: Option<&'static str>,
     /// The cause in sentences, with its numbers.
     cause_detail: Option<String>,
     tta_metric: Option<&'a str>,
@@ -101,12 +101,6 @@ struct CellRow<'a> {
     step_graph_replay_ms: Option<f64>,
     /// Throughput of the instrumented steps (compare with the timed median for the marks' cost).
     step_instrumented_samples_per_s: Option<f64>,
-}
-
-/// The name `cause` is tagged with in a results file (`bound-elsewhere`).
-fn cause_tag(cause: &Cause) -> Option<String> {
-    let tagged = serde_json::to_value(cause).ok()?;
-    tagged.get("cause")?.as_str().map(str::to_owned)
 }
 
 fn csv_error(path: &Path) -> impl Fn(::csv::Error) -> ReportError + '_ {
@@ -162,7 +156,7 @@ pub(crate) fn write_cells(path: &Path, report: &Report) -> Result<(), ReportErro
             ceiling_speedup: ceiling.map(|c| c.speedup),
             ceiling_part: ceiling.map(|c| c.part),
             ceiling_share_percent: ceiling.map(|c| c.share_percent()),
-            cause: cause.and_then(cause_tag),
+            cause: cause.map(Cause::tag),
             cause_detail: cause.map(Cause::sentence),
             tta_metric: tta.map(|t| t.metric.id()),
             tta_target: tta.map(|t| t.target),

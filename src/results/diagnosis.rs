@@ -215,6 +215,23 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// The cause's tag in a results file (`bound-elsewhere`, `added-work`).
+    pub fn tag(&self) -> &'static str {
+        match self {
+            Cause::BoundElsewhere { .. } => "bound-elsewhere",
+            Cause::NoKernelChanged { .. } => "no-kernel-changed",
+            Cause::AddedWork { .. } => "added-work",
+            Cause::RemovedWork { .. } => "removed-work",
+            Cause::OverheadBound { .. } => "overhead-bound",
+            Cause::LaunchBound { .. } => "launch-bound",
+            Cause::LeftInFp32 { .. } => "left-in-fp32",
+            Cause::UnalignedShapes { .. } => "unaligned-shapes",
+            Cause::CudnnRetunes { .. } => "cudnn-retunes",
+            Cause::GraphBreaks { .. } => "graph-breaks",
+            Cause::NotFound { .. } => "not-found",
+        }
+    }
+
     /// The cause's name, as a table's column shows it.
     pub fn name(&self) -> &'static str {
         match self {
@@ -363,6 +380,28 @@ mod tests {
     }
 
     #[test]
+    fn each_causes_tag_is_the_one_its_file_holds() {
+        let note = || vec![OperatorNote { name: "aten::mm".into(), total_ms: 1.0, detail: "float".into() }];
+        let every = [
+            Cause::BoundElsewhere { ceiling: 1.01, floor_half_width: 0.02 },
+            Cause::NoKernelChanged { kernels: 3, part_change_ms: 0.1, step_ms: 10.0 },
+            Cause::AddedWork { operators: Vec::new(), added_ms: 1.0, step_ms: 10.0 },
+            Cause::RemovedWork { operators: Vec::new(), removed_ms: 1.0, step_ms: 10.0 },
+            Cause::OverheadBound { outside_ms: 6.0, step_ms: 10.0 },
+            Cause::LaunchBound { idle_ms: 6.0, step_ms: 10.0 },
+            Cause::LeftInFp32 { operators: note(), host_ms: 1.0, step_ms: 10.0 },
+            Cause::UnalignedShapes { multiple: 8, operators: note() },
+            Cause::CudnnRetunes { operators: note() },
+            Cause::GraphBreaks { graph_breaks: 1, recompiles: 0, graphs: 2 },
+            Cause::NotFound { looked_at: "both traces".into() },
+        ];
+        for cause in every {
+            assert_eq!(serde_json::to_value(&cause).unwrap()["cause"], cause.tag());
+            assert!(cause.short().starts_with(cause.name()) && !cause.sentence().is_empty());
+        }
+    }
+
+    #[test]
     fn causes_are_written_with_their_kind_and_numbers() {
         let added = Cause::AddedWork {
             operators: vec![OpChange {
@@ -377,7 +416,7 @@ mod tests {
         assert_eq!(added.short(), "it added work: aten::copy_ +1.20 ms");
         assert!(added.sentence().contains("aten::copy_ +1.20 ms (+42 calls)"), "{}", added.sentence());
         let json = serde_json::to_value(&added).unwrap();
-        assert_eq!(json["cause"], "added-work");
+        assert_eq!(json["cause"], added.tag());
         let back: Cause = serde_json::from_value(json).unwrap();
         assert_eq!(back, added);
         let bound = Cause::BoundElsewhere { ceiling: 1.012, floor_half_width: 0.023 };
