@@ -69,7 +69,7 @@ pub(super) fn cause(case: &Case, ceiling: Option<&Ceiling>) -> Cause {
             no_kernel_changed,
             overhead_bound,
             launch_bound,
-            added_work,
+            work_behind_no_effect,
         ],
         Verdict::Slower => &[graph_breaks, added_work, left_in_fp32, unaligned_shapes, cudnn_retunes],
         Verdict::Faster => &[removed_work],
@@ -86,7 +86,14 @@ fn traces<'a>(case: &Case<'a>) -> Option<Traces<'a>> {
 /// "Cause not found", with what was looked at or missing.
 fn not_found(case: &Case, traces: Option<Traces>) -> Cause {
     let looked_at = match traces {
-        Some(_) => "the breakdowns, both traces and the noise floor show none of the known causes".to_owned(),
+        Some(t) => format!(
+            "the traced steps ran {:.1} ms against the reference's {:.1} ms ({:+.1}%, where the timed windows \
+             measured {:+.1}%), and no operator's change, the breakdowns or the noise floor shows a known cause",
+            t.trick.step_ms,
+            t.reference.step_ms,
+            (t.trick.step_ms / t.reference.step_ms - 1.0) * 100.0,
+            (1.0 / case.comparison.speedup - 1.0) * 100.0
+        ),
         None => format!(
             "{} has no profiler trace to compare operator by operator",
             if case.cell.trace().is_none() { case.cell.id() } else { case.reference.id() }
@@ -234,39 +241,54 @@ fn work_changes(traces: Traces) -> Vec<OpChange> {
     changes
 }
 
-/// It added work: the operators that grew, where their growth explains at least half of a loss
-/// (a slower effect) or exceeds what the floor hides (a null one).
+/// The operators of `changes` that grew (`grew`) or shrank, largest first, at most
+/// [`TOP_OPERATORS`], and their changes summed (positive).
+fn largest(changes: &[OpChange], grew: bool) -> (Vec<OpChange>, f64) {
+    let mut picked: Vec<OpChange> =
+        changes.iter().filter(|c| (c.self_ms_change > 0.0) == grew).cloned().collect();
+    let total = picked.iter().map(|c| c.self_ms_change.abs()).sum();
+    picked.sort_by(|a, b| b.self_ms_change.abs().total_cmp(&a.self_ms_change.abs()));
+    picked.truncate(TOP_OPERATORS);
+    (picked, total)
+}
+
+/// It added work: the operators that grew, where their growth explains at least half of a
+/// slower effect's loss.
 fn added_work(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
     let traces = traces?;
     let step_ms = traces.reference.step_ms;
-    let mut grew: Vec<OpChange> =
-        work_changes(traces).into_iter().filter(|c| c.self_ms_change > 0.0).collect();
-    let added_ms: f64 = grew.iter().map(|c| c.self_ms_change).sum();
-    let needed = match case.comparison.verdict {
-        Verdict::Slower => 0.5 * step_ms * (1.0 / case.comparison.speedup - 1.0),
-        _ => floor(case) * step_ms,
-    };
-    if grew.is_empty() || added_ms < needed {
-        return None;
+    let (operators, added_ms) = largest(&work_changes(traces), true);
+    let needed = 0.5 * step_ms * (1.0 / case.comparison.speedup - 1.0);
+    (!operators.is_empty() && added_ms >= needed).then_some(Cause::AddedWork { operators, added_ms, step_ms })
+}
+
+/// What the work a trick changed says of an effect it did not show: it replaced work (what it
+/// added and what it removed each exceed what the floor hides), added work that exceeds it, or
+/// removed no more than it hides. Where it removed more than the floor hides and added less, the
+/// traces contradict the windows and say nothing.
+fn work_behind_no_effect(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
+    let traces = traces?;
+    let step_ms = traces.reference.step_ms;
+    let hidden_ms = floor(case) * step_ms;
+    let changes = work_changes(traces);
+    let ((added, added_ms), (removed, removed_ms)) = (largest(&changes, true), largest(&changes, false));
+    match (added_ms >= hidden_ms, removed_ms >= hidden_ms) {
+        (true, true) => Some(Cause::ReplacedWork { added, removed, added_ms, removed_ms, step_ms }),
+        (true, false) => Some(Cause::AddedWork { operators: added, added_ms, step_ms }),
+        (false, false) if !removed.is_empty() => {
+            Some(Cause::RemovedWork { operators: removed, removed_ms, step_ms })
+        }
+        _ => None,
     }
-    grew.sort_by(|a, b| b.self_ms_change.total_cmp(&a.self_ms_change));
-    grew.truncate(TOP_OPERATORS);
-    Some(Cause::AddedWork { operators: grew, added_ms, step_ms })
 }
 
 /// It removed work: the operators that shrank or went (a faster effect the other engine
 /// disputes, whose own removal differs).
 fn removed_work(_: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
     let traces = traces?;
-    let mut shrank: Vec<OpChange> =
-        work_changes(traces).into_iter().filter(|c| c.self_ms_change < 0.0).collect();
-    if shrank.is_empty() {
-        return None;
-    }
-    let removed_ms: f64 = -shrank.iter().map(|c| c.self_ms_change).sum::<f64>();
-    shrank.sort_by(|a, b| a.self_ms_change.total_cmp(&b.self_ms_change));
-    shrank.truncate(TOP_OPERATORS);
-    Some(Cause::RemovedWork { operators: shrank, removed_ms, step_ms: traces.reference.step_ms })
+    let (operators, removed_ms) = largest(&work_changes(traces), false);
+    let step_ms = traces.reference.step_ms;
+    (!operators.is_empty()).then_some(Cause::RemovedWork { operators, removed_ms, step_ms })
 }
 
 /// The matmuls and convolutions of a trick's traced step on a GPU (`None` on a CPU), longest

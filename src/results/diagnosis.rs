@@ -157,6 +157,20 @@ pub enum Cause {
         /// The reference's traced step, milliseconds.
         step_ms: f64,
     },
+    /// It replaced work: operators that grew and operators that shrank or went, by amounts that
+    /// each exceed what the floor hides but cancel within it.
+    ReplacedWork {
+        /// The operators that grew most.
+        added: Vec<OpChange>,
+        /// The operators that shrank most.
+        removed: Vec<OpChange>,
+        /// Every operator's growth summed, milliseconds per step.
+        added_ms: f64,
+        /// Every operator's shrinking summed, milliseconds per step.
+        removed_ms: f64,
+        /// The reference's traced step, milliseconds.
+        step_ms: f64,
+    },
     /// Overhead-bound: the time outside operators dominates the reference's step, so work the
     /// trick saves inside operators is a small part of it.
     OverheadBound {
@@ -222,6 +236,7 @@ impl Cause {
             Cause::NoKernelChanged { .. } => "no-kernel-changed",
             Cause::AddedWork { .. } => "added-work",
             Cause::RemovedWork { .. } => "removed-work",
+            Cause::ReplacedWork { .. } => "replaced-work",
             Cause::OverheadBound { .. } => "overhead-bound",
             Cause::LaunchBound { .. } => "launch-bound",
             Cause::LeftInFp32 { .. } => "left-in-fp32",
@@ -239,6 +254,7 @@ impl Cause {
             Cause::NoKernelChanged { .. } => "no kernel changed",
             Cause::AddedWork { .. } => "it added work",
             Cause::RemovedWork { .. } => "it removed work",
+            Cause::ReplacedWork { .. } => "it replaced work",
             Cause::OverheadBound { .. } => "overhead-bound",
             Cause::LaunchBound { .. } => "launch-bound",
             Cause::LeftInFp32 { .. } => "left in fp32",
@@ -259,6 +275,9 @@ impl Cause {
             Cause::NoKernelChanged { kernels, .. } => format!("same {kernels} kernels"),
             Cause::AddedWork { operators, added_ms, .. } => first_op(operators, *added_ms),
             Cause::RemovedWork { operators, removed_ms, .. } => first_op(operators, -*removed_ms),
+            Cause::ReplacedWork { added_ms, removed_ms, .. } => {
+                format!("+{added_ms:.2} ms for -{removed_ms:.2} ms")
+            }
             Cause::OverheadBound { outside_ms, step_ms } => {
                 format!("{:.0}% outside operators", percent(*outside_ms, *step_ms))
             }
@@ -300,6 +319,13 @@ impl Cause {
                  {}.",
                 percent(*removed_ms, *step_ms),
                 op_list(operators)
+            ),
+            Cause::ReplacedWork { added, removed, added_ms, removed_ms, step_ms } => format!(
+                "It replaced work: {added_ms:.2} ms a step more in {} for {removed_ms:.2} ms less in {}, a net {:+.1}% \
+                 of the reference's {step_ms:.1} ms step.",
+                op_list(added),
+                op_list(removed),
+                percent(added_ms - removed_ms, *step_ms)
             ),
             Cause::OverheadBound { outside_ms, step_ms } => format!(
                 "Overhead-bound: {outside_ms:.2} ms of the reference's {step_ms:.1} ms step ({:.0}%) ran outside \
@@ -387,6 +413,13 @@ mod tests {
             Cause::NoKernelChanged { kernels: 3, part_change_ms: 0.1, step_ms: 10.0 },
             Cause::AddedWork { operators: Vec::new(), added_ms: 1.0, step_ms: 10.0 },
             Cause::RemovedWork { operators: Vec::new(), removed_ms: 1.0, step_ms: 10.0 },
+            Cause::ReplacedWork {
+                added: Vec::new(),
+                removed: Vec::new(),
+                added_ms: 1.0,
+                removed_ms: 1.0,
+                step_ms: 10.0,
+            },
             Cause::OverheadBound { outside_ms: 6.0, step_ms: 10.0 },
             Cause::LaunchBound { idle_ms: 6.0, step_ms: 10.0 },
             Cause::LeftInFp32 { operators: note(), host_ms: 1.0, step_ms: 10.0 },

@@ -24,6 +24,11 @@ const OUT_OF_MEMORY_MESSAGES: [&str; 5] = [
 /// the tail.
 const BACKTRACE_FRAME: &str = "frame #";
 
+/// What libtorch's Kineto profiler writes when it saves a trace on a machine without a GPU driver
+/// (CUDA error 35): the CUDA build looks for GPUs to describe, finds none, and the trace is whole.
+/// Kept in the tail, not forwarded to the terminal, where every traced process would repeat it.
+const KINETO_WITHOUT_GPU: &str = "gpuGetDeviceCount failed with code 35";
+
 /// What comes before the reason on the `error:` line of a cell process whose cell is not
 /// applicable (`Error::NotApplicable`'s message, after the causes that wrap it).
 const NOT_APPLICABLE: &str = "not applicable: ";
@@ -114,7 +119,7 @@ impl StderrTail {
     }
 
     /// Handles the line read so far: notes the side an announcement names (neither forwarded nor
-    /// kept); else forwards it, notes an allocation failure or a reason the cell is not
+    /// kept); else forwards it (unless it is Kineto's [`KINETO_WITHOUT_GPU`]), notes an allocation failure or a reason the cell is not
     /// applicable, keeps it unless it is a backtrace frame.
     fn end_line(&mut self) {
         let text = String::from_utf8_lossy(&self.line);
@@ -123,7 +128,7 @@ impl StderrTail {
             self.line.clear();
             return;
         }
-        if let Some(sink) = &self.sink {
+        if let Some(sink) = self.sink.as_ref().filter(|_| !text.contains(KINETO_WITHOUT_GPU)) {
             sink(&text);
         }
         if says_out_of_memory(&text) {
@@ -186,6 +191,14 @@ mod tests {
         assert_eq!(summary.tail, "step");
         let (windows, _) = read(&[&announce("a/b"), &announce("")]);
         assert_eq!(windows.working_on, None, "the windows belong to every side");
+    }
+
+    #[test]
+    fn kinetos_note_of_no_gpu_is_kept_but_not_forwarded() {
+        let note = b"ERROR:2026-12-06 08:53:53 16718:16718 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35\n";
+        let (summary, lines) = read(&[b"step\n", note, b"done\n"]);
+        assert_eq!(lines, ["step", "done"]);
+        assert!(summary.tail.contains("gpuGetDeviceCount failed with code 35"), "{}", summary.tail);
     }
 
     #[test]

@@ -150,6 +150,41 @@ fn dynamos_counters_of_breaks_and_recompiles_are_graph_breaks() {
 }
 
 #[test]
+fn no_effect_from_work_swapped_for_as_much_is_work_replaced() {
+    let reference =
+        traced(&[], traced_step(100.0, 10.0, &[("aten::bmm", CPU, 20.0), ("aten::_softmax", CPU, 5.0)]));
+    let cell = traced(
+        &[Trick::FlashAttention],
+        traced_step(100.0, 10.0, &[("aten::_scaled_dot_product_flash_attention_for_cpu", CPU, 24.0)]),
+    );
+    let cause = found(Trick::FlashAttention, Verdict::NoSignificantEffect, 1.0, &cell, &reference);
+    let Cause::ReplacedWork { added, removed, added_ms, removed_ms, .. } = &cause else {
+        panic!("{cause:?}")
+    };
+    assert_eq!(
+        (added[0].name.as_str(), removed[0].name.as_str()),
+        ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::bmm")
+    );
+    assert_eq!((*added_ms, *removed_ms), (24.0, 25.0));
+    assert!(cause.sentence().contains("a net -1.0%"), "{}", cause.sentence());
+}
+
+#[test]
+fn no_effect_from_removing_less_than_the_floor_hides_is_the_work_it_removed() {
+    let phases = breakdown(&[(StepPhase::Optimizer, 5.0)], 100.0);
+    let step = traced_step(100.0, 10.0, &[("aten::zero_", CPU, 1.0), ("aten::add_", CPU, 4.0)]);
+    let reference = cell_of(key(&[], Engine::Libtorch), Some(phases.clone()), Some(step));
+    let cell = cell_of(
+        key(&[Trick::ZeroGradNone], Engine::Libtorch),
+        Some(phases),
+        Some(traced_step(99.0, 10.0, &[("aten::add_", CPU, 4.0)])),
+    );
+    let cause = found(Trick::ZeroGradNone, Verdict::NoSignificantEffect, 1.0, &cell, &reference);
+    let Cause::RemovedWork { operators, removed_ms, .. } = cause else { panic!("{cause:?}") };
+    assert_eq!((operators[0].name.as_str(), removed_ms), ("aten::zero_", 1.0));
+}
+
+#[test]
 fn a_disputed_speed_up_names_the_work_it_removed() {
     let reference =
         traced(&[], traced_step(100.0, 10.0, &[("aten::zero_", CPU, 4.0), ("aten::add_", CPU, 6.0)]));
@@ -170,5 +205,10 @@ fn without_evidence_the_cause_is_not_found_and_says_what_was_missing() {
     let step = traced_step(100.0, 10.0, &[("aten::mkldnn_convolution", CPU, 60.0)]);
     let (reference, same) = (traced(&[], step.clone()), traced(&[Trick::ChannelsLast], step));
     let cause = found(Trick::ChannelsLast, Verdict::Slower, 0.9, &same, &reference);
-    assert!(matches!(cause, Cause::NotFound { .. }), "{cause:?}");
+    let Cause::NotFound { looked_at } = cause else { panic!("{cause:?}") };
+    assert!(
+        looked_at.starts_with("the traced steps ran 100.0 ms against the reference's 100.0 ms (+0.0%"),
+        "{looked_at}"
+    );
+    assert!(looked_at.contains("the timed windows measured +11.1%"), "{looked_at}");
 }
