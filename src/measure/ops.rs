@@ -187,8 +187,24 @@ struct Calls {
     shapes: BTreeSet<String>,
 }
 
-/// The operators of `events`, which recorded `steps` steps, per step, longest self time first,
-/// with the training thread's step, its time outside operators and the device's busy time.
+/// The share of a traced step below which an operator without arithmetic of its own is left out of
+/// [`TracedStep::operators`]: far below any change a diagnosis counts (half a percent).
+const KEPT_SHARE: f64 = 0.001;
+
+/// `x` to four significant digits, which is what a few traced steps resolve: it keeps a results
+/// file's per-step operators short.
+fn four_digits(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(3 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// The operators of `events`, which recorded `steps` steps, per step, longest self time first:
+/// every one that did arithmetic of its own, and any other that took at least [`KEPT_SHARE`] of
+/// the step, their calls and times to four significant digits; with the training thread's step,
+/// its time outside operators and the device's busy time.
 pub(crate) fn traced_step(events: &[TraceEvent], steps: usize) -> TracedStep {
     let complete = complete_events(events);
     let found = sweep(&complete, &[]);
@@ -210,22 +226,24 @@ pub(crate) fn traced_step(events: &[TraceEvent], steps: usize) -> TracedStep {
         }
     }
     let n = steps.max(1) as f64;
+    let (span_us, covered_us) = training_thread_span(&complete);
+    let kept_us = KEPT_SHARE * span_us;
     let mut operators: Vec<StepOperator> = rows
         .into_iter()
+        .filter(|(_, row)| row.kernel_calls > 0.0 || row.self_us >= kept_us)
         .map(|((activity, name), row)| StepOperator {
             name: name.to_owned(),
             activity,
-            calls: row.calls / n,
-            kernel_calls: row.kernel_calls / n,
-            self_ms: row.self_us / 1e3 / n,
-            total_ms: row.total_us / 1e3 / n,
+            calls: four_digits(row.calls / n),
+            kernel_calls: four_digits(row.kernel_calls / n),
+            self_ms: four_digits(row.self_us / 1e3 / n),
+            total_ms: four_digits(row.total_us / 1e3 / n),
             input_types: row.input_types,
             input_shapes: row.input_shapes,
             distinct_shapes: row.shapes.len(),
         })
         .collect();
     operators.sort_by(|a, b| b.self_ms.total_cmp(&a.self_ms).then(a.name.cmp(&b.name)));
-    let (span_us, covered_us) = training_thread_span(&complete);
     TracedStep {
         step_ms: span_us / 1e3 / n,
         outside_ops_ms: (span_us - covered_us) / 1e3 / n,
@@ -497,6 +515,24 @@ mod tests {
         assert_eq!(step.kernels(), [("aten::mkldnn_convolution", 1.0), ("aten::relu", 1.0)]);
         assert_eq!(step.gpu_kernels(), [("sgemm", 0.5)]);
         assert!(step.operators.windows(2).all(|w| w[0].self_ms >= w[1].self_ms), "longest first");
+    }
+
+    #[test]
+    fn a_traced_step_leaves_out_brief_operators_without_arithmetic_and_keeps_four_digits() {
+        let json = r#"[
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mkldnn_convolution", "pid": 1, "tid": 1, "ts": 0.0, "dur": 1000.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 0.5},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 1001.0, "dur": 0.5}
+        ]"#;
+        let step = traced_step(&serde_json::from_str::<Vec<TraceEvent>>(json).unwrap(), 1);
+        assert!(
+            step.operator(TraceActivity::CpuOp, "aten::view").is_none(),
+            "0.05% of the step, no arithmetic"
+        );
+        assert!(step.operator(TraceActivity::CpuOp, "aten::relu").is_some(), "arithmetic of its own");
+        assert_eq!(four_digits(0.123456), 0.1235);
+        assert_eq!(four_digits(12345.6), 12350.0);
+        assert_eq!(four_digits(0.0), 0.0);
     }
 
     #[test]

@@ -18,7 +18,9 @@ pub struct TracedStep {
     /// On a GPU, the time in which the device ran a kernel or a copy (the union of their
     /// intervals), milliseconds per step; `None` where the trace holds no device activity.
     pub device_busy_ms: Option<f64>,
-    /// Every CPU operator, GPU kernel and GPU copy of the steps, longest self time first.
+    /// The CPU operators, GPU kernels and GPU copies of the steps, longest self time first: every
+    /// operator that did arithmetic of its own, and any other that took at least 0.1% of the step
+    /// (calls and times to four significant digits).
     pub operators: Vec<StepOperator>,
 }
 
