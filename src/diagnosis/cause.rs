@@ -189,9 +189,23 @@ fn part_change_ms(case: &Case, ceiling: Option<&Ceiling>, traces: Traces) -> Opt
     Some(trick_part_ms - ceiling.part_ms)
 }
 
+/// An operator's calls per step and self time in a step, nothing where the step did not run it.
+fn work(op: Option<&StepOperator>) -> (f64, f64) {
+    op.map_or((0.0, 0.0), |o| (o.calls, o.self_ms))
+}
+
+/// Whether an operator's calls in two steps are the same calls: its longest call took the same
+/// input shapes in both (a recomputed forward, a repeated conversion), not calls split smaller.
+fn same_calls(a: &StepOperator, b: &StepOperator) -> bool {
+    a.input_shapes.is_some() && a.input_shapes == b.input_shapes
+}
+
 /// What changed operator by operator from the reference's traced step to the trick's, each change
 /// large enough to count: at least [`CHANGE_SHARE`] of the reference's step, and for an operator
 /// called as often in both, or the time outside operators, [`SAME_CALLS_CHANGE`] of its own time.
+/// An operator the trick calls more often with the same shapes ([`same_calls`]) adds its extra
+/// calls at the reference's time per call, which the few traced steps time better than the
+/// difference of two noisy totals.
 /// On a GPU its kernels and copies, on a CPU its operators and the time outside them.
 fn work_changes(traces: Traces) -> Vec<OpChange> {
     let Traces { trick, reference } = traces;
@@ -207,16 +221,19 @@ fn work_changes(traces: Traces) -> Vec<OpChange> {
         .collect();
     names.sort();
     names.dedup();
-    let work = |step: &TracedStep, activity, name| {
-        step.operator(activity, name).map_or((0.0, 0.0), |o| (o.calls, o.self_ms))
-    };
     let smallest = (CHANGE_SHARE * reference.step_ms).max(MIN_CHANGE_MS);
     let mut changes: Vec<OpChange> = names
         .into_iter()
         .filter_map(|(activity, name)| {
-            let ((calls_a, ms_a), (calls_b, ms_b)) =
-                (work(reference, activity, name), work(trick, activity, name));
-            let (calls_change, self_ms_change) = (calls_b - calls_a, ms_b - ms_a);
+            let (a, b) = (reference.operator(activity, name), trick.operator(activity, name));
+            let ((calls_a, ms_a), (calls_b, ms_b)) = (work(a), work(b));
+            let calls_change = calls_b - calls_a;
+            let self_ms_change = match (a, b) {
+                (Some(a), Some(b)) if calls_change >= 0.5 && a.calls > 0.0 && same_calls(a, b) => {
+                    calls_change * a.self_ms / a.calls
+                }
+                _ => ms_b - ms_a,
+            };
             let counts = self_ms_change.abs() >= smallest
                 && (calls_change.abs() >= 0.5 || self_ms_change.abs() >= SAME_CALLS_CHANGE * ms_a);
             counts.then(|| OpChange {

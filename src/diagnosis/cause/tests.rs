@@ -77,6 +77,46 @@ fn operators_that_grow_in_a_slower_step_are_the_work_it_added() {
 }
 
 #[test]
+fn calls_repeated_with_the_same_shapes_add_work_at_the_references_time_per_call() {
+    let shaped = |self_ms: f64, calls: f64| StepOperator {
+        calls,
+        kernel_calls: calls,
+        input_shapes: Some("[32,128] [128,512]".into()),
+        ..op("aten::mm", CPU, self_ms)
+    };
+    let reference =
+        traced(&[], TracedStep { operators: vec![shaped(27.0, 27.0)], ..traced_step(50.0, 1.0, &[]) });
+    let cell = traced(
+        &[Trick::Checkpointing],
+        TracedStep { operators: vec![shaped(28.0, 31.0)], ..traced_step(51.0, 1.0, &[]) },
+    );
+    let cause = found(Trick::Checkpointing, Verdict::Slower, 0.87, &cell, &reference);
+    let Cause::AddedWork { operators, added_ms, .. } = cause else { panic!("{cause:?}") };
+    assert_eq!(
+        (operators[0].calls_change, added_ms),
+        (4.0, 4.0),
+        "four more calls of 1 ms, not the totals' 1 ms"
+    );
+    let split = StepOperator { input_shapes: Some("[8,128] [128,512]".into()), ..shaped(28.0, 108.0) };
+    let micro = traced(
+        &[Trick::GradAccumulation],
+        TracedStep { operators: vec![split], ..traced_step(51.0, 1.0, &[]) },
+    );
+    let changes = work_changes(
+        traces(&Case {
+            trick: Trick::GradAccumulation,
+            comparison: &comparison(0.9, (0.89, 0.91), Verdict::Slower),
+            cell: &micro,
+            reference: &reference,
+            floor: Some(0.02),
+            disputed: false,
+        })
+        .unwrap(),
+    );
+    assert_eq!(changes[0].self_ms_change, 1.0, "calls split smaller count as their total's change");
+}
+
+#[test]
 fn a_step_mostly_outside_operators_is_overhead_bound_for_an_operator_trick() {
     let reference =
         traced(&[], traced_step(100.0, 70.0, &[("aten::gelu", CPU, 10.0), ("aten::addmm", CPU, 20.0)]));
