@@ -205,9 +205,11 @@ fn same_calls(a: &StepOperator, b: &StepOperator) -> bool {
 /// called as often in both, or the time outside operators, [`SAME_CALLS_CHANGE`] of its own time.
 /// An operator the trick calls more often with the same shapes ([`same_calls`]) adds its extra
 /// calls at the reference's time per call, which the few traced steps time better than the
-/// difference of two noisy totals.
-/// On a GPU its kernels and copies, on a CPU its operators and the time outside them.
-fn work_changes(traces: Traces) -> Vec<OpChange> {
+/// difference of two noisy totals. On a GPU its kernels and copies, on a CPU its operators and the
+/// time outside them. With `calls_only`, only the operators whose calls changed: where the
+/// windows saw no effect, an operator's time alone, which varies by half between the traced steps
+/// of identical work (a GELU's backward, say), would name noise.
+fn work_changes(traces: Traces, calls_only: bool) -> Vec<OpChange> {
     let Traces { trick, reference } = traces;
     let device = on_device(reference);
     let counted =
@@ -234,8 +236,8 @@ fn work_changes(traces: Traces) -> Vec<OpChange> {
                 }
                 _ => ms_b - ms_a,
             };
-            let counts = self_ms_change.abs() >= smallest
-                && (calls_change.abs() >= 0.5 || self_ms_change.abs() >= SAME_CALLS_CHANGE * ms_a);
+            let timed = !calls_only && self_ms_change.abs() >= SAME_CALLS_CHANGE * ms_a;
+            let counts = self_ms_change.abs() >= smallest && (calls_change.abs() >= 0.5 || timed);
             counts.then(|| OpChange {
                 name: name.to_owned(),
                 activity: Some(activity),
@@ -247,7 +249,7 @@ fn work_changes(traces: Traces) -> Vec<OpChange> {
     let outside_change = trick.outside_ops_ms - reference.outside_ops_ms;
     let outside_counts = outside_change.abs() >= smallest
         && outside_change.abs() >= SAME_CALLS_CHANGE * reference.outside_ops_ms;
-    if !device && outside_counts {
+    if !device && !calls_only && outside_counts {
         changes.push(OpChange {
             name: OUTSIDE_OPERATORS.to_owned(),
             activity: None,
@@ -274,20 +276,20 @@ fn largest(changes: &[OpChange], grew: bool) -> (Vec<OpChange>, f64) {
 fn added_work(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
     let traces = traces?;
     let step_ms = traces.reference.step_ms;
-    let (operators, added_ms) = largest(&work_changes(traces), true);
+    let (operators, added_ms) = largest(&work_changes(traces, false), true);
     let needed = 0.5 * step_ms * (1.0 / case.comparison.speedup - 1.0);
     (!operators.is_empty() && added_ms >= needed).then_some(Cause::AddedWork { operators, added_ms, step_ms })
 }
 
-/// What the work a trick changed says of an effect it did not show: it replaced work (what it
-/// added and what it removed each exceed what the floor hides), added work that exceeds it, or
-/// removed no more than it hides. Where it removed more than the floor hides and added less, the
+/// What the work a trick changed says of an effect it did not show, from the operators whose calls
+/// changed: it replaced work (what it added and what it removed each exceed what the floor hides),
+/// added work that exceeds it, or removed no more than it hides. Where it removed more than the floor hides and added less, the
 /// traces contradict the windows and say nothing.
 fn work_behind_no_effect(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
     let traces = traces?;
     let step_ms = traces.reference.step_ms;
     let hidden_ms = floor(case) * step_ms;
-    let changes = work_changes(traces);
+    let changes = work_changes(traces, true);
     let ((added, added_ms), (removed, removed_ms)) = (largest(&changes, true), largest(&changes, false));
     match (added_ms >= hidden_ms, removed_ms >= hidden_ms) {
         (true, true) => Some(Cause::ReplacedWork { added, removed, added_ms, removed_ms, step_ms }),
@@ -303,7 +305,7 @@ fn work_behind_no_effect(case: &Case, _: Option<&Ceiling>, traces: Option<Traces
 /// disputes, whose own removal differs).
 fn removed_work(_: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
     let traces = traces?;
-    let (operators, removed_ms) = largest(&work_changes(traces), false);
+    let (operators, removed_ms) = largest(&work_changes(traces, false), false);
     let step_ms = traces.reference.step_ms;
     (!operators.is_empty()).then_some(Cause::RemovedWork { operators, removed_ms, step_ms })
 }

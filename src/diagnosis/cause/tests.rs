@@ -112,6 +112,7 @@ fn calls_repeated_with_the_same_shapes_add_work_at_the_references_time_per_call(
             disputed: false,
         })
         .unwrap(),
+        false,
     );
     assert_eq!(changes[0].self_ms_change, 1.0, "calls split smaller count as their total's change");
 }
@@ -222,6 +223,18 @@ fn no_effect_from_removing_less_than_the_floor_hides_is_the_work_it_removed() {
     let cause = found(Trick::ZeroGradNone, Verdict::NoSignificantEffect, 1.0, &cell, &reference);
     let Cause::RemovedWork { operators, removed_ms, .. } = cause else { panic!("{cause:?}") };
     assert_eq!((operators[0].name.as_str(), removed_ms), ("aten::zero_", 1.0));
+}
+
+#[test]
+fn no_effect_beside_an_operator_whose_time_alone_moved_names_no_work() {
+    let reference =
+        traced(&[], traced_step(50.0, 2.0, &[("aten::gelu_backward", CPU, 2.3), ("aten::mm", CPU, 30.0)]));
+    let cell = traced(
+        &[Trick::ZeroGradNone],
+        traced_step(52.0, 2.0, &[("aten::gelu_backward", CPU, 4.6), ("aten::mm", CPU, 30.0)]),
+    );
+    let cause = found(Trick::ZeroGradNone, Verdict::NoSignificantEffect, 1.0, &cell, &reference);
+    assert!(matches!(cause, Cause::NotFound { .. }), "the same calls, twice as long, is noise: {cause:?}");
 }
 
 #[test]
