@@ -326,6 +326,11 @@ fn device_conv_matmuls<'a>(traces: Option<Traces<'a>>) -> Option<Vec<&'a StepOpe
     Some(ops)
 }
 
+/// Operator `o` with `detail` (its input types or shapes) as a cause names it.
+fn note(o: &StepOperator, detail: Option<&str>) -> OperatorNote {
+    OperatorNote { name: o.name.clone(), total_ms: o.total_ms, detail: detail.unwrap_or_default().to_owned() }
+}
+
 /// Autocast left matmuls or convolutions in fp32: under `amp` or `amp-bf16` on a GPU, some take
 /// float inputs.
 fn left_in_fp32(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Option<Cause> {
@@ -338,15 +343,7 @@ fn left_in_fp32(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) -> Opt
         return None;
     }
     let host_ms = fp32.iter().map(|o| o.total_ms).sum();
-    let operators = fp32
-        .iter()
-        .take(TOP_OPERATORS)
-        .map(|o| OperatorNote {
-            name: o.name.clone(),
-            total_ms: o.total_ms,
-            detail: o.input_types.clone().unwrap_or_default(),
-        })
-        .collect();
+    let operators = fp32.iter().take(TOP_OPERATORS).map(|o| note(o, o.input_types.as_deref())).collect();
     Some(Cause::LeftInFp32 { operators, host_ms, step_ms: traces?.trick.step_ms })
 }
 
@@ -395,15 +392,8 @@ fn unaligned_shapes(case: &Case, _: Option<&Ceiling>, traces: Option<Traces>) ->
     if unaligned.is_empty() || calls(&unaligned) < UNALIGNED_SHARE * calls(&all) {
         return None;
     }
-    let operators = unaligned
-        .iter()
-        .take(TOP_OPERATORS)
-        .map(|o| OperatorNote {
-            name: o.name.clone(),
-            total_ms: o.total_ms,
-            detail: o.input_shapes.clone().unwrap_or_default(),
-        })
-        .collect();
+    let operators =
+        unaligned.iter().take(TOP_OPERATORS).map(|o| note(o, o.input_shapes.as_deref())).collect();
     Some(Cause::UnalignedShapes { multiple, operators })
 }
 
