@@ -285,10 +285,11 @@ pub struct RunArgs {
     /// <out>/traces/ as gzipped Chrome-trace JSON (.json.gz), which https://ui.perfetto.dev and
     /// chrome://tracing open as it is. The traces give each trick its ceiling and the cause of a
     /// null, negative or disputed effect, a table of the longest operators in the report, and what
-    /// `trickbench ops` compares operator by operator. The glob keeps the cells whose id matches it
-    /// (`*` also matches `/`). Ids are WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g.
-    /// resnet8/baseline/b32/s0/train or resnet8/amp+channels-last/b32/s0/eval: `--trace
-    /// 'resnet8/*/train'`, `--trace '*channels-last*'`.
+    /// `trickbench ops` compares operator by operator. The glob traces the cells whose id matches
+    /// it instead, the A/A controls among them (`*` also matches `/`). Ids are
+    /// WORKLOAD/CONFIGURATION/bBATCH/sSEED/KIND, e.g. resnet8/baseline/b32/s0/train or
+    /// resnet8/amp+channels-last/b32/s0/eval: `--trace 'resnet8/*/train'`, `--trace
+    /// '*channels-last*'`.
     #[arg(long, value_name = "CELL_GLOB", conflicts_with = "no_trace")]
     pub trace: Option<CellGlob>,
     /// Record no profiler trace: no ceiling for the tricks that act on operators, and no cause read

@@ -159,8 +159,8 @@ fn a_glob_that_matches_no_cell_is_refused_before_any_cell_runs() {
     let out = run(dir.path(), "run", &["--trace", "gpt*"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--trace 'gpt*' matches none of the run's 2 throughput cells"), "{stderr}");
-    assert!(stderr.contains("resnet8/baseline/b32/s0/train, resnet8/channels-last/b32/s0/train"), "{stderr}");
+    assert!(stderr.contains("--trace 'gpt*' matches none of the run's 3 throughput cells"), "{stderr}");
+    assert!(stderr.contains("resnet8/baseline/b32/s0/train, resnet8/aa-control/b32/s0/train"), "{stderr}");
     assert!(!dir.path().join("run/results.json").exists(), "nothing was measured");
     let out = run(dir.path(), "run", &["--trace", "resnet8/[baseline"]);
     let stderr = text(&out.stderr);

@@ -19,33 +19,38 @@ const IDS_SHOWN: usize = 4;
 /// A shell-style glob over cell ids ([`CellKey::id`], `resnet8/baseline/b32/s0/train`): `*` matches
 /// any run of characters, `/` included, `?` one character, `[…]` one of a set.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CellGlob(glob::Pattern);
+pub struct CellGlob {
+    pattern: glob::Pattern,
+    /// Whether the A/A controls it matches are traced: a glob given with `--trace` traces them,
+    /// the default leaves out these copies of the baseline.
+    controls: bool,
+}
 
 impl FromStr for CellGlob {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
         glob::Pattern::new(s)
-            .map(CellGlob)
+            .map(|pattern| CellGlob { pattern, controls: true })
             .map_err(|e| Error::Invalid(format!("'{s}' is not a glob of cell ids: {e}")))
     }
 }
 
 impl CellGlob {
-    /// The glob of every cell (`*`).
+    /// A run's default: every cell (`*`) but the A/A controls.
     pub fn every_cell() -> Self {
-        CellGlob(glob::Pattern::new("*").expect("`*` is a glob"))
+        CellGlob { pattern: glob::Pattern::new("*").expect("`*` is a glob"), controls: false }
     }
 
     /// The glob as written.
     pub fn as_str(&self) -> &str {
-        self.0.as_str()
+        self.pattern.as_str()
     }
 
-    /// Whether the cell `key` is traced: a training or evaluation throughput cell, not an A/A
-    /// control, whose id matches.
+    /// Whether the cell `key` is traced: a training or evaluation throughput cell whose id
+    /// matches (and that is not an A/A control, unless the glob was given).
     pub fn traces(&self, key: &CellKey) -> bool {
-        traceable(key) && self.0.matches(key.id().as_str())
+        traceable(key) && (self.controls || !key.aa_control) && self.pattern.matches(key.id().as_str())
     }
 
     /// Refuses a glob that matches none of `plan`'s applicable throughput cells, naming the glob
@@ -62,7 +67,7 @@ impl CellGlob {
             .filter(|c| c.not_applicable.is_none() && traceable(&c.key))
             .map(|c| c.key.id())
             .collect();
-        if plan.cells.is_empty() || ids.iter().any(|id| self.0.matches(id.as_str())) {
+        if plan.cells.is_empty() || ids.iter().any(|id| self.pattern.matches(id.as_str())) {
             return Ok(());
         }
         if ids.is_empty() {
@@ -83,10 +88,9 @@ impl CellGlob {
 }
 
 /// Whether a cell of `key` can be traced: it times training steps or evaluation batches
-/// (time-to-accuracy cells and memory probes are not traced), and it is not an A/A control, a
-/// copy of the baseline whose trace would be the baseline's.
+/// (time-to-accuracy cells and memory probes are not traced).
 fn traceable(key: &CellKey) -> bool {
-    matches!(key.kind, CellKind::Throughput { .. }) && !key.aa_control
+    matches!(key.kind, CellKind::Throughput { .. })
 }
 
 /// Where a cell process writes its trace.
@@ -175,7 +179,8 @@ mod tests {
             assert!(!glob("*").traces(&key(&[], kind)), "{kind:?} cells are not traced");
         }
         let control = CellKey { aa_control: true, ..baseline.clone() };
-        assert!(!CellGlob::every_cell().traces(&control), "the A/A control is the baseline's copy");
+        assert!(!CellGlob::every_cell().traces(&control), "by default not the baseline's copy");
+        assert!(glob("*").traces(&control), "a glob given traces the controls it matches");
         let error = "[".parse::<CellGlob>().unwrap_err().to_string();
         assert!(error.starts_with("'[' is not a glob of cell ids"), "{error}");
     }
