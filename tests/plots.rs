@@ -148,7 +148,8 @@ fn png_mismatch(svg: &str, png: &[u8]) -> Option<String> {
 
 /// The cells a report must draw, by figure kind: every compared cell in a speed-up or stack bar,
 /// every probe that measured memory in a batch sweep, every time-to-accuracy curve, every step
-/// breakdown in a phases figure.
+/// breakdown in a phases figure but those of the baseline and the control measured alone, which the
+/// figure leaves out (`report::phases::broken_down`).
 fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, CellId)> {
     let mut cells = Vec::new();
     for r in results {
@@ -166,7 +167,7 @@ fn cells_to_draw(results: &[Results]) -> Vec<(&'static str, CellId)> {
                 _ => None,
             };
             cells.extend(drawn_as.map(|k| (k, c.id())));
-            if c.step_breakdown().is_some() {
+            if c.step_breakdown().is_some() && !c.key.alone {
                 cells.push(("phases", c.id()));
             }
         }
