@@ -1,5 +1,5 @@
 //! The checkout's tracked files stay small enough for the GPU machine: they travel there with
-//! `.devcheck/` (the stripped binary, CIFAR-10, the GPT's text), and `scripts/device-pack` refuses
+//! `.devcheck/` (the stripped binary gzipped, CIFAR-10, the GPT's text), and `scripts/device-pack` refuses
 //! a sent set over 52 MiB ([docs/gpu.md](../docs/gpu.md)). What keeps them small as runs are
 //! committed is the rule for committed reports ([docs/reports.md](../docs/reports.md)): a run keeps
 //! its results files, README.md, summary.md, cells.csv, gzipped traces and first-screen.png, while
@@ -13,14 +13,14 @@ use std::process::Command;
 /// What may travel to the GPU machine, in MiB: `limit_bytes` in `scripts/device-pack`.
 const SENT_SET_LIMIT_MIB: u64 = 52;
 /// `.devcheck/` as `scripts/device-pack` writes it, rounded up, in MiB: the stripped release
-/// binary (13.0 MiB), CIFAR-10 as JPEGs (`cifar10-jpeg.tar.gz`, 18.7 MiB), tiny Shakespeare
-/// (1.1 MiB) and the manifest, 32.7 MiB together.
-const PACK_MIB: u64 = 33;
+/// binary gzipped (`trickbench.gz`, 6.3 MiB), CIFAR-10 as JPEGs (`cifar10-jpeg.tar.gz`, 18.7 MiB),
+/// tiny Shakespeare (1.1 MiB) and the manifest, 26.1 MiB together.
+const PACK_MIB: u64 = 27;
 /// Room left in the sent set for the binary to grow and for untracked files that git does not
 /// ignore (they travel too), in MiB.
-const MARGIN_MIB: u64 = 1;
+const MARGIN_MIB: u64 = 2;
 /// The most the tracked files may weigh together, in MiB: with `.devcheck/` and the margin the
-/// sent set stays inside device-pack's limit (52 − 33 − 1 = 18).
+/// sent set stays inside device-pack's limit (52 − 27 − 2 = 23).
 const TRACKED_LIMIT_MIB: u64 = SENT_SET_LIMIT_MIB - PACK_MIB - MARGIN_MIB;
 /// Bytes per MiB.
 const MIB_BYTES: u64 = 1024 * 1024;
