@@ -5,6 +5,7 @@
 //! the GPUs' peak FLOP/s.
 
 use crate::diagnosis::{diagnose, floor_for};
+use crate::factorial;
 use crate::measure::flops::peak_flops_per_s;
 use crate::results::energy::EnergyMethod;
 use crate::results::schema::{
@@ -174,12 +175,17 @@ fn leave_one_out_reference<'k>(
 
 /// Everything `results` derives from its cells: the comparisons, with each workload's noise
 /// floor applied to their verdicts and each one's diagnosis (its ceiling and cause), the noise
-/// floors, and the time-to-accuracy summaries.
+/// floors, the factorial design's effects, and the time-to-accuracy summaries.
 pub fn refresh_derived(results: &mut Results) {
     let mut found = comparisons(&results.cells, results.run.design);
     results.noise_floors = noise_floors(&results.cells, &found);
     apply_noise_floors(&mut found, &results.cells, &results.noise_floors);
     diagnose(&mut found, &results.cells, &results.noise_floors);
+    results.factorial = if results.run.design == Design::Factorial {
+        factorial::analyse(&results.cells, &found, &results.noise_floors)
+    } else {
+        Vec::new()
+    };
     results.comparisons = found;
     results.time_to_accuracy = time_to_accuracy_summaries(&results.cells);
 }

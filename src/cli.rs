@@ -335,6 +335,11 @@ pub struct PlanArgs {
     /// The engines the cells train on.
     #[arg(long, value_enum, default_value = "both")]
     pub engine: EngineChoice,
+    /// The design to plan: the ablation, fitted into the budget trick by trick (the most valuable
+    /// first), or the factorial, priced whole against it (its tricks cannot be dropped one by one
+    /// without changing the fraction).
+    #[arg(long, value_enum, default_value = "ablation")]
+    pub design: Design,
     /// Seconds the run may take.
     #[arg(long, allow_negative_numbers = true)]
     pub budget_s: f64,

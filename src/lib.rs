@@ -9,6 +9,7 @@ pub mod distributed;
 pub mod engine;
 pub mod environment;
 pub mod error;
+pub mod factorial;
 pub mod ffi;
 pub mod hardware;
 pub mod measure;

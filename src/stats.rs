@@ -188,7 +188,7 @@ fn percentile_interval(stats: Vec<f64>) -> (f64, f64) {
 
 /// The central interval of confidence `level` of bootstrap `stats` (the non-finite ones
 /// dropped); NaNs when none is finite.
-fn percentile_interval_at(mut stats: Vec<f64>, level: f64) -> (f64, f64) {
+pub fn percentile_interval_at(mut stats: Vec<f64>, level: f64) -> (f64, f64) {
     stats.retain(|s| s.is_finite());
     stats.sort_by(f64::total_cmp);
     if stats.is_empty() {

@@ -1,8 +1,11 @@
 //! The terminal summary of a run: per workload, as each is measured, the verdicts grouped as the
-//! report's first screen gives them, fitted to the terminal; at the end, where the run's time
-//! went, its times to accuracy and its failures. `--verbose` adds the table of every cell.
+//! report's first screen gives them, fitted to the terminal, and a factorial design's main effects
+//! and interactions; at the end, where the run's time went, its times to accuracy and its
+//! failures. `--verbose` adds the table of every cell.
 
+pub(crate) mod factorial;
 mod glance;
+mod layout;
 
 use std::fmt::Write;
 
@@ -18,6 +21,8 @@ use crate::results::schema::{
 use crate::terminal::{wrap, Terminal};
 use crate::workloads::WorkloadId;
 
+pub use factorial::factorial_summary;
+
 /// What `workload` answered, as soon as it is measured: its verdicts grouped and fitted to the
 /// terminal, and under `--verbose` the table of its cells and its noise floors in full.
 pub fn workload_summary(results: &Results, workload: WorkloadId, terminal: Terminal) -> String {
@@ -26,6 +31,7 @@ pub fn workload_summary(results: &Results, workload: WorkloadId, terminal: Termi
         out.push('\n');
         out.push_str(&glance::first_screen(o, terminal.columns));
     }
+    out.push_str(&factorial::workload_answer(results, workload, terminal.columns));
     let unit = workload.family().sample_unit();
     for data in results.run.datasets().filter(|d| d.synthetic && d.sample_unit == unit) {
         let warning = format!(

@@ -1,13 +1,8 @@
-//! The multi-arm design and the sequential rule on a stand-in machine, through the real runner
-//! (`runner::run`: the grouping of arms into processes, the rule that stops decided cells, the
-//! analysis): window throughputs drawn from a seeded model of a noisy 2-core VM, laid out by the
-//! real rotation of arms and reference windows ([`rotate`]), no training and no timing.
-//!
-//! The stand-in: each process has an offset drawn from ±20% (shared by all its windows, so it
-//! cancels in a pair), each arm a ratio of its own in each process drawn from ±1.5% around its true
-//! effect (what differs between processes and does not cancel), throughput falling by 4% over a
-//! process's windows, and ±2% jitter per window. ResNet-8's baseline hosts the A/A control and
-//! six tricks: channels-last 1.15×, zero-copy 1.05×, the other four with no effect.
+//! The multi-arm design and the sequential rule on a stand-in machine ([`common::standin`]: a
+//! seeded model of a noisy 2-core VM), through the real runner (`runner::run`: the grouping of
+//! arms into processes, the rule that stops decided cells, the analysis). ResNet-8's baseline
+//! hosts the A/A control and six tricks: channels-last 1.15×, zero-copy 1.05×, the other four with
+//! no effect.
 //!
 //! Shown over many simulated runs: with no true effect, the share of cells the run calls faster
 //! or slower (the interval excludes 1 and the effect is beyond the A/A floor) stays under the
@@ -23,35 +18,21 @@
 #[allow(dead_code)]
 mod common;
 
-use std::time::Duration;
-
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use trickbench::bench::cell::{rotate, CellJob};
+use trickbench::bench::cell::CellJob;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
-use trickbench::bench::runner::{self, CellExecutor, Execution, Silent};
+use trickbench::bench::runner::{self, Silent};
 use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::results::schema::*;
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
 
-use common::cells::measurement;
 use common::cli::{text, trickbench};
 use common::dirs::{python, temp_dir};
 use common::plan::cpu_request;
 use common::run::{protocol, run_spec, RunInfoBuilder};
+use common::standin::StandIn;
 
-/// The reference's throughput with no offset, drift or jitter, samples per second.
-const BASE_SAMPLES_PER_S: f64 = 1000.0;
-/// A process's offset factor is drawn uniformly from 1 ± this.
-const PROCESS_OFFSET: f64 = 0.20;
-/// An arm's ratio in one process is its true effect times a factor drawn from 1 ± this.
-const PROCESS_WOBBLE: f64 = 0.015;
-/// Throughput falls linearly by this fraction over a process's windows.
-const DRIFT: f64 = 0.04;
-/// Each window's throughput is multiplied by a factor drawn uniformly from 1 ± this.
-const JITTER: f64 = 0.02;
 /// Simulated runs.
 const RUNS: u64 = 100;
 
@@ -68,68 +49,6 @@ const EFFECTS: [(Trick, f64); 6] = [
 /// The true effect of cell `key` against the baseline (1 for the baseline and the A/A control).
 fn true_effect(key: &CellKey) -> f64 {
     EFFECTS.iter().find(|(t, _)| key.tricks.has(*t)).map_or(1.0, |&(_, e)| e)
-}
-
-/// The stand-in machine: measures every cell of a job as the model above says.
-struct StandIn {
-    rng: ChaCha8Rng,
-    jobs: Vec<CellJob>,
-}
-
-impl StandIn {
-    /// The window throughput of a side `effect` × the reference, the `index`th of about `windows`
-    /// in a process with `offset`.
-    fn window(&mut self, offset: f64, effect: f64, index: usize, windows: usize) -> f64 {
-        let drift = 1.0 - DRIFT * (index as f64 / windows as f64).min(1.0);
-        let jitter = 1.0 + self.rng.random_range(-JITTER..JITTER);
-        BASE_SAMPLES_PER_S * effect * offset * drift * jitter
-    }
-}
-
-impl CellExecutor for StandIn {
-    fn execute(&mut self, job: &CellJob, _timeout: Duration) -> Execution {
-        self.jobs.push(job.clone());
-        let offset = 1.0 + self.rng.random_range(-PROCESS_OFFSET..PROCESS_OFFSET);
-        let profile = job.settings();
-        let Some(reference) = &job.paired_with else {
-            let windows = (0..profile.windows_per_process)
-                .map(|i| self.window(offset, true_effect(&job.key), i, profile.windows_per_process))
-                .collect();
-            return Execution::Measured(vec![Ok(measurement(job.round, windows))]);
-        };
-        let arms: Vec<CellKey> = std::iter::once(job.key.clone()).chain(job.arms.iter().cloned()).collect();
-        let effects: Vec<f64> = arms
-            .iter()
-            .map(|k| true_effect(k) * (1.0 + self.rng.random_range(-PROCESS_WOBBLE..PROCESS_WOBBLE)))
-            .collect();
-        let expected = profile.windows_per_process * (arms.len() * 3).div_ceil(2);
-        let (mut index, mut reference_windows) = (0, Vec::new());
-        let paired = rotate(&profile, arms.len(), |side| {
-            let rate = self.window(offset, side.map_or(1.0, |i| effects[i]), index, expected);
-            index += 1;
-            if side.is_none() {
-                reference_windows.push(rate);
-            }
-            Ok(Some(rate))
-        })
-        .unwrap();
-        let mut measured: Vec<ProcessMeasurement> = paired
-            .into_iter()
-            .map(|windows| {
-                let own = windows.iter().filter(|w| w.side == Side::Trick).map(|w| w.samples_per_s).collect();
-                ProcessMeasurement {
-                    paired: Some(PairedWindows { reference: reference.id(), windows }),
-                    ..measurement(job.round, own)
-                }
-            })
-            .collect();
-        if job.measures_reference {
-            measured.push(measurement(job.round, reference_windows));
-        }
-        let cells = measured.len();
-        measured.iter_mut().for_each(|m| m.process_cells = cells);
-        Execution::Measured(measured.into_iter().map(Ok).collect())
-    }
 }
 
 /// What one simulated run gave.
@@ -163,7 +82,7 @@ fn simulate_tricks(seed: u64, tricks: &[Trick]) -> Outcome {
     };
     let info = RunInfoBuilder::new("stand-in").with_protocol(protocol).build();
     let spec = run_spec(info, Plan::ablation(&request), dir.path());
-    let mut machine = StandIn { rng: ChaCha8Rng::seed_from_u64(seed), jobs: Vec::new() };
+    let mut machine = StandIn::new(seed, true_effect);
     let results = runner::run(&spec, &mut machine, &mut Silent).unwrap();
     Outcome { results, jobs: machine.jobs }
 }

@@ -11,12 +11,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scraper::{Html, Selector};
+use trickbench::bench::design::Design;
 use trickbench::engine::Engine;
 use trickbench::report::{
     render_comparison, render_report, render_report_from, CompareBy, ReportError, ReportFiles,
 };
 use trickbench::results::diagnosis::{Cause, Ceiling, Diagnosis};
-use trickbench::results::schema::{CellKey, MeasurementDesign, NoiseFloor, Results};
+use trickbench::results::factorial::{
+    BestConfiguration, FactorialAnalysis, Interaction, InteractionVerdict, LeftOutTrick, MainEffect,
+    RatioEstimate,
+};
+use trickbench::results::schema::{CellKey, MeasurementDesign, NoiseFloor, Results, Verdict};
 use trickbench::terminal::Terminal;
 use trickbench::tricks::Trick;
 use trickbench::vocabulary::StepPart;
@@ -428,6 +433,7 @@ fn design_reports() -> Vec<(&'static str, Vec<Results>)> {
         ),
         ("super-convergence", vec![fixtures::super_convergence_run()]),
         ("batch-sweep", vec![fixtures::batch_sweep_run()]),
+        ("factorial", vec![factorial_run()]),
     ]
 }
 
@@ -1406,4 +1412,142 @@ fn a_comparison_says_why_beside_a_null_or_negative_effect() {
     assert_eq!(pytorch.matches("why:").count(), 1, "the other device has no diagnosis: {pytorch}");
     let libtorch = row("resnet20 · channels-last · b128");
     assert!(!libtorch.contains("why:"), "it helps on libtorch: {libtorch}");
+}
+
+/// The factors of [`factorial_design`], A to C.
+const FACTORS: [Trick; 3] = [Trick::ChannelsLast, Trick::Checkpointing, Trick::ZeroCopy];
+
+/// `ratio` ± `half`.
+fn estimate(ratio: f64, half: f64) -> RatioEstimate {
+    RatioEstimate { ratio, ci_low: ratio - half, ci_high: ratio + half }
+}
+
+/// A half fraction of [`FACTORS`] on `engine` (C = AB, resolution III): checkpointing judged by
+/// its memory; channels-last × zero-copy (A × C) is `clash`, the other pairs add up; a trick left
+/// out for a reason with markup in it, which must print as text.
+fn factorial_design(engine: Engine, clash: (f64, InteractionVerdict)) -> FactorialAnalysis {
+    let letters = ["A", "B", "C"];
+    let main_effects = FACTORS
+        .iter()
+        .zip(["BC", "AC", "AB"])
+        .map(|(&trick, alias)| MainEffect {
+            trick,
+            metric: trick.metric(),
+            throughput: estimate(if trick == Trick::ChannelsLast { 1.12 } else { 0.99 }, 0.02),
+            verdict: if trick == Trick::ChannelsLast {
+                Verdict::Faster
+            } else {
+                Verdict::NoSignificantEffect
+            },
+            memory: Some(if trick == Trick::Checkpointing {
+                estimate(0.7, 0.03)
+            } else {
+                estimate(1.0, 0.0)
+            }),
+            aliased_with: vec![alias.to_owned()],
+        })
+        .collect();
+    let pair = |a: usize, b: usize, (ratio, verdict): (f64, InteractionVerdict)| Interaction {
+        tricks: [FACTORS[a], FACTORS[b]],
+        throughput: estimate(ratio, 0.03),
+        together: 1.05 * ratio,
+        predicted: 1.05,
+        verdict,
+        memory: None,
+        aliased_with: vec![letters[3 - a - b].to_owned()],
+    };
+    let additive = (1.01, InteractionVerdict::Additive);
+    FactorialAnalysis {
+        workload: WorkloadId::Resnet20,
+        engine,
+        factors: FACTORS.to_vec(),
+        configurations: 4,
+        generators: vec!["C = AB".to_owned()],
+        defining_relation: vec!["I = ABC".to_owned()],
+        resolution: Some(3),
+        processes: 3,
+        noise_floor_half_width: Some(0.02),
+        main_effects,
+        interactions: vec![pair(0, 1, additive), pair(0, 2, clash), pair(1, 2, additive)],
+        best: Some(BestConfiguration {
+            tricks: vec![Trick::ChannelsLast],
+            predicted: estimate(1.15, 0.04),
+            cell: None,
+            measured: Some(estimate(1.12, 0.03)),
+            in_design: true,
+        }),
+        left_out: vec![LeftOutTrick {
+            trick: Trick::PackedDataset,
+            reason: "needs --images <PATH>".to_owned(),
+        }],
+    }
+}
+
+/// [`fixtures::two_engine_run`] as a factorial design: channels-last and zero-copy combine on
+/// libtorch and cancel in PyTorch, their intervals apart (the engines disagree).
+fn factorial_run() -> Results {
+    let mut r = fixtures::two_engine_run();
+    r.run.design = Design::Factorial;
+    r.factorial = vec![
+        factorial_design(Engine::Libtorch, (1.10, InteractionVerdict::Synergy)),
+        factorial_design(Engine::Pytorch, (0.90, InteractionVerdict::Antagonism)),
+    ];
+    r
+}
+
+/// The text of `el`, its whitespace runs one space.
+fn flat_text(el: scraper::ElementRef) -> String {
+    el.text().collect::<String>().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn a_factorial_run_opens_with_which_tricks_combine_and_which_cancel() {
+    let out = kept_output_dir("factorial");
+    let files = render_report(&[factorial_run()], &out.join("factorial")).unwrap();
+    let doc = check_files(&files);
+    let select = |s: &str| Selector::parse(s).unwrap();
+    let sections: Vec<&str> = doc.select(&select("main > section")).filter_map(|s| s.value().id()).collect();
+    assert_eq!(sections[..2], ["factorial", "overview"], "the answer opens the page");
+    assert_eq!(doc.select(&select("nav a[href='#factorial']")).count(), 1);
+    let section = doc.select(&select("section#factorial")).next().unwrap();
+    let text = flat_text(section);
+    for expected in [
+        "Which tricks combine and which cancel — resnet20",
+        "In PyTorch channels-last and zero-copy cancel: together 0.95×, where their own effects predict 1.05×",
+        "On libtorch channels-last and zero-copy combine: together 1.16×",
+        "≠ The engines disagree on A × C (channels-last and zero-copy): antagonism in PyTorch, −10.0% \
+         [−13.0%, −7.0%]; synergy on libtorch, +10.0% [+7.0%, +13.0%].",
+        "4, each an arm of every one of 3 processes",
+        "C = AB",
+        "I = ABC",
+        "III: main effects are aliased with two-trick interactions",
+        "packed-dataset: needs --images <PATH>",
+    ] {
+        assert!(text.contains(expected), "no {expected:?} in {text}");
+    }
+    assert_eq!(section.select(&select("details.left-out path")).count(), 0, "a reason's markup is escaped");
+    let figure = section.select(&select("figure > .wide > svg")).next().expect("the main-effects figure");
+    let svg = figure.html();
+    assert!(svg.contains("A · channels-last") && svg.contains("B · checkpointing · memory"), "{svg}");
+    assert!(files.plots.iter().any(|p| p.to_string_lossy().contains("plots/factorial-resnet20-")));
+    let matrices: Vec<_> = section.select(&select("table.interactions")).collect();
+    assert_eq!(matrices.len(), 2, "a matrix per engine");
+    for (matrix, (verdict, change)) in matrices.iter().zip([("antagonism", "−10.0%"), ("synergy", "+10.0%")])
+    {
+        assert_eq!(matrix.select(&select("tbody tr")).count(), 2, "rows A and B");
+        assert_eq!(matrix.select(&select("td[title]")).count(), 3, "the upper triangle of 3 factors");
+        let clash = matrix.select(&select(&format!("td.{verdict}.engines-disagree"))).next().unwrap();
+        assert!(flat_text(clash).starts_with(change), "{}", clash.html());
+        let hover = clash.value().attr("title").unwrap();
+        for part in
+            ["A × C: channels-last and zero-copy", "predict 1.05×", "aliased with B", "the engines disagree"]
+        {
+            assert!(hover.contains(part), "{part:?} not in {hover}");
+        }
+    }
+    let best = flat_text(section.select(&select("table.best")).next().unwrap());
+    assert!(best.contains("1.15× [1.11, 1.19]") && best.contains("1.12× [1.09, 1.15]"), "{best}");
+    let other = render_report(&[fixtures::two_engine_run()], &out.join("ablation")).unwrap();
+    let html = std::fs::read_to_string(&other.index_html).unwrap();
+    assert!(!html.contains("id=\"factorial\""), "another design has no factorial section");
 }

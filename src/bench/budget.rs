@@ -16,10 +16,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::bench::design::Design;
-use crate::bench::plan::{Plan, PlanRequest};
+use crate::bench::plan::{factorial_factors, Plan, PlanRequest};
 use crate::bench::processes;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::factorial::{roman, Fraction, MIN_FACTORS};
+use crate::results::factorial::LeftOutTrick;
 use crate::results::schema::{CellKey, Results};
 use crate::stats::median;
 use crate::tricks::Trick;
@@ -214,12 +216,25 @@ fn estimate(
     rounds: usize,
     costs: &ProcessCosts,
 ) -> Result<(usize, f64), BudgetError> {
+    estimate_design(requests, tricks, rounds, costs, Design::Ablation)
+}
+
+/// The processes and seconds of `design` (the ablation or the factorial's first half) of
+/// `tricks` on `requests` (one per workload) over `rounds` rounds.
+fn estimate_design(
+    requests: &[PlanRequest],
+    tricks: &[Trick],
+    rounds: usize,
+    costs: &ProcessCosts,
+    design: Design,
+) -> Result<(usize, f64), BudgetError> {
     let (mut processes, mut seconds) = (0, 0.0);
     for request in requests {
         let request = PlanRequest { tricks: tricks.to_vec(), ..request.clone() };
-        let plan = Plan::ablation(&request);
+        let plan =
+            if design == Design::Factorial { Plan::factorial(&request) } else { Plan::ablation(&request) };
         let slots = plan.schedule(rounds, 0);
-        let grouped = processes::group(&plan, &slots, Design::Ablation, true);
+        let grouped = processes::group(&plan, &slots, design, true);
         processes += grouped.len();
         for process in grouped {
             let keys: Vec<&CellKey> = process.slots().map(|s| &plan.cells[s.cell].key).collect();
@@ -308,6 +323,128 @@ pub fn fit(
     Ok(plan)
 }
 
+/// What the factorial design of `requests`' tricks costs: each workload's design, and the
+/// processes and seconds of its rounds (the sequential rule stops it sooner once every effect is
+/// decided; the best configuration, where it is not among the fraction's, adds one arm's
+/// processes after).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactorialPrice {
+    /// Each workload's design.
+    pub designs: Vec<PricedDesign>,
+    /// Rounds priced.
+    pub rounds: usize,
+    /// Cell processes of one round, warm-ups included.
+    pub processes_per_round: usize,
+    /// Seconds one round is expected to take.
+    pub round_s: f64,
+    /// Seconds every round together is expected to take.
+    pub estimate_s: f64,
+    /// The budget, seconds.
+    pub budget_s: f64,
+}
+
+/// One workload's factorial design, as priced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricedDesign {
+    /// The workload.
+    pub workload: WorkloadId,
+    /// The tricks it varies.
+    pub factors: Vec<Trick>,
+    /// The configurations its fraction measures (0: fewer than two factors, each measured alone).
+    pub configurations: usize,
+    /// Its resolution (`None`: a full factorial, or no design).
+    pub resolution: Option<u32>,
+    /// The tricks measured alone instead, with why.
+    pub left_out: Vec<LeftOutTrick>,
+}
+
+/// Prices the factorial design of `requests`' tricks (one request per workload, each with the
+/// same tricks) over `rounds` rounds at `costs`, against `budget_s`.
+pub fn price_factorial(
+    requests: &[PlanRequest],
+    costs: &ProcessCosts,
+    budget_s: f64,
+    rounds: usize,
+) -> Result<FactorialPrice, BudgetError> {
+    let tricks = requests.first().map(|r| r.tricks.clone()).unwrap_or_default();
+    let (processes_per_round, round_s) = estimate_design(requests, &tricks, 1, costs, Design::Factorial)?;
+    let (_, estimate_s) = estimate_design(requests, &tricks, rounds, costs, Design::Factorial)?;
+    let designs = requests
+        .iter()
+        .flat_map(|request| {
+            request.workloads.iter().map(move |&workload| {
+                let (factors, left_out) = factorial_factors(request, workload);
+                let fraction = Fraction::for_factors(factors.len());
+                let configurations = fraction.as_ref().map_or(0, |f| f.runs().len());
+                let resolution = fraction.and_then(|f| f.resolution());
+                PricedDesign { workload, factors, configurations, resolution, left_out }
+            })
+        })
+        .collect();
+    Ok(FactorialPrice { designs, rounds, processes_per_round, round_s, estimate_s, budget_s })
+}
+
+impl FactorialPrice {
+    /// The price as one tab-separated line for scripts: rounds, each workload's factors
+    /// (comma-separated, workloads separated by `;`), processes, estimated seconds (whole),
+    /// whether it fits the budget (`fits` or `over`).
+    pub fn tsv(&self) -> String {
+        let factors: Vec<String> = self
+            .designs
+            .iter()
+            .map(|d| d.factors.iter().map(|t| t.id()).collect::<Vec<_>>().join(","))
+            .collect();
+        let fits = if self.estimate_s <= self.budget_s { "fits" } else { "over" };
+        let processes = self.processes_per_round * self.rounds;
+        format!("{}\t{}\t{processes}\t{:.0}\t{fits}", self.rounds, factors.join(";"), self.estimate_s.ceil())
+    }
+}
+
+impl fmt::Display for FactorialPrice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "the factorial design, {} rounds at most (the sequential rule stops it once every effect is decided):", self.rounds)?;
+        for PricedDesign { workload, factors, configurations, resolution, left_out } in &self.designs {
+            let names: Vec<&str> = factors.iter().map(|t| t.id()).collect();
+            match resolution {
+                _ if factors.len() < MIN_FACTORS => writeln!(
+                    f,
+                    "  {workload}: {} trick(s) can be varied together; each is measured alone",
+                    factors.len()
+                )?,
+                Some(r) => writeln!(
+                    f,
+                    "  {workload}: {} tricks in {configurations} configurations, resolution {}: {}",
+                    factors.len(),
+                    roman(*r),
+                    names.join(", ")
+                )?,
+                None => writeln!(
+                    f,
+                    "  {workload}: {} tricks in all {configurations} configurations: {}",
+                    factors.len(),
+                    names.join(", ")
+                )?,
+            }
+            for left in left_out {
+                writeln!(f, "    measured alone: {}: {}", left.trick, left.reason)?;
+            }
+        }
+        let verdict = if self.estimate_s <= self.budget_s {
+            format!("fits the {:.0} s budget", self.budget_s)
+        } else {
+            format!(
+                "over the {:.0} s budget: drop tricks with --tricks or plan fewer --max-rounds",
+                self.budget_s
+            )
+        };
+        writeln!(
+            f,
+            "  {} processes a round, about {:.0} s a round; {} rounds about {:.0} s: {verdict}",
+            self.processes_per_round, self.round_s, self.rounds, self.estimate_s
+        )
+    }
+}
+
 impl BudgetPlan {
     /// The plan as one tab-separated line for scripts: rounds, the tricks measured
     /// (comma-separated), processes, estimated seconds (whole), the tricks left out
@@ -380,6 +517,28 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn the_factorial_is_priced_whole_with_its_fraction_and_the_tricks_it_leaves_out() {
+        let tricks = [
+            Trick::AmpBf16,
+            Trick::ChannelsLast,
+            Trick::ZeroGradNone,
+            Trick::AvoidSync,
+            Trick::FusedOptimizer,
+        ];
+        let requests = requests(&[WorkloadId::Resnet56], &[&tricks[..], &[Trick::DebugOff]].concat());
+        let price = price_factorial(&requests, &ProcessCosts::uniform(1.0), 60.0, 3).unwrap();
+        let design = &price.designs[0];
+        assert_eq!((design.factors.len(), design.configurations, design.resolution), (5, 16, Some(5)));
+        assert_eq!(design.left_out.len(), 1, "debug-off, against its own reference");
+        // A warm-up, then on each engine one process of the 16 configurations (the A/A control
+        // among them) beside the baseline, and debug-off's pair: 1 + 2 × (1 + 0.5 × 16 + 1 + 0.5).
+        assert_eq!((price.processes_per_round, price.round_s), (5, 22.0));
+        assert_eq!(price.estimate_s, 66.0);
+        assert!(price.tsv().ends_with("\t66\tover"), "{}", price.tsv());
+        assert!(price.to_string().contains("5 tricks in 16 configurations, resolution V"), "{price}");
     }
 
     #[test]

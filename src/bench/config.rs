@@ -395,6 +395,12 @@ fn check_flag_combinations(request: &RunRequest) -> Result<(), Error> {
         )));
     }
     check_speedrun_flags(request)?;
+    if request.design == Design::Factorial && request.pairing == MeasurementDesign::Processes {
+        return Err(invalid(
+            "--unpaired contradicts --design factorial, whose effects are contrasts of each configuration's \
+             windows paired with the baseline's; drop --unpaired",
+        ));
+    }
     if request.design.probes_every_batch() && request.batch_size.is_some() {
         return Err(Error::Invalid(format!(
             "--batch-size contradicts --design {}, which measures every batch size from 64 up to the \
@@ -601,6 +607,9 @@ mod tests {
             "{error}"
         );
         let error = refusal(RunRequest { design: Design::BatchSweep, batch_size: Some(64), ..request() });
+        let unpaired = RunRequest { pairing: MeasurementDesign::Processes, ..request() };
+        let factorial = refusal(RunRequest { design: Design::Factorial, ..unpaired });
+        assert!(factorial.contains("--unpaired contradicts --design factorial"), "{factorial}");
         assert!(error.contains("--batch-size contradicts --design batch-sweep"), "{error}");
         let error =
             refusal(RunRequest { memory_limit_mib: Some(100), memory_budget_mib: Some(200), ..request() });

@@ -2,10 +2,11 @@
 //! cell recipes, and its phases (memory probes, the main plan, the stack's second half ranked by
 //! what the ablation measured). The one place that matches on a [`Design`].
 
-use crate::bench::plan::{Plan, PlanRequest};
+use crate::bench::plan::{factorial_factors, Plan, PlanRequest};
 use crate::bench::speedrun::{choose, Evidence, THIS_RUN};
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::factorial::{roman, Fraction, MIN_FACTORS};
 use crate::results::schema::{CellKind, CellStatus, Phase, Results, SpeedrunChoice, SpeedrunDecision};
 use crate::tricks::{Applicability, Metric, Reference, Trick, TrickSet};
 pub use crate::vocabulary::Design;
@@ -32,6 +33,10 @@ impl Design {
             Design::Speedrun => {
                 "the ablation (or --from results), then the tricks that helped, combined and trained to \
                  the target against the baseline"
+            }
+            Design::Factorial => {
+                "up to 7 tricks on and off in a fractional factorial: main effects and two-trick \
+                 interactions, then the best configuration predicted against measured"
             }
         }
     }
@@ -81,6 +86,7 @@ impl Design {
             plan.extend(match self {
                 Design::Ablation | Design::Stack | Design::Speedrun => Plan::ablation(request).cells,
                 Design::LeaveOneOut => Plan::leave_one_out(request).cells,
+                Design::Factorial => Plan::factorial(request).cells,
                 Design::SuperConvergence => Plan::super_convergence(request).cells,
                 Design::BatchSweep => Vec::new(),
             });
@@ -116,6 +122,7 @@ impl Design {
                 Ok(())
             }
             Design::SuperConvergence => phases.run(Plan::super_convergence(request)),
+            Design::Factorial => factorial(phases, request),
             Design::Speedrun if !phases.evidence().is_empty() => speedrun(phases, request),
             Design::Speedrun => {
                 let request = with_max_batch(phases, request, probe_cap)?;
@@ -164,6 +171,40 @@ pub trait Phases {
     fn evidence(&self) -> &[Evidence];
     /// Keeps the speedrun's `choice` in the results, in place of an earlier one for its workload.
     fn record(&mut self, choice: SpeedrunChoice);
+}
+
+/// The factorial design: says which tricks each workload's design varies and which it leaves out
+/// (with why), measures the fraction's configurations, then the configuration its model predicts
+/// best where that was not among them.
+fn factorial(phases: &mut dyn Phases, request: &PlanRequest) -> Result<(), Error> {
+    for &workload in &request.workloads {
+        let (factors, left_out) = factorial_factors(request, workload);
+        let names: Vec<&str> = factors.iter().map(|t| t.id()).collect();
+        match Fraction::for_factors(factors.len()) {
+            Some(fraction) => phases.note(&format!(
+                "{workload}: a {} of {} tricks, {} configurations: {}",
+                match fraction.resolution() {
+                    Some(r) => format!("fraction of resolution {}", roman(r)),
+                    None => "full factorial".to_owned(),
+                },
+                factors.len(),
+                fraction.runs().len(),
+                names.join(", ")
+            )),
+            None => phases.note(&format!(
+                "{workload}: {} trick(s) can be varied together ({}), fewer than the {MIN_FACTORS} a factorial needs; \
+                 each is measured alone",
+                factors.len(),
+                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            )),
+        }
+        for left in &left_out {
+            phases.note(&format!("{workload}: {} is measured alone: {}", left.trick, left.reason));
+        }
+    }
+    phases.run(Plan::factorial(request))?;
+    let analyses = phases.results()?.factorial.clone();
+    phases.run(Plan::factorial_best(request, &analyses))
 }
 
 /// `request` with the largest batch that fits when `max-batch` is asked for with

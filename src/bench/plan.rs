@@ -8,7 +8,9 @@ use crate::analysis::{is_compared, is_process_design, reference_position};
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
+use crate::factorial::{self, Fraction, MAX_FACTORS, MIN_FACTORS};
 use crate::hardware::Hardware;
+use crate::results::factorial::{FactorialAnalysis, LeftOutTrick};
 use crate::results::model::UserModel;
 use crate::results::schema::{CellKey, CellKind, Phase};
 use crate::tricks::{Applicability, Metric, Trick, TrickSet};
@@ -225,6 +227,48 @@ impl Plan {
         }
         plan.extend(cells);
         plan.cells
+    }
+
+    /// The factorial design: for each workload, the baselines, then every configuration of the
+    /// fraction of its factors ([`factorial_factors`]) as a training-throughput cell beside the
+    /// baseline (the all-off configuration is the A/A control), on each engine; the tricks that
+    /// cannot be factors are measured alone as in the ablation, so none is silently dropped.
+    pub fn factorial(request: &PlanRequest) -> Plan {
+        let mut plan = Plan { cells: Vec::new() };
+        for &workload in &request.workloads {
+            plan.extend(baselines(request, workload));
+            let (factors, left_out) = factorial_factors(request, workload);
+            if let Some(fraction) = Fraction::for_factors(factors.len()) {
+                plan.extend(fraction.runs().into_iter().filter(|&run| run != 0).map(|run| {
+                    let tricks =
+                        (0..factors.len()).filter(|i| run & (1 << i) != 0).map(|i| factors[i]).collect();
+                    planned(request, workload, tricks, throughput(Phase::Train))
+                }));
+            }
+            let alone = if factors.len() < MIN_FACTORS {
+                request.tricks.clone()
+            } else {
+                left_out.into_iter().map(|l| l.trick).collect()
+            };
+            for trick in alone {
+                plan.extend(trick_cells(request, workload, trick));
+            }
+        }
+        plan.on_engines(request).with_alone_cells(request)
+    }
+
+    /// The factorial design's second half: its cells, then on each engine the configuration its
+    /// model predicts best from `results`, where that is not one of the fraction's (then it was
+    /// measured with them).
+    pub fn factorial_best(request: &PlanRequest, results: &[FactorialAnalysis]) -> Plan {
+        let mut plan = Plan::factorial(request);
+        for analysis in results.iter().filter(|a| request.workloads.contains(&a.workload)) {
+            let Some(best) = analysis.best.as_ref().filter(|b| !b.in_design) else { continue };
+            let tricks: TrickSet = best.tricks.iter().copied().collect();
+            let cell = planned(request, analysis.workload, tricks, throughput(Phase::Train));
+            plan.extend([on_engine(request, &cell, analysis.engine)]);
+        }
+        plan
     }
 
     /// The stack design's second half: the ablation's cells, then on each engine of `rankings`
@@ -456,6 +500,34 @@ impl Plan {
             rounds
         }
     }
+}
+
+/// The factors of the factorial design of `workload` (in catalogue order, as the analysis letters
+/// them) and the tricks of `request` left out of it, each with why: a trick that is not judged
+/// against the baseline by training throughput or memory among other arms, one not applicable on
+/// an engine of `request`, one that cannot share a configuration with the factors before it, and
+/// those beyond [`MAX_FACTORS`] (the analysis gives the same reasons).
+pub fn factorial_factors(request: &PlanRequest, workload: WorkloadId) -> (Vec<Trick>, Vec<LeftOutTrick>) {
+    let (mut factors, mut left_out) = (Vec::new(), Vec::new());
+    for &trick in &request.tricks {
+        let cell = planned(request, workload, TrickSet::only(trick), throughput(Phase::Train));
+        let not_applicable = || {
+            request.engines.iter().find_map(|&engine| {
+                let reason = on_engine(request, &cell, engine).not_applicable?;
+                Some(format!("not applicable on {engine}: {reason}"))
+            })
+        };
+        let reason = factorial::property_reason(trick)
+            .or_else(not_applicable)
+            .or_else(|| factorial::conflict_reason(trick, &factors, &request.engines))
+            .or_else(|| (factors.len() == MAX_FACTORS).then(factorial::beyond_the_most));
+        match reason {
+            Some(reason) => left_out.push(LeftOutTrick { trick, reason }),
+            None => factors.push(trick),
+        }
+    }
+    factors.sort();
+    (factors, left_out)
 }
 
 /// `cell` planned on `engine`: not applicable where the engine cannot apply one of its tricks (or

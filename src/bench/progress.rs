@@ -215,6 +215,7 @@ impl RunObserver for Progress {
         let verdict = match decision {
             Decision::BeyondNoise => "beyond the noise",
             Decision::WithinNoise => "within the noise",
+            Decision::DesignDecided => "every effect of the design decided",
         };
         let rounds = cell.processes.len();
         let line = format!(

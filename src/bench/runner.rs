@@ -467,6 +467,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
         speedrun: Vec::new(),
+        factorial: Vec::new(),
     })
 }
 

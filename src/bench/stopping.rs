@@ -19,9 +19,15 @@
 //! A decision is recorded in the cell (`CellResult::decided`) and holds for the rest of the run,
 //! its later phases and a `--resume` included.
 
+use std::cell::Cell;
+
+use crate::engine::Engine;
+use crate::factorial;
+use crate::results::factorial::RatioEstimate;
 pub use crate::results::schema::Decision;
 use crate::results::schema::{CellKey, CellResult, CellStatus, MeasurementDesign, PairedWindows, Results};
 use crate::stats::{paired_median_ci_at, Estimate};
+use crate::vocabulary::{Design, WorkloadId};
 
 /// Confidence level of the interval at an interim look (before the last round).
 pub const INTERIM_CONFIDENCE_LEVEL: f64 = 0.999;
@@ -35,6 +41,9 @@ pub const FIRST_LOOK_PROCESSES: usize = 2;
 pub fn decision(cell: &CellResult, results: &Results) -> Option<Decision> {
     if cell.key.aa_control || cell.status != CellStatus::Ok {
         return None;
+    }
+    if results.run.design == Design::Factorial {
+        return design_decision(cell, results);
     }
     let ratios = paired_ratios(cell)?;
     if ratios.len() < FIRST_LOOK_PROCESSES {
@@ -77,6 +86,52 @@ pub fn floor_half_width(results: &Results, key: &CellKey) -> Option<f64> {
             })
         })
         .map(|f| f.half_width)
+}
+
+/// Whether the factorial design `cell` is a configuration of has decided every effect: each
+/// main effect's and interaction's interim interval lies wholly outside or inside its engine's
+/// and workload's paired A/A band. Its configurations stop together, since every effect is a
+/// contrast of all of them; a cell outside the fraction (a trick measured alone, the best
+/// configuration measured after) is decided by its own interval. Nothing is decided before the
+/// design has an estimate.
+fn design_decision(cell: &CellResult, results: &Results) -> Option<Decision> {
+    let (workload, engine) = (cell.key.workload, cell.key.engine);
+    let analysis = results.factorial.iter().find(|a| (a.workload, a.engine) == (workload, engine))?;
+    let band = floor_half_width(results, &cell.key)?;
+    if !factorial::is_configuration(analysis, &cell.key.tricks) {
+        let ratios = paired_ratios(cell).filter(|r| r.len() >= FIRST_LOOK_PROCESSES)?;
+        return decide(&paired_median_ci_at(&ratios, INTERIM_CONFIDENCE_LEVEL)?, band);
+    }
+    if analysis.processes < FIRST_LOOK_PROCESSES {
+        return None;
+    }
+    // What the run has measured, in two numbers: its processes, and the sum of their windows'
+    // throughputs (which tells apart two runs at the same count).
+    let processes = results.cells.iter().flat_map(|c| &c.processes);
+    let windows: f64 = processes.clone().flat_map(|p| &p.window_samples_per_s).sum();
+    let look = (workload, engine, processes.count(), windows.to_bits());
+    let cached = LAST_DESIGN_LOOK.with(|last| last.get().filter(|(at, _)| *at == look).map(|(_, d)| d));
+    let decided = cached.unwrap_or_else(|| {
+        let decided = |e: &RatioEstimate| {
+            decide(&Estimate { point: e.ratio, low: e.ci_low, high: e.ci_high }, band).is_some()
+        };
+        let all =
+            factorial::interim_decided(&results.cells, workload, engine, INTERIM_CONFIDENCE_LEVEL, decided);
+        LAST_DESIGN_LOOK.with(|last| last.set(Some((look, all))));
+        all
+    });
+    decided.then_some(Decision::DesignDecided)
+}
+
+/// A look at a design: its workload and engine, and the run's processes and the bits of the sum
+/// of their window throughputs then.
+type Look = (WorkloadId, Engine, usize, u64);
+
+thread_local! {
+    /// The last look at a factorial design: its workload and engine, what the run had measured
+    /// then, and whether every effect was decided. Each configuration asks the same question of
+    /// the same results before a process; the bootstrap answers it once.
+    static LAST_DESIGN_LOOK: Cell<Option<(Look, bool)>> = const { Cell::new(None) };
 }
 
 /// Each paired process's pair ratios; `None` where a process of the cell was not paired.

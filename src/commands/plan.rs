@@ -1,8 +1,10 @@
-//! `trickbench plan`: which tricks of an ablation, and how many rounds, fit a time budget.
+//! `trickbench plan`: which tricks of an ablation, and how many rounds, fit a time budget; or what
+//! the factorial design costs against it.
 
 use anyhow::{Context, Result};
 
-use trickbench::bench::budget::{fit, ProcessCosts};
+use trickbench::bench::budget::{fit, price_factorial, ProcessCosts};
+use trickbench::bench::design::Design;
 use trickbench::bench::plan::PlanRequest;
 use trickbench::device::{DeviceSpec, RehearsedGpu};
 use trickbench::hardware::Hardware;
@@ -40,15 +42,25 @@ pub fn plan(args: &PlanArgs) -> Result<()> {
         })
         .collect();
     let max_rounds = args.max_rounds.unwrap_or(profile.settings(requests[0].workloads[0].family()).rounds);
-    let plan = fit(&requests, &costs(args)?, args.budget_s, max_rounds)?;
     let on = match hardware.device.rehearsed() {
         Some(gpu) => format!("an assumed {} GPU ({})", gpu.id(), gpu.examples()),
         None => hardware.device.to_string(),
     };
-    let readable = format!("plan: {} profile on {on}: {plan}", profile.id());
+    let (readable, tsv) = match args.design {
+        Design::Ablation => {
+            let plan = fit(&requests, &costs(args)?, args.budget_s, max_rounds)?;
+            (format!("{plan}"), plan.tsv())
+        }
+        Design::Factorial => {
+            let price = price_factorial(&requests, &costs(args)?, args.budget_s, max_rounds)?;
+            (format!("{price}"), price.tsv())
+        }
+        other => refuse!("--design {other}: plan fits the ablation or prices the factorial design"),
+    };
+    let readable = format!("plan: {} profile on {on}: {readable}", profile.id());
     if args.tsv {
         eprint!("{readable}");
-        println!("{}", plan.tsv());
+        println!("{tsv}");
     } else {
         print!("{readable}");
     }

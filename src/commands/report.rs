@@ -15,7 +15,8 @@ use trickbench::terminal::{wrap, Terminal};
 use crate::cli::{CompareArgs, OpsArgs, ReportArgs};
 use crate::commands::exit::GateFailed;
 
-/// Re-renders the report of results files.
+/// Re-renders the report of results files, after printing the answer of each factorial design
+/// among them.
 pub fn report(args: &ReportArgs) -> Result<()> {
     if let Some(dir) = &args.index {
         let index = write_index(dir).with_context(|| format!("writing the index of {}", dir.display()))?;
@@ -25,6 +26,12 @@ pub fn report(args: &ReportArgs) -> Result<()> {
     let results = load_all(&args.results)?;
     let dirs: Vec<PathBuf> = args.results.iter().map(|p| folder_of(p)).collect();
     let out = args.out.clone().unwrap_or_else(|| dirs[0].clone());
+    let terminal = Terminal::detect(false);
+    let answers: String =
+        results.iter().map(|r| trickbench::summary::factorial_summary(r, terminal)).collect();
+    if !answers.is_empty() {
+        println!("{answers}");
+    }
     super::write_report(&results, &dirs, &out)
 }
 

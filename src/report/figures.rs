@@ -1,6 +1,7 @@
 //! Which figures a report has, built as chart specifications from the view model.
 
 mod effects;
+mod factorial;
 mod glance;
 mod history;
 mod phases;
@@ -36,6 +37,7 @@ pub(crate) fn report_figures(report: &Report, overviews: &[Overview]) -> Vec<Fig
     let mut figures = Vec::new();
     for (g, o) in report.groups.iter().zip(overviews) {
         figures.extend(glance::figure(report.results, g, o));
+        figures.extend(factorial::figure(report.results, g));
         let confidence = report.results[g.entries[0].file].run.protocol.confidence_level;
         let chains = stack::chains(g);
         let links: Vec<&Entry> = chains.iter().flat_map(|(_, chain)| chain.iter().copied()).collect();

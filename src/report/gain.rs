@@ -21,7 +21,8 @@ pub(crate) struct Gain {
     /// peak memory ÷ its reference's for memory, the reference's time to the target ÷ the trick's
     /// for time to accuracy.
     pub ratio: f64,
-    /// The 95% interval of `ratio`, where the design gives one (throughput only).
+    /// The 95% interval of `ratio`, where the design gives one (throughput, and memory in a
+    /// factorial design).
     pub interval: Option<(f64, f64)>,
     /// The most the trick could have given on this engine, × throughput (its ceiling), where
     /// known and the metric is throughput.
@@ -68,16 +69,18 @@ impl Gain {
         }
     }
 
-    /// The interval of [`Gain::factor`], where measured.
+    /// The interval of [`Gain::factor`], where measured (inverted with it for memory).
     pub(crate) fn factor_interval(&self) -> Option<(f64, f64)> {
-        self.interval
+        let (low, high) = self.interval?;
+        Some(if self.metric == Metric::Memory { (1.0 / high, 1.0 / low) } else { (low, high) })
     }
 
     /// The effect in the metric's own words, short: "1.09× [1.07, 1.12]", "0.77× memory",
     /// "1.70× sooner" (to the target), "1.30× slower".
     pub(crate) fn text(&self) -> String {
         match (self.metric, self.interval) {
-            (Metric::Memory, _) => format!("{:.2}× memory", self.ratio),
+            (Metric::Memory, Some((low, high))) => format!("{:.2}× memory [{low:.2}, {high:.2}]", self.ratio),
+            (Metric::Memory, None) => format!("{:.2}× memory", self.ratio),
             (Metric::TimeToAccuracy, _) if self.ratio >= 1.0 => format!("{:.2}× sooner", self.ratio),
             (Metric::TimeToAccuracy, _) => format!("{:.2}× slower", 1.0 / self.ratio),
             (_, Some((low, high))) => format!("{:.2}× [{low:.2}, {high:.2}]", self.ratio),
@@ -116,6 +119,21 @@ mod tests {
         assert!((g.factor() - 1.25).abs() < 1e-12);
         assert_eq!(g.factor_interval(), None);
         assert_eq!(g.text(), "0.80× memory");
+    }
+
+    #[test]
+    fn a_memory_interval_turns_over_with_its_factor() {
+        let (effect, metric) = (Effect::Helps, Metric::Memory);
+        let g = Gain {
+            engine: Engine::Pytorch,
+            effect,
+            metric,
+            ratio: 0.8,
+            interval: Some((0.5, 0.8)),
+            ceiling: None,
+        };
+        assert_eq!(g.factor_interval(), Some((1.25, 2.0)));
+        assert_eq!(g.text(), "0.80× memory [0.50, 0.80]");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::results::energy::EnergyMethod;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 13] = [
+const TEMPLATES: [(&str, &str); 14] = [
     ("head.html", include_str!("templates/head.html")),
     ("index.html", include_str!("templates/index.html")),
     ("tables.js", include_str!("templates/tables.js")),
@@ -31,6 +31,7 @@ const TEMPLATES: [(&str, &str); 13] = [
     ("history.md", include_str!("templates/history.md")),
     ("speedrun.html", include_str!("templates/speedrun.html")),
     ("speedrun.md", include_str!("templates/speedrun.md")),
+    ("factorial.html", include_str!("templates/factorial.html")),
 ];
 
 /// The template environment: HTML templates auto-escape; `md` escapes Markdown table cells.
@@ -432,6 +433,7 @@ pub(crate) fn report(
         has_energy => has_energy,
         traces => Serde(traces),
         speedruns => Serde(super::speedrun::views(report, figures)),
+        factorials => Serde(super::factorial::views(report, figures)),
         glance => Serde(figures.iter().filter(|f| f.section == GLANCE_SECTION).collect::<Vec<_>>()),
         rule => super::speedrun::RULE,
     };

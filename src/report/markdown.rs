@@ -1,5 +1,7 @@
 //! `summary.md`: the verdicts per workload and device and links to the plots, for READMEs and pull requests.
 
+mod factorial;
+
 use std::path::Path;
 
 use minijinja::context;
@@ -14,7 +16,7 @@ use crate::report::traces::TraceView;
 use crate::report::{FigureFile, ReportError};
 
 /// Renders `summary.md` of a report whose groups' first screens are `overviews`, listing the
-/// cells' profiler traces `traces`.
+/// cells' profiler traces `traces`; a factorial design's answer opens it.
 pub(crate) fn summary(
     path: &Path,
     (report, overviews): (&Report, &[Overview]),
@@ -55,7 +57,16 @@ pub(crate) fn summary(
         speedruns => Serde(crate::report::speedrun::views(report, figures)),
         rule => crate::report::speedrun::RULE,
     };
-    render(path, "summary.md", ctx)
+    let rendered = render(path, "summary.md", ctx)?;
+    Ok(before_first_section(rendered, &factorial::sections(report.results)))
+}
+
+/// `markdown` with `sections` inserted before its first `## ` heading (a factorial design's
+/// answer leads the workloads' verdicts), or at its end where it has none.
+fn before_first_section(mut markdown: String, sections: &str) -> String {
+    let at = markdown.find("\n## ").map_or(markdown.len(), |i| i + 1);
+    markdown.insert_str(at, sections);
+    markdown
 }
 
 /// Renders `summary.md` of a comparison.
@@ -75,4 +86,20 @@ pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) ->
 /// Renders `summary.md` of a history.
 pub(crate) fn history(path: &Path, h: &History, figures: &[FigureFile]) -> Result<String, ReportError> {
     render(path, "history.md", html::history_context(h, figures))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::before_first_section;
+
+    #[test]
+    fn sections_go_before_the_first_heading_or_at_the_end() {
+        let page = "# run\n\n- a run\n\n## resnet8\n\ntext\n\n## plots\n".to_owned();
+        assert_eq!(
+            before_first_section(page, "## factorial\n\n"),
+            "# run\n\n- a run\n\n## factorial\n\n## resnet8\n\ntext\n\n## plots\n"
+        );
+        assert_eq!(before_first_section("# run\n".to_owned(), "## factorial\n"), "# run\n## factorial\n");
+        assert_eq!(before_first_section("# run\n".to_owned(), ""), "# run\n");
+    }
 }

@@ -7,6 +7,7 @@
 
 mod compare;
 mod csv;
+mod factorial;
 mod figures;
 mod gain;
 pub mod gate;
@@ -31,7 +32,7 @@ use crate::workloads::WorkloadId;
 pub(crate) use compare::why_text;
 pub use history::CompareBy;
 pub use index::write_index;
-pub(crate) use model::Effect;
+pub(crate) use model::{ratio_effect, throughput_effect, Effect, MEMORY_TOLERANCE};
 pub(crate) use overview::{Overview, VerdictRow};
 pub use speedrun::headlines as speedrun_headlines;
 

@@ -400,12 +400,7 @@ pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerd
         return memory_verdict(comparison);
     }
     let memory = comparison.memory_ratio.map(|m| format!("{m:.2}× memory"));
-    let effect = match comparison.verdict {
-        Verdict::Faster => Effect::Helps,
-        Verdict::Slower => Effect::Hurts,
-        Verdict::NoSignificantEffect => Effect::Unmeasurable,
-        Verdict::WithinNoise => Effect::WithinNoise,
-    };
+    let effect = throughput_effect(comparison.verdict);
     let label = if metric == Metric::EvalThroughput { "eval throughput" } else { "throughput" };
     let mut text = format!(
         "{:.2}× {label} [{:.2}, {:.2}] {}",
@@ -420,6 +415,16 @@ pub(crate) fn cell_verdict(metric: Metric, comparison: &Comparison) -> TrickVerd
         text.push_str(&format!(", {memory}"));
     }
     TrickVerdict { effect, text }
+}
+
+/// What a throughput verdict says of a trick judged by throughput.
+pub(crate) fn throughput_effect(verdict: Verdict) -> Effect {
+    match verdict {
+        Verdict::Faster => Effect::Helps,
+        Verdict::Slower => Effect::Hurts,
+        Verdict::NoSignificantEffect => Effect::Unmeasurable,
+        Verdict::WithinNoise => Effect::WithinNoise,
+    }
 }
 
 /// The verdict of a trick judged by peak memory: it helps where it saves more than

@@ -197,6 +197,7 @@ pub fn merge(mut shards: Vec<ShardResults>, allow_missing: bool) -> Result<Merge
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
         speedrun: base.speedrun,
+        factorial: Vec::new(),
         run,
         system: base.system,
         cells,

@@ -5,6 +5,7 @@
 //! statistics and the error type.
 pub mod diagnosis;
 pub mod energy;
+pub mod factorial;
 pub mod machine;
 pub mod merge;
 pub mod migrate;

@@ -7,6 +7,7 @@ use crate::device::DeviceSpec;
 pub use crate::engine::Engine;
 use crate::results::diagnosis::Diagnosis;
 use crate::results::energy::{Energy, EnergyMethod};
+use crate::results::factorial::FactorialAnalysis;
 use crate::results::machine::MachineState;
 use crate::results::phases::StepBreakdown;
 use crate::results::system::SystemInfo;
@@ -42,6 +43,10 @@ pub struct Results {
     /// The speedrun design's choice of tricks, one per workload (empty for the other designs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speedrun: Vec<SpeedrunChoice>,
+    /// The factorial design's main effects and interactions, one per workload and engine, derived
+    /// from `cells` (empty for the other designs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub factorial: Vec<FactorialAnalysis>,
 }
 
 /// What the speedrun design combined for one workload, from the tricks' measured effects, and
@@ -789,6 +794,10 @@ pub enum Decision {
     /// The strict interval lies wholly inside the noise band: no effect measurable at the
     /// precision of the floor.
     WithinNoise,
+    /// Every effect the cell's design estimates from it (a factorial's main effects and
+    /// interactions) was decided, beyond or within the noise band: the configuration stopped with
+    /// the design's others.
+    DesignDecided,
 }
 
 impl CellResult {

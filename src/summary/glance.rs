@@ -5,22 +5,10 @@
 
 use std::fmt::Write;
 
+use super::layout::{by_cause, cause_lines, grouped, Layout, NAME_INDENT};
 use crate::engine::Engine;
 use crate::report::{Effect, Overview, VerdictRow};
 use crate::terminal::wrap;
-
-/// The groups of verdicts, in the order printed, with the effects each holds.
-const GROUPS: [(&str, &[Effect]); 4] = [
-    ("helps", &[Effect::Helps]),
-    ("hurts", &[Effect::Hurts]),
-    ("no measurable effect", &[Effect::Unmeasurable, Effect::WithinNoise]),
-    ("inconclusive", &[Effect::NotMeasured]),
-];
-
-/// Columns between the left edge and a trick's name.
-const NAME_INDENT: usize = 4;
-/// Columns between two columns of a row.
-const SPACING: usize = 2;
 
 /// The first screen `o` in at most `columns` characters per line.
 pub(super) fn first_screen(o: &Overview, columns: usize) -> String {
@@ -37,19 +25,7 @@ pub(super) fn first_screen(o: &Overview, columns: usize) -> String {
     }
     let engines = engines(o);
     let table = Table::of(&o.rows, &engines, columns);
-    let mut first = true;
-    for (word, effects) in GROUPS {
-        let rows: Vec<&VerdictRow> = o.rows.iter().filter(|r| effects.contains(&r.verdict.effect)).collect();
-        if rows.is_empty() {
-            continue;
-        }
-        out.push('\n');
-        let _ = writeln!(out, "{}", table.heading(word, first));
-        first = false;
-        for r in rows {
-            out.push_str(&table.row(r));
-        }
-    }
+    out.push_str(&grouped(&o.rows, &table.layout, |r| r.verdict.effect, |r| table.row(r)));
     out.push_str(&not_applicable(o, columns));
     out
 }
@@ -63,70 +39,41 @@ fn engines(o: &Overview) -> Vec<Engine> {
     vec![engine.unwrap_or(Engine::Libtorch)]
 }
 
-/// How the rows of a first screen are laid out.
+/// How the rows of a first screen are laid out: a column of effects per engine.
 struct Table<'e> {
+    /// The engines, a column each.
     engines: &'e [Engine],
-    columns: usize,
-    /// Width of the trick's column.
-    name: usize,
-    /// Width of each engine's column.
-    values: Vec<usize>,
-    /// Whether each row fits on one line; otherwise the effects go on the line under the name.
-    one_line: bool,
+    /// The columns' widths.
+    layout: Layout,
 }
 
 impl<'e> Table<'e> {
+    /// The table of `rows` on `engines` in `columns`.
     fn of(rows: &[VerdictRow], engines: &'e [Engine], columns: usize) -> Table<'e> {
-        // A heading's word stands in the trick's column, two columns to its left.
-        let word = GROUPS.iter().map(|(word, _)| word.len()).max().unwrap_or(0) - (NAME_INDENT - 2);
-        let name = rows.iter().map(|r| r.trick.chars().count()).max().unwrap_or(0).max(word);
-        let values: Vec<usize> = engines
-            .iter()
-            .map(|e| rows.iter().map(|r| cell(r, *e).chars().count()).max().unwrap_or(0).max(title(*e).len()))
-            .collect();
-        let width = NAME_INDENT + name + values.iter().map(|v| v + SPACING).sum::<usize>();
-        Table { engines, columns, name, values, one_line: width <= columns }
-    }
-
-    /// A group's heading, with the columns' titles on the first.
-    fn heading(&self, word: &str, titles: bool) -> String {
-        if !titles || !self.one_line {
-            return format!("  {word}");
-        }
-        let mut line = format!("  {word:<width$}", width = NAME_INDENT - 2 + self.name);
-        for (engine, width) in self.engines.iter().zip(&self.values) {
-            let _ = write!(line, "{:spacing$}{:<width$}", "", title(*engine), spacing = SPACING);
-        }
-        line.trim_end().to_owned()
+        let cells: Vec<(String, Vec<String>)> =
+            rows.iter().map(|r| (r.trick.clone(), engines.iter().map(|e| cell(r, *e)).collect())).collect();
+        let titles = engines.iter().map(|e| title(*e)).collect();
+        Table { engines, layout: Layout::of(titles, &cells, columns) }
     }
 
     /// A trick's lines: its name and each engine's effect, then its notes.
     fn row(&self, r: &VerdictRow) -> String {
+        let columns = self.layout.columns;
+        let cells: Vec<String> = self.engines.iter().map(|e| cell(r, *e)).collect();
+        let mut out = self.layout.row(&r.trick, &cells);
         let indent = " ".repeat(NAME_INDENT);
-        let mut out = if self.one_line {
-            let mut line = format!("{indent}{:<width$}", r.trick, width = self.name);
-            for (engine, width) in self.engines.iter().zip(&self.values) {
-                let _ = write!(line, "{:spacing$}{:<width$}", "", cell(r, *engine), spacing = SPACING);
-            }
-            format!("{}\n", line.trim_end())
-        } else {
-            let effects: Vec<String> =
-                self.engines.iter().map(|e| format!("{} {}", title(*e), cell(r, *e))).collect();
-            let name = wrap(&format!("{indent}{}", r.trick), self.columns, 2);
-            format!("{name}\n{}\n", wrap(&format!("{indent}  {}", effects.join(" · ")), self.columns, 2))
-        };
         for note in notes(r) {
-            let _ = writeln!(out, "{}", wrap(&format!("{indent}  {note}"), self.columns, 2));
+            let _ = writeln!(out, "{}", wrap(&format!("{indent}  {note}"), columns, 2));
         }
         if let Some(why) = why_line(&reasons(r, self.engines), self.engines.len() > 1) {
-            let _ = writeln!(out, "{}", why.render(NAME_INDENT + 2, self.columns));
+            let _ = writeln!(out, "{}", why.render(NAME_INDENT + 2, columns));
         }
         out
     }
 }
 
 /// The column title of `engine`'s effects.
-fn title(engine: Engine) -> &'static str {
+pub(super) fn title(engine: Engine) -> &'static str {
     match engine {
         Engine::Pytorch => "in PyTorch",
         Engine::Libtorch => "on libtorch",
@@ -220,7 +167,7 @@ fn cause_text(name: &str, detail: &str) -> String {
 }
 
 /// The engine as the line under a row names it.
-fn engine_name(engine: Engine) -> &'static str {
+pub(super) fn engine_name(engine: Engine) -> &'static str {
     match engine {
         Engine::Pytorch => "PyTorch",
         Engine::Libtorch => "libtorch",
@@ -315,19 +262,11 @@ fn not_applicable(o: &Overview, columns: usize) -> String {
     if count == 0 {
         return String::new();
     }
-    let mut by_cause: Vec<(&str, Vec<&str>)> = Vec::new();
-    for group in &o.not_applicable {
+    let by_cause = by_cause(o.not_applicable.iter().flat_map(|group| {
         let cause = group.reason.split(':').next().unwrap_or(&group.reason).trim();
-        match by_cause.iter_mut().find(|(c, _)| *c == cause) {
-            Some((_, tricks)) => tricks.extend(group.tricks.iter().copied()),
-            None => by_cause.push((cause, group.tricks.clone())),
-        }
-    }
-    let mut out = format!("\n  not applicable ({count})\n");
-    for (cause, tricks) in by_cause {
-        let _ = writeln!(out, "{}", wrap(&format!("    {cause}: {}", tricks.join(", ")), columns, 2));
-    }
-    out
+        group.tricks.iter().map(move |t| (cause.to_owned(), *t))
+    }));
+    format!("\n  not applicable ({count})\n{}", cause_lines(&by_cause, columns))
 }
 
 #[cfg(test)]

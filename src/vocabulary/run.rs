@@ -28,18 +28,23 @@ pub enum Design {
     /// The ablation (or the effects of `--from` results files), then the tricks whose effect was
     /// significant combined and trained to the target against the baseline.
     Speedrun,
+    /// Every trick on and off in a two-level fractional factorial of resolution V or more: each
+    /// trick's main effect and each pair's interaction, then the configuration the fitted model
+    /// predicts best measured against the baseline.
+    Factorial,
 }
 
 /// The designs' names.
 impl Design {
     /// Every design, in the order `--help` lists them.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 7] = [
         Design::Ablation,
         Design::LeaveOneOut,
         Design::Stack,
         Design::BatchSweep,
         Design::SuperConvergence,
         Design::Speedrun,
+        Design::Factorial,
     ];
 
     /// The name on the command line and in results.
@@ -51,6 +56,7 @@ impl Design {
             Design::BatchSweep => "batch-sweep",
             Design::SuperConvergence => "super-convergence",
             Design::Speedrun => "speedrun",
+            Design::Factorial => "factorial",
         }
     }
 

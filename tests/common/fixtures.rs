@@ -60,6 +60,7 @@ fn results(device: DeviceSpec, host: &str, synthetic: bool) -> Results {
         time_to_accuracy: Vec::new(),
         noise_floors: Vec::new(),
         speedrun: Vec::new(),
+        factorial: Vec::new(),
     }
 }
 

@@ -13,3 +13,4 @@ pub mod fixtures;
 pub mod plan;
 pub mod run;
 pub mod slurm;
+pub mod standin;

@@ -74,6 +74,12 @@ impl RunInfoBuilder {
         })
     }
 
+    /// Under `design`.
+    pub fn with_design(mut self, design: Design) -> Self {
+        self.0.design = design;
+        self
+    }
+
     /// Started at `started_at` and finished at `finished_at` (RFC 3339).
     pub fn with_times(mut self, started_at: &str, finished_at: &str) -> Self {
         (self.0.started_at, self.0.finished_at) = (started_at.into(), Some(finished_at.into()));

@@ -1,6 +1,6 @@
 //! The figure that opens each group's first screen: every trick's effect on its own metric, each
 //! engine's marker on the trick's row, on a log axis where right is better, over the A/A noise
-//! band.
+//! band. Its rows, legend and band also draw the factorial design's main effects.
 
 use crate::engine::Engine;
 use crate::report::gain::Gain;
@@ -16,33 +16,33 @@ use super::{footnote, key, Figure};
 /// What a ceiling's tick means, in the figure's legend.
 const CEILING_KEY: &str = "ceiling: the most the trick could give";
 
+/// The axis of a figure whose markers stand at how many times better each trick made its metric.
+pub(super) const GAIN_AXIS: &str = "× better on the trick's own metric, log (right of 1×: better)";
+
+/// How a caption tells the engines' markers apart, where a figure has both.
+pub(super) const ENGINES_KEY: &str = ", ● eager PyTorch, ◆ libtorch (the notes in that order).";
+
 /// The engines in the order their markers are drawn in a row, with their shapes.
 const SERIES: [(Engine, Shape); 2] = [(Engine::Pytorch, Shape::Circle), (Engine::Libtorch, Shape::Diamond)];
 
 /// The first-screen figure of group `g`, whose first screen is `o`; `None` where no trick has an
 /// effect to draw.
 pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Figure> {
-    let engines: Vec<(Engine, Shape)> = SERIES
-        .into_iter()
-        .filter(|(e, _)| o.rows.iter().flat_map(|r| &r.gains).any(|x| x.engine == *e))
-        .collect();
+    let engines = engines_of(o.rows.iter().flat_map(|r| &r.gains));
     let mut drawn: Vec<&VerdictRow> = o.rows.iter().filter(|r| !r.gains.is_empty()).collect();
     if drawn.is_empty() {
         return None;
     }
     drawn.sort_by(|a, b| lead(b).total_cmp(&lead(a)));
-    let rows: Vec<DotRow> = drawn.iter().map(|r| dot_row(r, &engines)).collect();
+    let rows: Vec<DotRow> =
+        drawn.iter().map(|r| dot_row(&r.trick, &r.gains, |e| why_of(r, e), &engines)).collect();
     let effects: Vec<_> = drawn.iter().flat_map(|r| &r.gains).map(|x| x.effect).collect();
     let missing: Vec<(String, String)> =
         o.rows.iter().filter(|r| r.gains.is_empty()).map(|r| (r.trick.clone(), r.label.to_owned())).collect();
-    let series = engines
-        .iter()
-        .map(|(engine, shape)| DotSeries { name: engine_name(*engine).to_owned(), shape: *shape })
-        .collect();
     let x_label = if o.leave_one_out {
         "throughput without the trick ÷ with every trick, log (right of 1×: removing it is faster)"
     } else {
-        "× better on the trick's own metric, log (right of 1×: better)"
+        GAIN_AXIS
     };
     let ceilings = rows.iter().flat_map(|r| &r.dots).any(|d| d.ceiling.is_some());
     let chart = DotChart {
@@ -50,7 +50,7 @@ pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Fig
         x_label: x_label.to_owned(),
         reference: Some((1.0, "1×: no change".to_owned())),
         band: band(results, g),
-        series,
+        series: series(&engines),
         rows,
         key: key(&effects),
         ceiling_key: ceilings.then(|| CEILING_KEY.to_owned()),
@@ -65,24 +65,55 @@ pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Fig
     })
 }
 
+/// The engines among [`SERIES`] that measured one of `gains`, each with its marker's shape, in
+/// the order their markers are drawn.
+pub(super) fn engines_of<'g>(gains: impl Iterator<Item = &'g Gain>) -> Vec<(Engine, Shape)> {
+    let measured: Vec<Engine> = gains.map(|x| x.engine).collect();
+    SERIES.into_iter().filter(|(e, _)| measured.contains(e)).collect()
+}
+
+/// The legend's series of `engines`.
+pub(super) fn series(engines: &[(Engine, Shape)]) -> Vec<DotSeries> {
+    engines
+        .iter()
+        .map(|(engine, shape)| DotSeries { name: engine_name(*engine).to_owned(), shape: *shape })
+        .collect()
+}
+
+/// The shaded band of a paired A/A floor `half_width` wide (a fraction).
+pub(super) fn noise_band(half_width: f64) -> (f64, f64, String) {
+    (1.0 - half_width, 1.0 + half_width, format!("noise floor (A/A), ±{:.1}%", half_width * 100.0))
+}
+
+/// What an engine's marker of row `r` adds to its hover: its ceiling and cause, where known.
+fn why_of(r: &VerdictRow, engine: Engine) -> String {
+    r.why.iter().find(|w| w.engine == engine).map_or_else(String::new, why_text)
+}
+
 /// Where a row sorts: its first engine's factor (PyTorch's where both measured it).
 fn lead(r: &VerdictRow) -> f64 {
     r.gains.first().map_or(1.0, Gain::factor)
 }
 
-/// A row of the figure: the trick (with its metric where that is not throughput), a marker per
-/// engine with its ceiling where known, and each engine's effect as the metric reads it.
-fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
-    let metric = r.gains[0].metric;
+/// A row of a figure in this figure's style: the trick (with its metric where that is not
+/// throughput), a marker per engine of `engines` with its ceiling where known, and each engine's
+/// effect as the metric reads it; `tail` continues an engine's hover text.
+pub(super) fn dot_row(
+    trick: &str,
+    gains: &[Gain],
+    tail: impl Fn(Engine) -> String,
+    engines: &[(Engine, Shape)],
+) -> DotRow {
+    let metric = gains[0].metric;
     let label = match metric {
-        Metric::Memory => format!("{} · memory", r.trick),
-        Metric::TimeToAccuracy => format!("{} · to target", r.trick),
-        Metric::Throughput | Metric::EvalThroughput => r.trick.clone(),
+        Metric::Memory => format!("{trick} · memory"),
+        Metric::TimeToAccuracy => format!("{trick} · to target"),
+        Metric::Throughput | Metric::EvalThroughput => trick.to_owned(),
     };
     let mut dots = Vec::new();
     let mut notes = Vec::new();
     for (series, (engine, _)) in engines.iter().enumerate() {
-        let Some(gain) = r.gains.iter().find(|x| x.engine == *engine) else {
+        let Some(gain) = gains.iter().find(|x| x.engine == *engine) else {
             notes.push("—".to_owned());
             continue;
         };
@@ -90,19 +121,17 @@ fn dot_row(r: &VerdictRow, engines: &[(Engine, Shape)]) -> DotRow {
             Metric::TimeToAccuracy => gain.text(),
             _ => format!("{:.2}×", gain.ratio),
         });
-        let why = r.why.iter().find(|w| w.engine == *engine);
         dots.push(Dot {
             series,
             value: gain.factor(),
             ci: gain.factor_interval(),
             colour: gain.effect.colour(),
             hover: format!(
-                "{} {}: {}, {}{}",
-                r.trick,
+                "{trick} {}: {}, {}{}",
                 model::engine_words(*engine),
                 gain.effect.label(),
                 gain.text(),
-                why.map_or_else(String::new, why_text)
+                tail(*engine)
             ),
             ceiling: gain.ceiling,
         });
@@ -124,8 +153,7 @@ fn why_text(why: &Why) -> String {
 /// The shaded band: the widest paired A/A floor of the group's engines and files, where one was
 /// measured.
 fn band(results: &[Results], g: &Group) -> Option<(f64, f64, String)> {
-    let widest = widest_floor(&group_floors(results, g), MeasurementDesign::Paired, None)?;
-    Some((1.0 - widest, 1.0 + widest, format!("noise floor (A/A), ±{:.1}%", widest * 100.0)))
+    widest_floor(&group_floors(results, g), MeasurementDesign::Paired, None).map(noise_band)
 }
 
 /// How to read the figure; `ceilings` where a marker has its ceiling's tick.
@@ -134,11 +162,7 @@ fn caption(drawn: &[&VerdictRow], two_engines: bool, ceilings: bool) -> String {
         "Each trick at how many times better it made its own metric, with its 95% interval where measured; \
          colour is its verdict",
     );
-    text.push_str(if two_engines {
-        ", ● eager PyTorch, ◆ libtorch (the notes in that order)."
-    } else {
-        "."
-    });
+    text.push_str(if two_engines { ENGINES_KEY } else { "." });
     let metrics: Vec<Metric> = drawn.iter().map(|r| r.gains[0].metric).collect();
     if metrics.contains(&Metric::Memory) {
         text.push_str(" Memory stands at the reference's peak ÷ the trick's; its note is the trick's ÷ the reference's.");
@@ -198,7 +222,7 @@ mod tests {
                 cause: Some("Bound elsewhere: …".to_owned()),
             }],
         };
-        let drawn = dot_row(&row, &SERIES);
+        let drawn = dot_row(&row.trick, &row.gains, |e| why_of(&row, e), &SERIES);
         let (pytorch, libtorch) = (&drawn.dots[0], &drawn.dots[1]);
         assert_eq!((pytorch.ceiling, libtorch.ceiling), (Some(1.04), None));
         assert!(
