@@ -136,7 +136,10 @@ pub fn run(
         }
         None => spec,
     };
-    let mut results = initial_results(spec, &path)?;
+    let (mut results, finished_before) = initial_results(spec, &path)?;
+    // A resumed run's comparisons, floors and estimates are derived again by this build.
+    refresh_derived(&mut results);
+    let measured_before = measured(&results);
     for choice in &spec.speedrun {
         results.speedrun.retain(|c| (c.workload, c.engine) != (choice.workload, choice.engine));
         results.speedrun.push(choice.clone());
@@ -159,9 +162,18 @@ pub fn run(
         run.measure(&process)?;
     }
     let mut results = run.results;
-    results.run.finished_at = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    // A resumed run that had nothing left to measure keeps the time it finished at.
+    results.run.finished_at = match finished_before {
+        Some(at) if measured(&results) == measured_before => Some(at),
+        _ => Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    };
     store::save(&results, &path)?;
     Ok(results)
+}
+
+/// The processes `results` holds, every cell's together.
+fn measured(results: &Results) -> usize {
+    results.cells.iter().map(|c| c.processes.len()).sum()
 }
 
 /// A run in progress: what it runs, where its results go, what they hold so far, and who runs and
@@ -414,9 +426,10 @@ fn job_for(spec: &RunSpec, arms: &[Slot], reference: Option<Slot>) -> CellJob {
 }
 
 /// A fresh results value with the not-applicable cells filled in, or the existing one to resume
-/// (with the not-applicable cells of this plan added). Cells the file holds beyond this plan are
-/// kept: a run in phases (probes, ablation, stack) resumes one phase at a time.
-fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
+/// (with the not-applicable cells of this plan added, and unfinished until it ends) with the time
+/// it had finished at. Cells the file holds beyond this plan are kept: a run in phases (probes,
+/// ablation, stack) resumes one phase at a time.
+fn initial_results(spec: &RunSpec, path: &Path) -> Result<(Results, Option<String>), Error> {
     if spec.resume && path.exists() {
         let existing = store::load(path)?;
         let differing = differences(&existing.run, &spec.info);
@@ -428,6 +441,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
                 differing.join(", ")
             )));
         }
+        let finished_at = existing.run.finished_at.clone();
         let mut results = Results { run: RunInfo { finished_at: None, ..existing.run }, ..existing };
         for planned in &spec.plan.cells {
             if let Some(reason) = &planned.not_applicable {
@@ -437,7 +451,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
                 }
             }
         }
-        return Ok(results);
+        return Ok((results, finished_at));
     }
     if !spec.resume && path.exists() {
         return Err(Error::Invalid(format!(
@@ -458,7 +472,7 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
             })
         })
         .collect();
-    Ok(Results {
+    let results = Results {
         schema_version: crate::results::schema::SCHEMA_VERSION,
         run: spec.info.clone(),
         system: spec.system.clone(),
@@ -468,7 +482,8 @@ fn initial_results(spec: &RunSpec, path: &Path) -> Result<Results, Error> {
         noise_floors: Vec::new(),
         speedrun: Vec::new(),
         factorial: Vec::new(),
-    })
+    };
+    Ok((results, None))
 }
 
 /// What of `existing` a run described by `info` would measure differently: the profile, design,

@@ -45,6 +45,8 @@ struct Configuration {
 /// What the design of one workload on one engine measured, over the processes in which every
 /// configuration was measured.
 struct Observations {
+    workload: WorkloadId,
+    engine: Engine,
     factors: Vec<Trick>,
     fraction: Fraction,
     configurations: Vec<Configuration>,
@@ -283,7 +285,7 @@ fn observations(cells: &[CellResult], workload: WorkloadId, engine: Engine) -> O
     if configurations.iter().any(|c| c.log_ratios.iter().any(Vec::is_empty)) {
         return None;
     }
-    Some(Observations { factors, fraction, configurations, processes: rounds.len() })
+    Some(Observations { workload, engine, factors, fraction, configurations, processes: rounds.len() })
 }
 
 /// The interval of every main effect and interaction (as the report gives them: an interaction
@@ -467,7 +469,9 @@ fn best_configuration(
     let factors = &observations.factors;
     let tricks: Vec<Trick> = (0..factors.len()).filter(|i| run & (1 << i) != 0).map(|i| factors[i]).collect();
     let set: TrickSet = tricks.iter().copied().collect();
-    let template = cells.iter().find(|c| c.key.aa_control && !c.key.alone).map(|c| &c.key);
+    let (workload, engine) = (observations.workload, observations.engine);
+    let template =
+        cells.iter().find(|c| c.key.aa_control && is_configuration(&c.key, workload, engine)).map(|c| &c.key);
     let key = template.map(|k| CellKey { tricks: set.clone(), aa_control: false, ..k.clone() });
     let cell = key.as_ref().map(CellKey::id);
     let measured = comparisons.iter().find(|c| Some(&c.cell) == cell.as_ref()).map(|c| RatioEstimate {
@@ -640,6 +644,22 @@ mod tests {
         assert_eq!(best.tricks, [Trick::AvoidSync, Trick::ChannelsLast]);
         assert!(close(best.predicted.ratio, 1.10 * 1.20));
         assert!(best.in_design);
+    }
+
+    #[test]
+    fn each_engine_s_best_configuration_is_its_own_cell() {
+        let libtorch = planted(2);
+        let pytorch = planted(2).into_iter().map(|mut c| {
+            c.key.engine = Engine::Pytorch;
+            c
+        });
+        let cells: Vec<CellResult> = libtorch.into_iter().chain(pytorch).collect();
+        let analyses = analyse(&cells, &[], &[]);
+        assert_eq!(analyses.len(), 2);
+        for a in &analyses {
+            let cell = a.best.as_ref().and_then(|b| b.cell.clone()).unwrap();
+            assert_eq!(cell.as_str().ends_with("@pytorch"), a.engine == Engine::Pytorch, "{cell}");
+        }
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub fn sentences(analysis: &FactorialAnalysis) -> Vec<String> {
 /// fused-optimizer, 1.21× [1.15, 1.27]; measured 1.19× [1.14, 1.25]".
 pub fn best_sentence(analysis: &FactorialAnalysis) -> Option<String> {
     let best = analysis.best.as_ref()?;
+    if best.tricks.is_empty() {
+        return Some(
+            "best predicted: the baseline: no trick and no pair of tricks helps beyond the noise floor"
+                .to_owned(),
+        );
+    }
     let tricks = best_tricks(best);
     let measured = match &best.measured {
         Some(m) => format!("measured {}", ratio_text(m)),

@@ -299,9 +299,17 @@ fn best(g: &Group, design: &FactorialAnalysis, engine: String) -> Option<Best> {
         engine,
         tricks: words::best_tricks(b),
         predicted: words::ratio_text(&b.predicted),
-        measured: b.measured.as_ref().map_or_else(|| "not measured".to_owned(), words::ratio_text),
+        measured: match (&b.measured, b.tricks.is_empty()) {
+            (_, true) => "the baseline itself: 1×".to_owned(),
+            (Some(m), false) => words::ratio_text(m),
+            (None, false) => "not measured".to_owned(),
+        },
         check,
-        source: if b.in_design { "in the design" } else { "measured after the design" },
+        source: match (b.tricks.is_empty(), b.in_design) {
+            (true, _) => "no trick or pair helps beyond the noise floor",
+            (false, true) => "in the design",
+            (false, false) => "measured after the design",
+        },
         anchor: entry.map(model::anchor),
     })
 }
