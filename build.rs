@@ -160,6 +160,10 @@ fn record_git_commit() {
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         println!("cargo:rerun-if-changed={dir}/index");
+        // HEAD names the branch; a commit moves the branch's own ref, not HEAD.
+        if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={dir}/{branch}");
+        }
     }
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());

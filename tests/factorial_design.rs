@@ -21,7 +21,6 @@ use trickbench::bench::design::Design;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, Silent};
-use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::results::factorial::{FactorialAnalysis, InteractionVerdict, RatioEstimate};
 use trickbench::results::schema::*;
 use trickbench::tricks::{Trick, TrickSet};
@@ -29,8 +28,8 @@ use trickbench::workloads::WorkloadId;
 
 use common::dirs::temp_dir;
 use common::plan::cpu_request;
-use common::run::{protocol, run_spec, RunInfoBuilder};
-use common::standin::StandIn;
+use common::run::{run_spec, RunInfoBuilder};
+use common::standin::{standin_protocol, StandIn};
 
 /// Simulated runs.
 const RUNS: u64 = 40;
@@ -85,16 +84,7 @@ fn simulate(seed: u64) -> (Results, FactorialAnalysis) {
         time_to_accuracy_batch_size: None,
         ..cpu_request(ProfileName::Smoke, &[WorkloadId::Resnet8], &TRICKS)
     };
-    let protocol = Protocol {
-        rounds: 3,
-        windows_per_process: 20,
-        max_windows_per_process: Some(60),
-        target_ci_half_width: Some(0.03),
-        pairing: MeasurementDesign::Paired,
-        arms_per_process: ArmsPerProcess::Many,
-        host_allocator: HostAllocator::Tuned,
-        ..protocol()
-    };
+    let protocol = standin_protocol();
     let info = RunInfoBuilder::new("stand-in").with_design(Design::Factorial).with_protocol(protocol).build();
     let spec = run_spec(info, Plan::factorial(&request), dir.path());
     let mut machine = StandIn::new(seed, true_effect);

@@ -22,7 +22,6 @@ use trickbench::bench::cell::CellJob;
 use trickbench::bench::plan::{Plan, PlanRequest};
 use trickbench::bench::profile::ProfileName;
 use trickbench::bench::runner::{self, Silent};
-use trickbench::measure::host_allocator::HostAllocator;
 use trickbench::results::schema::*;
 use trickbench::tricks::Trick;
 use trickbench::workloads::WorkloadId;
@@ -30,8 +29,8 @@ use trickbench::workloads::WorkloadId;
 use common::cli::{text, trickbench};
 use common::dirs::{python, temp_dir};
 use common::plan::cpu_request;
-use common::run::{protocol, run_spec, RunInfoBuilder};
-use common::standin::StandIn;
+use common::run::{run_spec, RunInfoBuilder};
+use common::standin::{standin_protocol, StandIn};
 
 /// Simulated runs.
 const RUNS: u64 = 100;
@@ -70,16 +69,7 @@ fn simulate_tricks(seed: u64, tricks: &[Trick]) -> Outcome {
         time_to_accuracy_batch_size: None,
         ..cpu_request(ProfileName::Smoke, &[WorkloadId::Resnet8], tricks)
     };
-    let protocol = Protocol {
-        rounds: 3,
-        windows_per_process: 20,
-        max_windows_per_process: Some(60),
-        target_ci_half_width: Some(0.03),
-        pairing: MeasurementDesign::Paired,
-        arms_per_process: ArmsPerProcess::Many,
-        host_allocator: HostAllocator::Tuned,
-        ..protocol()
-    };
+    let protocol = standin_protocol();
     let info = RunInfoBuilder::new("stand-in").with_protocol(protocol).build();
     let spec = run_spec(info, Plan::ablation(&request), dir.path());
     let mut machine = StandIn::new(seed, true_effect);

@@ -13,9 +13,13 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use trickbench::bench::cell::{rotate, CellJob};
 use trickbench::bench::runner::{CellExecutor, Execution};
-use trickbench::results::schema::{CellKey, PairedWindows, ProcessMeasurement, Side};
+use trickbench::measure::host_allocator::HostAllocator;
+use trickbench::results::schema::{
+    ArmsPerProcess, CellKey, MeasurementDesign, PairedWindows, ProcessMeasurement, Protocol, Side,
+};
 
 use super::cells::measurement;
+use super::run::protocol;
 
 /// The reference's throughput with no offset, drift or jitter, samples per second.
 const BASE_SAMPLES_PER_S: f64 = 1000.0;
@@ -27,6 +31,21 @@ const PROCESS_WOBBLE: f64 = 0.015;
 const DRIFT: f64 = 0.04;
 /// Each window's throughput is multiplied by a factor drawn uniformly from 1 ± this.
 const JITTER: f64 = 0.02;
+
+/// The protocol the stand-in's runs measure by: 3 rounds, paired, every arm of a reference in one
+/// process, 20 to 60 pairs a process, asking ±3%.
+pub fn standin_protocol() -> Protocol {
+    Protocol {
+        rounds: 3,
+        windows_per_process: 20,
+        max_windows_per_process: Some(60),
+        target_ci_half_width: Some(0.03),
+        pairing: MeasurementDesign::Paired,
+        arms_per_process: ArmsPerProcess::Many,
+        host_allocator: HostAllocator::Tuned,
+        ..protocol()
+    }
+}
 
 /// The stand-in machine: measures every cell of a job as the model above says, each cell's true
 /// effect against the baseline given by `true_effect`.
