@@ -16,7 +16,7 @@ use crate::results::system::SystemInfo;
 use crate::stats::{
     coefficient_of_variation, mad_outliers, median, median_ci, paired_median_ci, paired_ratio_ci, Estimate,
 };
-use crate::tricks::{MemoryFigure, Trick, TrickSet};
+use crate::tricks::{memory_figure_of, Trick, TrickSet};
 use crate::vocabulary::{Design, Precision, WorkloadId};
 
 /// Recomputes a cell's aggregates (throughput with its noise, memory, time-to-accuracy, energy,
@@ -482,12 +482,7 @@ fn verdict_of(estimate: &Estimate) -> Verdict {
 /// Peak memory of `cell` ÷ that of `reference`: reserved bytes when a trick the cell adds is judged
 /// by them (`expandable-segments`), else live bytes; `None` where either is unknown.
 fn memory_ratio(cell: &CellResult, reference: &CellResult) -> Option<f64> {
-    let added = cell.key.tricks.iter().filter(|&t| !reference.key.tricks.has(t));
-    let figure = if added.map(Trick::memory_figure).any(|f| f == MemoryFigure::Reserved) {
-        MemoryFigure::Reserved
-    } else {
-        MemoryFigure::Live
-    };
+    let figure = memory_figure_of(cell.key.tricks.iter().filter(|&t| !reference.key.tricks.has(t)));
     match (cell.memory.and_then(|m| m.bytes(figure)), reference.memory.and_then(|m| m.bytes(figure))) {
         (Some(a), Some(b)) if b > 0 => Some(a as f64 / b as f64),
         _ => None,

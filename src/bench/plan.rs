@@ -8,7 +8,7 @@ use crate::analysis::{is_compared, is_process_design, reference_position};
 use crate::bench::design::Design;
 use crate::bench::profile::Profile;
 use crate::engine::Engine;
-use crate::factorial::{self, Fraction, MAX_FACTORS, MIN_FACTORS};
+use crate::factorial::{self, Fraction, MIN_FACTORS};
 use crate::hardware::Hardware;
 use crate::results::factorial::{FactorialAnalysis, LeftOutTrick};
 use crate::results::model::UserModel;
@@ -506,7 +506,7 @@ impl Plan {
 /// them) and the tricks of `request` left out of it, each with why: a trick that is not judged
 /// against the baseline by training throughput or memory among other arms, one not applicable on
 /// an engine of `request`, one that cannot share a configuration with the factors before it, and
-/// those beyond [`MAX_FACTORS`] (the analysis gives the same reasons).
+/// those beyond [`factorial::MAX_FACTORS`] (the analysis gives the same reasons).
 pub fn factorial_factors(request: &PlanRequest, workload: WorkloadId) -> (Vec<Trick>, Vec<LeftOutTrick>) {
     let (mut factors, mut left_out) = (Vec::new(), Vec::new());
     for &trick in &request.tricks {
@@ -517,10 +517,7 @@ pub fn factorial_factors(request: &PlanRequest, workload: WorkloadId) -> (Vec<Tr
                 Some(format!("not applicable on {engine}: {reason}"))
             })
         };
-        let reason = factorial::property_reason(trick)
-            .or_else(not_applicable)
-            .or_else(|| factorial::conflict_reason(trick, &factors, &request.engines))
-            .or_else(|| (factors.len() == MAX_FACTORS).then(factorial::beyond_the_most));
+        let reason = factorial::left_out_reason(trick, not_applicable(), &factors, &request.engines);
         match reason {
             Some(reason) => left_out.push(LeftOutTrick { trick, reason }),
             None => factors.push(trick),

@@ -17,7 +17,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::fraction::{level, Fraction};
-use super::{beyond_the_most, conflict_reason, property_reason};
+use super::{beyond_the_most, left_out_reason, mask_of};
 use crate::engine::Engine;
 use crate::results::factorial::{
     BestConfiguration, FactorialAnalysis, Interaction, InteractionVerdict, LeftOutTrick, MainEffect,
@@ -28,7 +28,7 @@ use crate::results::schema::{
     ProcessMeasurement, Verdict,
 };
 use crate::stats::{median, percentile_interval_at, BOOTSTRAP_RESAMPLES, CONFIDENCE_LEVEL};
-use crate::tricks::{MemoryFigure, Trick, TrickSet};
+use crate::tricks::{memory_figure_of, Trick, TrickSet};
 use crate::vocabulary::WorkloadId;
 
 /// The seed of the factorial's bootstrap.
@@ -220,21 +220,6 @@ fn factors_of(cells: &[CellResult], workload: WorkloadId, engine: Engine) -> Vec
     factors
 }
 
-/// The mask of `tricks` over `factors`; `None` where a trick is not a factor.
-fn mask_of(tricks: &TrickSet, factors: &[Trick]) -> Option<u32> {
-    tricks.iter().try_fold(0u32, |mask, t| factors.iter().position(|&f| f == t).map(|i| mask | (1 << i)))
-}
-
-/// The peak figure the design's memory effects read: reserved bytes where a factor is judged by
-/// them, else live bytes.
-fn memory_figure(factors: &[Trick]) -> MemoryFigure {
-    if factors.iter().any(|t| t.memory_figure() == MemoryFigure::Reserved) {
-        MemoryFigure::Reserved
-    } else {
-        MemoryFigure::Live
-    }
-}
-
 /// The paired process of `cell` in `round`, if it has one.
 fn paired_in(cell: &CellResult, round: usize) -> Option<&ProcessMeasurement> {
     cell.processes.iter().find(|p| p.round == round && p.paired.is_some())
@@ -246,7 +231,7 @@ fn paired_in(cell: &CellResult, round: usize) -> Option<&ProcessMeasurement> {
 fn observations(cells: &[CellResult], workload: WorkloadId, engine: Engine) -> Option<Observations> {
     let factors = factors_of(cells, workload, engine);
     let fraction = Fraction::for_factors(factors.len())?;
-    let figure = memory_figure(&factors);
+    let figure = memory_figure_of(factors.iter().copied());
     let measured: Vec<(u32, &CellResult)> = cells
         .iter()
         .filter(|c| is_configuration(&c.key, workload, engine) && c.status == CellStatus::Ok)
@@ -500,10 +485,8 @@ fn left_out(cells: &[CellResult], workload: WorkloadId, factors: &[Trick]) -> Ve
                 }
                 _ => None,
             });
-            let reason = property_reason(trick)
-                .or(not_applicable)
-                .or_else(|| conflict_reason(trick, factors, &engines))
-                .unwrap_or_else(beyond_the_most);
+            let reason =
+                left_out_reason(trick, not_applicable, factors, &engines).unwrap_or_else(beyond_the_most);
             LeftOutTrick { trick, reason }
         })
         .collect()

@@ -55,7 +55,12 @@ impl fmt::Display for Word {
 
 /// The letters of the factors in `mask`: "ABD".
 pub fn letters(mask: u32) -> String {
-    (0..32).filter(|i| mask & (1 << i) != 0).map(|i| char::from(b'A' + i as u8)).collect()
+    (0..32).filter(|i| mask & (1 << i) != 0).map(letter).collect()
+}
+
+/// The letter of factor `factor` (0: A), as the generators name it.
+pub fn letter(factor: usize) -> char {
+    char::from(b'A' + u8::try_from(factor).unwrap_or(25).min(25))
 }
 
 /// A resolution in the Roman numerals the tables write it in: "V".

@@ -18,8 +18,31 @@ use crate::engine::Engine;
 use crate::results::factorial::FactorialAnalysis;
 use crate::tricks::{Metric, Pairing, Trick, TrickSet};
 
+/// Why `trick` is not a factor of a design whose factors are (or so far are) `factors` on
+/// `engines`, where it is not; `None` where it can join them. The reasons, in the order they are
+/// read: what the trick is ([`property_reason`]), why it does not apply (`not_applicable`, on an
+/// engine of the run), a trick among `factors` it cannot share a configuration with, and the
+/// design being full. The plan asks it of each trick in turn; the analysis of each left out.
+pub fn left_out_reason(
+    trick: Trick,
+    not_applicable: Option<String>,
+    factors: &[Trick],
+    engines: &[Engine],
+) -> Option<String> {
+    property_reason(trick)
+        .or(not_applicable)
+        .or_else(|| conflict_reason(trick, factors, engines))
+        .or_else(|| (factors.len() >= MAX_FACTORS).then(beyond_the_most))
+}
+
+/// The mask of `tricks` over `factors` (bit i: the ith factor); `None` where a trick is not a
+/// factor.
+pub(crate) fn mask_of(tricks: &TrickSet, factors: &[Trick]) -> Option<u32> {
+    tricks.iter().try_fold(0u32, |mask, t| factors.iter().position(|&f| f == t).map(|i| mask | (1 << i)))
+}
+
 /// Why `trick`, by what it is, cannot be a factor of the design; `None` where it can.
-pub fn property_reason(trick: Trick) -> Option<String> {
+fn property_reason(trick: Trick) -> Option<String> {
     match trick.metric() {
         Metric::TimeToAccuracy => {
             return Some(
@@ -46,7 +69,7 @@ pub fn property_reason(trick: Trick) -> Option<String> {
 }
 
 /// Why `trick` cannot join `factors` in one configuration on any of `engines`, if it cannot.
-pub fn conflict_reason(trick: Trick, factors: &[Trick], engines: &[Engine]) -> Option<String> {
+fn conflict_reason(trick: Trick, factors: &[Trick], engines: &[Engine]) -> Option<String> {
     let together: TrickSet = factors.iter().copied().chain([trick]).collect();
     engines.iter().find_map(|&engine| together.conflict_reason_on(engine))
 }
@@ -54,14 +77,12 @@ pub fn conflict_reason(trick: Trick, factors: &[Trick], engines: &[Engine]) -> O
 /// Whether `tricks` is one of the configurations of `analysis`'s fraction (not the all-off
 /// one, which the A/A control stands for).
 pub fn is_configuration(analysis: &FactorialAnalysis, tricks: &TrickSet) -> bool {
-    let mask = tricks
-        .iter()
-        .try_fold(0u32, |mask, t| analysis.factors.iter().position(|&f| f == t).map(|i| mask | (1 << i)));
+    let mask = mask_of(tricks, &analysis.factors);
     let runs = Fraction::for_factors(analysis.factors.len()).map(|f| f.runs()).unwrap_or_default();
     mask.is_some_and(|m| m != 0 && runs.contains(&m))
 }
 
 /// Why a trick that passed every other test is not a factor: the design is full.
-pub fn beyond_the_most() -> String {
+pub(crate) fn beyond_the_most() -> String {
     format!("the design varies at most {MAX_FACTORS} tricks; choose them with --tricks")
 }

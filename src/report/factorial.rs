@@ -6,12 +6,12 @@
 use serde::Serialize;
 
 use crate::engine::Engine;
+use crate::factorial::fraction::letter;
 use crate::factorial::words;
 use crate::report::model::{self, engine_words, Group, Report};
 use crate::report::FigureFile;
 use crate::results::factorial::{BestConfiguration, FactorialAnalysis, Interaction};
 use crate::results::schema::Results;
-use crate::summary::factorial::letter;
 use crate::tricks::Trick;
 
 /// The section the main-effects figures belong to.

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use super::glance::{engine_name, title};
 use super::layout::{by_cause, cause_lines, grouped, Layout};
 use crate::engine::Engine;
+use crate::factorial::fraction::letter;
 use crate::factorial::words;
 use crate::report::{ratio_effect, throughput_effect, Effect, MEMORY_TOLERANCE};
 use crate::results::factorial::{
@@ -154,11 +155,6 @@ impl FactorialWorkload<'_> {
     pub(crate) fn left_out(&self) -> Vec<(String, Vec<Trick>)> {
         by_cause(self.analyses.iter().flat_map(|a| &a.left_out).map(|l| (short_reason(l), l.trick)))
     }
-}
-
-/// The letter of the `i`th factor, as the design's generators name it: A, B, …
-pub(crate) fn letter(i: usize) -> char {
-    char::from(b'A' + u8::try_from(i).unwrap_or(25).min(25))
 }
 
 /// A main effect in words: "1.19× [1.10, 1.30]" on throughput, "0.71× memory [0.64, 0.78]" for a

@@ -18,6 +18,16 @@ pub use applicability::{Applicability, Need};
 pub use info::{ActsOn, InPytorch, Pairing, Reference, Stage, TrickInfo, Wording};
 pub use list::{parse_trick_list, TRICK_GROUPS};
 
+/// The peak figure a configuration with `tricks` on is judged by against one without them:
+/// reserved bytes where one of them is judged by them (`expandable-segments`), else live bytes.
+pub fn memory_figure_of(tricks: impl IntoIterator<Item = Trick>) -> MemoryFigure {
+    if tricks.into_iter().any(|t| t.memory_figure() == MemoryFigure::Reserved) {
+        MemoryFigure::Reserved
+    } else {
+        MemoryFigure::Live
+    }
+}
+
 impl Trick {
     /// The tricks that choose the optimizer; at most one can be on.
     pub const OPTIMIZERS: [Trick; 4] = [Trick::Adamw, Trick::Lars, Trick::Lamb, Trick::Muon];

@@ -3,13 +3,14 @@
 //! on a log axis where right is better, over the A/A noise band.
 
 use crate::engine::Engine;
+use crate::factorial::fraction::letter;
 use crate::report::factorial::{analyses, figure_slug, FACTORIAL_SECTION};
 use crate::report::gain::Gain;
 use crate::report::model::Group;
 use crate::report::plots::{Chart, DotChart, DotRow, Shape};
 use crate::results::factorial::{FactorialAnalysis, MainEffect};
 use crate::results::schema::Results;
-use crate::summary::factorial::{letter, main_effect};
+use crate::summary::factorial::main_effect;
 use crate::tricks::{Metric, Trick};
 
 use super::glance::{dot_row, engines_of, noise_band, series, ENGINES_KEY, GAIN_AXIS};

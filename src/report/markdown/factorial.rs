@@ -5,12 +5,13 @@
 use std::fmt::Write;
 
 use crate::engine::Engine;
+use crate::factorial::fraction::letter;
 use crate::factorial::words;
 use crate::report::html::markdown_cell;
 use crate::report::model::engine_words;
 use crate::results::factorial::{InteractionVerdict, RatioEstimate};
 use crate::results::schema::Results;
-use crate::summary::factorial::{letter, workloads, FactorialWorkload, MainRow, Pair};
+use crate::summary::factorial::{workloads, FactorialWorkload, MainRow, Pair};
 
 /// The sections of every factorial design of `results`, each opening with its `## ` heading;
 /// empty where no run is of that design.
