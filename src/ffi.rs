@@ -76,34 +76,6 @@ mod raw {
             lr: *const C_tensor,
             found_inf: *const C_tensor,
         ) -> c_int;
-        pub fn tb_fused_adamw(
-            params: *mut *mut C_tensor,
-            grads: *mut *mut C_tensor,
-            exp_avgs: *mut *mut C_tensor,
-            exp_avg_sqs: *mut *mut C_tensor,
-            steps: *mut *mut C_tensor,
-            n: c_int,
-            lr: *const C_tensor,
-            beta1: f64,
-            beta2: f64,
-            weight_decay: f64,
-            eps: f64,
-            found_inf: *const C_tensor,
-        ) -> c_int;
-        pub fn tb_fused_adam(
-            params: *mut *mut C_tensor,
-            grads: *mut *mut C_tensor,
-            exp_avgs: *mut *mut C_tensor,
-            exp_avg_sqs: *mut *mut C_tensor,
-            steps: *mut *mut C_tensor,
-            n: c_int,
-            lr: *const C_tensor,
-            beta1: f64,
-            beta2: f64,
-            weight_decay: f64,
-            eps: f64,
-            found_inf: *const C_tensor,
-        ) -> c_int;
         pub fn tb_rng_get_state(device_type: c_int, device_index: c_int, out: *mut *mut C_tensor) -> c_int;
         pub fn tb_rng_set_state(device_type: c_int, device_index: c_int, state: *const C_tensor) -> c_int;
         pub fn tb_set_autocast_cache_enabled(enabled: c_int);
@@ -148,6 +120,37 @@ mod raw {
             out: *mut *mut C_tensor,
         ) -> c_int;
         pub fn tb_jit_free(function: *mut c_void);
+    }
+
+    /// Declares shim functions that share one C signature, written once, and names the type of a
+    /// pointer to any of them.
+    macro_rules! same_signature {
+        ($(#[$doc:meta])* type $alias:ident = fn $params:tt -> $ret:ty; $($name:ident),+) => {
+            $(#[$doc])*
+            pub type $alias = unsafe extern "C" fn $params -> $ret;
+            extern "C" {
+                $(pub fn $name $params -> $ret;)+
+            }
+        };
+    }
+
+    same_signature! {
+        /// The C signature `tb_fused_adamw` and `tb_fused_adam` share.
+        type FusedAdamKernel = fn(
+            params: *mut *mut C_tensor,
+            grads: *mut *mut C_tensor,
+            exp_avgs: *mut *mut C_tensor,
+            exp_avg_sqs: *mut *mut C_tensor,
+            steps: *mut *mut C_tensor,
+            n: c_int,
+            lr: *const C_tensor,
+            beta1: f64,
+            beta2: f64,
+            weight_decay: f64,
+            eps: f64,
+            found_inf: *const C_tensor,
+        ) -> c_int;
+        tb_fused_adamw, tb_fused_adam
     }
 }
 
@@ -562,22 +565,6 @@ pub struct AdamHyper<'a> {
     pub eps: f64,
 }
 
-/// The C signature `tb_fused_adamw` and `tb_fused_adam` share.
-type FusedAdamKernel = unsafe extern "C" fn(
-    *mut *mut C_tensor,
-    *mut *mut C_tensor,
-    *mut *mut C_tensor,
-    *mut *mut C_tensor,
-    *mut *mut C_tensor,
-    c_int,
-    *const C_tensor,
-    f64,
-    f64,
-    f64,
-    f64,
-    *const C_tensor,
-) -> c_int;
-
 /// One AdamW step over `lists.params` in a single multi-tensor launch (`at::_fused_adamw_`, the
 /// kernel of `torch.optim.AdamW(fused=True)`), without AMSGrad. The kernel does not count steps:
 /// add 1 to `lists.steps` before the call (and, with `found_inf`, subtract `found_inf` after it), as
@@ -604,7 +591,7 @@ pub fn fused_adam(
 
 /// Checks that the lists are parallel and calls `kernel` on them.
 fn fused_adam_launch(
-    kernel: FusedAdamKernel,
+    kernel: raw::FusedAdamKernel,
     what: &str,
     lists: AdamLists<'_>,
     hyper: AdamHyper<'_>,

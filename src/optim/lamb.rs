@@ -17,9 +17,8 @@
 use tch::{Device, Tensor};
 
 use super::adam::Moments;
-use super::update::{keep_mask, unless_skipped, zero_grads, Hyper, LayerWise, TrustRatio};
-use super::Optimizer;
-use crate::error::Error;
+use super::layer_wise::{LayerWiseOptimizer, Rule};
+use super::update::{LayerWise, TrustRatio};
 
 /// LAMB hyper-parameters (the learning rate comes with each step, from the schedule).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,77 +44,50 @@ impl Default for LambConfig {
 }
 
 /// LAMB over a fixed list of parameters, one parameter at a time.
+pub type Lamb = LayerWiseOptimizer<LambRule>;
+
+/// LAMB's part of the layer-wise loop: Adam's direction, from its moment estimates.
 #[derive(Debug)]
-pub struct Lamb {
-    layer_wise: LayerWise,
-    params: Vec<Tensor>,
+pub struct LambRule {
+    /// Adam's moment estimates and step counts, one of each per parameter.
     moments: Moments,
-    lr: Hyper,
 }
 
 impl Lamb {
     /// An optimizer over `params` (shallow clones of the model's trainable variables).
     pub fn new(params: Vec<Tensor>, config: LambConfig) -> Self {
         let moments = Moments::new(params.len(), config.beta1, config.beta2, config.eps);
-        Self {
-            layer_wise: LayerWise {
-                weight_decay: config.weight_decay,
-                exclude_1d: config.exclude_1d,
-                trust_ratio: TrustRatio::Lamb,
-            },
-            params,
-            moments,
-            lr: Hyper::Host(0.0),
-        }
+        let layer_wise = LayerWise {
+            weight_decay: config.weight_decay,
+            exclude_1d: config.exclude_1d,
+            trust_ratio: TrustRatio::Lamb,
+        };
+        LayerWiseOptimizer::from_parts(params, layer_wise, LambRule { moments })
     }
 }
 
-impl Optimizer for Lamb {
-    fn set_lr(&mut self, lr: f64) {
-        self.lr.set(lr);
-    }
-
+impl Rule for LambRule {
     /// Sets β₁ (the bias correction uses the current β₁, as Adam's). Once capturable, β₁ lives on
     /// the device, so a captured CUDA graph follows 1cycle's changes.
     fn set_momentum(&mut self, momentum: f64) {
         self.moments.set_beta1(momentum);
     }
 
-    /// One LAMB update of every parameter that has a gradient. A skip flag needs the step counts
-    /// on the device: on a host-side optimizer, the first flagged update moves them there.
-    fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
-        let keep = keep_mask(found_inf);
-        tch::no_grad(|| {
-            for (index, p) in self.params.iter_mut().enumerate() {
-                let grad = p.grad();
-                if !grad.defined() {
-                    continue;
-                }
-                let adam = self.moments.direction(index, p, &grad, keep.as_ref());
-                let direction = self.layer_wise.direction(p, adam);
-                let step = self.lr.times(&direction);
-                unless_skipped(p, keep.as_ref(), |p| {
-                    let _ = p.g_sub_(&step);
-                });
-            }
-        });
-        Ok(())
+    /// Adam's direction, updating the moments. A skip flag needs the step counts on the device: on
+    /// a host-side optimizer, the first flagged update moves them there.
+    fn direction(&mut self, index: usize, p: &Tensor, grad: Tensor, keep: Option<&Tensor>) -> Tensor {
+        self.moments.direction(index, p, &grad, keep)
     }
 
-    fn zero_grad(&mut self, set_to_none: bool) {
-        zero_grads(&mut self.params, set_to_none);
+    /// The step itself.
+    fn delta(&mut self, _: usize, _: &Tensor, step: Tensor, _: Option<&Tensor>) -> Tensor {
+        step
     }
 
-    fn params(&self) -> &[Tensor] {
-        &self.params
-    }
-
-    /// Puts the learning rate, β₁ and the step counts in device tensors and allocates the moment
-    /// estimates up front as zeros.
-    fn make_capturable(&mut self) {
-        let device = self.params.first().map_or(Device::Cpu, Tensor::device);
-        self.lr.move_to(device);
-        self.moments.make_capturable(&self.params, device);
+    /// Puts β₁ and the step counts in device tensors and allocates the moment estimates up front
+    /// as zeros.
+    fn make_capturable(&mut self, params: &[Tensor], device: Device) {
+        self.moments.make_capturable(params, device);
     }
 }
 
@@ -123,33 +95,15 @@ impl Optimizer for Lamb {
 mod tests {
     use tch::Kind;
 
+    use crate::optim::layer_wise::train_weight_and_bias;
     use crate::optim::update::assert_close;
+    use crate::optim::Optimizer;
 
     use super::*;
 
-    /// A `[1, 2]` weight and a 1-d bias after updates at the given (learning rate, skip flag)
-    /// steps, loss `Σw³/3 + Σb³/3` (gradients `w²`, `b²`); a flag of `None` passes no
-    /// `found_inf`, a flag of 1 comes with an overflowed (infinite) gradient.
+    /// [`train_weight_and_bias`] by LAMB from `w = [3, 4]`, `b = [0.5, −0.25]`.
     fn run(config: LambConfig, capturable: bool, steps: &[(f64, Option<f32>)]) -> Vec<f32> {
-        let w = Tensor::from_slice(&[3.0f32, 4.0]).view([1, 2]).set_requires_grad(true);
-        let b = Tensor::from_slice(&[0.5f32, -0.25]).set_requires_grad(true);
-        let mut opt = Lamb::new(vec![w.shallow_clone(), b.shallow_clone()], config);
-        if capturable {
-            opt.make_capturable();
-        }
-        for &(lr, flag) in steps {
-            opt.zero_grad(true);
-            ((&w * &w * &w).sum(Kind::Float) / 3.0 + (&b * &b * &b).sum(Kind::Float) / 3.0).backward();
-            if flag == Some(1.0) {
-                let _ = w.grad().fill_(f64::INFINITY);
-            }
-            let found_inf = flag.map(|f| Tensor::from_slice(&[f]));
-            opt.set_lr(lr);
-            opt.update(found_inf.as_ref()).unwrap();
-        }
-        let mut values = Vec::<f32>::try_from(&w.detach().flatten(0, -1)).unwrap();
-        values.extend(Vec::<f32>::try_from(&b.detach()).unwrap());
-        values
+        train_weight_and_bias(|params| Lamb::new(params, config), capturable, [3.0, 4.0], [0.5, -0.25], steps)
     }
 
     /// Two steps (learning rates 0.1 and 0.2) at the default hyper-parameters, against

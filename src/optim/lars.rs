@@ -17,9 +17,8 @@
 
 use tch::{Device, Tensor};
 
-use super::update::{keep_mask, unless_skipped, zero_grads, Hyper, LayerWise, TrustRatio};
-use super::Optimizer;
-use crate::error::Error;
+use super::layer_wise::{LayerWiseOptimizer, Rule};
+use super::update::{unless_skipped, Hyper, LayerWise, TrustRatio};
 
 /// LARS hyper-parameters (the learning rate comes with each step, from the schedule).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,12 +42,14 @@ impl Default for LarsConfig {
 }
 
 /// LARS over a fixed list of parameters, one parameter at a time.
+pub type Lars = LayerWiseOptimizer<LarsRule>;
+
+/// LARS's part of the layer-wise loop: the gradient as the direction, and momentum on the step.
 #[derive(Debug)]
-pub struct Lars {
-    layer_wise: LayerWise,
-    params: Vec<Tensor>,
+pub struct LarsRule {
+    /// Each parameter's velocity, `None` until its first update (or until made capturable).
     velocities: Vec<Option<Tensor>>,
-    lr: Hyper,
+    /// The momentum factor `m`: a host number, or a device tensor once capturable.
     momentum: Hyper,
 }
 
@@ -58,65 +59,38 @@ impl Lars {
         let LarsConfig { momentum, weight_decay, trust_coefficient, exclude_1d } = config;
         let velocities = params.iter().map(|_| None).collect();
         let trust_ratio = TrustRatio::Lars { trust_coefficient };
-        Self {
-            layer_wise: LayerWise { weight_decay, exclude_1d, trust_ratio },
-            params,
-            velocities,
-            lr: Hyper::Host(0.0),
-            momentum: Hyper::Host(momentum),
-        }
+        let rule = LarsRule { velocities, momentum: Hyper::Host(momentum) };
+        LayerWiseOptimizer::from_parts(params, LayerWise { weight_decay, exclude_1d, trust_ratio }, rule)
     }
 }
 
-impl Optimizer for Lars {
-    fn set_lr(&mut self, lr: f64) {
-        self.lr.set(lr);
-    }
-
+impl Rule for LarsRule {
     /// Sets the momentum factor. Once capturable, it lives on the device, so a captured CUDA graph
     /// follows 1cycle's changes.
     fn set_momentum(&mut self, momentum: f64) {
         self.momentum.set(momentum);
     }
 
-    fn update(&mut self, found_inf: Option<&Tensor>) -> Result<(), Error> {
-        let keep = keep_mask(found_inf);
-        tch::no_grad(|| {
-            for (p, velocity) in self.params.iter_mut().zip(&mut self.velocities) {
-                let grad = p.grad();
-                if !grad.defined() {
-                    continue;
-                }
-                let direction = self.layer_wise.direction(p, grad);
-                let increment = self.lr.times(&direction);
-                let velocity = velocity.get_or_insert_with(|| p.zeros_like());
-                unless_skipped(velocity, keep.as_ref(), |v| {
-                    self.momentum.scale(v);
-                    let _ = v.g_add_(&increment);
-                });
-                unless_skipped(p, keep.as_ref(), |p| {
-                    let _ = p.g_sub_(velocity);
-                });
-            }
+    /// The gradient itself.
+    fn direction(&mut self, _: usize, _: &Tensor, grad: Tensor, _: Option<&Tensor>) -> Tensor {
+        grad
+    }
+
+    /// The velocity, after `v = m·v + step`.
+    fn delta(&mut self, index: usize, p: &Tensor, step: Tensor, keep: Option<&Tensor>) -> Tensor {
+        let velocity = self.velocities[index].get_or_insert_with(|| p.zeros_like());
+        unless_skipped(velocity, keep, |v| {
+            self.momentum.scale(v);
+            let _ = v.g_add_(&step);
         });
-        Ok(())
+        velocity.shallow_clone()
     }
 
-    fn zero_grad(&mut self, set_to_none: bool) {
-        zero_grads(&mut self.params, set_to_none);
-    }
-
-    fn params(&self) -> &[Tensor] {
-        &self.params
-    }
-
-    /// Puts the learning rate and the momentum in device tensors and allocates the velocities up
-    /// front as zeros (the same math: the first update is `v = m·0 + γ·λ·d`).
-    fn make_capturable(&mut self) {
-        let device = self.params.first().map_or(Device::Cpu, Tensor::device);
-        self.lr.move_to(device);
+    /// Puts the momentum in a device tensor and allocates the velocities up front as zeros (the
+    /// same math: the first update is `v = m·0 + γ·λ·d`).
+    fn make_capturable(&mut self, params: &[Tensor], device: Device) {
         self.momentum.move_to(device);
-        for (p, velocity) in self.params.iter().zip(&mut self.velocities) {
+        for (p, velocity) in params.iter().zip(&mut self.velocities) {
             velocity.get_or_insert_with(|| p.detach().zeros_like());
         }
     }
@@ -126,13 +100,13 @@ impl Optimizer for Lars {
 mod tests {
     use tch::Kind;
 
+    use crate::optim::layer_wise::train_weight_and_bias;
     use crate::optim::update::assert_close;
+    use crate::optim::Optimizer;
 
     use super::*;
 
-    /// A `[1, 2]` weight and a 1-d bias after updates at the given (learning rate, skip flag)
-    /// steps, loss `Σw³/3 + Σb³/3` (gradients `w²`, `b²`); a flag of `None` passes no
-    /// `found_inf`, a flag of 1 comes with an overflowed (infinite) gradient.
+    /// [`train_weight_and_bias`] by LARS.
     fn run(
         config: LarsConfig,
         capturable: bool,
@@ -140,25 +114,7 @@ mod tests {
         b: [f32; 2],
         steps: &[(f64, Option<f32>)],
     ) -> Vec<f32> {
-        let w = Tensor::from_slice(&w).view([1, 2]).set_requires_grad(true);
-        let b = Tensor::from_slice(&b).set_requires_grad(true);
-        let mut opt = Lars::new(vec![w.shallow_clone(), b.shallow_clone()], config);
-        if capturable {
-            opt.make_capturable();
-        }
-        for &(lr, flag) in steps {
-            opt.zero_grad(true);
-            ((&w * &w * &w).sum(Kind::Float) / 3.0 + (&b * &b * &b).sum(Kind::Float) / 3.0).backward();
-            if flag == Some(1.0) {
-                let _ = w.grad().fill_(f64::INFINITY);
-            }
-            let found_inf = flag.map(|f| Tensor::from_slice(&[f]));
-            opt.set_lr(lr);
-            opt.update(found_inf.as_ref()).unwrap();
-        }
-        let mut values = Vec::<f32>::try_from(&w.detach().flatten(0, -1)).unwrap();
-        values.extend(Vec::<f32>::try_from(&b.detach()).unwrap());
-        values
+        train_weight_and_bias(|params| Lars::new(params, config), capturable, w, b, steps)
     }
 
     const CONFIG: LarsConfig =

@@ -3,6 +3,7 @@ pub mod adam;
 pub mod clip;
 pub mod lamb;
 pub mod lars;
+pub mod layer_wise;
 pub mod muon;
 pub mod schedule;
 pub mod sgd;
