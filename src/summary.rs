@@ -3,6 +3,7 @@
 //! and interactions; at the end, where the run's time went, its times to accuracy and its
 //! failures. `--verbose` adds the table of every cell.
 
+mod compare;
 pub(crate) mod factorial;
 mod glance;
 mod layout;
@@ -11,16 +12,15 @@ use std::fmt::Write;
 
 use crate::bench::design::Design;
 use crate::bench::progress::duration_text;
-use crate::engine::Engine;
 use crate::report;
 use crate::results::rehearsal::RehearsalTally;
 use crate::results::schema::{
-    CellKind, CellResult, CellStatus, Comparison, MeasurementDesign, NoiseFloor, Results, TimeToAccuracy,
-    Verdict,
+    CellKind, CellResult, CellStatus, Comparison, Results, TimeToAccuracy, Verdict,
 };
 use crate::terminal::{wrap, Terminal};
 use crate::workloads::WorkloadId;
 
+pub use compare::comparison_summary;
 pub use factorial::factorial_summary;
 
 /// What `workload` answered, as soon as it is measured: its verdicts grouped and fitted to the
@@ -134,7 +134,7 @@ fn verbose_table(results: &Results, include: impl Fn(&CellResult) -> bool) -> St
     let workloads: Vec<WorkloadId> =
         results.cells.iter().filter(|c| include(c)).map(|c| c.key.workload).collect();
     for floor in results.noise_floors.iter().filter(|f| workloads.contains(&f.workload)) {
-        let _ = writeln!(out, "\n{}", noise_floor_text(floor, results.run.workload_name(floor.workload)));
+        let _ = writeln!(out, "\n{}", floor.text(results.run.workload_name(floor.workload)));
     }
     out
 }
@@ -243,32 +243,6 @@ fn rest_of_processes(rest_s: f64) -> String {
         return String::new();
     }
     format!("{} in time-to-accuracy training and the rest of the processes, ", duration_text(rest_s))
-}
-
-/// The noise floor of the workload named `name` in words: "noise floor of resnet8 (A/A control):
-/// 1.02× [0.97, 1.06]; speed-ups within ±6.0% are not distinguishable from noise on this machine".
-pub fn noise_floor_text(floor: &NoiseFloor, name: &str) -> String {
-    let (control, effects) = match floor.design {
-        MeasurementDesign::Paired => {
-            ("a copy of the baseline paired with it in each process", "paired speed-ups")
-        }
-        MeasurementDesign::Processes => (
-            "the baseline measured again in processes of its own",
-            "speed-ups measured in separate processes",
-        ),
-    };
-    let engine = match floor.engine {
-        Engine::Libtorch => String::new(),
-        other => format!(" on the {other} engine"),
-    };
-    format!(
-        "noise floor of {name}{engine} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within ±{:.1}% \
-         are not distinguishable from noise on this machine",
-        floor.ratio,
-        floor.ratio_ci_low,
-        floor.ratio_ci_high,
-        floor.half_width * 100.0
-    )
 }
 
 /// A rehearsal's lines: what it rehearsed, its cases by how far it took them, each refused one

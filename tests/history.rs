@@ -64,7 +64,7 @@ fn versions_given_in_any_order_are_a_history_with_changes_flagged_where_interval
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}{}", stdout, text(&out.stderr));
     assert!(
-        stdout.contains("compared: 3 versions, oldest first (auto: every run is cpu on fixture-cpu-host"),
+        stdout.contains("compared: 3 versions, oldest first (auto: every run is Test Fixture (1 core) on fixture-cpu-host"),
         "{stdout}"
     );
     let history = dir.path().join("history");
@@ -119,7 +119,7 @@ fn by_device_keeps_versions_side_by_side_in_the_order_given() {
     let out =
         trickbench(dir.path(), &["compare", "new.json", "old.json", "--by", "device", "--out", "devices"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("compared: 2 devices (--by device)"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("compared: 2 machines (--by device)"), "{}", text(&out.stdout));
     assert!(dir.path().join("devices/comparison.csv").is_file());
     assert!(!dir.path().join("devices/history.csv").exists());
 }

@@ -246,7 +246,7 @@ fn several_results_files_render_together() {
 }
 
 #[test]
-fn comparison_joins_devices_and_lists_mismatches() {
+fn comparison_joins_machines_and_lists_mismatches() {
     let (cpu, gpu) = (fixtures::cpu_run(), fixtures::gpu_fixture());
     let out = kept_output_dir("compare");
     let cpu_report = render_report(std::slice::from_ref(&cpu), &out.join("cpu-run")).unwrap();
@@ -254,7 +254,7 @@ fn comparison_joins_devices_and_lists_mismatches() {
         render_comparison(&[cpu, gpu], &[Some(cpu_report.index_html)], CompareBy::Auto, &out.join("both"))
             .unwrap();
     assert!(
-        compared.lined_up.starts_with("2 devices (auto: the runs are on 2 machines"),
+        compared.lined_up.starts_with("2 machines (auto: the runs are on 2 machines"),
         "{}",
         compared.lined_up
     );
@@ -263,47 +263,42 @@ fn comparison_joins_devices_and_lists_mismatches() {
     assert_eq!(
         file_names(&files),
         BTreeSet::from(
-            [
-                "compare-heatmap.png",
-                "compare-heatmap.svg",
-                "compare-heatmap-narrow.svg",
-                "compare-bars.png",
-                "compare-bars.svg",
-                "compare-bars-narrow.svg"
-            ]
-            .map(String::from)
-        )
+            ["compare-at-a-glance.png", "compare-at-a-glance.svg", "compare-at-a-glance-narrow.svg"]
+                .map(String::from)
+        ),
+        "two machines have no heatmap"
     );
-    // The device whose report was given links it; the other says it was not given.
-    let devices: Vec<String> =
-        doc.select(&Selector::parse("#devices tbody tr").unwrap()).map(|r| r.inner_html()).collect();
-    assert!(devices[0].contains("href=\"../cpu-run/index.html\""), "{}", devices[0]);
-    assert!(devices[1].contains("not given"), "{}", devices[1]);
+    // The machine whose report was given links it; the other says it was not given.
+    let machines: Vec<String> =
+        doc.select(&Selector::parse("#machines tbody tr").unwrap()).map(|r| r.inner_html()).collect();
+    assert!(machines[0].contains("Test Fixture (1 core)"), "{}", machines[0]);
+    assert!(machines[0].contains("href=\"../cpu-run/index.html\""), "{}", machines[0]);
+    assert!(machines[1].contains("NVIDIA H200 (test fixture)") && machines[1].contains("not given"));
 
-    let row = |label: &str| {
-        let rows = Selector::parse("#table tr").unwrap();
+    let row = |trick: &str| {
+        let rows = Selector::parse("#table tbody tr").unwrap();
         doc.select(&rows)
             .map(|r| r.text().collect::<String>())
-            .find(|t| t.starts_with(label))
-            .unwrap_or_else(|| panic!("no row {label}"))
+            .find(|t| t.starts_with(trick))
+            .unwrap_or_else(|| panic!("no row {trick}"))
     };
-    let amp = row("resnet20 · amp · b128");
+    let amp = row("amp");
     assert!(amp.contains("not applicable") && amp.contains("helps2.10× throughput [2.00, 2.20]"), "{amp}");
-    assert!(row("resnet20 · no-bias-before-bn · b128").contains("missing"));
-    assert!(row("resnet20 · amp+channels-last · b128").contains("missing"));
+    assert!(amp.contains("depends on the machine"), "{amp}");
+    assert!(row("no-bias-before-bn").contains("not in this run"));
 
     let mismatches = Selector::parse("#mismatches tr").unwrap();
     let listed: Vec<String> = doc.select(&mismatches).map(|r| r.text().collect()).collect();
     let find = |label: &str| {
         listed.iter().find(|t| t.contains(label)).unwrap_or_else(|| panic!("{label} not listed"))
     };
-    assert!(find("no-bias-before-bn · b128").contains("cuda:0 on test-fixture-gpu-not-measured"));
-    assert!(find("amp+channels-last · b128").contains("cpu on fixture-cpu-host"));
-    assert!(find("baseline (time to accuracy)").contains("cuda:0"));
+    assert!(find("no-bias-before-bn · b128").contains("NVIDIA H200 (test fixture)"));
+    assert!(find("amp+channels-last · b128").contains("Test Fixture (1 core)"));
+    assert!(find("baseline (time to accuracy)").contains("NVIDIA H200"));
 
     let md = std::fs::read_to_string(&files.summary_md).unwrap();
     assert!(
-        md.contains("## Mismatched and missing cells") && md.contains("| resnet20 · amp · b128 |"),
+        md.contains("## Mismatched and missing cells") && md.contains("| `amp` | resnet20 | throughput |"),
         "{md}"
     );
     let csv = std::fs::read_to_string(&files.csv).unwrap();
@@ -1061,7 +1056,7 @@ fn the_terminal_summary_fits_80_and_100_columns() {
 }
 
 #[test]
-fn a_comparison_of_two_engine_runs_keeps_each_engine_s_cells_apart() {
+fn a_comparison_of_two_engine_runs_gives_each_engine_its_verdict_in_each_machines_cell() {
     let here = fixtures::two_engine_run();
     let mut there = fixtures::two_engine_run();
     there.system.hostname = Some("fixture-other-host".to_owned());
@@ -1069,11 +1064,17 @@ fn a_comparison_of_two_engine_runs_keeps_each_engine_s_cells_apart() {
     let out = temp_dir();
     let compared = render_comparison(&[here, there], &[None, None], CompareBy::Auto, out.path()).unwrap();
     let page = std::fs::read_to_string(&compared.files.index_html).unwrap();
-    let text: String = Html::parse_document(&page).root_element().text().collect();
-    for row in ["debug-off @pytorch", "channels-last @pytorch", "channels-last"] {
-        assert!(text.contains(row), "no row {row}");
-    }
-    assert!(text.contains("1.50×") && text.contains("5.80×"), "both engines' effects are shown");
+    let doc = Html::parse_document(&page);
+    let rows: Vec<String> =
+        doc.select(&Selector::parse("#table tbody tr").unwrap()).map(|r| r.text().collect()).collect();
+    let debug_off = rows.iter().find(|r| r.starts_with("debug-off")).expect("a debug-off row");
+    assert_eq!(debug_off.matches("in PyTorch helps1.50× throughput").count(), 2, "{debug_off}");
+    assert_eq!(debug_off.matches("on libtorch helps5.80× throughput").count(), 2, "{debug_off}");
+    let zero_copy = rows.iter().find(|r| r.starts_with("zero-copy")).expect("a zero-copy row");
+    assert!(zero_copy.contains("on libtorch") && !zero_copy.contains("in PyTorch"), "{zero_copy}");
+    // Two machines of one hardware are told apart by their hosts.
+    assert!(page.contains("Test Fixture (1 core) · fixture-cpu-host"), "the first machine's name");
+    assert!(page.contains("Test Fixture (1 core) · fixture-other-host"), "the second machine's name");
 }
 
 /// `results` with a GPT's forced cuDNN attention on both engines beside its reference, PyTorch's
@@ -1404,14 +1405,15 @@ fn a_comparison_says_why_beside_a_null_or_negative_effect() {
     let out = temp_dir();
     let compared = render_comparison(&[here, there], &[None, None], CompareBy::Auto, out.path()).unwrap();
     let md = std::fs::read_to_string(&compared.files.summary_md).unwrap();
-    let row = |label: &str| {
-        md.lines().find(|l| l.starts_with(&format!("| {label} |"))).unwrap_or_else(|| panic!("{md}"))
-    };
-    let pytorch = row("resnet20 · channels-last @pytorch · b128");
-    assert!(pytorch.contains(" · why: bound elsewhere: at most 1.01× inside ±2.3% |"), "{pytorch}");
-    assert_eq!(pytorch.matches("why:").count(), 1, "the other device has no diagnosis: {pytorch}");
-    let libtorch = row("resnet20 · channels-last · b128");
-    assert!(!libtorch.contains("why:"), "it helps on libtorch: {libtorch}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| `channels-last` | resnet20 |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = row.split(" | ").collect();
+    let (here, there) = (cells[3], cells[4]);
+    assert!(here.ends_with("; why: bound elsewhere: at most 1.01× inside ±2.3%"), "{here}");
+    assert_eq!(row.matches("why:").count(), 1, "the other machine has no diagnosis: {row}");
+    assert!(!there.contains("why:"), "{there}");
 }
 
 /// The factors of [`factorial_design`], A to C.

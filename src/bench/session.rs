@@ -1,6 +1,7 @@
 //! A whole run from a checked [`RunConfig`]: its inputs, plan requests and record, the shard it
 //! runs, the cell processes' executor, the lock on its output folder, and each workload's design
-//! phases in turn, all measured into one results file.
+//! phases in turn, all measured into one results file; what each workload's results say is the
+//! caller's to word, through a [`Presenter`].
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +24,7 @@ use crate::results::model::UserModel;
 use crate::results::rehearsal::Rehearsed;
 use crate::results::schema::{profile_text, CellResult, Results, SpeedrunChoice};
 use crate::results::system::SystemInfo;
-use crate::summary::workload_summary;
+use crate::terminal::Terminal;
 use crate::workloads::{Family, WorkloadId};
 
 /// Where the cell processes' job and output files are kept, inside the output folder.
@@ -42,6 +43,22 @@ pub struct FinishedRun {
     pub lock: Option<OutputLock>,
 }
 
+/// What a run shows of its results while it runs. The benchmark measures; the caller, above it,
+/// words what was measured (the binary's terminal summary).
+pub trait Presenter {
+    /// The text printed as soon as `workload` is measured, before the run goes on to the next
+    /// workloads, fitted to `terminal`; `None` (what a presenter says unless it says otherwise)
+    /// prints nothing there and leaves the workload to what the caller shows after the run.
+    fn workload_measured(
+        &mut self,
+        _results: &Results,
+        _workload: WorkloadId,
+        _terminal: Terminal,
+    ) -> Option<String> {
+        None
+    }
+}
+
 impl FinishedRun {
     /// The results file.
     pub fn results_path(&self) -> PathBuf {
@@ -50,8 +67,13 @@ impl FinishedRun {
 }
 
 /// Runs `config`, each cell in a process of `program` (the trickbench binary), telling the user
-/// through `progress`.
-pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Result<FinishedRun, Error> {
+/// through `progress` what it does, and what each workload measured in the words of `presenter`.
+pub fn run(
+    config: &RunConfig,
+    program: PathBuf,
+    progress: &mut Progress,
+    presenter: &mut dyn Presenter,
+) -> Result<FinishedRun, Error> {
     let design = config.request.design;
     let spec = config.request.model.as_deref();
     let workload_ids: Vec<&str> = config
@@ -121,7 +143,8 @@ pub fn run(config: &RunConfig, program: PathBuf, progress: &mut Progress) -> Res
     }
     let lock = hold_output(&out_dir)?;
     spec.interrupt.catch_signals()?;
-    let mut session = Session { spec, executor, progress, results: None, evidence, _servers: servers };
+    let mut session =
+        Session { spec, executor, progress, presenter, results: None, evidence, _servers: servers };
     let (processes, cells) = session.planned(&requests, design);
     session.progress.note(&format!(
         "plan: {cells} cells in {processes} cell processes (multi-arm processes, rounds and warm-ups \
@@ -244,6 +267,8 @@ struct Session<'a> {
     spec: RunSpec,
     executor: ProcessExecutor,
     progress: &'a mut Progress,
+    /// What words each workload's results as soon as it is measured.
+    presenter: &'a mut dyn Presenter,
     results: Option<Results>,
     /// The `--from` files the speedrun design takes the tricks' effects from.
     evidence: Vec<Evidence>,
@@ -252,8 +277,9 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Runs every request in turn. Each workload's table is printed as soon as it is measured,
-    /// with an estimate of what the rest will take; returns the workloads whose tables were shown.
+    /// Runs every request in turn. Each workload's text from the presenter is printed as soon as it
+    /// is measured, with an estimate of what the rest will take; returns the workloads whose texts
+    /// were shown.
     fn run_requests(&mut self, requests: &[PlanRequest], design: Design) -> Result<Vec<WorkloadId>, Error> {
         let mut shown = Vec::new();
         for (i, request) in requests.iter().enumerate() {
@@ -263,10 +289,13 @@ impl Session<'_> {
             if rest.is_empty() {
                 break;
             }
-            let results = self.results()?;
+            let results = self.results.as_ref().ok_or_else(no_results)?;
             for &workload in &request.workloads {
-                self.progress.table(&workload_summary(results, workload, self.progress.terminal()));
-                shown.push(workload);
+                let text = self.presenter.workload_measured(results, workload, self.progress.terminal());
+                if let Some(text) = text {
+                    self.progress.table(&text);
+                    shown.push(workload);
+                }
             }
             let (processes, _) = self.planned(rest, design);
             let names: Vec<String> = rest.iter().flat_map(|r| &r.workloads).map(|w| w.to_string()).collect();

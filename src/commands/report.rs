@@ -59,8 +59,12 @@ pub fn compare(args: &CompareArgs) -> Result<()> {
         args.results.iter().map(|p| Some(p.with_file_name("index.html")).filter(|i| i.is_file())).collect();
     let compared = render_comparison(&results, &reports, args.by, &args.out)
         .with_context(|| format!("rendering the comparison into {}", args.out.display()))?;
-    let columns = Terminal::detect(false).columns;
+    let terminal = Terminal::detect(false);
+    let columns = terminal.columns;
     println!("{}", wrap(&format!("compared: {}", compared.lined_up), columns, 4));
+    if compared.machines {
+        println!("\n{}", trickbench::summary::comparison_summary(&results, terminal));
+    }
     if compared.unshared_cells > 0 {
         println!("not shared: {} cells some runs lack, listed on the page", compared.unshared_cells);
     }

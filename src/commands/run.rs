@@ -6,11 +6,12 @@ use anyhow::{Context, Result};
 use trickbench::bench::config::{InputPaths, RunConfig, RunRequest};
 use trickbench::bench::overrides::{ProfileOverrides, TtaOverrides};
 use trickbench::bench::progress::{Progress, ProgressMode};
-use trickbench::bench::session;
+use trickbench::bench::session::{self, Presenter};
 use trickbench::bench::trace::CellGlob;
-use trickbench::results::schema::{ArmsPerProcess, MeasurementDesign};
-use trickbench::summary::closing_summary;
+use trickbench::results::schema::{ArmsPerProcess, MeasurementDesign, Results};
+use trickbench::summary::{closing_summary, workload_summary};
 use trickbench::terminal::{wrap, Terminal};
+use trickbench::workloads::WorkloadId;
 
 use crate::cli::RunArgs;
 
@@ -20,7 +21,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut progress = Progress::new(ProgressMode::detect(args.quiet), terminal);
     let config = RunConfig::new(request(args))?;
     let program = std::env::current_exe().context("finding the trickbench executable")?;
-    let finished = session::run(&config, program, &mut progress)?;
+    let finished = session::run(&config, program, &mut progress, &mut WorkloadSummaries)?;
     progress.table(&closing_summary(&finished.results, &finished.shown, terminal));
     for line in trickbench::report::speedrun_headlines(&finished.results) {
         println!("{}", wrap(&line, terminal.columns, 2));
@@ -32,6 +33,21 @@ pub fn run(args: &RunArgs) -> Result<()> {
         &finished.out_dir,
     )?;
     Ok(session::refuse_failed_cells(&finished.results, &finished.out_dir)?)
+}
+
+/// Each workload's terminal summary, as soon as it is measured: its verdicts, and under `--verbose`
+/// its cells' table.
+struct WorkloadSummaries;
+
+impl Presenter for WorkloadSummaries {
+    fn workload_measured(
+        &mut self,
+        results: &Results,
+        workload: WorkloadId,
+        terminal: Terminal,
+    ) -> Option<String> {
+        Some(workload_summary(results, workload, terminal))
+    }
 }
 
 /// The cells the run traces: those `--trace` chooses, every throughput cell without it, none

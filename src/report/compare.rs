@@ -1,12 +1,18 @@
 //! Joining results from several devices: cells are matched by (workload, trick set, batch size,
 //! kind, profile); each device's speed-ups are against its own baseline (the file's comparisons).
+//! The machines are named from their hardware ([`names`]); the first screen reads each trick on
+//! every machine ([`glance`]).
+
+pub(crate) mod glance;
+pub(crate) mod names;
+pub(crate) mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::report::model::{self, Effect, TrickVerdict};
+use crate::report::model::{self, TrickVerdict};
 use crate::results::diagnosis::{Cause, Diagnosis};
 use crate::results::schema::{
     configuration_label, CellKind, CellResult, CellStatus, MeasurementDesign, Phase, Results, Verdict,
@@ -111,9 +117,6 @@ pub(crate) struct DeviceCell {
     /// The trick's verdict on the metric it is judged by, as the run's own report gives it, where
     /// the device measured it.
     pub judged: Option<TrickVerdict>,
-    /// Where the trick's effect on its metric is null or negative on this device: its cause and
-    /// ceiling in one short line ([`why_text`]), where the run diagnosed them.
-    pub why: Option<String>,
 }
 
 impl DeviceCell {
@@ -124,30 +127,13 @@ impl DeviceCell {
         let judged = found
             .zip(comparison)
             .map(|((cell, r), c)| model::judged(cell, c, r.cells.iter().find(|x| x.id() == c.baseline)));
-        let null_or_negative = judged.as_ref().is_some_and(|v| null_or_negative(v.effect));
         DeviceCell {
             cell: found.map(|(c, _)| c.clone()),
             speedup: comparison.map(|c| (c.speedup, c.speedup_ci_low, c.speedup_ci_high)),
             verdict: comparison.map(|c| c.verdict),
             design: comparison.map(|c| c.design),
             memory_ratio: comparison.and_then(|c| c.memory_ratio),
-            why: comparison
-                .and_then(|c| c.diagnosis.as_ref())
-                .filter(|_| null_or_negative)
-                .and_then(why_text),
             judged,
-        }
-    }
-
-    /// Full text: the verdict on the trick's own metric and the effect in words ("helps: 0.56×
-    /// memory, 0.72× throughput"), with why where the effect is null or negative, or what happened
-    /// instead.
-    pub fn text(&self) -> String {
-        match (&self.cell, &self.judged, &self.why) {
-            (None, ..) => "missing".to_owned(),
-            (Some(_), Some(v), None) => format!("{}: {}", v.effect.label(), v.text),
-            (Some(_), Some(v), Some(why)) => format!("{}: {} · why: {why}", v.effect.label(), v.text),
-            (Some(c), None, _) => model::status_summary(&c.status),
         }
     }
 
@@ -178,35 +164,6 @@ pub(crate) struct Row {
     pub cells: Vec<DeviceCell>,
 }
 
-impl Row {
-    /// Where the devices disagree: their verdicts on the trick's metric differ, or (for a trick
-    /// judged by throughput) their speed-up intervals do not overlap. `None` where they agree or
-    /// fewer than two devices measured the cell.
-    pub fn disagreement(&self, devices: &[Device]) -> Option<String> {
-        let measured: Vec<(&str, (f64, f64, f64), Effect)> = self
-            .cells
-            .iter()
-            .zip(devices)
-            .filter_map(|(c, d)| Some((d.label.as_str(), c.speedup?, c.judged.as_ref()?.effect)))
-            .collect();
-        let first = measured.first()?;
-        let verdicts_differ = measured.iter().any(|m| m.2 != first.2);
-        let highest_low = measured.iter().map(|m| m.1 .1).fold(f64::NEG_INFINITY, f64::max);
-        let lowest_high = measured.iter().map(|m| m.1 .2).fold(f64::INFINITY, f64::min);
-        // A memory trick is judged by its peak memory: its throughput intervals may differ freely.
-        let intervals_apart = highest_low > lowest_high && self.key.metric() != Metric::Memory;
-        if !verdicts_differ && !intervals_apart {
-            return None;
-        }
-        let each: Vec<String> = measured
-            .iter()
-            .map(|(device, (s, ..), e)| format!("{} on {device} ({s:.2}×)", e.label()))
-            .collect();
-        let why = if verdicts_differ { "verdicts differ" } else { "intervals do not overlap" };
-        Some(format!("{why}: {}", each.join(", ")))
-    }
-}
-
 /// A cell some devices measured and others did not.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Mismatch {
@@ -233,21 +190,10 @@ pub(crate) struct Comparison<'a> {
 }
 
 impl<'a> Comparison<'a> {
-    /// Joins `results` as devices; `reports` holds each file's report link, relative to the
-    /// comparison.
+    /// Joins `results` as devices, each named from its hardware; `reports` holds each file's
+    /// report link, relative to the comparison.
     pub fn new(results: &'a [Results], reports: &[Option<String>]) -> Comparison<'a> {
-        let names: Vec<String> = results.iter().map(model::device_name).collect();
-        let labels = (0..results.len())
-            .map(|i| {
-                let duplicate = names.iter().filter(|n| **n == names[i]).count() > 1;
-                if duplicate {
-                    format!("{} #{}", names[i], i + 1)
-                } else {
-                    names[i].clone()
-                }
-            })
-            .collect();
-        Comparison::labelled(results, reports, labels)
+        Comparison::labelled(results, reports, names::machine_names(results))
     }
 
     /// Joins `results` with a column label each, in order (`labels` must be unique).
@@ -294,23 +240,6 @@ impl<'a> Comparison<'a> {
         Comparison { results, devices, rows, mismatches }
     }
 
-    /// The comparison in one sentence: how many trick cells were joined and where the devices
-    /// disagree.
-    pub fn conclusion(&self) -> String {
-        let disagree: Vec<&str> = self
-            .rows
-            .iter()
-            .filter(|r| r.disagreement(&self.devices).is_some())
-            .map(|r| r.label.as_str())
-            .collect();
-        let head = format!("{} cells compared on {} devices", self.rows.len(), self.devices.len());
-        match disagree.len() {
-            0 => format!("{head}; the devices agree on every one."),
-            n if n <= 4 => format!("{head}; they disagree on {n}: {}.", disagree.join(", ")),
-            n => format!("{head}; they disagree on {n}: {}, …", disagree[..4].join(", ")),
-        }
-    }
-
     /// "standard profile", or "quick / standard profiles" when the files differ.
     pub fn profile_text(&self) -> String {
         let profiles: BTreeSet<&str> = self.results.iter().map(|r| r.run.profile.id()).collect();
@@ -331,7 +260,19 @@ fn devices(results: &[Results], reports: &[Option<String>], labels: Vec<String>)
                 ("run".to_owned(), r.run.id.clone()),
                 ("started".to_owned(), r.run.started_at.clone()),
                 ("profile / design".to_owned(), format!("{} / {}", r.run.profile, r.run.design)),
-                ("CPU".to_owned(), optional(&s.cpu_model)),
+                ("device".to_owned(), r.run.device.to_string()),
+                (
+                    "GPU / driver".to_owned(),
+                    s.gpu.as_ref().map_or_else(
+                        || "none".to_owned(),
+                        |g| format!("{} ×{} / {}", g.name, s.cuda_device_count, g.driver_version),
+                    ),
+                ),
+                (
+                    "CPU / cores".to_owned(),
+                    format!("{} / {} logical", optional(&s.cpu_model), s.cpu_logical_cores),
+                ),
+                ("host".to_owned(), optional(&s.hostname)),
                 ("libtorch".to_owned(), s.libtorch_version.clone()),
                 (
                     "CUDA / cuDNN".to_owned(),
@@ -352,12 +293,6 @@ fn devices(results: &[Results], reports: &[Option<String>], labels: Vec<String>)
             }
         })
         .collect()
-}
-
-/// Whether `effect` is null or negative: the trick hurts, or shows no effect the measurement or
-/// the noise floor can tell.
-fn null_or_negative(effect: Effect) -> bool {
-    matches!(effect, Effect::Hurts | Effect::Unmeasurable | Effect::WithinNoise)
 }
 
 /// A diagnosis in one short line: its cause's short line with the ceiling after it ("it added

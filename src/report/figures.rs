@@ -1,5 +1,6 @@
 //! Which figures a report has, built as chart specifications from the view model.
 
+mod compare;
 mod effects;
 mod factorial;
 mod glance;
@@ -9,14 +10,33 @@ mod stack;
 mod sweep;
 mod tta;
 
+use crate::engine::Engine;
+use crate::report::compare::glance::{MachineGlance, OnMachine, TrickAcross};
 use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::model::{self, Entry, Group, Report};
 use crate::report::overview::Overview;
-use crate::report::plots::{BarChart, BarRow, Chart, Heatmap, Rgb, Scale};
+use crate::report::plots::{Chart, Heatmap, Rgb};
 use crate::tricks::TrickSet;
 
 use crate::report::model::Effect;
+
+/// A qualitative palette that stays distinguishable for common colour-vision deficiencies
+/// (Okabe–Ito, then Tol's muted colours).
+pub(crate) const PALETTE: [Rgb; 12] = [
+    Rgb(0, 114, 178),
+    Rgb(213, 94, 0),
+    Rgb(0, 158, 115),
+    Rgb(204, 121, 167),
+    Rgb(230, 159, 0),
+    Rgb(86, 180, 233),
+    Rgb(136, 34, 85),
+    Rgb(68, 170, 153),
+    Rgb(153, 153, 51),
+    Rgb(51, 34, 136),
+    Rgb(170, 68, 153),
+    Rgb(221, 204, 119),
+];
 
 /// A figure: its chart and how the report presents it.
 pub(crate) struct Figure {
@@ -97,92 +117,68 @@ pub(crate) fn history_figures(h: &History) -> Vec<Figure> {
     history::figures(h)
 }
 
-/// The comparison's heatmap and grouped bars.
-pub(crate) fn comparison_figures(c: &Comparison) -> Vec<Figure> {
-    if c.rows.is_empty() {
-        return Vec::new();
+/// The comparison's figures: its first screen's figure of every trick on every machine, and for
+/// three machines or more a heatmap of the same effects, tricks × machines.
+pub(crate) fn comparison_figures(c: &Comparison, g: &MachineGlance) -> Vec<Figure> {
+    let profile = c.profile_text();
+    let mut figures: Vec<Figure> = compare::figure(g, &profile).into_iter().collect();
+    if g.machines.len() >= 3 {
+        figures.extend(comparison_heatmap(g, &profile));
     }
-    let devices: Vec<String> = c.devices.iter().map(|d| d.label.clone()).collect();
-    let heatmap = Heatmap {
-        title: format!("Speed-up over each device's own baseline — {}", c.profile_text()),
-        rows: c.rows.iter().map(|r| r.label.clone()).collect(),
-        columns: devices.clone(),
-        cells: c
-            .rows
-            .iter()
-            .map(|r| {
-                r.cells
-                    .iter()
-                    .zip(&devices)
-                    .map(|(cell, d)| {
-                        (
-                            cell.speedup.map(|s| s.0),
-                            cell.short_text(),
-                            format!("{} on {d}: {}", r.label, cell.text()),
-                        )
-                    })
-                    .collect()
-            })
-            .collect(),
-    };
-    vec![
-        Figure {
-            section: "compare",
-            slug: "compare-heatmap".to_owned(),
-            title: "Speed-up heatmap: tricks × devices".to_owned(),
-            caption:
-                "Each cell: the trick's speed-up on that device over the same device's baseline. Green is \
-                      faster, red slower, white no change; grey cells were not measured there."
-                    .to_owned(),
-            chart: Chart::Heatmap(heatmap),
-        },
-        comparison_bars(c, &devices),
-    ]
+    figures
 }
 
-fn comparison_bars(c: &Comparison, devices: &[String]) -> Figure {
-    let (mut rows, mut missing, mut effects) = (Vec::new(), Vec::new(), Vec::new());
-    for r in &c.rows {
-        let mut first = true;
-        for (cell, device) in r.cells.iter().zip(devices) {
-            let (Some((s, lo, hi)), Some(judged)) = (cell.speedup, &cell.judged) else {
-                missing.push((r.label.clone(), format!("{} on {device}", cell.short_text())));
-                continue;
-            };
-            let effect = judged.effect;
-            effects.push(effect);
-            rows.push(BarRow {
-                label: if first { format!("{} · {device}", r.label) } else { device.clone() },
-                base: 1.0,
-                value: s,
-                ci: Some((lo, hi)),
-                colour: effect.colour(),
-                note: format!("{s:.2}× [{lo:.2}, {hi:.2}]"),
-                hover: format!("{} on {device}: {}", r.label, cell.text()),
-                separator: first,
-                segments: Vec::new(),
-            });
-            first = false;
+/// Tricks × machines (× engines where both ran), each cell how many times better the trick made
+/// its own metric there; rows measured on some machine only.
+fn comparison_heatmap(g: &MachineGlance, profile: &str) -> Option<Figure> {
+    let rows: Vec<&TrickAcross> = g
+        .rows
+        .iter()
+        .filter(|r| r.on.iter().any(|m| m.measured().is_some_and(|v| !v.gains.is_empty())))
+        .collect();
+    let engines: Vec<Engine> = [Engine::Pytorch, Engine::Libtorch]
+        .into_iter()
+        .filter(|e| rows.iter().any(|r| r.engines().contains(e)))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let columns: Vec<(usize, Engine, String)> = (0..g.machines.len())
+        .flat_map(|m| engines.iter().map(move |e| (m, *e)))
+        .map(|(m, e)| {
+            let name =
+                if engines.len() > 1 { format!("{} · {e}", g.machines[m]) } else { g.machines[m].clone() };
+            (m, e, name)
+        })
+        .collect();
+    let cell = |r: &TrickAcross, (m, e, name): &(usize, Engine, String)| match r.on[*m].gain(*e) {
+        Some(gain) => (
+            Some(gain.factor()),
+            format!("{:.2}×", gain.ratio),
+            format!("{} on {name}: {}, {}", r.label(), gain.effect.label(), gain.text()),
+        ),
+        None => {
+            let text = if matches!(r.on[*m], OnMachine::NotApplicable(_)) { "n/a" } else { "—" };
+            (None, text.to_owned(), format!("{} on {name}: {text}", r.label()))
         }
-    }
-    Figure {
+    };
+    let heatmap = Heatmap {
+        title: format!("Each trick on every machine, on its own metric — {profile}"),
+        rows: rows.iter().map(|r| r.label()).collect(),
+        columns: columns.iter().map(|c| c.2.clone()).collect(),
+        cells: rows.iter().map(|r| columns.iter().map(|c| cell(r, c)).collect()).collect(),
+    };
+    Some(Figure {
         section: "compare",
-        slug: "compare-bars".to_owned(),
-        title: "Speed-up by trick and device".to_owned(),
-        caption: "Each trick's speed-up on every device over that device's own baseline, with confidence \
-                  intervals, on a log axis; right of 1× is faster. Colour: the trick's verdict on its own metric \
-                  on that device (a memory trick by its peak memory)."
+        slug: "compare-heatmap".to_owned(),
+        title: "Heatmap: tricks × machines".to_owned(),
+        caption: "Each cell: how many times better the trick made its own metric on that machine (throughput, or \
+                  peak memory for a memory trick), against the machine's own baseline; the text is the ratio as \
+                  the metric reads it (a memory trick's peak ÷ its reference's). Green is better, red worse, white \
+                  no change; grey: not measured or not applicable there."
             .to_owned(),
-        chart: Chart::Bars(BarChart {
-            title: format!("Speed-up by trick and device — {}", c.profile_text()),
-            x_label: "speed-up over the device's baseline (× throughput, log)".to_owned(),
-            scale: Scale::Log,
-            reference: Some((1.0, "baseline".to_owned())),
-            rows,
-            key: key(&effects),
-            footnote: footnote("No bar", &missing),
-        }),
-    }
+        chart: Chart::Heatmap(heatmap),
+    })
 }
 
 /// The label of a group's cell without its trick set: phase, batch size and seed where they vary.

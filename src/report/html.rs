@@ -7,6 +7,8 @@ use minijinja::{context, escape_formatter, AutoEscape, Environment, Error, Outpu
 use serde::Serialize;
 
 use crate::measure::flops::Precision;
+use crate::report::compare::glance::MachineGlance;
+use crate::report::compare::view::GlanceView;
 use crate::report::compare::{self, Comparison};
 use crate::report::history::{History, Shift, Track};
 use crate::report::model::{self, Report};
@@ -17,7 +19,7 @@ use crate::results::energy::EnergyMethod;
 use crate::results::schema::{CellResult, Memory, Protocol, Results};
 
 /// The templates, embedded in the binary.
-const TEMPLATES: [(&str, &str); 14] = [
+const TEMPLATES: [(&str, &str); 17] = [
     ("head.html", include_str!("templates/head.html")),
     ("index.html", include_str!("templates/index.html")),
     ("tables.js", include_str!("templates/tables.js")),
@@ -25,6 +27,9 @@ const TEMPLATES: [(&str, &str); 14] = [
     ("report.html", include_str!("templates/report.html")),
     ("compare.html", include_str!("templates/compare.html")),
     ("methodology.html", include_str!("templates/methodology.html")),
+    ("mismatches.html", include_str!("templates/mismatches.html")),
+    ("sections.html", include_str!("templates/sections.html")),
+    ("figure.html", include_str!("templates/figure.html")),
     ("summary.md", include_str!("templates/summary.md")),
     ("compare.md", include_str!("templates/compare.md")),
     ("history.html", include_str!("templates/history.html")),
@@ -157,7 +162,7 @@ pub(crate) fn sections(figures: &[FigureFile], reference: Reference) -> Vec<Sect
             "Batch-size sweep",
             "Throughput and memory across batch sizes, up to the largest that fits.".to_owned(),
         ),
-        ("compare", "Across devices", "Each device against its own baseline.".to_owned()),
+        ("compare", "Across machines", "Each machine against its own baseline.".to_owned()),
         ("history", "Effects across versions", "Each trick's effect in each run, oldest first.".to_owned()),
     ]
     .into_iter()
@@ -206,11 +211,7 @@ fn runs(results: &[Results]) -> Vec<RunView<'_>> {
             profile: r.run.profile_text(),
             allocator: r.run.protocol.host_allocator.description(),
             families: r.run.profile_settings.families.iter().map(|f| (f.family.name(), f.text())).collect(),
-            floors: r
-                .noise_floors
-                .iter()
-                .map(|f| crate::summary::noise_floor_text(f, r.run.workload_name(f.workload)))
-                .collect(),
+            floors: r.noise_floors.iter().map(|f| f.text(r.run.workload_name(f.workload))).collect(),
         })
         .collect()
 }
@@ -440,34 +441,29 @@ pub(crate) fn report(
     render(path, "report.html", ctx)
 }
 
+/// One trick cell in the history's table of tricks × versions.
 #[derive(Serialize)]
 struct CompareRowView {
     label: String,
     cells: Vec<CompareCellView>,
-    /// Where the devices disagree about this cell ("" where they agree).
-    disagreement: String,
 }
 
+/// One version's verdict on a trick cell.
 #[derive(Serialize)]
 struct CompareCellView {
-    /// The whole verdict in one line (for Markdown).
-    text: String,
     /// The badge: the verdict's word, or what happened instead.
     badge: String,
     /// The effect in words under the badge ("" when there is none).
     detail: String,
-    /// Why a null or negative effect, with its ceiling ("" when there is no cause).
-    why: String,
     class: &'static str,
 }
 
-/// The rows of the tricks × devices table.
-pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
+/// The rows of the tricks × versions table.
+fn version_rows(c: &Comparison) -> Vec<impl Serialize> {
     c.rows
         .iter()
         .map(|r| CompareRowView {
             label: r.label.clone(),
-            disagreement: r.disagreement(&c.devices).unwrap_or_default(),
             cells: r
                 .cells
                 .iter()
@@ -479,24 +475,28 @@ pub(crate) fn comparison_rows(c: &Comparison) -> Vec<impl Serialize> {
                             (model::status_summary(&c.status), String::new(), model::status_class(&c.status))
                         }
                     };
-                    let why = cell.why.clone().unwrap_or_default();
-                    CompareCellView { text: cell.text(), badge, detail, why, class }
+                    CompareCellView { badge, detail, class }
                 })
                 .collect(),
         })
         .collect()
 }
 
-/// Renders `index.html` of a comparison.
-pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
-    let rows = comparison_rows(c);
+/// Renders `index.html` of a comparison of machines, whose first screen is `g`.
+pub(crate) fn comparison(
+    path: &Path,
+    c: &Comparison,
+    g: &MachineGlance,
+    figures: &[FigureFile],
+) -> Result<String, ReportError> {
     let ctx = context! {
-        title => run_title(c.results, "comparison"),
-        conclusion => c.conclusion(),
+        title => format!("{} — trickbench comparison", g.machines.join(" vs ")),
+        conclusion => &g.sentence,
+        glance => Serde(GlanceView::of(g)),
+        figure => Serde(figures.iter().find(|f| f.section == GLANCE_SECTION)),
         synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
         profile => Serde(c.profile_text()),
         devices => Serde(&c.devices),
-        rows => Serde(rows),
         mismatches => Serde(&c.mismatches),
         sections => Serde(sections(figures, Reference::Baseline)),
         runs => Serde(runs(c.results)),
@@ -643,7 +643,7 @@ pub(crate) fn history_context(h: &History, figures: &[FigureFile]) -> Value {
         changes => Serde(history_flags(h, true)),
         flags => Serde(history_flags(h, false)),
         devices => Serde(&h.comparison.devices),
-        rows => Serde(comparison_rows(&h.comparison)),
+        rows => Serde(version_rows(&h.comparison)),
         mismatches => Serde(&h.comparison.mismatches),
         sections => Serde(sections(figures, Reference::Baseline)),
         protocols => Serde(protocols(h.comparison.results)),

@@ -7,9 +7,11 @@ use std::path::Path;
 use minijinja::context;
 use minijinja::value::Serde;
 
+use crate::report::compare::glance::MachineGlance;
+use crate::report::compare::view::GlanceView;
 use crate::report::compare::Comparison;
 use crate::report::history::History;
-use crate::report::html::{self, comparison_rows, render, sections, Reference};
+use crate::report::html::{self, render, sections, Reference};
 use crate::report::model::{self, Report};
 use crate::report::overview::Overview;
 use crate::report::traces::TraceView;
@@ -69,14 +71,19 @@ fn before_first_section(mut markdown: String, sections: &str) -> String {
     markdown
 }
 
-/// Renders `summary.md` of a comparison.
-pub(crate) fn comparison(path: &Path, c: &Comparison, figures: &[FigureFile]) -> Result<String, ReportError> {
+/// Renders `summary.md` of a comparison of machines, whose first screen is `g`.
+pub(crate) fn comparison(
+    path: &Path,
+    c: &Comparison,
+    g: &MachineGlance,
+    figures: &[FigureFile],
+) -> Result<String, ReportError> {
     let ctx = context! {
-        conclusion => c.conclusion(),
+        glance => Serde(GlanceView::of(g)),
+        figure => Serde(figures.iter().find(|f| f.section == html::GLANCE_SECTION)),
         synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
         profile => Serde(c.profile_text()),
         devices => Serde(&c.devices),
-        rows => Serde(comparison_rows(c)),
         mismatches => Serde(&c.mismatches),
         sections => Serde(sections(figures, Reference::Baseline)),
     };

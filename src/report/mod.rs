@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use crate::results::schema::{CellResult, Comparison, Results};
 use crate::workloads::WorkloadId;
 
+pub(crate) use compare::glance::{MachineGlance, OnMachine, Pattern, TrickAcross};
 pub(crate) use compare::why_text;
 pub use history::CompareBy;
 pub use index::write_index;
@@ -173,10 +174,12 @@ pub struct ComparisonFiles {
     /// The files written.
     pub files: ReportFiles,
     /// How the runs were lined up, and why: "3 versions, oldest first (auto: every run is cpu on
-    /// vm (…), at 3 different commits or libtorch versions)", "2 devices (--by device)".
+    /// vm (…), at 3 different commits or libtorch versions)", "2 machines (--by device)".
     pub lined_up: String,
     /// How many cells some runs have and others lack (listed on the page).
     pub unshared_cells: usize,
+    /// Whether the runs were lined up as machines side by side (rather than as versions).
+    pub machines: bool,
 }
 
 /// Renders the comparison of results files into `out_dir`: `index.html`, `summary.md`, a CSV and
@@ -216,17 +219,18 @@ fn render_devices(
     out: &Output,
 ) -> Result<ComparisonFiles, ReportError> {
     let comparison = compare::Comparison::new(results, links);
-    let figures = out.figures(figures::comparison_figures(&comparison))?;
+    let glance = machine_glance(results);
+    let figures = out.figures(figures::comparison_figures(&comparison, &glance))?;
     let results_json = out.results_copies(results)?;
     let index_html = out.path("index.html");
-    write(&index_html, html::comparison(&index_html, &comparison, &figures)?)?;
+    write(&index_html, html::comparison(&index_html, &comparison, &glance, &figures)?)?;
     let summary_md = out.path("summary.md");
-    write(&summary_md, markdown::comparison(&summary_md, &comparison, &figures)?)?;
+    write(&summary_md, markdown::comparison(&summary_md, &comparison, &glance, &figures)?)?;
     let csv = out.path("comparison.csv");
     csv::write_comparison(&csv, &comparison)?;
     let files = ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json };
-    let lined_up = format!("{} devices ({})", results.len(), line_up.reason);
-    Ok(ComparisonFiles { files, lined_up, unshared_cells: comparison.mismatches.len() })
+    let lined_up = format!("{} machines ({})", results.len(), line_up.reason);
+    Ok(ComparisonFiles { files, lined_up, unshared_cells: comparison.mismatches.len(), machines: true })
 }
 
 /// The comparison of `results` as versions, oldest first, into `out`.
@@ -252,7 +256,12 @@ fn render_history(
     let csv = out.path("history.csv");
     csv::write_history(&csv, &history)?;
     let files = ReportFiles { index_html, summary_md, csv, plots: out.plot_files(&figures), results_json };
-    Ok(ComparisonFiles { files, lined_up, unshared_cells: history.comparison.mismatches.len() })
+    Ok(ComparisonFiles {
+        files,
+        lined_up,
+        unshared_cells: history.comparison.mismatches.len(),
+        machines: false,
+    })
 }
 
 /// A figure as the templates see it: its inline SVG and the relative paths of its files.
@@ -300,6 +309,12 @@ pub(crate) fn first_screens(results: &Results) -> Vec<(WorkloadId, Overview)> {
     let runs = std::slice::from_ref(results);
     let report = model::Report::new(runs);
     report.groups.iter().map(|g| g.workload).zip(report.overviews()).collect()
+}
+
+/// The first screen of the comparison of `results`, one file per machine, the machines named from
+/// their hardware: what the page opens with and the terminal prints.
+pub(crate) fn machine_glance(results: &[Results]) -> MachineGlance {
+    MachineGlance::new(results, compare::names::machine_names(results))
 }
 
 /// The output directory.

@@ -9,6 +9,7 @@
 mod bars;
 mod bitmap;
 mod dots;
+mod frame;
 mod heatmap;
 mod indexed;
 mod lines;
@@ -76,7 +77,7 @@ pub(crate) enum Chart {
 }
 
 pub(crate) use bars::{BarChart, BarRow, BarSegment, Scale};
-pub(crate) use dots::{Dot, DotChart, DotRow, DotSeries, Shape};
+pub(crate) use dots::{Band, Dot, DotChart, DotRow, DotSeries, Shape, NOISE_BAND};
 pub(crate) use heatmap::Heatmap;
 pub(crate) use lines::{LineChart, Mark, Series};
 pub(crate) use panels::{Panel, PanelChart, Slot};

@@ -131,6 +131,35 @@ pub struct NoiseFloor {
     pub engine: Engine,
 }
 
+impl NoiseFloor {
+    /// The floor in words, for the workload named `name`: "noise floor of resnet8 (A/A control,
+    /// …): 1.02× [0.97, 1.06]; paired speed-ups within ±6.0% are not distinguishable from noise on
+    /// this machine".
+    pub fn text(&self, name: &str) -> String {
+        let (control, effects) = match self.design {
+            MeasurementDesign::Paired => {
+                ("a copy of the baseline paired with it in each process", "paired speed-ups")
+            }
+            MeasurementDesign::Processes => (
+                "the baseline measured again in processes of its own",
+                "speed-ups measured in separate processes",
+            ),
+        };
+        let engine = match self.engine {
+            Engine::Libtorch => String::new(),
+            other => format!(" on the {other} engine"),
+        };
+        format!(
+            "noise floor of {name}{engine} (A/A control, {control}): {:.2}× [{:.2}, {:.2}]; {effects} within \
+             ±{:.1}% are not distinguishable from noise on this machine",
+            self.ratio,
+            self.ratio_ci_low,
+            self.ratio_ci_high,
+            self.half_width * 100.0
+        )
+    }
+}
+
 impl TtaSummary {
     /// The configuration at its batch size ("baseline b64"), as [`TtaSummary::reference`] names
     /// the configuration another one is compared with.

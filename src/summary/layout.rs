@@ -23,7 +23,7 @@ const SPACING: usize = 2;
 /// The widths of rows laid out in columns.
 pub(super) struct Layout {
     /// The columns' titles, a value of each row under each.
-    titles: Vec<&'static str>,
+    titles: Vec<String>,
     /// Characters per line that the rows fit in.
     pub(super) columns: usize,
     /// Width of the names' column.
@@ -35,10 +35,29 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    /// The layout of `rows`, each a name and its values (one per title), in `columns`.
+    /// The layout of `rows`, each a name and its values (one per title), in `columns`, under the
+    /// verdicts' headings ([`GROUPS`]).
     pub(super) fn of(titles: Vec<&'static str>, rows: &[(String, Vec<String>)], columns: usize) -> Layout {
+        let headings: Vec<&str> = GROUPS.iter().map(|(word, _)| *word).collect();
+        let titles = titles.into_iter().map(str::to_owned).collect();
+        Layout::under(&headings, titles, rows, columns)
+    }
+
+    /// The layout of `rows`, each a name and its values (one per title), in `columns`, under
+    /// groups whose headings are `headings`.
+    pub(super) fn under(
+        headings: &[&str],
+        titles: Vec<String>,
+        rows: &[(String, Vec<String>)],
+        columns: usize,
+    ) -> Layout {
         // A heading's word stands in the names' column, two columns to its left.
-        let word = GROUPS.iter().map(|(word, _)| word.len()).max().unwrap_or(0) - (NAME_INDENT - 2);
+        let word = headings
+            .iter()
+            .map(|word| word.chars().count())
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(NAME_INDENT - 2);
         let name = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0).max(word);
         let values: Vec<usize> = titles
             .iter()

@@ -41,7 +41,7 @@ pub(super) fn figure(results: &[Results], g: &Group) -> Option<Figure> {
         title: format!("Each trick's main effect — {}", g.title()),
         x_label: GAIN_AXIS.to_owned(),
         reference: Some((1.0, "1×: no change".to_owned())),
-        band: widest.map(noise_band),
+        bands: widest.map(noise_band).into_iter().collect(),
         series: series(&engines),
         rows,
         key: key(&effects),

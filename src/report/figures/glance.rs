@@ -7,7 +7,7 @@ use crate::report::gain::Gain;
 use crate::report::html::GLANCE_SECTION;
 use crate::report::model::{self, Group};
 use crate::report::overview::{glance_slug, group_floors, widest_floor, Overview, VerdictRow, Why};
-use crate::report::plots::{Chart, Dot, DotChart, DotRow, DotSeries, Shape};
+use crate::report::plots::{Band, Chart, Dot, DotChart, DotRow, DotSeries, Shape, NOISE_BAND};
 use crate::results::schema::{MeasurementDesign, Results};
 use crate::tricks::Metric;
 
@@ -49,7 +49,7 @@ pub(super) fn figure(results: &[Results], g: &Group, o: &Overview) -> Option<Fig
         title: format!("Each trick's effect — {}", g.title()),
         x_label: x_label.to_owned(),
         reference: Some((1.0, "1×: no change".to_owned())),
-        band: band(results, g),
+        bands: band(results, g).into_iter().collect(),
         series: series(&engines),
         rows,
         key: key(&effects),
@@ -80,9 +80,15 @@ pub(super) fn series(engines: &[(Engine, Shape)]) -> Vec<DotSeries> {
         .collect()
 }
 
-/// The shaded band of a paired A/A floor `half_width` wide (a fraction).
-pub(super) fn noise_band(half_width: f64) -> (f64, f64, String) {
-    (1.0 - half_width, 1.0 + half_width, format!("noise floor (A/A), ±{:.1}%", half_width * 100.0))
+/// The shaded band of a paired A/A floor `half_width` wide (a fraction), behind every series.
+pub(super) fn noise_band(half_width: f64) -> Band {
+    Band {
+        low: 1.0 - half_width,
+        high: 1.0 + half_width,
+        label: format!("noise floor (A/A), ±{:.1}%", half_width * 100.0),
+        fill: NOISE_BAND,
+        series: None,
+    }
 }
 
 /// What an engine's marker of row `r` adds to its hover: its ceiling and cause, where known.
@@ -134,6 +140,7 @@ pub(super) fn dot_row(
                 tail(*engine)
             ),
             ceiling: gain.ceiling,
+            hollow: false,
         });
     }
     let unit = match metric {
@@ -152,7 +159,7 @@ fn why_text(why: &Why) -> String {
 
 /// The shaded band: the widest paired A/A floor of the group's engines and files, where one was
 /// measured.
-fn band(results: &[Results], g: &Group) -> Option<(f64, f64, String)> {
+fn band(results: &[Results], g: &Group) -> Option<Band> {
     widest_floor(&group_floors(results, g), MeasurementDesign::Paired, None).map(noise_band)
 }
 

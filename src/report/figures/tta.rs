@@ -9,24 +9,8 @@ use crate::results::schema::{CellId, CellStatus, SpeedrunChoice, TimeToAccuracy}
 use crate::tricks::{Trick, TrickSet};
 use crate::vocabulary::QualityMetric;
 
-use super::{footnote, Figure};
+use super::{footnote, Figure, PALETTE};
 
-/// A qualitative palette that stays distinguishable for common colour-vision deficiencies
-/// (Okabe–Ito, then Tol's muted colours).
-const PALETTE: [Rgb; 12] = [
-    Rgb(0, 114, 178),
-    Rgb(213, 94, 0),
-    Rgb(0, 158, 115),
-    Rgb(204, 121, 167),
-    Rgb(230, 159, 0),
-    Rgb(86, 180, 233),
-    Rgb(136, 34, 85),
-    Rgb(68, 170, 153),
-    Rgb(153, 153, 51),
-    Rgb(51, 34, 136),
-    Rgb(170, 68, 153),
-    Rgb(221, 204, 119),
-];
 /// The baselines' colours (one per batch size): black and greys, dashed like every reference
 /// configuration.
 const BASELINES: [Rgb; 3] = [Rgb(33, 37, 41), Rgb(120, 125, 130), Rgb(180, 184, 188)];

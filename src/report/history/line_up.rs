@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use crate::report::model;
 use crate::report::ReportError;
 use crate::results::schema::Results;
 
@@ -63,14 +62,14 @@ pub(crate) struct Version {
     pub label: String,
 }
 
-/// The machine a run measured on: its device and host, and the GPU or CPU model.
+/// The machine a run measured on: its hardware, its device where that is a GPU, and its host.
 pub(crate) fn machine(r: &Results) -> String {
-    let hardware = match (&r.system.gpu, &r.system.cpu_model) {
-        (Some(gpu), _) if r.run.device.is_cuda() => gpu.name.clone(),
-        (_, Some(cpu)) => cpu.clone(),
-        _ => "unknown hardware".to_owned(),
-    };
-    format!("{} ({hardware})", model::device_name(r))
+    let hardware = crate::report::compare::names::hardware_name(r);
+    let device = if r.run.device.is_cuda() { format!(" {}", r.run.device) } else { String::new() };
+    match &r.system.hostname {
+        Some(host) => format!("{hardware}{device} on {host}"),
+        None => format!("{hardware}{device}"),
+    }
 }
 
 /// What a run was built from: its commit and libtorch version.

@@ -5,6 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
+use super::frame::{Frame, PAD, TITLE_LINE};
 use super::{font, key_layout, linear_ticks, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
@@ -19,11 +20,8 @@ const NARROW_MIN_PLOT: i32 = 150;
 const EDGE_ROOM: i32 = 24;
 /// The height of a label line above its bar in a narrow figure.
 const LABEL_LINE: i32 = 18;
-/// The height of a title line.
-const TITLE_LINE: i32 = 24;
 /// The narrowest plot area: labels and notes never squeeze the bars below this.
 const MIN_PLOT: i32 = 220;
-const PAD: i32 = 12;
 const ROW: i32 = 26;
 const GAP: i32 = 6;
 /// The least distance between two axis tick labels, SVG pixels (a label such as "1.25×" is about
@@ -106,15 +104,8 @@ impl BarRow {
 
 /// Where everything of a bar chart goes, in SVG pixels.
 pub(crate) struct Layout {
-    form: Form,
-    width: i32,
-    title: Vec<String>,
-    plot_left: i32,
-    plot_width: i32,
-    plot_top: i32,
-    lo: f64,
-    hi: f64,
-    log: bool,
+    /// The title, the plot area and the value axis.
+    frame: Frame,
     /// Each bar's label in lines: one in a wide figure; wrapped to the width in a narrow one.
     labels: Vec<Vec<String>>,
     footnote: Vec<String>,
@@ -177,15 +168,7 @@ impl Layout {
         let key_rows = key_rows(c, width_px - 2 * PAD);
         let plot_top = PAD + TITLE_LINE * title.len() as i32 + 4 + if c.reference.is_some() { 18 } else { 0 };
         Layout {
-            form,
-            width: width_px,
-            title,
-            plot_left,
-            plot_width,
-            plot_top,
-            lo,
-            hi,
-            log,
+            frame: Frame { form, width: width_px, title, plot_left, plot_width, plot_top, lo, hi, log },
             labels,
             footnote,
             key_rows,
@@ -194,12 +177,12 @@ impl Layout {
 
     /// Width and height of the figure.
     pub(crate) fn size(&self) -> (u32, u32) {
-        (self.width as u32, (self.footnote_top() + 18 * self.footnote.len() as i32 + PAD) as u32)
+        (self.frame.width as u32, (self.footnote_top() + 18 * self.footnote.len() as i32 + PAD) as u32)
     }
 
     /// The height of bar `i`'s row: the bar, and in a narrow figure its label's lines above.
     fn row_height(&self, i: usize) -> i32 {
-        match self.form {
+        match self.frame.form {
             Form::Wide => ROW,
             Form::Narrow => ROW + LABEL_LINE * self.label_lines(i),
         }
@@ -212,7 +195,7 @@ impl Layout {
 
     /// The top of bar `i`'s row (`i` = the number of bars: the plot's bottom).
     fn row_top(&self, i: usize) -> i32 {
-        self.plot_top + (0..i).map(|k| self.row_height(k)).sum::<i32>()
+        self.frame.plot_top + (0..i).map(|k| self.row_height(k)).sum::<i32>()
     }
 
     fn plot_bottom(&self) -> i32 {
@@ -222,8 +205,8 @@ impl Layout {
     /// The vertical spans that grid and reference lines cross: the whole plot in a wide figure;
     /// in a narrow one each bar's band, so that no line runs through a label.
     fn bands(&self) -> Vec<(i32, i32)> {
-        match self.form {
-            Form::Wide => vec![(self.plot_top, self.plot_bottom())],
+        match self.frame.form {
+            Form::Wide => vec![(self.frame.plot_top, self.plot_bottom())],
             Form::Narrow => (0..self.labels.len().max(1))
                 .map(|i| {
                     let top = self.row_top(i);
@@ -241,13 +224,6 @@ impl Layout {
         self.plot_bottom() + 52
     }
 
-    /// The x pixel of value `v`.
-    fn x(&self, v: f64) -> i32 {
-        let t = |v: f64| if self.log { v.max(f64::MIN_POSITIVE).ln() } else { v };
-        let f = (t(v) - t(self.lo)) / (t(self.hi) - t(self.lo));
-        self.plot_left + (f * f64::from(self.plot_width)).round() as i32
-    }
-
     /// The y pixel of the centre of bar `i`.
     fn y(&self, i: usize) -> i32 {
         self.row_top(i) + self.row_height(i) - ROW / 2
@@ -256,15 +232,20 @@ impl Layout {
     /// Where to centre small text meant to stand at `x`: as near it as the figure's edges allow.
     fn centred(&self, x: i32, text: &str) -> i32 {
         let half = width(text, SMALL_EM) / 2;
-        x.clamp(PAD + half, (self.width - PAD - half).max(PAD + half))
+        x.clamp(PAD + half, (self.frame.width - PAD - half).max(PAD + half))
     }
 
     /// The axis ticks, thinned so that no two labels lie closer than [`MIN_TICK_GAP`].
     fn ticks(&self) -> Vec<f64> {
-        let all = if self.log { log_ticks(self.lo, self.hi) } else { linear_ticks(self.lo, self.hi, 5) };
+        let all = if self.frame.log {
+            log_ticks(self.frame.lo, self.frame.hi)
+        } else {
+            linear_ticks(self.frame.lo, self.frame.hi, 5)
+        };
         let mut kept: Vec<f64> = Vec::with_capacity(all.len());
         for tick in all {
-            if kept.last().is_none_or(|&previous| self.x(tick) - self.x(previous) >= MIN_TICK_GAP) {
+            if kept.last().is_none_or(|&previous| self.frame.x(tick) - self.frame.x(previous) >= MIN_TICK_GAP)
+            {
                 kept.push(tick);
             }
         }
@@ -323,20 +304,18 @@ pub(crate) fn draw<DB: DrawingBackend>(
     form: Form,
 ) -> DrawResult<DB> {
     let l = Layout::of(c, form);
-    for (i, line) in l.title.iter().enumerate() {
-        text(root, line, (PAD, PAD + TITLE_LINE * i as i32), font(TITLE_EM), (HPos::Left, VPos::Top))?;
-    }
+    l.frame.draw_title(root)?;
     axis(root, c, &l)?;
     for (i, row) in c.rows.iter().enumerate() {
         bar(root, row, &l, i, hovers)?;
     }
     if let Some((x, label)) = &c.reference {
-        let px = l.x(*x);
+        let px = l.frame.x(*x);
         for (top, bottom) in l.bands() {
-            let top = if l.form == Form::Wide { top - 4 } else { top };
+            let top = if l.frame.form == Form::Wide { top - 4 } else { top };
             root.draw(&PathElement::new(vec![(px, top), (px, bottom)], MUTED.stroke_width(2)))?;
         }
-        let at = (l.centred(px, label), l.plot_top - 6);
+        let at = (l.centred(px, label), l.frame.plot_top - 6);
         text(root, label, at, font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Bottom))?;
     }
     key(root, c, &l)?;
@@ -350,19 +329,20 @@ pub(crate) fn draw<DB: DrawingBackend>(
 fn axis<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &BarChart, l: &Layout) -> DrawResult<DB> {
     let bottom = l.plot_bottom();
     for v in l.ticks() {
-        let px = l.x(v);
+        let px = l.frame.x(v);
         for (from, to) in l.bands() {
             root.draw(&PathElement::new(vec![(px, from), (px, to)], GRID.stroke_width(1)))?;
         }
-        let label = if l.log { format!("{}×", short_number(v)) } else { short_number(v) };
+        let label = if l.frame.log { format!("{}×", short_number(v)) } else { short_number(v) };
         let at = (l.centred(px, &label), bottom + 5);
         text(root, &label, at, font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Top))?;
     }
     root.draw(&PathElement::new(
-        vec![(l.plot_left, bottom), (l.plot_left + l.plot_width, bottom)],
+        vec![(l.frame.plot_left, bottom), (l.frame.plot_left + l.frame.plot_width, bottom)],
         MUTED.stroke_width(1),
     ))?;
-    let centre = (l.plot_left + l.plot_width / 2).max(l.plot_left + width(&c.x_label, BODY_EM) / 2);
+    let centre =
+        (l.frame.plot_left + l.frame.plot_width / 2).max(l.frame.plot_left + width(&c.x_label, BODY_EM) / 2);
     text(root, &c.x_label, (centre, bottom + 26), font(BODY_EM), (HPos::Center, VPos::Top))
 }
 
@@ -376,32 +356,32 @@ fn bar<DB: DrawingBackend>(
     let y = l.y(i);
     let row_top = l.row_top(i);
     if row.separator && i > 0 {
-        let line = vec![(PAD, row_top), (l.plot_left + l.plot_width, row_top)];
+        let line = vec![(PAD, row_top), (l.frame.plot_left + l.frame.plot_width, row_top)];
         root.draw(&PathElement::new(line, MUTED.mix(0.4).stroke_width(1)))?;
     }
-    let end = l.x(row.high());
+    let end = l.frame.x(row.high());
     let label_w = l.labels[i].iter().map(|line| width(line, BODY_EM)).max().unwrap_or(0);
     let right = (end + GAP + width(&row.note, SMALL_EM)).max(PAD + label_w);
     hovers.add((PAD, row_top), (right - PAD, l.row_height(i)), &row.hover);
     let half = ROW * 3 / 10;
     if row.segments.is_empty() {
-        let (a, b) = (l.x(row.base.min(row.value)), l.x(row.base.max(row.value)));
+        let (a, b) = (l.frame.x(row.base.min(row.value)), l.frame.x(row.base.max(row.value)));
         let colour = row.colour.plotters().filled();
         root.draw(&Rectangle::new([(a, y - half), (b.max(a + 1), y + half)], colour))?;
     } else {
         segments(root, row, l, (y - half, y + half), hovers)?;
     }
     if let Some((lo, hi)) = row.ci {
-        let (p, q) = (l.x(lo), l.x(hi));
+        let (p, q) = (l.frame.x(lo), l.frame.x(hi));
         let style = TEXT.stroke_width(1);
         root.draw(&PathElement::new(vec![(p, y), (q, y)], style))?;
         root.draw(&PathElement::new(vec![(p, y - 5), (p, y + 5)], style))?;
         root.draw(&PathElement::new(vec![(q, y - 5), (q, y + 5)], style))?;
     }
     text(root, &row.note, (end + GAP, y), font(SMALL_EM), (HPos::Left, VPos::Center))?;
-    match l.form {
+    match l.frame.form {
         Form::Wide => {
-            text(root, &row.label, (l.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?
+            text(root, &row.label, (l.frame.plot_left - 10, y), font(BODY_EM), (HPos::Right, VPos::Center))?
         }
         Form::Narrow => {
             for (k, line) in l.labels[i].iter().enumerate() {
@@ -424,7 +404,7 @@ fn segments<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let mut from = row.base;
     for s in &row.segments {
-        let (a, b) = (l.x(from), l.x(from + s.value).max(l.x(from) + 1));
+        let (a, b) = (l.frame.x(from), l.frame.x(from + s.value).max(l.frame.x(from) + 1));
         root.draw(&Rectangle::new([(a, top), (b, bottom)], s.colour.plotters().filled()))?;
         hovers.add((a, top), (b - a, bottom - top), &s.hover);
         from += s.value;
@@ -479,8 +459,12 @@ mod tests {
     fn a_log_axis_gives_small_effects_room_next_to_an_outlier() {
         let c = chart(vec![row("debug-off", 18.57, "18.57× [18.03, 19.10]"), row("amp", 1.08, "1.08×")]);
         let l = Layout::of(&c, Form::Wide);
-        assert!(l.log);
-        assert!(l.x(1.08) - l.x(1.0) >= 8, "an 8% effect is {} px wide", l.x(1.08) - l.x(1.0));
+        assert!(l.frame.log);
+        assert!(
+            l.frame.x(1.08) - l.frame.x(1.0) >= 8,
+            "an 8% effect is {} px wide",
+            l.frame.x(1.08) - l.frame.x(1.0)
+        );
     }
 
     #[test]
@@ -488,8 +472,8 @@ mod tests {
         let long = "18.57× [18.03, 19.10] faster, against baseline+debug-apis-on";
         let c = chart(vec![row("debug-off", 18.57, long), row("amp", 0.8, "0.80×")]);
         let l = Layout::of(&c, Form::Wide);
-        let end = l.x(18.57 * 1.03) + GAP + width(long, SMALL_EM);
-        assert!(end <= l.width - PAD, "the note ends at {end} of {}", l.width);
+        let end = l.frame.x(18.57 * 1.03) + GAP + width(long, SMALL_EM);
+        assert!(end <= l.frame.width - PAD, "the note ends at {end} of {}", l.frame.width);
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! Effects as dots with their intervals on a log axis: one row per trick, one marker per engine
-//! (its shape says which), a shaded noise band and a line at 1×.
+//! Effects as dots with their intervals on a log axis: one row per trick, one marker per series
+//! (an engine, whose shape says which; in a comparison a machine's engine, whose colour says which
+//! machine), shaded noise bands and a line at 1×.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::bars::log_ticks;
+use super::frame::{Frame, PAD, TITLE_LINE};
 use super::{font, key_layout, short_number, text, width, wrap, DrawResult, Form, Hovers, Rgb};
 use super::{BODY_EM, GRID, MUTED, SMALL_EM, TEXT, TITLE_EM};
 
@@ -15,9 +17,7 @@ const WIDE_WIDTH: i32 = 1000;
 const NARROW_WIDTH: i32 = 400;
 /// The narrowest plot area of a wide figure.
 const MIN_PLOT: i32 = 280;
-const PAD: i32 = 12;
 const GAP: i32 = 10;
-const TITLE_LINE: i32 = 24;
 const LABEL_LINE: i32 = 18;
 /// The height of the dots' band of a row with one marker per row; each further series adds
 /// [`SERIES_STEP`].
@@ -25,8 +25,11 @@ const ROW: i32 = 18;
 const SERIES_STEP: i32 = 8;
 /// The least distance between two axis tick labels, SVG pixels.
 const MIN_TICK_GAP: i32 = 44;
-/// The noise band's fill.
-const BAND: RGBColor = RGBColor(226, 230, 234);
+/// The fill of a noise band behind every series.
+pub(crate) const NOISE_BAND: Rgb = Rgb(226, 230, 234);
+/// The fill of a series' marker in the legend, which names its shape: a grey no machine, engine or
+/// verdict uses, and no hollow marker has.
+const LEGEND_MARKER: RGBColor = RGBColor(134, 142, 150);
 /// A ceiling's tick: a dark grey that no verdict colour uses.
 const CEILING: RGBColor = RGBColor(73, 80, 87);
 /// Half the height of a ceiling's tick, SVG pixels: twice an interval's end cap.
@@ -46,9 +49,10 @@ pub(crate) struct DotChart {
     pub x_label: String,
     /// A vertical line (value, what it means), e.g. no change at 1.
     pub reference: Option<(f64, String)>,
-    /// A shaded range (low, high, what it means), e.g. the noise floor.
-    pub band: Option<(f64, f64, String)>,
-    /// The series, each drawn in its own marker shape: the engines.
+    /// Shaded ranges, e.g. the noise floor, or each machine's.
+    pub bands: Vec<Band>,
+    /// The series, each on its own line of a row, drawn in its marker shape; the legend names
+    /// each shape once.
     pub series: Vec<DotSeries>,
     /// The rows, top to bottom.
     pub rows: Vec<DotRow>,
@@ -58,6 +62,22 @@ pub(crate) struct DotChart {
     pub ceiling_key: Option<String>,
     /// A line under the chart (rows left out, and why).
     pub footnote: Option<String>,
+}
+
+/// A shaded range of the value axis.
+#[derive(Debug, Clone)]
+pub(crate) struct Band {
+    /// Its low end, on the value axis.
+    pub low: f64,
+    /// Its high end, on the value axis.
+    pub high: f64,
+    /// What it means, as the legend says it.
+    pub label: String,
+    /// Its fill.
+    pub fill: Rgb,
+    /// The first and last series whose lines of each row it lies behind (`None`: the plot's
+    /// whole height).
+    pub series: Option<(usize, usize)>,
 }
 
 /// A series of markers.
@@ -105,6 +125,8 @@ pub(crate) struct Dot {
     /// The most its effect could be, on the value axis, drawn as a tick at its series' height
     /// (`None`: no tick).
     pub ceiling: Option<f64>,
+    /// Whether it is drawn as an outline: an effect the measurement cannot tell from none.
+    pub hollow: bool,
 }
 
 impl Dot {
@@ -146,14 +168,8 @@ impl CeilingMark {
 
 /// Where everything of a dot chart goes, in SVG pixels.
 pub(crate) struct Layout {
-    form: Form,
-    width: i32,
-    title: Vec<String>,
-    plot_left: i32,
-    plot_width: i32,
-    plot_top: i32,
-    lo: f64,
-    hi: f64,
+    /// The title, the plot area and the log value axis.
+    frame: Frame,
     /// Each row's heading lines in a narrow figure (label and note); empty in a wide one.
     headings: Vec<Vec<String>>,
     rows: usize,
@@ -167,7 +183,7 @@ pub(crate) struct Layout {
 #[derive(Debug, Clone)]
 enum Legend {
     Series(usize),
-    Band,
+    Band(usize),
     Colour(usize),
     Ceiling,
     Beyond,
@@ -211,14 +227,7 @@ impl Layout {
         let footnote = c.footnote.as_deref().map_or_else(Vec::new, |f| wrap(f, SMALL_EM, width_px - 2 * PAD));
         let plot_top = PAD + TITLE_LINE * title.len() as i32 + 8;
         Layout {
-            form,
-            width: width_px,
-            title,
-            plot_left,
-            plot_width,
-            plot_top,
-            lo,
-            hi,
+            frame: Frame { form, width: width_px, title, plot_left, plot_width, plot_top, lo, hi, log: true },
             headings,
             rows: c.rows.len(),
             series,
@@ -231,7 +240,7 @@ impl Layout {
     /// Width and height of the figure.
     pub(crate) fn size(&self) -> (u32, u32) {
         let bottom = self.footnote_top() + 18 * self.footnote.len() as i32 + PAD;
-        (self.width as u32, bottom as u32)
+        (self.frame.width as u32, bottom as u32)
     }
 
     fn dots_height(&self) -> i32 {
@@ -248,7 +257,7 @@ impl Layout {
 
     /// The top of row `i` (`i` = the number of rows: the plot's bottom).
     fn row_top(&self, i: usize) -> i32 {
-        self.plot_top + (0..i).map(|k| self.row_height(k)).sum::<i32>()
+        self.frame.plot_top + (0..i).map(|k| self.row_height(k)).sum::<i32>()
     }
 
     fn plot_bottom(&self) -> i32 {
@@ -258,8 +267,8 @@ impl Layout {
     /// The vertical spans that the band, the grid and the reference line cross: the whole plot
     /// in a wide figure; in a narrow one each row's markers, so that no line runs through text.
     fn spans(&self) -> Vec<(i32, i32)> {
-        match self.form {
-            Form::Wide => vec![(self.plot_top, self.plot_bottom())],
+        match self.frame.form {
+            Form::Wide => vec![(self.frame.plot_top, self.plot_bottom())],
             Form::Narrow => (0..self.rows.max(1))
                 .map(|i| (self.row_top(i) + self.heading_height(i), self.row_top(i) + self.row_height(i)))
                 .collect(),
@@ -280,29 +289,24 @@ impl Layout {
         self.legend_top() + 22 * self.legend.len() as i32 + 4
     }
 
-    /// The x pixel of value `v`.
-    fn x(&self, v: f64) -> i32 {
-        let f = (v.max(f64::MIN_POSITIVE).ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln());
-        self.plot_left + (f * f64::from(self.plot_width)).round() as i32
-    }
-
     /// Where ceiling `v` is drawn: a tick where it lies on the axis, else an arrowhead at the
     /// edge it lies beyond.
     fn ceiling_mark(&self, v: f64) -> CeilingMark {
-        if v > self.hi {
-            CeilingMark::Beyond(self.plot_left + self.plot_width)
-        } else if v < self.lo {
-            CeilingMark::Below(self.plot_left)
+        if v > self.frame.hi {
+            CeilingMark::Beyond(self.frame.plot_left + self.frame.plot_width)
+        } else if v < self.frame.lo {
+            CeilingMark::Below(self.frame.plot_left)
         } else {
-            CeilingMark::Tick(self.x(v))
+            CeilingMark::Tick(self.frame.x(v))
         }
     }
 
     /// The axis ticks, thinned so that no two labels lie closer than [`MIN_TICK_GAP`].
     fn ticks(&self) -> Vec<f64> {
         let mut kept: Vec<f64> = Vec::new();
-        for tick in log_ticks(self.lo, self.hi) {
-            if kept.last().is_none_or(|&previous| self.x(tick) - self.x(previous) >= MIN_TICK_GAP) {
+        for tick in log_ticks(self.frame.lo, self.frame.hi) {
+            if kept.last().is_none_or(|&previous| self.frame.x(tick) - self.frame.x(previous) >= MIN_TICK_GAP)
+            {
                 kept.push(tick);
             }
         }
@@ -313,11 +317,12 @@ impl Layout {
 /// The legend in rows no wider than `max_px`: the series' markers, the band, the colours, the
 /// ceiling's tick and, where a ceiling lies `beyond` the axis, its arrowhead.
 fn legend_rows(c: &DotChart, beyond: bool, max_px: i32) -> Vec<Vec<Legend>> {
-    let mut entries: Vec<(Legend, i32)> =
-        c.series.iter().enumerate().map(|(i, s)| (Legend::Series(i), width(&s.name, SMALL_EM))).collect();
-    if let Some((_, _, label)) = &c.band {
-        entries.push((Legend::Band, width(label, SMALL_EM)));
-    }
+    let named_before = |i: usize| c.series[..i].iter().any(|s| s.name == c.series[i].name);
+    let mut entries: Vec<(Legend, i32)> = (0..c.series.len())
+        .filter(|i| !named_before(*i))
+        .map(|i| (Legend::Series(i), width(&c.series[i].name, SMALL_EM)))
+        .collect();
+    entries.extend(c.bands.iter().enumerate().map(|(i, b)| (Legend::Band(i), width(&b.label, SMALL_EM))));
     entries
         .extend(c.key.iter().enumerate().map(|(i, (_, label))| (Legend::Colour(i), width(label, SMALL_EM))));
     if let Some(label) = &c.ceiling_key {
@@ -334,7 +339,7 @@ fn legend_rows(c: &DotChart, beyond: bool, max_px: i32) -> Vec<Vec<Legend>> {
 fn range(c: &DotChart) -> (f64, f64) {
     let dots = c.rows.iter().flat_map(|r| &r.dots);
     let ceilings = dots.clone().filter_map(Dot::drawn_ceiling).map(|v| v.min(CEILING_REACH));
-    let band = c.band.iter().flat_map(|b| [b.0, b.1]);
+    let band = c.bands.iter().flat_map(|b| [b.low, b.high]);
     let values = dots
         .flat_map(|d| [d.low(), d.high()])
         .chain(ceilings)
@@ -358,30 +363,38 @@ pub(crate) fn draw<DB: DrawingBackend>(
     form: Form,
 ) -> DrawResult<DB> {
     let l = Layout::of(c, form);
-    for (i, line) in l.title.iter().enumerate() {
-        text(root, line, (PAD, PAD + TITLE_LINE * i as i32), font(TITLE_EM), (HPos::Left, VPos::Top))?;
-    }
+    l.frame.draw_title(root)?;
     let bottom = l.plot_bottom();
-    for (top, end) in l.spans() {
-        if let Some((low, high, _)) = &c.band {
-            let (a, b) = (l.x(*low), l.x(*high).max(l.x(*low) + 1));
-            root.draw(&Rectangle::new([(a, top), (b, end)], BAND.filled()))?;
+    for band in &c.bands {
+        let (a, b) = (l.frame.x(band.low), l.frame.x(band.high).max(l.frame.x(band.low) + 1));
+        for (top, end) in band_spans(&l, band) {
+            root.draw(&Rectangle::new([(a, top), (b, end)], band.fill.plotters().filled()))?;
         }
+        // One hover per band behind every series, one per row for a band behind some, in
+        // either form.
+        let hovered = match band.series {
+            None => vec![(l.frame.plot_top, bottom)],
+            Some(_) => band_spans(&l, band),
+        };
+        for (top, end) in hovered {
+            hovers.add((a, top), (b - a, end - top), &band.label);
+        }
+    }
+    for (top, end) in l.spans() {
         for v in l.ticks() {
-            root.draw(&PathElement::new(vec![(l.x(v), top), (l.x(v), end)], GRID.stroke_width(1)))?;
+            root.draw(&PathElement::new(
+                vec![(l.frame.x(v), top), (l.frame.x(v), end)],
+                GRID.stroke_width(1),
+            ))?;
         }
         if let Some((value, _)) = &c.reference {
-            let px = l.x(*value);
+            let px = l.frame.x(*value);
             root.draw(&PathElement::new(vec![(px, top), (px, end)], MUTED.stroke_width(2)))?;
         }
     }
-    let height = bottom - l.plot_top;
-    if let Some((low, high, label)) = &c.band {
-        let (a, b) = (l.x(*low), l.x(*high).max(l.x(*low) + 1));
-        hovers.add((a, l.plot_top), (b - a, height), label);
-    }
+    let height = bottom - l.frame.plot_top;
     if let Some((value, label)) = &c.reference {
-        hovers.add((l.x(*value) - 2, l.plot_top), (4, height), label);
+        hovers.add((l.frame.x(*value) - 2, l.frame.plot_top), (4, height), label);
     }
     axis(root, &l, bottom)?;
     for (i, row) in c.rows.iter().enumerate() {
@@ -395,18 +408,29 @@ pub(crate) fn draw<DB: DrawingBackend>(
     Ok(())
 }
 
+/// The vertical spans `band` shades: the plot's (as [`Layout::spans`]) for a band behind every
+/// series, else the lines of its series in each row.
+fn band_spans(l: &Layout, band: &Band) -> Vec<(i32, i32)> {
+    match band.series {
+        None => l.spans(),
+        Some((first, last)) => (0..l.rows)
+            .map(|i| (l.y(i, first) - SERIES_STEP / 2 - 1, l.y(i, last) + SERIES_STEP / 2 + 1))
+            .collect(),
+    }
+}
+
 fn axis<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, l: &Layout, bottom: i32) -> DrawResult<DB> {
     for v in l.ticks() {
-        let px = l.x(v);
+        let px = l.frame.x(v);
         let label = format!("{}×", short_number(v));
         text(root, &label, (px, bottom + 5), font(SMALL_EM).color(&MUTED), (HPos::Center, VPos::Top))?;
     }
-    let right = l.plot_left + l.plot_width;
-    root.draw(&PathElement::new(vec![(l.plot_left, bottom), (right, bottom)], MUTED.stroke_width(1)))?;
+    let right = l.frame.plot_left + l.frame.plot_width;
+    root.draw(&PathElement::new(vec![(l.frame.plot_left, bottom), (right, bottom)], MUTED.stroke_width(1)))?;
     for (i, line) in l.x_label.iter().enumerate() {
         let half = width(line, BODY_EM) / 2;
-        let centre =
-            (l.plot_left + l.plot_width / 2).clamp(PAD + half, (l.width - PAD - half).max(PAD + half));
+        let centre = (l.frame.plot_left + l.frame.plot_width / 2)
+            .clamp(PAD + half, (l.frame.width - PAD - half).max(PAD + half));
         text(root, line, (centre, bottom + 26 + 22 * i as i32), font(BODY_EM), (HPos::Center, VPos::Top))?;
     }
     Ok(())
@@ -422,13 +446,19 @@ fn draw_row<DB: DrawingBackend>(
 ) -> DrawResult<DB> {
     let top = l.row_top(i);
     if i > 0 {
-        root.draw(&PathElement::new(vec![(PAD, top), (l.width - PAD, top)], GRID.stroke_width(1)))?;
+        root.draw(&PathElement::new(vec![(PAD, top), (l.frame.width - PAD, top)], GRID.stroke_width(1)))?;
     }
     let centre = l.y(i, 0) + SERIES_STEP * (l.series - 1) / 2;
-    match l.form {
+    match l.frame.form {
         Form::Wide => {
-            text(root, &row.label, (l.plot_left - GAP, centre), font(BODY_EM), (HPos::Right, VPos::Center))?;
-            let at = (l.plot_left + l.plot_width + GAP, centre);
+            text(
+                root,
+                &row.label,
+                (l.frame.plot_left - GAP, centre),
+                font(BODY_EM),
+                (HPos::Right, VPos::Center),
+            )?;
+            let at = (l.frame.plot_left + l.frame.plot_width + GAP, centre);
             text(root, &row.note, at, font(SMALL_EM), (HPos::Left, VPos::Center))?;
         }
         Form::Narrow => {
@@ -438,7 +468,11 @@ fn draw_row<DB: DrawingBackend>(
             }
         }
     }
-    hovers.add((PAD, top), (l.plot_left - PAD, l.row_height(i)), &format!("{}: {}", row.label, row.note));
+    hovers.add(
+        (PAD, top),
+        (l.frame.plot_left - PAD, l.row_height(i)),
+        &format!("{}: {}", row.label, row.note),
+    );
     for dot in &row.dots {
         let shape = c.series.get(dot.series).map_or(Shape::Circle, |s| s.shape);
         draw_dot(root, dot, (l.y(i, dot.series), shape), l, hovers)?;
@@ -454,15 +488,19 @@ fn draw_dot<DB: DrawingBackend>(
     hovers: &Hovers,
 ) -> DrawResult<DB> {
     let colour = dot.colour.plotters();
-    let (low, high) = (l.x(dot.low()), l.x(dot.high()));
+    let (low, high) = (l.frame.x(dot.low()), l.frame.x(dot.high()));
     if high > low {
         root.draw(&PathElement::new(vec![(low, y), (high, y)], colour.stroke_width(2)))?;
         for end in [low, high] {
             root.draw(&PathElement::new(vec![(end, y - 3), (end, y + 3)], colour.stroke_width(2)))?;
         }
     }
-    let x = l.x(dot.value);
-    marker(root, (x, y), shape, colour)?;
+    let x = l.frame.x(dot.value);
+    if dot.hollow {
+        marker(root, (x, y), shape, WHITE, colour.stroke_width(2))?;
+    } else {
+        marker(root, (x, y), shape, colour, TEXT.stroke_width(1))?;
+    }
     hovers.add((low.min(x) - 6, y - 6), ((high.max(x) - low.min(x)) + 12, 12), &dot.hover);
     if let Some(v) = dot.drawn_ceiling() {
         let mark = l.ceiling_mark(v);
@@ -485,23 +523,23 @@ fn ceiling<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, mark: CeilingMark,
     root.draw(&Polygon::new(points, CEILING.filled()))
 }
 
+/// A marker of `shape` centred at (`x`, `y`), filled with `fill` and outlined as `outline` says.
 fn marker<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     (x, y): (i32, i32),
     shape: Shape,
-    colour: RGBColor,
+    fill: RGBColor,
+    outline: ShapeStyle,
 ) -> DrawResult<DB> {
     match shape {
         Shape::Circle => {
-            root.draw(&Circle::new((x, y), 4, colour.filled()))?;
-            root.draw(&Circle::new((x, y), 4, TEXT.stroke_width(1)))
+            root.draw(&Circle::new((x, y), 4, fill.filled()))?;
+            root.draw(&Circle::new((x, y), 4, outline))
         }
         Shape::Diamond => {
-            let points = vec![(x, y - 5), (x + 5, y), (x, y + 5), (x - 5, y)];
-            root.draw(&Polygon::new(points.clone(), colour.filled()))?;
-            let mut outline = points;
-            outline.push((x, y - 5));
-            root.draw(&PathElement::new(outline, TEXT.stroke_width(1)))
+            let outline_points = vec![(x, y - 5), (x + 5, y), (x, y + 5), (x - 5, y), (x, y - 5)];
+            root.draw(&Polygon::new(outline_points[..4].to_vec(), fill.filled()))?;
+            root.draw(&PathElement::new(outline_points, outline))
         }
     }
 }
@@ -512,12 +550,13 @@ fn legend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &DotChart, l: &L
         for entry in entries {
             let label = match entry {
                 Legend::Series(i) => {
-                    marker(root, (x + 6, y), c.series[*i].shape, RGBColor(255, 255, 255))?;
+                    marker(root, (x + 6, y), c.series[*i].shape, LEGEND_MARKER, TEXT.stroke_width(1))?;
                     &c.series[*i].name
                 }
-                Legend::Band => {
-                    root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], BAND.filled()))?;
-                    &c.band.as_ref().expect("a band entry has a band").2
+                Legend::Band(i) => {
+                    let fill = c.bands[*i].fill.plotters();
+                    root.draw(&Rectangle::new([(x, y - 6), (x + 12, y + 6)], fill.filled()))?;
+                    &c.bands[*i].label
                 }
                 Legend::Colour(i) => {
                     let (colour, label) = &c.key[*i];
@@ -556,6 +595,7 @@ mod tests {
                     colour: Rgb(0, 0, 0),
                     hover: String::new(),
                     ceiling: None,
+                    hollow: false,
                 })
                 .collect(),
         };
@@ -563,7 +603,13 @@ mod tests {
             title: "Each trick's effect — resnet8 · cpu on vm · quick profile".to_owned(),
             x_label: "× better on the trick's own metric, log (right of 1×: better)".to_owned(),
             reference: Some((1.0, "1×".to_owned())),
-            band: Some((0.97, 1.03, "noise floor (A/A), ±3.0%".to_owned())),
+            bands: vec![Band {
+                low: 0.97,
+                high: 1.03,
+                label: "noise floor (A/A), ±3.0%".to_owned(),
+                fill: NOISE_BAND,
+                series: None,
+            }],
             series: vec![
                 DotSeries { name: "eager PyTorch".to_owned(), shape: Shape::Circle },
                 DotSeries { name: "libtorch".to_owned(), shape: Shape::Diamond },
@@ -579,14 +625,17 @@ mod tests {
     fn every_marker_lies_inside_the_plot_and_every_note_right_of_it() {
         let c = chart(&["1.00× · 1.01×", "2.00× · 2.10×", "0.27× · 0.27× memory"]);
         let l = Layout::of(&c, Form::Wide);
-        let right = l.plot_left + l.plot_width;
+        let right = l.frame.plot_left + l.frame.plot_width;
         for dot in c.rows.iter().flat_map(|r| &r.dots) {
-            assert!((l.plot_left..=right).contains(&l.x(dot.low())));
-            assert!((l.plot_left..=right).contains(&l.x(dot.high())));
+            assert!((l.frame.plot_left..=right).contains(&l.frame.x(dot.low())));
+            assert!((l.frame.plot_left..=right).contains(&l.frame.x(dot.high())));
         }
         let widest_note = c.rows.iter().map(|r| width(&r.note, SMALL_EM)).max().unwrap();
-        assert!(right + GAP + widest_note <= l.width - PAD + 1, "notes end inside the figure");
-        assert!(l.x(0.97) < l.x(1.0) && l.x(1.0) < l.x(1.03), "the band is around 1×");
+        assert!(right + GAP + widest_note <= l.frame.width - PAD + 1, "notes end inside the figure");
+        assert!(
+            l.frame.x(0.97) < l.frame.x(1.0) && l.frame.x(1.0) < l.frame.x(1.03),
+            "the band is around 1×"
+        );
     }
 
     #[test]
@@ -605,7 +654,7 @@ mod tests {
     #[test]
     fn a_ceiling_is_a_tick_on_the_axis_or_an_arrowhead_at_the_edge_it_lies_beyond() {
         let bare = Layout::of(&chart(&["1.00× · 1.01×", "2.00× · 2.10×"]), Form::Wide);
-        assert!(bare.hi < 2.5);
+        assert!(bare.frame.hi < 2.5);
         let mut c = chart(&["1.00× · 1.01×", "2.00× · 2.10×"]);
         c.rows[0].dots[0].ceiling = Some(2.5);
         c.rows[0].dots[1].ceiling = Some(1.04);
@@ -613,13 +662,13 @@ mod tests {
         c.rows[1].dots[1].hover = "trick-1 on libtorch: ceiling at most 50.00×".to_owned();
         c.ceiling_key = Some("ceiling: the most it could give".to_owned());
         let l = Layout::of(&c, Form::Wide);
-        assert!(l.hi >= 2.5 && l.hi < CEILING_REACH * 1.2, "{}", l.hi);
-        let (left, right) = (l.plot_left, l.plot_left + l.plot_width);
+        assert!(l.frame.hi >= 2.5 && l.frame.hi < CEILING_REACH * 1.2, "{}", l.frame.hi);
+        let (left, right) = (l.frame.plot_left, l.frame.plot_left + l.frame.plot_width);
         for v in [2.5, 1.04] {
             assert!(matches!(l.ceiling_mark(v), CeilingMark::Tick(x) if (left..=right).contains(&x)));
         }
         assert_eq!(l.ceiling_mark(50.0), CeilingMark::Beyond(right));
-        assert_eq!(l.ceiling_mark(l.lo / 2.0), CeilingMark::Below(left));
+        assert_eq!(l.ceiling_mark(l.frame.lo / 2.0), CeilingMark::Below(left));
         assert!(l.legend.iter().flatten().any(|e| matches!(e, Legend::Ceiling)));
         assert!(l.legend.iter().flatten().any(|e| matches!(e, Legend::Beyond)));
         assert!(!bare.legend.iter().flatten().any(|e| matches!(e, Legend::Ceiling | Legend::Beyond)));
