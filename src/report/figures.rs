@@ -164,7 +164,7 @@ fn comparison_heatmap(g: &MachineGlance, profile: &str) -> Option<Figure> {
     };
     let heatmap = Heatmap {
         title: format!("Each trick on every machine, on its own metric — {profile}"),
-        rows: rows.iter().map(|r| r.label()).collect(),
+        rows: rows.iter().map(|r| compare::row_label(r)).collect(),
         columns: columns.iter().map(|c| c.2.clone()).collect(),
         cells: rows.iter().map(|r| columns.iter().map(|c| cell(r, c)).collect()).collect(),
     };

@@ -91,11 +91,7 @@ fn bands(g: &MachineGlance, engines: usize) -> Vec<Band> {
 
 /// A row: each machine's marker on each engine, and a note of each machine's effects.
 fn row(r: &TrickAcross, machines: &[String], engines: &[(crate::engine::Engine, Shape)]) -> DotRow {
-    let label = match r.metric {
-        Metric::Memory => format!("{} · memory", r.label()),
-        Metric::TimeToAccuracy => format!("{} · to target", r.label()),
-        Metric::Throughput | Metric::EvalThroughput => r.label(),
-    };
+    let label = row_label(r);
     let mut dots = Vec::new();
     let mut notes = Vec::new();
     for (m, (side, machine)) in r.on.iter().zip(machines).enumerate() {
@@ -129,6 +125,15 @@ fn row(r: &TrickAcross, machines: &[String], engines: &[(crate::engine::Engine, 
     }
     let unit = if r.metric == Metric::Memory { " memory" } else { "" };
     DotRow { label, note: format!("{}{unit}", notes.join(" | ")), dots }
+}
+
+/// A row's label: the trick and workload, with its metric where that is not throughput.
+pub(super) fn row_label(r: &TrickAcross) -> String {
+    match r.metric {
+        Metric::Memory => format!("{} · memory", r.label()),
+        Metric::TimeToAccuracy => format!("{} · to target", r.label()),
+        Metric::Throughput | Metric::EvalThroughput => r.label(),
+    }
 }
 
 /// How to read the figure.
