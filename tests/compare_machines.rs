@@ -57,6 +57,9 @@ fn compare_three(dir: &Path) -> String {
         ("xeon.json", machine("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "2.11.0", 1.5, 1.0)),
         ("epyc-old.json", machine("AMD EPYC 7B13 64-Core Processor", "2.10.0", 1.2, 1.15)),
     ];
+    let mut machines = machines;
+    // The first machine did not plan amp; the others list it as not applicable: it applies nowhere.
+    machines[0].1.cells.pop();
     for (name, r) in &machines {
         store::save(r, &dir.join(name)).unwrap();
     }

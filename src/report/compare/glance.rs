@@ -370,21 +370,22 @@ fn spread(on: &[OnMachine]) -> (f64, Option<Engine>) {
     widest
 }
 
-/// The tricks that apply on no machine, by reason: every machine lists them as not applicable,
-/// and none measured them.
+/// The tricks that apply on no machine, by reason: some machine lists them as not applicable, none
+/// measured them; each trick of each workload under the first machine's reason for it.
 fn nowhere(
     screens: &[Vec<(String, crate::report::Overview)>],
     rows: &[TrickAcross],
 ) -> Vec<NotApplicableGroup> {
     let mut out: Vec<NotApplicableGroup> = Vec::new();
-    let Some(first) = screens.first() else { return out };
-    for (workload, o) in first {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (workload, o) in screens.iter().flatten() {
         for n in &o.not_applicable {
             for trick in &n.tricks {
                 let measured = rows.iter().any(|r| &r.workload == workload && names(&r.trick, trick));
-                if measured {
+                if measured || seen.contains(&(workload.as_str(), *trick)) {
                     continue;
                 }
+                seen.push((workload.as_str(), *trick));
                 match out.iter_mut().find(|g| g.reason == n.reason) {
                     Some(g) if g.tricks.contains(trick) => {}
                     Some(g) => g.tricks.push(trick),
