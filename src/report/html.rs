@@ -482,6 +482,24 @@ fn version_rows(c: &Comparison) -> Vec<impl Serialize> {
         .collect()
 }
 
+/// What the page and the Markdown summary of a comparison of machines both show: its first screen
+/// `g`, its figure among `figures`, its machines and the cells some lack.
+pub(crate) fn comparison_context(
+    c: &Comparison,
+    g: &MachineGlance,
+    figures: &[FigureFile],
+) -> minijinja::Value {
+    context! {
+        glance => Serde(GlanceView::of(g)),
+        figure => Serde(figures.iter().find(|f| f.section == GLANCE_SECTION)),
+        synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
+        profile => Serde(c.profile_text()),
+        devices => Serde(&c.devices),
+        mismatches => Serde(&c.mismatches),
+        sections => Serde(sections(figures, Reference::Baseline)),
+    }
+}
+
 /// Renders `index.html` of a comparison of machines, whose first screen is `g`.
 pub(crate) fn comparison(
     path: &Path,
@@ -492,15 +510,9 @@ pub(crate) fn comparison(
     let ctx = context! {
         title => format!("{} — trickbench comparison", g.machines.join(" vs ")),
         conclusion => &g.sentence,
-        glance => Serde(GlanceView::of(g)),
-        figure => Serde(figures.iter().find(|f| f.section == GLANCE_SECTION)),
-        synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
-        profile => Serde(c.profile_text()),
-        devices => Serde(&c.devices),
-        mismatches => Serde(&c.mismatches),
-        sections => Serde(sections(figures, Reference::Baseline)),
         runs => Serde(runs(c.results)),
         protocols => Serde(protocols(c.results)),
+        ..comparison_context(c, g, figures)
     };
     render(path, "compare.html", ctx)
 }

@@ -8,7 +8,6 @@ use minijinja::context;
 use minijinja::value::Serde;
 
 use crate::report::compare::glance::MachineGlance;
-use crate::report::compare::view::GlanceView;
 use crate::report::compare::Comparison;
 use crate::report::history::History;
 use crate::report::html::{self, render, sections, Reference};
@@ -78,16 +77,7 @@ pub(crate) fn comparison(
     g: &MachineGlance,
     figures: &[FigureFile],
 ) -> Result<String, ReportError> {
-    let ctx = context! {
-        glance => Serde(GlanceView::of(g)),
-        figure => Serde(figures.iter().find(|f| f.section == html::GLANCE_SECTION)),
-        synthetic => Serde(c.devices.iter().any(|d| d.synthetic)),
-        profile => Serde(c.profile_text()),
-        devices => Serde(&c.devices),
-        mismatches => Serde(&c.mismatches),
-        sections => Serde(sections(figures, Reference::Baseline)),
-    };
-    render(path, "compare.md", ctx)
+    render(path, "compare.md", html::comparison_context(c, g, figures))
 }
 
 /// Renders `summary.md` of a history.
