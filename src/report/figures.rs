@@ -131,15 +131,8 @@ pub(crate) fn comparison_figures(c: &Comparison, g: &MachineGlance) -> Vec<Figur
 /// Tricks × machines (× engines where both ran), each cell how many times better the trick made
 /// its own metric there; rows measured on some machine only.
 fn comparison_heatmap(g: &MachineGlance, profile: &str) -> Option<Figure> {
-    let rows: Vec<&TrickAcross> = g
-        .rows
-        .iter()
-        .filter(|r| r.on.iter().any(|m| m.measured().is_some_and(|v| !v.gains.is_empty())))
-        .collect();
-    let engines: Vec<Engine> = [Engine::Pytorch, Engine::Libtorch]
-        .into_iter()
-        .filter(|e| rows.iter().any(|r| r.engines().contains(e)))
-        .collect();
+    let rows: Vec<&TrickAcross> = g.rows.iter().filter(|r| r.has_effect()).collect();
+    let engines = g.engines();
     if rows.is_empty() {
         return None;
     }

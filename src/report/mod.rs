@@ -34,7 +34,7 @@ pub(crate) use compare::why_text;
 pub use history::CompareBy;
 pub use index::write_index;
 pub(crate) use model::{ratio_effect, throughput_effect, Effect, MEMORY_TOLERANCE};
-pub(crate) use overview::{Overview, VerdictRow};
+pub(crate) use overview::{by_cause, Overview, VerdictRow};
 pub use speedrun::headlines as speedrun_headlines;
 
 /// Everything that can go wrong while rendering a report. I/O errors name their file.

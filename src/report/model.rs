@@ -570,6 +570,16 @@ pub(crate) fn engine_words(engine: Engine) -> &'static str {
     }
 }
 
+/// The engine as a title or line continues, where `several` engines share it (" in PyTorch",
+/// " on libtorch"); nothing where one engine ran.
+pub(crate) fn engine_suffix(engine: Engine, several: bool) -> String {
+    if several {
+        format!(" {}", engine_words(engine))
+    } else {
+        String::new()
+    }
+}
+
 /// A unique HTML anchor for a cell.
 pub(crate) fn anchor(e: &Entry) -> String {
     format!("cell-{}-{}", e.file + 1, slug(e.cell.id().as_str()))

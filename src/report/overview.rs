@@ -145,6 +145,27 @@ pub(crate) struct NotApplicableGroup {
     pub tricks: Vec<&'static str>,
 }
 
+impl NotApplicableGroup {
+    /// The reason's first clause, before its first colon: "needs a CUDA GPU".
+    pub(crate) fn cause(&self) -> &str {
+        self.reason.split(':').next().unwrap_or(&self.reason).trim()
+    }
+}
+
+/// `items`, each a cause and what it holds, grouped by cause in the order each cause first comes,
+/// each member once.
+pub(crate) fn by_cause<T: PartialEq>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
+    let mut groups: Vec<(String, Vec<T>)> = Vec::new();
+    for (cause, item) in items {
+        match groups.iter_mut().find(|(c, _)| *c == cause) {
+            Some((_, members)) if members.contains(&item) => {}
+            Some((_, members)) => members.push(item),
+            None => groups.push((cause, vec![item])),
+        }
+    }
+    groups
+}
+
 /// The stack of one engine.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Stack {
@@ -763,8 +784,7 @@ fn floors_line(results: &[Results], g: &Group) -> Option<String> {
             .into_iter()
             .filter_map(|engine| Some((engine, widest_floor(&floors, design, Some(engine))?)))
             .map(|(engine, half_width)| {
-                let on = if several { format!(" {}", model::engine_words(engine)) } else { String::new() };
-                format!("±{:.1}%{on}", half_width * 100.0)
+                format!("±{:.1}%{}", half_width * 100.0, model::engine_suffix(engine, several))
             })
             .collect();
         (!parts.is_empty()).then(|| parts.join(", "))
@@ -860,7 +880,7 @@ fn stacks(g: &Group) -> Vec<Stack> {
     [Engine::Pytorch, Engine::Libtorch]
         .into_iter()
         .map(|engine| {
-            let on = if several { format!(" {}", model::engine_words(engine)) } else { String::new() };
+            let on = model::engine_suffix(engine, several);
             Stack { title: format!("The stack{on}, one trick at a time"), rows: stack_rows(g, engine) }
         })
         .filter(|stack| !stack.rows.is_empty())

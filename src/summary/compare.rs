@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::layout::{cause_lines, Layout};
+use super::layout::{cause_lines, grouped_under, Layout};
 use crate::engine::Engine;
 use crate::report::{MachineGlance, OnMachine, Pattern, TrickAcross};
 use crate::results::schema::Results;
@@ -30,7 +30,7 @@ fn glance_text(g: &MachineGlance, columns: usize) -> String {
             wrap(&format!("  {}: paired A/A noise floor {}", f.machine, f.text), columns, 4)
         );
     }
-    let engines = engines(&g.rows);
+    let engines = g.engines();
     if engines.len() > 1 {
         let _ = writeln!(out, "  each machine's effect in PyTorch · on libtorch, on the trick's own metric");
     }
@@ -39,18 +39,10 @@ fn glance_text(g: &MachineGlance, columns: usize) -> String {
     let mut titles = g.machines.clone();
     titles.push("apart".to_owned());
     let layout = Layout::under(&headings, titles, &cells, columns);
-    let mut first = true;
-    for pattern in Pattern::ALL {
-        let members: Vec<usize> = (0..g.rows.len()).filter(|i| g.rows[*i].pattern == pattern).collect();
-        if members.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "\n{}", layout.heading(pattern.label(), first));
-        first = false;
-        for i in members {
-            out.push_str(&layout.row(&cells[i].0, &cells[i].1));
-        }
-    }
+    let groups =
+        Pattern::ALL.map(|pattern| (pattern.label(), move |i: &usize| g.rows[*i].pattern == pattern));
+    let indices: Vec<usize> = (0..g.rows.len()).collect();
+    out.push_str(&grouped_under(&indices, &layout, &groups, |i| layout.row(&cells[*i].0, &cells[*i].1)));
     let nowhere = g.nowhere_by_cause();
     if !nowhere.is_empty() {
         let count: usize = nowhere.iter().map(|(_, tricks)| tricks.len()).sum();
@@ -58,14 +50,6 @@ fn glance_text(g: &MachineGlance, columns: usize) -> String {
         out.push_str(&cause_lines(&nowhere, columns));
     }
     out
-}
-
-/// The engines any row measured, PyTorch's first.
-fn engines(rows: &[TrickAcross]) -> Vec<Engine> {
-    [Engine::Pytorch, Engine::Libtorch]
-        .into_iter()
-        .filter(|e| rows.iter().any(|r| r.engines().contains(e)))
-        .collect()
 }
 
 /// "channels-last · resnet8", with the metric where it is not throughput.

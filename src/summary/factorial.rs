@@ -6,11 +6,11 @@
 use std::fmt::Write;
 
 use super::glance::{engine_name, title};
-use super::layout::{by_cause, cause_lines, grouped, Layout};
+use super::layout::{cause_lines, grouped, Layout};
 use crate::engine::Engine;
 use crate::factorial::fraction::letter;
 use crate::factorial::words;
-use crate::report::{ratio_effect, throughput_effect, Effect, MEMORY_TOLERANCE};
+use crate::report::{by_cause, ratio_effect, throughput_effect, Effect, MEMORY_TOLERANCE};
 use crate::results::factorial::{
     FactorialAnalysis, Interaction, InteractionVerdict, LeftOutTrick, MainEffect,
 };

@@ -5,9 +5,9 @@
 
 use std::fmt::Write;
 
-use super::layout::{by_cause, cause_lines, grouped, Layout, NAME_INDENT};
+use super::layout::{cause_lines, grouped, Layout, NAME_INDENT};
 use crate::engine::Engine;
-use crate::report::{Effect, Overview, VerdictRow};
+use crate::report::{by_cause, Effect, Overview, VerdictRow};
 use crate::terminal::wrap;
 
 /// The first screen `o` in at most `columns` characters per line.
@@ -262,10 +262,9 @@ fn not_applicable(o: &Overview, columns: usize) -> String {
     if count == 0 {
         return String::new();
     }
-    let by_cause = by_cause(o.not_applicable.iter().flat_map(|group| {
-        let cause = group.reason.split(':').next().unwrap_or(&group.reason).trim();
-        group.tricks.iter().map(move |t| (cause.to_owned(), *t))
-    }));
+    let by_cause = by_cause(
+        o.not_applicable.iter().flat_map(|g| g.tricks.iter().map(move |t| (g.cause().to_owned(), *t))),
+    );
     format!("\n  not applicable ({count})\n{}", cause_lines(&by_cause, columns))
 }
 

@@ -101,6 +101,7 @@ impl Layout {
 }
 
 /// `rows` grouped by verdict (`effect` says each one's), each group under its heading (the
+/// `rows` grouped by verdict (`effect` says each one's), each group under its heading (the
 /// first with the columns' titles), each row as `render` gives it.
 pub(super) fn grouped<R>(
     rows: &[R],
@@ -108,10 +109,23 @@ pub(super) fn grouped<R>(
     effect: impl Fn(&R) -> Effect,
     render: impl Fn(&R) -> String,
 ) -> String {
+    let effect = &effect;
+    let groups = GROUPS.map(|(word, effects)| (word, move |r: &R| effects.contains(&effect(r))));
+    grouped_under(rows, layout, &groups, render)
+}
+
+/// `rows` under each heading of `groups` (a heading and which rows it holds) that holds some, in
+/// that order, the first heading with the columns' titles, each row as `render` gives it.
+pub(super) fn grouped_under<R>(
+    rows: &[R],
+    layout: &Layout,
+    groups: &[(&str, impl Fn(&R) -> bool)],
+    render: impl Fn(&R) -> String,
+) -> String {
     let mut out = String::new();
     let mut first = true;
-    for (word, effects) in GROUPS {
-        let members: Vec<&R> = rows.iter().filter(|r| effects.contains(&effect(r))).collect();
+    for (word, holds) in groups {
+        let members: Vec<&R> = rows.iter().filter(|r| holds(r)).collect();
         if members.is_empty() {
             continue;
         }
@@ -123,20 +137,6 @@ pub(super) fn grouped<R>(
         }
     }
     out
-}
-
-/// `items`, each a cause and what it holds, grouped by cause in the order each cause first comes,
-/// each member once.
-pub(super) fn by_cause<T: PartialEq>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
-    let mut groups: Vec<(String, Vec<T>)> = Vec::new();
-    for (cause, item) in items {
-        match groups.iter_mut().find(|(c, _)| *c == cause) {
-            Some((_, members)) if members.contains(&item) => {}
-            Some((_, members)) => members.push(item),
-            None => groups.push((cause, vec![item])),
-        }
-    }
-    groups
 }
 
 /// A line per group of `groups` in `columns`, under a heading: "    needs a CUDA GPU: amp, tf32".
@@ -152,6 +152,7 @@ pub(super) fn cause_lines<T: Display>(groups: &[(String, Vec<T>)], columns: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::by_cause;
 
     #[test]
     fn causes_group_in_the_order_first_met_each_member_once() {

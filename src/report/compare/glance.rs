@@ -8,8 +8,9 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::report::gain::Gain;
+use crate::report::model::engine_suffix;
 use crate::report::model::{Effect, MEMORY_TOLERANCE, TIME_TO_ACCURACY_TOLERANCE};
-use crate::report::overview::{widest_floor, NotApplicableGroup, VerdictRow};
+use crate::report::overview::{by_cause, widest_floor, NotApplicableGroup, VerdictRow};
 use crate::results::schema::{MeasurementDesign, NoiseFloor, Results};
 use crate::tricks::Metric;
 
@@ -127,12 +128,12 @@ impl TrickAcross {
         let Some(engine) = self.spread_engine else {
             return Some("applies on some machines only".to_owned());
         };
-        let on = if self.engines().len() > 1 {
-            format!(" {}", crate::report::model::engine_words(engine))
-        } else {
-            String::new()
-        };
-        Some(format!("{:.2}× apart{on}", self.spread))
+        Some(format!("{:.2}× apart{}", self.spread, engine_suffix(engine, self.engines().len() > 1)))
+    }
+
+    /// Whether some machine measured an effect of it on some engine.
+    pub(crate) fn has_effect(&self) -> bool {
+        self.on.iter().any(|m| m.measured().is_some_and(|r| !r.gains.is_empty()))
     }
 
     /// The engines any machine measured, PyTorch's first.
@@ -192,26 +193,18 @@ impl MachineGlance {
         MachineGlance { machines, sentence, rows, nowhere, floors, builds_differ }
     }
 
-    /// The tricks that apply on no machine grouped by the start of their reason, before its
-    /// first colon ("needs a CUDA GPU"), each trick once per group, in the order first met.
+    /// The tricks that apply on no machine grouped by their reasons' first clause ("needs a CUDA
+    /// GPU"), each trick once per group, in the order first met.
     pub(crate) fn nowhere_by_cause(&self) -> Vec<(String, Vec<&'static str>)> {
-        let mut groups: Vec<(String, Vec<&'static str>)> = Vec::new();
-        for n in &self.nowhere {
-            let cause = n.reason.split(':').next().unwrap_or(&n.reason).trim().to_owned();
-            let at = match groups.iter().position(|(c, _)| *c == cause) {
-                Some(at) => at,
-                None => {
-                    groups.push((cause, Vec::new()));
-                    groups.len() - 1
-                }
-            };
-            for trick in &n.tricks {
-                if !groups[at].1.contains(trick) {
-                    groups[at].1.push(trick);
-                }
-            }
-        }
-        groups
+        by_cause(self.nowhere.iter().flat_map(|n| n.tricks.iter().map(move |t| (n.cause().to_owned(), *t))))
+    }
+
+    /// The engines any row measured, PyTorch's first.
+    pub(crate) fn engines(&self) -> Vec<Engine> {
+        [Engine::Pytorch, Engine::Libtorch]
+            .into_iter()
+            .filter(|e| self.rows.iter().any(|r| r.engines().contains(e)))
+            .collect()
     }
 }
 
@@ -245,17 +238,15 @@ fn join_rows(screens: &[Vec<(String, crate::report::Overview)>]) -> Vec<TrickAcr
         .collect()
 }
 
-/// The metric row `r` is judged by.
+/// The metric row `r` is judged by: its effects', or the one its label names where it has none.
 fn metric_of(r: &VerdictRow) -> Metric {
-    r.gains.first().map_or(
-        match r.metric {
-            "memory" => Metric::Memory,
-            "eval throughput" => Metric::EvalThroughput,
-            "time-to-accuracy" => Metric::TimeToAccuracy,
-            _ => Metric::Throughput,
-        },
-        |g| g.metric,
-    )
+    let named = || {
+        [Metric::Throughput, Metric::EvalThroughput, Metric::Memory, Metric::TimeToAccuracy]
+            .into_iter()
+            .find(|m| m.label() == r.metric)
+            .unwrap_or(Metric::Throughput)
+    };
+    r.gains.first().map_or_else(named, |g| g.metric)
 }
 
 /// One machine's side of the row of `trick` on `workload`.
@@ -299,8 +290,7 @@ fn verdicts(side: &OnMachine) -> Vec<(Option<Engine>, Effect)> {
 /// What the machines' verdicts on `on` make of the trick, whose effect `differs` between them
 /// or not.
 fn pattern(on: &[OnMachine], differs: bool) -> Pattern {
-    let applies_somewhere = on.iter().any(|m| m.measured().is_some());
-    if applies_somewhere && on.iter().any(|m| matches!(m, OnMachine::NotApplicable(_))) {
+    if applies_on_some_only(on) {
         return Pattern::DependsOnMachine;
     }
     let all: Vec<(Option<Engine>, Effect)> = on.iter().flat_map(verdicts).collect();
@@ -312,9 +302,9 @@ fn pattern(on: &[OnMachine], differs: bool) -> Pattern {
             _ => Pattern::NoEffectAnywhere,
         };
     }
-    let machines_agree = all.iter().all(|(engine, effect)| {
-        on.iter().flat_map(verdicts).filter(|(e, _)| e == engine).all(|(_, other)| other == *effect)
-    });
+    let machines_agree = all
+        .iter()
+        .all(|(engine, effect)| all.iter().filter(|(e, _)| e == engine).all(|(_, other)| other == effect));
     match (machines_agree, differs) {
         (true, _) => Pattern::DependsOnEngine,
         (false, true) => Pattern::DependsOnMachine,
@@ -324,9 +314,7 @@ fn pattern(on: &[OnMachine], differs: bool) -> Pattern {
 
 /// Whether the machines' effects on some engine differ (see [`TrickAcross::differs`]).
 fn differs(on: &[OnMachine], metric: Metric) -> bool {
-    if on.iter().any(|m| m.measured().is_some())
-        && on.iter().any(|m| matches!(m, OnMachine::NotApplicable(_)))
-    {
+    if applies_on_some_only(on) {
         return true;
     }
     [Engine::Pytorch, Engine::Libtorch].into_iter().any(|engine| {
@@ -335,6 +323,11 @@ fn differs(on: &[OnMachine], metric: Metric) -> bool {
             && gains.iter().any(|g| g.effect == Effect::Hurts);
         opposed || gains.iter().enumerate().any(|(i, a)| gains[i + 1..].iter().any(|b| apart(a, b, metric)))
     })
+}
+
+/// Whether the trick was measured on some machine and does not apply on another.
+fn applies_on_some_only(on: &[OnMachine]) -> bool {
+    on.iter().any(|m| m.measured().is_some()) && on.iter().any(|m| matches!(m, OnMachine::NotApplicable(_)))
 }
 
 /// Whether two machines' effects lie apart: their intervals do not overlap, or, without
@@ -419,12 +412,7 @@ fn machine_floors(r: &Results, machine: &str) -> MachineFloors {
                 .iter()
                 .filter_map(|e| {
                     let half = widest_floor(&mine, MeasurementDesign::Paired, Some(*e))?;
-                    let on = if engines.len() > 1 {
-                        format!(" {}", crate::report::model::engine_words(*e))
-                    } else {
-                        String::new()
-                    };
-                    Some(format!("±{:.1}%{on}", half * 100.0))
+                    Some(format!("±{:.1}%{}", half * 100.0, engine_suffix(*e, engines.len() > 1)))
                 })
                 .collect();
             format!("{} {}", r.run.workload_name(*w), each.join(", "))
@@ -526,10 +514,7 @@ fn most(r: &TrickAcross, machines: &[String]) -> String {
                 _ => format!("not measured on {machine}"),
             })
             .collect();
-    let on = match (engine, r.engines().len()) {
-        (Some(e), 2) => format!(" {}", crate::report::model::engine_words(e)),
-        _ => String::new(),
-    };
+    let on = engine.map_or_else(String::new, |e| engine_suffix(e, r.engines().len() > 1));
     format!("{} on {}{on}: {}", r.trick, r.workload, each.join(", "))
 }
 

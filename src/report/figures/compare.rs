@@ -19,15 +19,14 @@ pub(crate) const SLUG: &str = "compare-at-a-glance";
 pub(super) fn figure(g: &MachineGlance, profile: &str) -> Option<Figure> {
     let engines =
         engines_of(g.rows.iter().flat_map(|r| &r.on).filter_map(OnMachine::measured).flat_map(|r| &r.gains));
-    let drawn: Vec<&TrickAcross> =
-        g.rows.iter().filter(|r| r.on.iter().any(|m| !gains(m).is_empty())).collect();
+    let drawn: Vec<&TrickAcross> = g.rows.iter().filter(|r| r.has_effect()).collect();
     if drawn.is_empty() {
         return None;
     }
     let missing: Vec<(String, String)> = g
         .rows
         .iter()
-        .filter(|r| r.on.iter().all(|m| gains(m).is_empty()))
+        .filter(|r| !r.has_effect())
         .map(|r| (r.label(), r.pattern.label().to_owned()))
         .collect();
     let chart = DotChart {
@@ -63,11 +62,6 @@ fn colour(m: usize) -> Rgb {
 fn tint(c: Rgb) -> Rgb {
     let light = |v: u8| (u16::from(v) + 3 * 255).div_ceil(4) as u8;
     Rgb(light(c.0), light(c.1), light(c.2))
-}
-
-/// The gains of one machine's side, empty where it measured none.
-fn gains(side: &OnMachine) -> &[crate::report::gain::Gain] {
-    side.measured().map_or(&[], |r| r.gains.as_slice())
 }
 
 /// Each machine's widest paired A/A floor, behind that machine's lines of every row.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::Engine;
-use crate::report::model::{engine_words, Entry, Group};
+use crate::report::model::{engine_suffix, Entry, Group};
 use crate::report::plots::{BarChart, BarRow, Chart, Scale};
 use crate::results::schema::{CellKind, Phase};
 use crate::tricks::{Trick, TrickSet};
@@ -123,7 +123,7 @@ pub(super) fn figure(g: &Group, engine: Engine, chain: &[&Entry]) -> Option<Figu
         previous = Some((&e.cell.key.tricks, e.cell.throughput.map_or(0.0, |t| t.median_samples_per_s)));
     }
     let several = g.has_several_engines();
-    let on = if several { format!(" {}", engine_words(engine)) } else { String::new() };
+    let on = engine_suffix(engine, several);
     let title = format!("Stacking tricks{on} — {}", g.title());
     let key = vec![
         (Effect::Helps.colour(), "step faster".to_owned()),
